@@ -1,0 +1,43 @@
+# foxlib — the Makefile is the table of contents. `make` lists the targets.
+PY      ?= python3
+VENV    := .venv
+PYTHON  := $(VENV)/bin/python
+STAMP   := $(VENV)/.foxlib-installed
+WAVE    ?= 8.10
+# extra notebook parameters: make report WAVE=8.10 P="preset=small batch_size=8"
+P       ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv report reports test lab waves clean-venv
+
+help: ## list the targets with what they do
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt pyproject.toml
+	@echo "setting up $(VENV) (pinned packages from requirements.txt, CPU torch where there is no GPU)"
+	$(PY) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -r requirements.txt
+	$(PYTHON) -m pip install -q --no-deps -e .
+	$(PYTHON) -m ipykernel install --sys-prefix --name foxlib --display-name foxlib
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create the environment if it is missing (a venv with pinned packages + the foxlib kernel)
+
+report: $(STAMP) ## run one wave on the best device here: make report WAVE=8.10 [P="name=value ..."]
+	$(PYTHON) -m foxlib report --wave $(WAVE) $(foreach p,$(P),-p $(p))
+
+reports: $(STAMP) ## run every wave, then write reports/index.html
+	$(PYTHON) -m foxlib reports $(foreach p,$(P),-p $(p))
+
+waves: $(STAMP) ## list the waves with their titles and verdicts
+	$(PYTHON) -m foxlib waves
+
+test: $(STAMP) ## run the test suite (what CI runs)
+	$(PYTHON) -m pytest -q -rs
+
+lab: $(STAMP) ## open JupyterLab on the project's kernel
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+clean-venv: ## remove the environment
+	rm -rf $(VENV)

@@ -1,0 +1,92 @@
+"""Charts for the reports. Each takes measurement data (bytes) and returns a matplotlib Figure in MB."""
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from foxlib import seed
+from foxlib.config import MB
+
+CATEGORY_COLOURS = {
+    "parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
+    "activations": "#c44e52", "buffers (device)": "#8172b3", "temporaries": "#937860",
+    "CUDA context": "#8c8c8c",
+}
+
+
+def breakdown(profile: dict[str, Any], budgets_mb: dict[str, float], title: str) -> plt.Figure:
+    """Measured categories (bars) with their budgets (red lines) and the seed's figures (hollow marks)."""
+    rows = [("parameters", profile["parameters"], budgets_mb["parameters_mb"], seed.TFT_8_10_MB["parameters"]),
+            ("forward activations", profile["activations"], budgets_mb["forward_activations_mb"],
+             seed.TFT_8_10_MB["activations"]),
+            ("gradients", profile["gradients"], budgets_mb["gradients_mb"], seed.TFT_8_10_MB["gradients"]),
+            ("optimizer state", profile["optimizer_state"], budgets_mb["optimizer_state_mb"],
+             seed.TFT_8_10_MB["optimizer_state"]),
+            ("peak training", profile["peak"], budgets_mb["peak_training_mb"], seed.TFT_8_10_MB["peak"])]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for i, (name, measured, budget, seed_mb) in enumerate(rows):
+        ok = measured <= budget * MB
+        ax.barh(i, measured / MB, color="#1a7f37" if ok else "#cf222e", alpha=0.85,
+                label="measured (foxlib)" if i == 0 else None)
+        ax.plot([budget, budget], [i - 0.4, i + 0.4], color="black", lw=2, label="budget" if i == 0 else None)
+        ax.plot(seed_mb, i, marker="o", mfc="none", mec="#555", ms=9, ls="none",
+                label="seed (nvidia-smi)" if i == 0 else None)
+        ax.text(measured / MB, i, f" {measured / MB:,.0f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("memory (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def activations_by_module(by_module: dict[str, int], title: str) -> plt.Figure:
+    items = sorted(by_module.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(items) + 1.2))
+    ax.barh([k for k, _ in items], [v / MB for _, v in items], color=CATEGORY_COLOURS["activations"])
+    total = sum(by_module.values()) or 1
+    for i, (_, v) in enumerate(items):
+        ax.text(v / MB, i, f" {v / MB:,.1f} MB ({100 * v / total:.0f} %)", va="center", fontsize=8)
+    ax.set_xlabel("saved for backward (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.set_xlim(0, max(v for _, v in items) / MB * 1.35 if items else 1)
+    fig.tight_layout()
+    return fig
+
+
+def ensemble(profiles: dict[str, dict[str, Any]], context_bytes: int, card_mb: float, title: str) -> plt.Figure:
+    """Stacked training memory per model, the process's CUDA context once, the card's size as a line;
+    the seed's per-model figures as hollow bars beside."""
+    names = list(profiles)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottoms = [0.0] * len(names)
+    parts = {
+        "parameters": lambda p: p["parameters"],
+        "gradients": lambda p: p["gradients"],
+        "optimizer state": lambda p: p["optimizer_state"],
+        "activations": lambda p: p["activations"],
+        "buffers (device)": lambda p: sum(b["device_bytes"] for b in p["buffers"].values()),
+        "temporaries": lambda p: p["temporaries"],
+    }
+    x = list(range(len(names)))
+    for label, get in parts.items():
+        vals = [get(profiles[n]) / MB for n in names]
+        ax.bar([i - 0.2 for i in x], vals, 0.4, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    seed_vals = [seed.ENSEMBLE_CURRENT_MB.get(n, 0) for n in names]
+    ax.bar([i + 0.2 for i in x], seed_vals, 0.4, fill=False, edgecolor="#555", hatch="//", label="seed (nvidia-smi)")
+    if context_bytes:
+        ax.bar(len(names) - 0.2, context_bytes / MB, 0.4, color=CATEGORY_COLOURS["CUDA context"],
+               label="CUDA context (once)")
+        names = names + ["context"]
+    total = sum(p["peak"] for p in profiles.values()) + context_bytes
+    ax.axhline(card_mb, color="black", lw=1.5, ls="--")
+    ax.text(-0.4, card_mb, f"4 GB card: {card_mb:,.0f} MB", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("training memory (MB = 10^6 bytes)")
+    ax.set_title(f"{title}\nensemble total {total / MB:,.0f} MB = {100 * total / MB / card_mb:.0f} % of the card")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig

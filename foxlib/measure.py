@@ -1,0 +1,33 @@
+"""Measuring one model card's training step: build, batch, optimizer, profile_step -> plain data."""
+from __future__ import annotations
+
+import dataclasses
+import gc
+from typing import Any
+
+import torch
+
+from foxlib.memory import profile_step
+from foxlib.models import MODELS
+
+
+def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0,
+                  snapshot_path: str | None = None) -> dict[str, Any]:
+    """Profile one training step of `model` (a MODELS key) built from `cfg` on `device`.
+
+    Returns JSON-able data: the config, the profile (bytes) and the model's theory, if it has one.
+    The model and its optimizer are freed before returning, so measurements can follow each other
+    in one process without counting each other's memory."""
+    card = MODELS[model]
+    torch.manual_seed(seed)
+    net = card.build(cfg).to(device)
+    batch = card.example_batch(cfg, device=device, seed=seed)
+    optimizer = torch.optim.Adam(net.parameters(), lr=getattr(cfg, "lr", 1e-3))
+    prof = profile_step(net, batch, loss_fn=card.loss, optimizer=optimizer, precision=precision,
+                        buffers=card.buffers(batch), snapshot_path=snapshot_path)
+    out = {"model": model, "title": card.title, "config": dataclasses.asdict(cfg), "profile": prof.to_dict()}
+    del net, batch, optimizer, prof
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out

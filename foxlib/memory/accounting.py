@@ -1,0 +1,143 @@
+"""Exact byte accounting of tensors, keyed by storage so that views and re-saves count once.
+
+Every function here knows nothing about models: it is handed tensors, modules or optimizers.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+
+def storage_key(t: torch.Tensor) -> tuple[str, int, int]:
+    """(device, data_ptr, nbytes) of the tensor's untyped storage: equal for every view of it."""
+    s = t.untyped_storage()
+    return (str(t.device), s.data_ptr(), s.nbytes())
+
+
+def unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (views and repeats counted once)."""
+    return sum(k[2] for k in {storage_key(t) for t in tensors if t is not None})
+
+
+def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
+    """Every tensor inside nested dicts, lists, tuples and objects with __dict__."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from iter_tensors(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from iter_tensors(v)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type)):
+        yield from iter_tensors(vars(obj))
+
+
+def iter_arrays(obj: Any) -> Iterator[np.ndarray]:
+    """Every numpy array inside nested containers (host-memory buffers)."""
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from iter_arrays(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from iter_arrays(v)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type, torch.Tensor)):
+        yield from iter_arrays(vars(obj))
+
+
+def parameter_bytes(model: torch.nn.Module) -> int:
+    """Weights and registered buffers, each storage once."""
+    return unique_bytes(list(model.parameters()) + list(model.buffers()))
+
+
+def gradient_bytes(model: torch.nn.Module) -> int:
+    return unique_bytes(p.grad for p in model.parameters() if p.grad is not None)
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    return unique_bytes(iter_tensors(list(optimizer.state.values())))
+
+
+def buffer_bytes(buffers: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per named RL buffer: its bytes and where it lives ("device" or "host")."""
+    out = {}
+    for name, obj in buffers.items():
+        tensors = list(iter_tensors(obj))
+        arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
+                  for a in iter_arrays(obj)}
+        device_bytes = unique_bytes(t for t in tensors if t.device.type != "cpu")
+        host_bytes = unique_bytes(t for t in tensors if t.device.type == "cpu") + \
+            sum(a.nbytes for a in arrays.values())
+        out[name] = {"bytes": device_bytes + host_bytes,
+                     "lives_in": "device" if device_bytes and not host_bytes else
+                                 "host" if host_bytes and not device_bytes else "device+host" if host_bytes else "none",
+                     "device_bytes": device_bytes, "host_bytes": host_bytes}
+    return out
+
+
+class SavedTensorTracker:
+    """Records the storages autograd saves for backward, attributed to the model's direct children.
+
+    Use as a context manager around the forward (and loss). Parameters and module buffers are
+    excluded by storage. `live_bytes()` counts only storages still alive (call it after the
+    forward, while the graph is held); `by_module()` splits them by the child that saved them.
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        self._exclude = {storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
+        self._saved: dict[tuple[str, int, int], tuple[StorageWeakRef, str]] = {}
+        self._where = ["loss"]  # label of the code now running
+        self._handles = []
+        self._model = model
+        self.saves = 0  # how many times something was saved (before de-duplication)
+
+    def _pack(self, t: torch.Tensor):
+        self.saves += 1
+        if t.layout == torch.strided or t.layout == torch.sparse_coo:
+            try:
+                key = storage_key(t)
+            except (RuntimeError, NotImplementedError):  # tensor subclasses without storage
+                return t
+            if key not in self._exclude:
+                old = self._saved.get(key)
+                if old is None or old[0].expired():
+                    self._saved[key] = (StorageWeakRef(t.untyped_storage()), self._where[-1])
+        return t
+
+    def __enter__(self):
+        self._where = ["loss"]  # outside the model's forward: the loss function
+        top = self._model
+        self._handles.append(top.register_forward_pre_hook(lambda m, a: self._where.append("(model body)")))
+        self._handles.append(top.register_forward_hook(lambda m, a, o: (self._where.pop(), None)[1]))
+        for name, child in top.named_children():
+            self._handles.append(child.register_forward_pre_hook(
+                lambda m, a, name=name: self._where.append(name)))
+            self._handles.append(child.register_forward_hook(
+                lambda m, a, o: (self._where.pop(), None)[1]))
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def live(self) -> dict[tuple[str, int, int], str]:
+        return {k: where for k, (ref, where) in self._saved.items() if not ref.expired()}
+
+    def live_bytes(self) -> int:
+        return sum(k[2] for k in self.live())
+
+    def by_module(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for key, where in self.live().items():
+            out[where] += key[2]
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))

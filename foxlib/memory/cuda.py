@@ -1,0 +1,82 @@
+"""CUDA-only views of memory: the caching allocator's statistics and NVML's (nvidia-smi's) view.
+
+nvidia-smi shows a process's memory as the driver sees it: the CUDA context (driver state,
+loaded kernels, cuBLAS/cuDNN handles and workspaces) plus everything the caching allocator has
+reserved, whether or not a tensor uses it. The allocator's `allocated` is what tensors use.
+So: NVML process used ≈ CUDA context + allocator reserved, and reserved ≥ allocated.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+
+def allocator_stats(device: torch.device) -> dict[str, int]:
+    """The allocator counters that matter, as of now (peaks since the last reset)."""
+    s = torch.cuda.memory_stats(device)
+    return {
+        "allocated_bytes": s.get("allocated_bytes.all.current", 0),
+        "allocated_peak_bytes": s.get("allocated_bytes.all.peak", 0),
+        "reserved_bytes": s.get("reserved_bytes.all.current", 0),
+        "reserved_peak_bytes": s.get("reserved_bytes.all.peak", 0),
+        "requested_bytes": s.get("requested_bytes.all.current", 0),
+        "inactive_split_bytes": s.get("inactive_split_bytes.all.current", 0),
+        "alloc_retries": s.get("num_alloc_retries", 0),
+        "ooms": s.get("num_ooms", 0),
+    }
+
+
+def nvml_view(device: torch.device) -> dict[str, Any]:
+    """NVML's figures for this process and the whole device, with a note when the process
+    cannot be found (in containers the PID NVML reports may not be ours)."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"available": False, "note": "pynvml (nvidia-ml-py) is not installed"}
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # pynvml.NVMLError and driver-library errors
+        return {"available": False, "note": f"NVML could not start: {exc}"}
+    try:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        uuid = torch.cuda.get_device_properties(index).uuid
+        handle = None
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            u = pynvml.nvmlDeviceGetUUID(h)
+            u = u.decode() if isinstance(u, bytes) else u
+            if u.replace("GPU-", "") == str(uuid).replace("GPU-", ""):
+                handle = h
+                break
+        if handle is None:  # visible-device remapping we cannot match: fall back to the index
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        out: dict[str, Any] = {
+            "available": True,
+            "device_used_bytes": int(info.used),
+            "device_total_bytes": int(info.total),
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+        }
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        mine = [p for p in procs if p.pid == os.getpid()]
+        if mine and mine[0].usedGpuMemory is not None:
+            out["process_used_bytes"] = int(mine[0].usedGpuMemory)
+            out["note"] = "this process found in NVML's process list"
+        elif len(procs) == 1 and procs[0].usedGpuMemory is not None:
+            out["process_used_bytes"] = int(procs[0].usedGpuMemory)
+            out["note"] = (f"NVML lists one process (pid {procs[0].pid}, ours is {os.getpid()}: "
+                           "a container PID namespace); taken as this process")
+        else:
+            out["note"] = (f"this process (pid {os.getpid()}) is not in NVML's list of "
+                           f"{len(procs)} processes; per-process usage unknown")
+        return out
+    except Exception as exc:
+        return {"available": False, "note": f"NVML query failed: {exc}"}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass

@@ -1,0 +1,218 @@
+"""profile_step: the memory of one training step, by category, on CPU or CUDA.
+
+The step is forward + loss, backward, optimizer step. Warm-up steps run first (the optimizer
+creates its state at its first step, so the first step is not typical); then one measured
+step. Categories are counted exactly from the tensors themselves (see accounting.py); the
+peaks come from the CPU profiler's allocation events or the CUDA allocator (see timeline.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+from foxlib.memory import accounting
+from foxlib.memory.cuda import allocator_stats, nvml_view
+from foxlib.memory.timeline import cpu_allocations, mark_forward_end
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
+    return precision
+
+
+def autocast(device: torch.device, precision: str):
+    """The forward's context for a precision: nothing for fp32, torch.autocast otherwise."""
+    check_precision(precision)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=_DTYPES[precision])
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite during a measured or warm-up step."""
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """One training step's memory. Every *_bytes-like field is in bytes."""
+    device: str
+    device_name: str
+    precision: str
+    n_parameters: int
+    parameters: int
+    """Weights and module buffers."""
+    gradients: int
+    """.grad of every parameter after backward."""
+    optimizer_state: int
+    """Tensors in optimizer.state (Adam: exp_avg, exp_avg_sq, step)."""
+    activations: int
+    """Bytes autograd saved for backward, each storage once, parameters excluded, inputs included."""
+    activations_by_module: dict[str, int]
+    """`activations` split by the model's direct child that saved them ("loss": the loss function)."""
+    saved_tensor_saves: int
+    """How many times autograd saved a tensor (before counting each storage once)."""
+    batch: int
+    """Bytes of the tensors in the input batch (device buffers inside it included)."""
+    buffers: dict[str, dict[str, Any]]
+    """Named RL buffers: bytes and where they live (device or host)."""
+    live_before_step: int
+    """Bytes live when the measured step starts (parameters, optimizer state, batch, ...)."""
+    forward_peak: int
+    """Largest total of live bytes during forward + loss."""
+    peak: int
+    """Largest total of live bytes during the whole step (CUDA: allocator peak allocated)."""
+    loss: float
+    peak_method: str
+    cuda: dict[str, Any] | None = field(default=None)
+    """CUDA only: allocator statistics, NVML's view and the CUDA context."""
+
+    @property
+    def temporaries(self) -> int:
+        """What the peak holds beyond the categories: outputs, workspaces, intermediates not saved."""
+        device_buffers = sum(b["device_bytes"] for b in self.buffers.values())
+        return max(0, self.peak - (self.parameters + self.gradients + self.optimizer_state
+                                   + self.activations + device_buffers))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["temporaries"] = self.temporaries
+        return d
+
+
+def _finite(loss: torch.Tensor, when: str) -> float:
+    value = float(loss.detach().float())
+    if not math.isfinite(value):
+        raise NonFiniteLossError(f"the loss is {value} during the {when} step: training diverged "
+                                 "(lower the learning rate, use bf16 instead of fp16, or check the data)")
+    return value
+
+
+def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+                 optimizer: torch.optim.Optimizer, precision: str = "fp32", *, warmup: int = 1,
+                 buffers: Mapping[str, Any] | None = None, snapshot_path: str | None = None) -> MemoryProfile:
+    """Warm-up step(s), then one measured training step of `model` on `batch`.
+
+    buffers: named replay/rollout storage to report on its own line (it is not part of the step).
+    snapshot_path: CUDA only, write the allocator's memory snapshot of the measured step there
+    (a pickle that opens in https://pytorch.org/memory_viz).
+    """
+    check_precision(precision)
+    device = next(model.parameters()).device
+    is_cuda = device.type == "cuda"
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    model.train()
+
+    def step(tracker=None, on_forward_end=None, when="warm-up"):
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, precision), (tracker if tracker is not None else contextlib.nullcontext()):
+            loss = loss_fn(model, batch)
+        value = _finite(loss, when)
+        if on_forward_end is not None:
+            on_forward_end()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return value
+
+    for _ in range(warmup):
+        step()
+    optimizer.zero_grad(set_to_none=True)
+    gc.collect()
+
+    own = (list(model.parameters()) + list(model.buffers())
+           + list(accounting.iter_tensors(list(optimizer.state.values())))
+           + [t for t in accounting.iter_tensors(batch) if t.device == device])
+    own_live = accounting.unique_bytes(own)
+    tracker = accounting.SavedTensorTracker(model)
+    seen: dict[str, int] = {}
+
+    if is_cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        allocated_at_start = torch.cuda.memory_allocated(device)
+        if snapshot_path:
+            torch.cuda.memory._record_memory_history(max_entries=200_000)
+
+        def on_forward_end():
+            torch.cuda.synchronize(device)
+            seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
+            seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
+
+        loss = step(tracker, on_forward_end, "measured")
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        forward_peak = seen["forward_peak"]
+        if snapshot_path:
+            torch.cuda.memory._dump_snapshot(snapshot_path)
+            torch.cuda.memory._record_memory_history(enabled=None)
+        stats = allocator_stats(device)
+        nvml = nvml_view(device)
+        cuda: dict[str, Any] | None = {
+            **stats,
+            "allocated_at_step_start_bytes": allocated_at_start,
+            "foreign_at_step_start_bytes": allocated_at_start - own_live,
+            "nvml": nvml,
+            "context_bytes": (nvml["process_used_bytes"] - stats["reserved_bytes"])
+            if "process_used_bytes" in nvml else None,
+            "fragmentation": (stats["inactive_split_bytes"] / stats["reserved_bytes"])
+            if stats["reserved_bytes"] else 0.0,
+            "snapshot": snapshot_path,
+        }
+        live_before = allocated_at_start
+        method = "CUDA caching allocator: max_memory_allocated() after reset_peak_memory_stats()"
+        name = torch.cuda.get_device_name(device)
+    else:
+        def on_forward_end():
+            seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
+            mark_forward_end()
+
+        with cpu_allocations() as timeline:
+            loss = step(tracker, on_forward_end, "measured")
+        forward_peak = own_live + timeline.peak_delta(timeline.forward_end_ns)
+        peak = own_live + timeline.peak_delta()
+        live_before = own_live
+        cuda = None
+        method = ("CPU: tensors live at the start + largest running sum of the CPU allocator's "
+                  "allocation events (torch.profiler, profile_memory=True)")
+        name = _cpu_name()
+
+    return MemoryProfile(
+        device=str(device), device_name=name, precision=precision,
+        n_parameters=sum(p.numel() for p in model.parameters()),
+        parameters=accounting.parameter_bytes(model),
+        gradients=accounting.gradient_bytes(model),
+        optimizer_state=accounting.optimizer_state_bytes(optimizer),
+        activations=seen["activations"],
+        activations_by_module=seen["by_module"],
+        saved_tensor_saves=tracker.saves,
+        batch=accounting.unique_bytes(accounting.iter_tensors(batch)),
+        buffers=accounting.buffer_bytes(dict(buffers or {})),
+        live_before_step=live_before, forward_peak=forward_peak, peak=peak, loss=loss,
+        peak_method=method, cuda=cuda,
+    )
+
+
+def _cpu_name() -> str:
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"

@@ -1,0 +1,72 @@
+"""Peak memory of a region of code, on CPU (profiler allocation events) or CUDA (allocator stats).
+
+CPU has no allocator statistics. The PyTorch profiler with profile_memory=True records every
+allocation and free of the CPU allocator made while it runs; the running sum of those sizes,
+taken from the region's start, is the change in live bytes. Adding the bytes known to be live
+at the start gives the largest total of live tensor bytes. (Tensors allocated before the
+profiler started and freed inside the region are not reported as frees: the sum can only
+overstate, and profile_step frees gradients before the measured step so there are none.)
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+MARK_FORWARD_END = "foxlib::forward_end"
+
+
+@dataclass
+class CpuTimeline:
+    """Allocation deltas of one region, in time order, and where a forward ended."""
+    deltas: list[tuple[int, int]] = field(default_factory=list)  # (time ns, bytes +/-)
+    forward_end_ns: int | None = None
+
+    def peak_delta(self, until_ns: int | None = None) -> int:
+        """Largest rise of live bytes above the start, up to `until_ns` (whole region if None)."""
+        total = best = 0
+        for t, d in self.deltas:
+            if until_ns is not None and t > until_ns:
+                break
+            total += d
+            best = max(best, total)
+        return best
+
+    def net_delta(self, until_ns: int | None = None) -> int:
+        return sum(d for t, d in self.deltas if until_ns is None or t <= until_ns)
+
+
+@contextlib.contextmanager
+def cpu_allocations():
+    """Context manager yielding a CpuTimeline filled in when the block exits.
+
+    Inside, call `mark_forward_end()` once the forward (and loss) is done."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    timeline = CpuTimeline()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            yield timeline
+    events = []
+
+    def walk(e):
+        if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
+            events.append((e.start_time_ns, e.extra_fields.alloc_size))
+        elif e.name == MARK_FORWARD_END:
+            timeline.forward_end_ns = e.start_time_ns
+        for c in e.children:
+            walk(c)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root)
+    timeline.deltas = sorted(events)
+
+
+def mark_forward_end():
+    """Leave a marker in the profiler's trace (a no-op when no profiler runs)."""
+    with torch.profiler.record_function(MARK_FORWARD_END):
+        pass

@@ -1,0 +1,49 @@
+"""The model card: how every model of the ensemble is presented to the rest of foxlib.
+
+A card bundles a config dataclass, its named presets, and four functions. The profiler,
+the waves and the reports only ever talk to cards, never to a model class directly.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    name: str
+    """Registry key: "tft", "dqn", "ppo" or "mamba2"."""
+    title: str
+    """Human-readable name for reports."""
+    presets: Mapping[str, Any]
+    """Preset name -> config dataclass instance (at least "seed" and "small")."""
+    build: Callable[[Any], torch.nn.Module]
+    """config -> freshly initialised module (on the CPU; move it with .to(device))."""
+    example_batch: Callable[..., Any]
+    """(config, device="cpu", seed=0) -> one training batch drawn from the real market data."""
+    loss: Callable[[torch.nn.Module, Any], torch.Tensor]
+    """(model, batch) -> scalar loss; loss.backward() trains the model."""
+    buffers: Callable[[Any], Mapping[str, Any]] = field(default=lambda batch: {})
+    """batch -> named replay/rollout buffers (tensors or numpy arrays) to report on their own line."""
+    train: Callable[..., Any] | None = None
+    """Optional short training run: (config, steps, device="cpu", seed=0) -> list of objective values."""
+
+    def preset(self, name: str):
+        """The preset config `name`; ValueError naming the valid presets otherwise."""
+        if name not in self.presets:
+            valid = ", ".join(sorted(self.presets))
+            raise ValueError(f"unknown preset {name!r} for model {self.name!r}; valid presets: {valid}")
+        return self.presets[name]
+
+    def config(self, preset: str, **overrides):
+        """A preset with fields replaced; ValueError naming the valid fields for an unknown one."""
+        cfg = self.preset(preset)
+        names = {f.name for f in dataclasses.fields(cfg)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ValueError(f"unknown config field(s) {unknown} for model {self.name!r}; "
+                             f"valid fields: {', '.join(sorted(names))}")
+        return dataclasses.replace(cfg, **overrides)

@@ -1,0 +1,118 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: foxlib
+#     language: python
+#     name: foxlib
+# ---
+
+# %% [markdown]
+# # Wave 8.10 — TFT GPU memory profile
+#
+# Does the Temporal Fusion Transformer fit its memory budget in F32, batch 32, sequence 60, and
+# where does its memory go? One training step (forward + quantile loss, backward, Adam step) is
+# measured after a warm-up step. Memory is in MB = 10^6 bytes throughout; `results.json` holds bytes.
+
+# %% tags=["parameters"]
+preset: str = "seed"  # TFT preset: seed (the seed team's model size) or small
+batch_size: int = 32  # training batch size
+encoder_length: int = 60  # encoder (sequence) length in trading days
+precision: str = "fp32"  # fp32, fp16 or bf16
+device: str = "auto"  # auto (CUDA if present, else CPU), cpu or cuda
+seed: int = 0  # random seed of the model initialisation and of the batch
+ensemble: bool = True  # also profile DQN, PPO and Mamba-2 for the ensemble table
+ensemble_preset: str = "seed"  # preset of DQN, PPO and Mamba-2
+snapshot_path: str = ""  # CUDA only: write the allocator's memory snapshot of the measured step here
+measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
+output_dir: str = ""  # where results.json goes (set by the runner)
+budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
+
+# %%
+from IPython.display import HTML, Markdown, display
+
+from foxlib import charts, notebook
+from foxlib.waves import wave_8_10 as wave
+
+params = notebook.parameters("8.10", globals())
+budgets = notebook.budgets(params)
+m = notebook.measure_or_load("8.10", params)
+checks = wave.checks(m, budgets)
+profile = m["tft"]["profile"]
+display(HTML(notebook.verdict_banner("8.10", checks, m)))
+
+# %% [markdown]
+# ## Checks against the budgets
+# Budgets come from `budgets.toml` (seeded with the original team's budgets). The wave is GO only if all pass.
+
+# %%
+display(notebook.table(notebook.checks_table(checks)))
+
+# %% [markdown]
+# ## The TFT's memory, category by category
+# *measured*: counted from the tensors of the measured step (saved-for-backward activations through
+# autograd's saved-tensor hooks, each storage once); *peak*: the largest total of live tensor bytes
+# during the step. *theory*: from the model's shapes alone. *seed*: the original team's nvidia-smi
+# figures, shown for comparison only.
+
+# %%
+display(notebook.table(wave.breakdown_table(m, budgets)))
+display(Markdown(f"Configuration: `{m['tft']['config']}`  \nPeak measured by: {profile['peak_method']}."))
+
+# %%
+notebook.figure(charts.breakdown(profile, budgets["tft"], f"TFT training step, {params['precision']}, "
+                                       f"batch {m['tft']['config']['batch_size']}, sequence {m['tft']['config']['encoder_length']} "
+                                       f"— {m['device']['name']}"))
+
+# %% [markdown]
+# ## Where the activations go
+# Bytes saved for backward, attributed to the TFT block that saved them ("loss": the quantile loss).
+
+# %%
+display(notebook.table(wave.activations_by_module(m)))
+notebook.figure(charts.activations_by_module(profile["activations_by_module"],
+                                             "TFT activations saved for backward, by block"))
+
+# %% [markdown]
+# ## nvidia-smi's view against the allocator's
+# On a GPU, what nvidia-smi shows for the process is the CUDA context plus everything the caching
+# allocator has reserved; tensors use only the allocated part.
+
+# %%
+table = wave.cuda_reconciliation(m)
+if table is None:
+    display(Markdown("Measured on the CPU: there is no CUDA context, allocator reserve or NVML figure here. "
+                     "The GPU report (`reports/h200/wave-8.10/`) measures them."))
+else:
+    display(notebook.table(table))
+    display(Markdown(f"NVML: {profile['cuda']['nvml'].get('note', '')}."))
+
+# %% [markdown]
+# ## The seed's figures, explained
+
+# %%
+display(notebook.table(wave.seed_explanations(m)))
+
+# %% [markdown]
+# ## The ensemble on a 4 GB card
+# Each model's training peak (its seed preset, fp32), stacked by category; on a GPU the CUDA context
+# is counted once for the process. RL buffers are reported on their own, with where they live.
+
+# %%
+if m.get("ensemble"):
+    display(notebook.table(wave.ensemble_table(m, budgets)))
+    totals = wave.ensemble_totals(m)
+    profiles = {k: v["profile"] for k, v in {**m["ensemble"], "tft": m["tft"]}.items()}
+    notebook.figure(charts.ensemble(profiles, totals["context_bytes"], budgets["ensemble"]["card_mb"],
+                                    f"Ensemble training memory — {m['device']['name']}"))
+else:
+    display(Markdown("The ensemble was not profiled in this run (`ensemble=False`)."))
+
+# %%
+res = notebook.finish("8.10", params, m, checks)
+display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
+                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

@@ -1,0 +1,112 @@
+"""Wave 8.10 end to end: the notebook run through papermill with tiny parameters, and what it wrote."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+from foxlib.config import MB, ROOT
+from foxlib.models import MODELS
+
+
+def test_writes_the_contracts_files(tiny_8_10):
+    for name in ("report.html", "report.md", "results.json", "notebook.ipynb"):
+        assert (tiny_8_10 / name).is_file(), name
+    assert tiny_8_10.parent.name == "cpu" and tiny_8_10.name == "wave-8.10"
+    assert (tiny_8_10.parent.parent / "index.html").is_file()
+
+
+def test_results_follow_from_the_measurement(tiny_8_10):
+    res = json.loads((tiny_8_10 / "results.json").read_text())
+    m = json.loads((tiny_8_10 / "measurement.json").read_text())
+    assert res["wave"] == "8.10" and res["title"] == "TFT GPU memory profile"
+    assert res["device"]["type"] == "cpu"
+    assert res["parameters"]["batch_size"] == 4 and res["parameters"]["preset"] == "small"
+    p = m["tft"]["profile"]
+    by_name = {c["name"]: c for c in res["checks"]}
+    assert by_name["TFT peak training memory"]["measured"] == p["peak"]
+    assert by_name["TFT peak training memory"]["limit"] == 1000 * MB
+    assert by_name["TFT gradients"]["measured"] == p["gradients"] == p["parameters"]  # one fp32 grad a weight
+    assert by_name["TFT optimizer state"]["measured"] > 2 * p["parameters"]  # two Adam moments + steps
+    assert all(c["passed"] == (c["measured"] <= c["limit"]) for c in res["checks"])
+    assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
+    # the small TFT has as many parameters as a fresh one built from the same config
+    cfg = MODELS["tft"].config("small", batch_size=4, encoder_length=10)
+    assert p["n_parameters"] == sum(x.numel() for x in MODELS["tft"].build(cfg).parameters())
+    assert p["activations"] > 0 and sum(p["activations_by_module"].values()) == p["activations"]
+    assert p["peak"] >= p["forward_peak"] >= p["live_before_step"]
+
+
+def test_ensemble_is_in_the_results_and_checked(tiny_8_10):
+    m = json.loads((tiny_8_10 / "measurement.json").read_text())
+    res = json.loads((tiny_8_10 / "results.json").read_text())
+    assert set(m["ensemble"]) == set(MODELS) - {"tft"}
+    total = sum(v["profile"]["peak"] for v in m["ensemble"].values()) + m["tft"]["profile"]["peak"]
+    check = next(c for c in res["checks"] if c["name"] == "ensemble fits in 4 GB")
+    assert check["measured"] == total  # on the CPU there is no CUDA context to add
+
+
+def test_report_is_self_contained_with_the_verdict_on_top_and_no_code(tiny_8_10):
+    html = (tiny_8_10 / "report.html").read_text()
+    res = json.loads((tiny_8_10 / "results.json").read_text())
+    assert f"Verdict: {res['verdict']}" in html
+    assert html.index("Verdict:") < html.index("Checks against the budgets")
+    assert "data:image/png;base64" in html          # charts inline
+    assert "notebook.measure_or_load" not in html   # no code cells
+    assert "seed (MB)" in html and "why they differ" in html
+    md = (tiny_8_10 / "report.md").read_text()
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert len(figures) >= 3 and all((tiny_8_10 / f).is_file() for f in figures)
+
+
+def _cli(*args, env_reports):
+    env = {**os.environ, "FOXLIB_REPORTS": str(env_reports), "FOXLIB_PROGRESS": "0"}
+    return subprocess.run([sys.executable, "-m", "foxlib", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+
+
+def test_unknown_wave_fails_naming_valid_ones_and_writes_nothing(tmp_path):
+    r = _cli("report", "--wave", "8.99", env_reports=tmp_path)
+    assert r.returncode == 2
+    assert "unknown wave '8.99'; valid waves: 8.10, 8.11, 8.12, 8.13" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_parameter_fails_naming_valid_ones_and_writes_nothing(tmp_path):
+    r = _cli("report", "--wave", "8.10", "-p", "batch=8", env_reports=tmp_path)
+    assert r.returncode == 2
+    assert "unknown parameter(s) batch" in r.stderr and "batch_size (int, default 32)" in r.stderr
+    r = _cli("report", "--wave", "8.10", "-p", "batch_size=big", env_reports=tmp_path)
+    assert r.returncode == 2 and "must be int" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cuda_where_there_is_none_is_a_clear_error(tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        return
+    r = _cli("report", "--wave", "8.10", "-p", "device=cuda", env_reports=tmp_path)
+    assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path):
+    before = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
+    bad = tmp_path / "budgets.toml"
+    bad.write_text("[tft]\npeak_training_mb = 1000\n")
+    from conftest import TINY_8_10
+    args = [a for k, v in {**TINY_8_10, "budgets_file": str(bad)}.items() for a in ("-p", f"{k}={v}")]
+    r = _cli("report", "--wave", "8.10", *args, env_reports=tiny_8_10.parent.parent)
+    assert r.returncode == 1
+    assert "failed in notebook cell" in r.stderr and "BudgetsError" in r.stderr and "is missing" in r.stderr
+    assert "previous report" in r.stderr
+    after = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
+    assert after == before
+    assert (tiny_8_10.parent / ".wave-8.10.failed" / "notebook.ipynb").is_file()
+
+
+def test_waves_lists_status(tiny_8_10):
+    r = _cli("waves", env_reports=tiny_8_10.parent.parent)
+    assert r.returncode == 0
+    assert "8.10  TFT GPU memory profile" in r.stdout and "cpu: " in r.stdout
+    assert "8.14" in r.stdout
