@@ -184,11 +184,11 @@ class MarketWindows:
                                 np.broadcast_to(horizon[None, :, None], full.shape + (1,))], axis=-1)
         # target at decoder step j: log return from day t0+Te-1+j to t0+Te+j
         target = f.next_return[s[:, None], (t0 + te - 1)[:, None] + np.arange(td)[None, :]] * TARGET_SCALE
-        batch = {
-            "static": torch.as_tensor(s[:, None], dtype=torch.long),
-            "known": torch.as_tensor(known, dtype=torch.float32),
-            "observed": torch.as_tensor(f.observed[s[:, None], enc]),
-            "target": torch.as_tensor(target, dtype=torch.float32),
+        batch = {  # torch.tensor copies: no batch tensor is a view into a larger array
+            "static": torch.tensor(s[:, None], dtype=torch.long),
+            "known": torch.tensor(known, dtype=torch.float32),
+            "observed": torch.tensor(f.observed[s[:, None], enc]),
+            "target": torch.tensor(target, dtype=torch.float32),
         }
         return {k: v.to(device) for k, v in batch.items()}
 

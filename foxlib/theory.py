@@ -2,23 +2,25 @@
 
 fp32 + Adam: 16 bytes per parameter (weights 4, gradients 4, two moments 8; autocast keeps all
 three in fp32). Activations come from each model's own shape-based count where it has one
-(`activation_theory(cfg, precision)` in its module). The peak bound assumes everything is live
+(foxlib/theory_tft.py for the TFT). The peak bound assumes everything is live
 at once, which the real step never quite reaches: gradients appear while activations are freed.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from foxlib import theory_tft
+
 FP32 = 4
+ACTIVATION_COUNTS = {"tft": theory_tft.activation_theory}  # model -> (cfg, precision, device_type) -> bytes
 
 
-def training_step(model: str, cfg: Any, n_parameters: int, precision: str = "fp32") -> dict[str, int | None]:
+def training_step(model: str, cfg: Any, n_parameters: int, precision: str = "fp32",
+                  device_type: str = "cpu") -> dict[str, int | None]:
     """Theoretical bytes per category for one Adam training step of `model` built from `cfg`."""
     params = FP32 * n_parameters
-    module = importlib.import_module(f"foxlib.models.{model}")
-    count = getattr(module, "activation_theory", None)
-    activations = count(cfg, precision) if count else None
+    count = ACTIVATION_COUNTS.get(model)
+    activations = count(cfg, precision, device_type) if count else None
     return {
         "parameters": params,
         "gradients": params,

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from foxlib import seed, theory
+from foxlib import seed, theory, theory_tft
 from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
@@ -53,7 +53,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             bar.describe(f"profiling {name}/{ensemble_preset} fp32 on {dev}")
             out["ensemble"][name] = measure_model(name, MODELS[name].preset(ensemble_preset), dev, "fp32", seed)
             bar.advance()
-    out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision)
+    out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
+    out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)
     return out
 
 
@@ -109,10 +110,19 @@ def breakdown_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> 
 
 
 def activations_by_module(m: dict[str, Any]) -> pd.DataFrame:
+    """Measured saved bytes per TFT block beside the hand count from shapes, with the gap."""
     p = m["tft"]["profile"]
+    theory_blocks = m["theory"].get("activations_by_module") or {}
     total = p["activations"] or 1
-    return pd.DataFrame([{"module": k, "saved for backward (MB)": _mb(v), "share (%)": round(100 * v / total, 1)}
-                         for k, v in p["activations_by_module"].items()])
+    rows = []
+    for k, v in p["activations_by_module"].items():
+        t = theory_blocks.get(k)
+        gap = "" if t is None else ("exact" if t == v else
+                                    "LSTM backend workspace (oneDNN/cuDNN), not derivable from shapes"
+                                    if k.startswith("lstm") else f"{v - t:+,} bytes")
+        rows.append({"block": k, "measured (MB)": _mb(v), "share (%)": round(100 * v / total, 1),
+                     "theory (MB)": _mb(t), "gap": gap})
+    return pd.DataFrame(rows)
 
 
 def cuda_reconciliation(m: dict[str, Any]) -> pd.DataFrame | None:
