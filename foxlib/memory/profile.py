@@ -145,7 +145,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         torch.cuda.reset_peak_memory_stats(device)
         allocated_at_start = torch.cuda.memory_allocated(device)
         if snapshot_path:
-            torch.cuda.memory._record_memory_history(max_entries=200_000)
+            torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
 
         def on_forward_end():
             torch.cuda.synchronize(device)
