@@ -90,3 +90,46 @@ def ensemble(profiles: dict[str, dict[str, Any]], context_bytes: int, card_mb: f
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed_expectation_mb: dict[str, float],
+                     title: str) -> plt.Figure:
+    """Per precision: the step's categories stacked, the step peak marked, the seed's expectation beside."""
+    names = list(profiles)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottoms = [0.0] * len(names)
+    parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
+             "activations": "activations", "temporaries": "temporaries"}
+    for label, key in parts.items():
+        vals = [profiles[n][key] / MB for n in names]
+        ax.bar(names, vals, 0.5, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    for i, n in enumerate(names):
+        ax.text(i, profiles[n]["peak"] / MB, f"peak {profiles[n]['peak'] / MB:,.0f}", ha="center", va="bottom", fontsize=8)
+        if n in seed_expectation_mb:
+            ax.plot([i - 0.3, i + 0.3], [seed_expectation_mb[n]] * 2, color="#555", ls=":", lw=2,
+                    label="seed's expectation")
+    ax.axhline(budget_mb, color="black", lw=1.5, ls="--", label=f"budget {budget_mb:,.0f} MB")
+    ax.set_ylabel("memory of one training step (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_by_precision(runs: list[dict[str, Any]], metric: str, title: str) -> plt.Figure:
+    """Each seed's score per precision (dots) and their mean (bar)."""
+    precisions = list(dict.fromkeys(r["precision"] for r in runs))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, p in enumerate(precisions):
+        vals = [r["metrics"][metric] for r in runs if r["precision"] == p]
+        ax.bar(i, sum(vals) / len(vals), 0.5, color="#4c72b0", alpha=0.5)
+        ax.plot([i] * len(vals), vals, "o", color="#1f2d4d")
+    ax.set_xticks(range(len(precisions)), precisions)
+    lo = min(r["metrics"][metric] for r in runs)
+    hi = max(r["metrics"][metric] for r in runs)
+    ax.set_ylim(lo - 0.5 * (hi - lo + 1e-9) - 0.01 * abs(lo), hi + 0.5 * (hi - lo + 1e-9) + 0.01 * abs(hi))
+    ax.set_ylabel(f"validation {metric.replace('_', ' ')}")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -1,6 +1,7 @@
 """Which device to measure on, and the short name its reports are filed under."""
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -57,6 +58,9 @@ def environment() -> dict:
     if torch.cuda.is_available():
         from foxlib.memory.cuda import nvml_view
         env["driver"] = nvml_view(torch.device("cuda")).get("driver")
+    if os.environ.get("FOXLIB_GIT_REVISION"):  # a copy of the tree without .git (a GPU machine)
+        env["git_revision"] = os.environ["FOXLIB_GIT_REVISION"]
+        return env
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=config.ROOT,
                              capture_output=True, text=True, timeout=10)

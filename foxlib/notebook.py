@@ -76,6 +76,7 @@ def finish(wave_id: str, params: dict[str, Any], measurement: dict[str, Any], ch
     """Write results.json and the raw measurement into the output folder (last cell of a wave)."""
     res = results.build(wave_id, params, measurement, checks, **extra)
     out = Path(params.get("output_dir") or ".")
+    _keep_snapshot(measurement, params, out)
     results.write_json(out / results.MEASUREMENT_FILE, measurement)
     results.write_json(out / results.RESULTS_FILE, res)
     return res
@@ -98,3 +99,22 @@ def figure(fig) -> None:
     from IPython.display import display
     display(fig)
     plt.close(fig)
+
+
+SNAPSHOT_FILE = "memory_snapshot.pickle"
+
+
+def _keep_snapshot(measurement: dict[str, Any], params: dict[str, Any], out: Path) -> None:
+    """Copy the CUDA allocator snapshot of the measured step (if one was taken) beside the report.
+    A measurement made elsewhere names a path on that machine: look for the file beside it here."""
+    import shutil
+    snapshot = measurement.get("snapshot") or measurement.get("measure_parameters", {}).get("snapshot_path")
+    if not snapshot:
+        return
+    candidates = [Path(snapshot)]
+    if params.get("measurements"):
+        candidates.append(Path(params["measurements"]).parent / Path(snapshot).name)
+    for path in candidates:
+        if path.is_file():
+            shutil.copyfile(path, out / SNAPSHOT_FILE)
+            return

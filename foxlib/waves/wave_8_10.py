@@ -23,16 +23,22 @@ ENSEMBLE = ("dqn", "ppo", "mamba2", "tft")
 
 
 def bare_context(device: torch.device) -> dict[str, Any] | None:
-    """NVML's usage of this process with almost nothing allocated: the CUDA context itself."""
+    """NVML's usage of this process with almost nothing allocated (the CUDA context itself), and
+    what the first matrix product leaves allocated (cuBLAS's workspace, held by the allocator)."""
     if device.type != "cuda":
         return None
-    torch.zeros(1, device=device)  # creates the context
+    x = torch.ones(8, 8, device=device)  # creates the context
     torch.cuda.synchronize(device)
     nvml = nvml_view(device)
     reserved = allocator_stats(device)["reserved_bytes"]
     used = nvml.get("process_used_bytes")
+    before = torch.cuda.memory_allocated(device)
+    (x @ x).sum().item()
+    workspace = torch.cuda.memory_allocated(device) - before - 512  # the product's result: one 512 B block
+    del x
     return {"process_used_bytes": used, "reserved_bytes": reserved,
-            "context_bytes": None if used is None else used - reserved, "note": nvml.get("note")}
+            "context_bytes": None if used is None else used - reserved, "note": nvml.get("note"),
+            "cublas_workspace_bytes": max(workspace, 0)}
 
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
@@ -43,7 +49,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     context = bare_context(dev)
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
-    out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context}
+    out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context,
+                           "snapshot": snapshot_path if dev.type == "cuda" else ""}
     with progress(1 + len(others), "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")
         out["tft"] = measure_model("tft", cfg, dev, precision, seed, snapshot_path or None)
@@ -75,7 +82,8 @@ def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Chec
         e = ensemble_totals(m)
         limit = budgets["ensemble"]["card_mb"] * MB - budgets["ensemble"]["min_headroom_mb"] * MB
         out.append(Check.at_most("ensemble fits in 4 GB", e["total_bytes"], limit, "bytes",
-                                 note=f"sum of the four training peaks{' + CUDA context' if e['context_bytes'] else ''}, "
+                                 note=f"sum of the four training peaks"
+                                      f"{' + CUDA context + library workspaces' if e['context_bytes'] else ''}, "
                                       f"leaving at least {budgets['ensemble']['min_headroom_mb']:.0f} MB free"))
     return out
 
@@ -132,11 +140,16 @@ def cuda_reconciliation(m: dict[str, Any]) -> pd.DataFrame | None:
         return None
     nvml = cuda["nvml"]
     used = nvml.get("process_used_bytes")
+    p = m["tft"]["profile"]
+    owned = p["parameters"] + p["gradients"] + p["optimizer_state"] + p["batch"]
     rows = [
         ("NVML process used (what nvidia-smi shows)", used, "after the measured step"),
         ("  = CUDA context", cuda["context_bytes"], "NVML process used − allocator reserved"),
         ("  + allocator reserved", cuda["reserved_bytes"], "segments the caching allocator holds"),
-        ("    = allocated (live tensors)", cuda["allocated_bytes"], "after the step: parameters, gradients, Adam state, batch"),
+        ("    = allocated (live tensors)", cuda["allocated_bytes"], "after the step"),
+        ("      of which parameters, gradients, Adam state, batch", owned, "counted from the tensors"),
+        ("      of which library workspaces (cuBLAS, ...)", cuda["allocated_bytes"] - owned,
+         f"bare cuBLAS workspace measured at start: {_mb((m.get('bare_context') or {}).get('cublas_workspace_bytes'))} MB"),
         ("    + cached, free for reuse", cuda["reserved_bytes"] - cuda["allocated_bytes"], "kept by the allocator, invisible to tensors"),
         ("allocator reserved, peak", cuda["reserved_peak_bytes"], "largest reserve during the step"),
         ("allocated, peak (= our peak)", cuda["allocated_peak_bytes"], "largest live total during the step"),
@@ -186,15 +199,24 @@ def seed_explanations(m: dict[str, Any]) -> pd.DataFrame:
                          for f, s, ours, why in rows])
 
 
+def own_peak(profile: dict[str, Any]) -> int:
+    """A model's own step peak: on CUDA the allocator's peak less what was allocated before the
+    step by nothing of this model's (cuBLAS workspaces, ...), which the process holds once."""
+    return profile["peak"] - ((profile.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0)
+
+
 def ensemble_totals(m: dict[str, Any]) -> dict[str, Any]:
+    """Sum of the models' own training peaks, plus, on a GPU, what the process holds once:
+    the CUDA context and the library workspaces the allocator keeps."""
     models = {**m.get("ensemble", {}), "tft": m["tft"]}
-    peaks = {k: v["profile"]["peak"] for k, v in models.items()}
+    peaks = {k: own_peak(v["profile"]) for k, v in models.items()}
     host = {k: sum(b["host_bytes"] for b in v["profile"]["buffers"].values()) for k, v in models.items()}
-    ctx = 0
+    ctx = shared = 0
     if m["tft"]["profile"].get("cuda"):  # measured on a GPU: one context for the whole process
         ctx = m["tft"]["profile"]["cuda"]["context_bytes"] or (m.get("bare_context") or {}).get("context_bytes") or 0
-    return {"peaks": peaks, "host_buffer_bytes": host, "context_bytes": ctx,
-            "total_bytes": sum(peaks.values()) + ctx}
+        shared = max((v["profile"]["cuda"] or {}).get("foreign_at_step_start_bytes") or 0 for v in models.values())
+    return {"peaks": peaks, "host_buffer_bytes": host, "context_bytes": ctx, "workspace_bytes": shared,
+            "total_bytes": sum(peaks.values()) + ctx + shared}
 
 
 def ensemble_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -210,12 +232,14 @@ def ensemble_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> p
             "parameters (MB)": _mb(p["parameters"]), "gradients (MB)": _mb(p["gradients"]),
             "optimizer (MB)": _mb(p["optimizer_state"]), "activations (MB)": _mb(p["activations"]),
             "buffers (MB)": _mb(sum(b["bytes"] for b in bufs.values())), "buffers live in": where,
-            "training peak (MB)": _mb(p["peak"]), "seed (MB)": seed.ENSEMBLE_CURRENT_MB.get(name),
+            "training peak (MB)": _mb(own_peak(p)), "seed (MB)": seed.ENSEMBLE_CURRENT_MB.get(name),
         })
     e = ensemble_totals(m)
     card = budgets["ensemble"]["card_mb"] * MB
     rows.append({"model": "CUDA context (once per process)", "training peak (MB)": _mb(e["context_bytes"]),
                  "seed (MB)": None})
+    rows.append({"model": "library workspaces in the allocator (cuBLAS, ...; once)",
+                 "training peak (MB)": _mb(e["workspace_bytes"]), "seed (MB)": None})
     rows.append({"model": "total", "training peak (MB)": _mb(e["total_bytes"]),
                  "seed (MB)": sum(seed.ENSEMBLE_CURRENT_MB.values())})
     rows.append({"model": "share of a 4 GB card (%)", "training peak (MB)": round(100 * e["total_bytes"] / card, 1),
