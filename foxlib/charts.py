@@ -133,3 +133,24 @@ def accuracy_by_precision(runs: list[dict[str, Any]], metric: str, title: str) -
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def pareto(df, front: list[str], budget_mb: float, recommended: str | None, title: str) -> plt.Figure:
+    """Peak memory against step time per strategy; the Pareto front joined, the budget as a line."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for _, r in df.iterrows():
+        on_front = r["strategy"] in front
+        ax.plot(r["step time ratio"], r["peak (MB)"], "o", ms=8 if on_front else 6,
+                color="#cf222e" if r["strategy"] == recommended else ("#1a7f37" if on_front else "#8c8c8c"))
+        ax.annotate(r["strategy"], (r["step time ratio"], r["peak (MB)"]), fontsize=7,
+                    xytext=(4, 3), textcoords="offset points")
+    f = df[df["strategy"].isin(front)].sort_values("step time ratio")
+    ax.plot(f["step time ratio"], f["peak (MB)"], "-", color="#1a7f37", lw=1, label="Pareto front")
+    ax.axhline(budget_mb, color="black", ls="--", lw=1.2, label=f"peak budget {budget_mb:,.0f} MB")
+    ax.axvline(1.0, color="#555", ls=":", lw=1, label="fp32 step time")
+    ax.set_xlabel("step time / fp32 baseline (median of alternating runs)")
+    ax.set_ylabel("peak training memory (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

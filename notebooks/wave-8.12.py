@@ -1,0 +1,98 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: foxlib
+#     language: python
+#     name: foxlib
+# ---
+
+# %% [markdown]
+# # Wave 8.12 — Gradient checkpointing, and the seed's strategy table measured
+#
+# The seed's "Optimization Strategy Comparison" guessed every cell. Here each strategy is a TFT
+# configuration whose training step is profiled (peak = largest live total during one step after a
+# warm-up), timed with every strategy alternating in one run (medians), and — where it changes what
+# the model computes — trained with wave 8.11's harness (shorter runs). Memory in MB = 10^6 bytes.
+
+# %% tags=["parameters"]
+preset: str = "seed"  # TFT preset the strategies start from
+batch_size: int = 32  # baseline batch size
+encoder_length: int = 60  # baseline encoder (sequence) length in trading days
+strategies: str = "all"  # "all", or strategy names separated by ";" (the fp32 baseline is always added)
+device: str = "auto"  # auto (CUDA if present, else CPU), cpu or cuda
+seed: int = 0  # random seed of models and batches for memory and timing
+timing_repeats: int = 10  # timed steps per strategy, alternating
+timing_warmup: int = 2  # untimed rounds first
+accuracy_preset: str = "auto"  # TFT preset for accuracy runs; auto: seed on CUDA, small on the CPU
+accuracy_seeds: int = 2  # training seeds per distinct function
+accuracy_steps: int = 150  # step budget of each accuracy run
+accuracy_eval_every: int = 25  # validation every this many steps
+accuracy_patience: int = 3  # early stopping after this many validations without improvement
+accuracy_val_windows: int = 512  # validation windows scored
+measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
+output_dir: str = ""  # where results.json goes (set by the runner)
+budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
+
+# %%
+from IPython.display import HTML, Markdown, display
+
+from foxlib import charts, notebook
+from foxlib.waves import wave_8_12 as wave
+
+params = notebook.parameters("8.12", globals())
+budgets = notebook.budgets(params)
+m = notebook.measure_or_load("8.12", params)
+checks = wave.checks(m, budgets)
+recommended = wave.recommend(m, budgets)
+display(HTML(notebook.verdict_banner("8.12", checks, m)))
+
+# %% [markdown]
+# ## The recommendation
+# The fastest configuration whose peak is under the budget and whose accuracy stays within the
+# budgets file's tolerance of fp32.
+
+# %%
+if recommended["strategy"]:
+    display(Markdown(
+        f"**{recommended['strategy']}** — precision `{recommended['precision']}`, TFT overrides "
+        f"`{recommended['tft_overrides']}`: peak **{recommended['peak_bytes'] / 1e6:,.1f} MB** "
+        f"({recommended['peak_over_floor']:.2f} × the 16 B/param floor of {recommended['floor_bytes'] / 1e6:,.1f} MB), "
+        f"step time **{recommended['step_time_ratio']:.2f} ×** fp32, accuracy impact "
+        f"**{recommended['accuracy_impact_pct']:+.2f} %**. {recommended['reason']}."))
+else:
+    display(Markdown(f"**No recommendation:** {recommended['reason']}."))
+display(notebook.table(notebook.checks_table(checks)))
+display(notebook.table(wave.targets(m, budgets)))
+
+# %% [markdown]
+# ## The strategy table, measured, with the seed's guesses beside
+# *step time ratio*: median step time over the fp32 baseline's, measured alternately in one run;
+# *time per window ratio*: the same per training window (smaller batches need more steps);
+# *accuracy impact*: validation quantile loss against fp32 (positive = worse), with fp32's own
+# seed-to-seed spread for scale.
+
+# %%
+df = wave.table(m)
+display(notebook.table(df))
+if m["accuracy_preset"] != params["preset"]:
+    display(Markdown(f"Accuracy runs used the `{m['accuracy_preset']}` TFT preset (batch and sequence scaled "
+                     "by the same fractions): the seed preset trains too slowly on the CPU."))
+
+# %% [markdown]
+# ## Memory against step time
+
+# %%
+front = wave.pareto(df)
+display(Markdown("Pareto front (no other strategy is both lighter and faster): " + ", ".join(front)))
+notebook.figure(charts.pareto(df, front, budgets["tft"]["peak_training_mb"], recommended["strategy"],
+                              f"TFT strategies — {m['device']['name']}"))
+
+# %%
+res = notebook.finish("8.12", params, m, checks, recommended=recommended)
+display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
+                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
