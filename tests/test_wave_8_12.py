@@ -1,0 +1,80 @@
+"""Wave 8.12: the recommendation and Pareto logic on hand-made data, and the notebook run tiny."""
+import json
+
+import pytest
+
+from foxlib.budgets import load_budgets
+from foxlib.config import MB
+from foxlib.waves import wave_8_12 as wave
+
+
+def _m(rows):
+    """A measurement with strategies (name, precision, peak MB, step s, quantile loss, own runs?)."""
+    m = {"base_config": {"batch_size": 32, "encoder_length": 60}, "strategies": {}, "memory": {}, "timing": {},
+         "accuracy_runs": {}, "accuracy_source": {}}
+    for name, precision, peak, step, loss, own in rows:
+        m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own}
+        m["memory"][name] = {"peak": peak * MB, "activations": 0, "n_parameters": 1_000_000}
+        m["timing"][name] = {"median_s": step}
+        if own:
+            m["accuracy_runs"][name] = [{"metrics": {"quantile_loss": loss}}]
+        m["accuracy_source"][name] = name if own else wave.BASELINE
+    return m
+
+
+def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
+    budgets = load_budgets()
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True),
+            ("light but slow", "fp32", 400, 1.8, 1.00, False),
+            ("light and fast", "fp32", 600, 0.5, 1.00, False),
+            ("fastest, inaccurate", "fp16", 500, 0.3, 1.10, True),
+            ("fastest, too heavy", "fp32", 1100, 0.2, 1.00, False)])
+    rec = wave.recommend(m, budgets)
+    assert rec["strategy"] == "light and fast"
+    assert rec["peak_bytes"] == 600 * MB and rec["step_time_ratio"] == 0.5
+    assert rec["peak_over_floor"] == pytest.approx(600 * MB / (16 * 1_000_000))
+    checks = wave.checks(m, budgets)
+    assert [c.passed for c in checks] == [True, True]
+    df = wave.table(m)
+    # the front ignores accuracy: "light and fast" is beaten on both axes by "fastest, inaccurate"
+    assert sorted(wave.pareto(df)) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
+
+
+def test_no_strategy_fits_is_a_failed_check():
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
+    rec = wave.recommend(m, load_budgets())
+    assert rec["strategy"] is None
+    [check] = wave.checks(m, load_budgets())
+    assert not check.passed and "other 1,100.0 MB" in check.note
+
+
+def test_fractions_resolve_against_the_base():
+    assert wave.resolve_overrides({"batch_size": 32, "encoder_length": 60},
+                                  {"batch_size": 0.25, "encoder_length": 0.5, "checkpointing": "vsn"}) == \
+        {"batch_size": 8, "encoder_length": 30, "checkpointing": "vsn"}
+
+
+def test_unknown_strategy_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid strategies: fp32 \\(baseline\\)"):
+        wave._select("fp32 (baseline);fp8")
+
+
+def test_notebook_tiny(tmp_path):
+    from foxlib.runner import run_wave
+    params = {"preset": "small", "batch_size": 8, "encoder_length": 10, "device": "cpu",
+              "strategies": "fp32 (baseline);bf16;checkpoint blocks;batch ÷4", "timing_repeats": 2,
+              "timing_warmup": 1, "accuracy_seeds": 1, "accuracy_steps": 4, "accuracy_eval_every": 2,
+              "accuracy_val_windows": 16}
+    out = run_wave("8.12", params, reports_dir=tmp_path, progress=False)
+    res = json.loads((out / "results.json").read_text())
+    m = json.loads((out / "measurement.json").read_text())
+    assert set(m["memory"]) == {"fp32 (baseline)", "bf16", "checkpoint blocks", "batch ÷4"}
+    # checkpointing computes the same function: it reuses the baseline's accuracy runs
+    assert m["accuracy_source"]["checkpoint blocks"] == "fp32 (baseline)"
+    assert set(m["accuracy_runs"]) == {"fp32 (baseline)", "bf16", "batch ÷4"}
+    assert m["memory"]["batch ÷4"]["batch"] < m["memory"]["fp32 (baseline)"]["batch"]
+    rec = res["recommended"]
+    if rec["strategy"]:
+        assert rec["peak_bytes"] == m["memory"][rec["strategy"]]["peak"]
+    assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
+    assert "Pareto front" in (out / "report.html").read_text()
