@@ -8,7 +8,7 @@ WAVE    ?= 8.10
 P       ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv report reports test lab waves clean-venv
+.PHONY: help venv report reports test browser screenshot lab waves clean-venv
 
 help: ## list the targets with what they do
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
@@ -33,8 +33,16 @@ reports: $(STAMP) ## run every wave, then write reports/index.html
 waves: $(STAMP) ## list the waves with their titles and verdicts
 	$(PYTHON) -m foxlib waves
 
-test: $(STAMP) ## run the test suite (what CI runs)
+test: $(STAMP) browser ## run the test suite (what CI runs)
 	$(PYTHON) -m pytest -q -rs
+
+browser: ## install headless Chromium for the report tests if it is missing (Debian's package)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  (echo "installing chromium for the browser tests"; apt-get update -q && apt-get install -y -q chromium >/dev/null) || \
+	  echo "could not install chromium: the browser tests will fail; install it by hand"
+
+screenshot: $(STAMP) ## screenshot of the H200 wave 8.10 report into reports/
+	$(PYTHON) -c "from foxlib.browser import screenshot; screenshot('reports/h200/wave-8.10/report.html', 'reports/screenshot-h200-wave-8.10.png')"
 
 lab: $(STAMP) ## open JupyterLab on the project's kernel
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -37,7 +37,7 @@ def breakdown(profile: dict[str, Any], budgets_mb: dict[str, float], title: str)
     ax.invert_yaxis()
     ax.set_xlabel("memory (MB = 10^6 bytes)")
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     return fig
 

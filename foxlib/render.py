@@ -18,12 +18,12 @@ def _for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def render(executed: Path, out_dir: Path) -> tuple[Path, Path]:
+def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple[Path, Path]:
     """Write report.html and report.md (figures under figures/) from the executed notebook."""
     nb = _for_readers(nbformat.read(executed, as_version=4))
     html_exporter = HTMLExporter(template_name="lab", exclude_input=True,
                                  exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = html_exporter.from_notebook_node(nb)
+    body, _ = html_exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path = out_dir / "report.html"
     html_path.write_text(body)
 

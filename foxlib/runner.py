@@ -88,7 +88,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
                 f"{failed / 'notebook.ipynb'}") from None
         source.unlink()
         res = results.read_json(work / results.RESULTS_FILE)
-        render(work / "notebook.ipynb", work)
+        render(work / "notebook.ipynb", work, f"foxlib wave {wave.id}: {wave.title} ({device})")
         old = reports_dir / device / f".wave-{wave.id}.old"
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():

@@ -1,0 +1,33 @@
+"""Every committed report, opened in headless Chromium: charts load, the verdict shows, nothing broken."""
+import pytest
+
+from foxlib.browser import check_page
+from foxlib.config import ROOT
+
+COMMITTED = sorted((ROOT / "reports").glob("*/wave-*/report.html"))
+
+
+def test_there_are_committed_reports_for_cpu_and_gpu():
+    devices = {p.parent.parent.name for p in COMMITTED}
+    assert {"cpu", "h200"} <= devices
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_report_renders_with_charts_and_verdict(report):
+    seen = check_page(report)
+    assert seen["images"] >= 1 and seen["broken_images"] == []
+    assert seen["verdict_visible"] and seen["verdict_text"] in ("Verdict: GO", "Verdict: NO-GO")
+    assert seen["verdict_top_px"] < 600  # at the top, above the fold
+    assert seen["tables"] >= 1
+    assert seen["title"].startswith("foxlib wave")
+
+
+def test_rendered_fresh_report_in_browser(tiny_8_10):
+    seen = check_page(tiny_8_10 / "report.html")
+    assert seen["broken_images"] == [] and seen["images"] >= 3 and seen["verdict_visible"]
+
+
+def test_index_page_links_reports():
+    index = (ROOT / "reports" / "index.html").read_text()
+    for report in COMMITTED:
+        assert report.relative_to(ROOT / "reports").as_posix() in index

@@ -1,0 +1,29 @@
+"""The same parameters and seed give the same CPU memory figures and verdicts; every report
+records where and with what it was made."""
+import json
+
+from conftest import TINY_8_10
+
+
+def test_second_run_gives_the_same_figures_and_verdict(tiny_8_10, tmp_path):
+    from foxlib.runner import run_wave
+    again = run_wave("8.10", TINY_8_10, reports_dir=tmp_path, progress=False)
+    first = json.loads((tiny_8_10 / "results.json").read_text())
+    second = json.loads((again / "results.json").read_text())
+    assert first["checks"] == second["checks"]
+    assert first["verdict"] == second["verdict"]
+    m1 = json.loads((tiny_8_10 / "measurement.json").read_text())
+    m2 = json.loads((again / "measurement.json").read_text())
+    for model in m1["ensemble"]:
+        p1, p2 = m1["ensemble"][model]["profile"], m2["ensemble"][model]["profile"]
+        for key in ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak"):
+            assert p1[key] == p2[key], (model, key)
+
+
+def test_reports_record_versions_device_and_revision(tiny_8_10):
+    res = json.loads((tiny_8_10 / "results.json").read_text())
+    env = res["environment"]
+    for key in ("python", "torch", "cuda", "platform", "git_revision"):
+        assert key in env
+    assert env["python"].count(".") == 2 and env["torch"]
+    assert res["device"]["type"] == "cpu" and res["device"]["name"]
