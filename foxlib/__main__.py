@@ -88,7 +88,9 @@ def _measure(wave_id: str, overrides: dict, out: Path) -> int:
     from foxlib import notebook, results
     from foxlib.parameters import read_parameters, resolve
     from foxlib.waves import get_wave
+    from foxlib import preflight
     params = resolve(read_parameters(get_wave(wave_id).notebook), overrides)
+    preflight.check(wave_id, params)
     data = notebook.measure(wave_id, params)
     print(results.write_json(out, data))
     return 0

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from foxlib import config, results
+from foxlib import config, preflight, results
 from foxlib.devices import resolve_device, short_name
 from foxlib.index import write_index
 from foxlib.parameters import read_parameters, resolve
@@ -58,6 +58,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
     params = resolve(read_parameters(wave.notebook), dict(overrides or {}))
     if params.get("measurements"):
         params["measurements"] = str(Path(params["measurements"]).resolve())
+    preflight.check(wave.id, params)
     device = device_label(params)
     reports_dir = Path(reports_dir or config.REPORTS_DIR).resolve()
     final = reports_dir / device / f"wave-{wave.id}"

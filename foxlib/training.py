@@ -98,7 +98,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
             with autocast(device, precision):
                 loss = card.loss(model, batch)
             if not torch.isfinite(loss):
-                raise NonFiniteLossError(f"the TFT's loss became {float(loss)} at step {step} "
+                raise NonFiniteLossError(f"the TFT's loss became {float(loss.detach())} at step {step} "
                                          f"({precision}, seed {seed}); lower the learning rate or use bf16")
             if scaler is not None:
                 scaler.scale(loss).backward()

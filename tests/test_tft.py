@@ -6,11 +6,15 @@ import dataclasses
 import pytest
 import torch
 
+from foxlib.data import N_KNOWN
+from foxlib.memory.accounting import SavedTensorTracker
+from foxlib.memory.timeline import cpu_allocations
 from foxlib.models import MODELS
 from foxlib.models import tft
 from foxlib.models.tft import CARD, PRESETS, TFTConfig, build, example_batch, parameter_count_theory, quantile_loss
 
 SMALL = PRESETS["small"]
+M_ENC = N_KNOWN + SMALL.n_observed  # 13 encoder variables
 
 
 def make(cfg: TFTConfig, seed: int = 0, dtype=torch.float32):
@@ -34,6 +38,15 @@ def forward_backward(model, batch, seed=1, return_attention=False):
     pred = out[0] if return_attention else out
     quantile_loss(pred, batch["target"], model.config.quantiles).backward()
     return out, grads(model)
+
+
+def saved_bytes(model, batch):
+    """Bytes (each storage once, parameters excluded) and largest storage autograd keeps from one forward."""
+    with SavedTensorTracker(model) as tracker:
+        out = model(batch)
+    live = tracker.live()
+    del out
+    return sum(k[2] for k in live), max(k[2] for k in live)
 
 
 def assert_grads_close(g1, g2, **tol):
@@ -123,7 +136,7 @@ def test_checkpointing_equals_plain(batch, efficient):
     ref_cfg = dataclasses.replace(SMALL, dropout=0.2, memory_efficient=efficient)
     ref = make(ref_cfg, dtype=torch.float64).train()
     (ref_out, _), ref_g = forward_backward(ref, b, return_attention=True)
-    saved_counts = {}
+    saved_counts, saved = {}, {}
     for mode in tft.CHECKPOINTING:
         model = make(dataclasses.replace(ref_cfg, checkpointing=mode), dtype=torch.float64).train()
         model.load_state_dict(ref.state_dict())
@@ -134,11 +147,69 @@ def test_checkpointing_equals_plain(batch, efficient):
         with torch.autograd.graph.saved_tensors_hooks(lambda t: n.__setitem__(0, n[0] + 1) or t, lambda t: t):
             model(b)
         saved_counts[mode] = n[0]
+        saved[mode] = saved_bytes(model, b)
     # checkpointing is active: fewer tensors are saved for backward, fewest with one segment
     assert saved_counts["all"] < saved_counts["blocks"] < saved_counts["vsn"] < saved_counts["none"]
+    # "variables" keeps what "blocks" keeps plus the VSNs' raw inputs and weights v, O(B·T·m) (no d factor):
+    # the (B, T, m, d) embeddings and per-variable GRN intermediates are not kept
+    B, Te = SMALL.batch_size, SMALL.encoder_length
+    assert saved["blocks"][0] < saved["variables"][0] <= saved["blocks"][0] + 3 * B * Te * M_ENC * 8
+    assert saved["variables"][1] == saved["blocks"][1]  # largest kept tensor: the same one
+    assert saved["variables"][0] < saved["none"][0] / 20
     model.eval()  # and inactive in eval mode: plain forward
     with torch.no_grad():
         model(b)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, M_ENC])
+@pytest.mark.parametrize("efficient", [False, True])
+def test_variables_checkpointing_equals_plain(batch, efficient, chunk):
+    """checkpointing="variables" against the plain reference (loop, embeddings materialised, no
+    checkpointing), float64, for chunks of 1, 3 (13 = 3+3+3+3+1) and all m variables.
+
+    Loop path, dropout on: the chunks draw their masks variable by variable in the plain forward's
+    order, and checkpoint restores the RNG state for the recompute, so outputs and gradients match.
+    Batched path: one dropout draw per chunk of (chunk, N, d) where the plain path draws m of (N, d)
+    (on CUDA the masks then differ), so dropout on is compared with the un-checkpointed batched model
+    of the same chunks (same draws: the recompute's masks are right), and dropout 0 with the plain one
+    (the folded formulation is right)."""
+    b = batch_as(batch, torch.float64)
+    cases = [(0.2, efficient)] + ([(0.0, False)] if efficient else [])  # (dropout, reference's path)
+    for dropout, ref_efficient in cases:
+        ref_cfg = dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, memory_efficient=ref_efficient)
+        ref = make(ref_cfg, dtype=torch.float64).train()
+        cfg = dataclasses.replace(ref_cfg, checkpointing="variables", memory_efficient=efficient)
+        model = make(cfg, seed=1, dtype=torch.float64)
+        model.load_state_dict(ref.state_dict())
+        model.train()
+        (ref_out, ref_attn), ref_g = forward_backward(ref, b, return_attention=True)
+        (out, attn), g = forward_backward(model, b, return_attention=True)
+        torch.testing.assert_close(out, ref_out, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(attn, ref_attn, rtol=1e-10, atol=1e-12)
+        assert_grads_close(g, ref_g, rtol=1e-9, atol=1e-12)
+        with torch.no_grad():  # eval: no checkpoint, no dropout
+            torch.testing.assert_close(model.eval()(b), ref.eval()(b), rtol=1e-10, atol=1e-12)
+
+
+def test_variables_checkpointing_lowers_the_backward_peak():
+    """The point of "variables": a whole-VSN segment ("blocks") is recomputed at once in the
+    backward, chunk segments one at a time. Peak of live CPU bytes during forward + backward
+    (profiler allocation events, gradients included) on a mid-sized config (d 64, m 29)."""
+    base = dataclasses.replace(SMALL, hidden_size=64, n_observed=24, memory_efficient=True)
+    batch = example_batch(base, seed=0)
+
+    def peak(**overrides):
+        torch.manual_seed(0)
+        model = build(dataclasses.replace(base, **overrides)).train()
+        with cpu_allocations() as timeline:
+            quantile_loss(model(batch), batch["target"], base.quantiles).backward()
+        return timeline.peak_delta(), sum(p.numel() * p.element_size() for p in model.parameters())
+
+    blocks, grads = peak(checkpointing="blocks")
+    whole, _ = peak(checkpointing="variables", vsn_chunk=29)
+    small, _ = peak(checkpointing="variables", vsn_chunk=2)
+    assert small < 0.6 * blocks and small < 0.6 * whole
+    assert small < 1.4 * grads  # what the step cannot avoid: the gradients themselves
 
 
 def test_memory_efficient_equals_plain(batch, monkeypatch):

@@ -56,7 +56,7 @@ def test_fractions_resolve_against_the_base():
 
 def test_unknown_strategy_names_the_valid_ones():
     with pytest.raises(ValueError, match="valid strategies: fp32 \\(baseline\\)"):
-        wave._select("fp32 (baseline);fp8")
+        wave.select("fp32 (baseline);fp8")
 
 
 def test_notebook_tiny(tmp_path):

@@ -1,14 +1,24 @@
 """Temporal Fusion Transformer (Lim, Arik, Loeff & Pfister, "Temporal Fusion Transformers for
 interpretable multi-horizon time series forecasting", Int. J. Forecasting 37(4), 2021).
 
-Paper-faithful, one attention layer. "Eq. n" and "Sec. n" refer to the paper. Two switches
-that leave the parameters (and so the state dict) unchanged:
-- `checkpointing`: gradient checkpointing at one of four granularities (Chen et al. 2016);
-- `memory_efficient`: the m per-variable GRNs of a VSN as one batched op, and attention
-  through fused `scaled_dot_product_attention` (weights computed on the side when asked).
-  Both paths save the same activations in the VSNs (the same tensors, computed in fewer,
-  larger ops); the saving is in attention, O(B·H·T²), small at T = 65. Checkpointing is
-  what removes the VSN activations.
+Paper-faithful, one attention layer. "Eq. n" and "Sec. n" refer to the paper. Switches that
+leave the parameters (and so the state dict) unchanged:
+- `checkpointing`: gradient checkpointing at one of five granularities (Chen et al. 2016);
+- `memory_efficient`: the per-variable GRNs of a VSN as batched ops over chunks of
+  `vsn_chunk` variables, the real-valued embeddings folded into the first layers (below), and
+  attention through fused `scaled_dot_product_attention` (weights computed on the side).
+
+Folded embeddings. Each real input j is embedded as ξ_j = x_j·w_j + b_j (a Linear(1, d)), so
+every linear map of the embeddings is a linear map of the m raw scalars: the flattened GRN's
+first layer W[ξ_1..ξ_m] = x·Aᵀ + W·b with A[:, j] = W_j w_j (d × m), its skip likewise, and each
+per-variable GRN's first layer W_j ξ_j = x_j·(W_j w_j) + W_j b_j. The encoder and decoder VSNs
+of the folded path (memory_efficient, or checkpointing="variables") never build the
+(B, T, m, d) embedding (nor its m·d-wide flattening, nor their gradients): ξ_j appears only
+inside the residual of its GRN, one chunk at a time. Same function and parameters as the plain
+path, up to floating-point rounding (float64: ~1e-15).
+
+The plain path (memory_efficient=False, checkpointing other than "variables") is the reference:
+embeddings materialised, a loop over the per-variable GRNs, explicit attention.
 """
 from __future__ import annotations
 
@@ -24,7 +34,7 @@ from torch.utils.checkpoint import checkpoint
 from foxlib.data import N_FEATURES_MAX, N_KNOWN, SERIES, MarketWindows
 from foxlib.models.card import ModelCard
 
-CHECKPOINTING = ("none", "vsn", "blocks", "all")
+CHECKPOINTING = ("none", "vsn", "blocks", "all", "variables")
 
 
 @dataclass(frozen=True)
@@ -48,15 +58,20 @@ class TFTConfig:
     lr: float = 1e-3
     """Adam learning rate (paper: 1e-3 for electricity, traffic and retail)."""
     checkpointing: str = "none"
-    """Gradient checkpointing: none, vsn (the VSNs), blocks (every major block) or all (the whole body)."""
+    """Gradient checkpointing: none, vsn (the VSNs), blocks (every major block), all (the whole body) or
+    variables (blocks, with the encoder and decoder VSNs in segments of vsn_chunk variables each)."""
     memory_efficient: bool = False
-    """Batched per-variable GRNs, fused SDPA attention (on CPU only at dropout 0); same parameters."""
+    """Batched per-variable GRNs in chunks of vsn_chunk, folded embeddings, fused SDPA attention (on CPU
+    only at dropout 0); same parameters."""
+    vsn_chunk: int = 8
+    """Variables per chunk of the folded VSN path (memory_efficient or checkpointing="variables"): one
+    batched op, or one checkpoint segment, per chunk. Smaller: lower peak, more (smaller) ops."""
 
     def __post_init__(self):
         object.__setattr__(self, "quantiles", tuple(float(q) for q in self.quantiles))
         if self.checkpointing not in CHECKPOINTING:
             raise ValueError(f"unknown checkpointing {self.checkpointing!r}; valid: {', '.join(CHECKPOINTING)}")
-        for name in ("hidden_size", "num_heads", "encoder_length", "decoder_length", "batch_size"):
+        for name in ("hidden_size", "num_heads", "encoder_length", "decoder_length", "batch_size", "vsn_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.hidden_size % self.num_heads:
@@ -85,6 +100,24 @@ class RealEmbedding(nn.Module):
 
     def forward(self, x):  # (..., m) -> (..., m, d)
         return torch.addcmul(self.bias, x.unsqueeze(-1), self.weight)
+
+
+def _compute_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype a linear layer on t's device outputs under the current autocast state."""
+    if torch.is_autocast_enabled(t.device.type) and t.dtype != torch.float64:  # autocast leaves float64 alone
+        return torch.get_autocast_dtype(t.device.type)
+    return t.dtype
+
+
+def _folded_linear(x, weight, bias, emb_weight, emb_bias):
+    """F.linear(flatten(ξ), weight, bias) with ξ_j = x_j·w_j + b_j, from x (..., m) alone:
+    x·Aᵀ + (bias + W·b), A[o, j] = Σ_i W[o, j·d + i] w[j, i]. A and the constant are parameter-sized
+    and computed in the parameters' dtype (autocast off): the (..., m·d) input never exists."""
+    m, d = emb_weight.shape
+    with torch.autocast(x.device.type, enabled=False):
+        a = torch.einsum("omi,mi->om", weight.view(-1, m, d), emb_weight)         # (out, m)
+        c = F.linear(emb_bias.flatten(), weight, bias)                              # (out,)
+    return F.linear(x, a, c)  # under autocast: 16-bit, as the plain path's Linear
 
 
 class GatedLinearUnit(nn.Module):
@@ -162,6 +195,43 @@ class VariableGRNs(nn.Module):
         # m LayerNorms with per-variable affine at once: GroupNorm with one group per variable
         return F.group_norm(r, m, self.norm_weight.flatten(), self.norm_bias.flatten()).view(x.shape)
 
+    def chunks(self, size: int):
+        """The stacked parameters split into chunks of `size` variables: one tuple per chunk, in
+        folded()'s order. Split once per forward, outside any checkpoint segment: autograd joins the
+        pieces' gradients once at the end (SplitBackward), where a slice per chunk would allocate an
+        (m, ...)-sized zero gradient in every chunk's backward."""
+        names = ("fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "glu_weight", "glu_bias", "norm_weight", "norm_bias")
+        return list(zip(*(getattr(self, n).split(size) for n in names)))
+
+    def folded(self, x, v, emb_weight, emb_bias, w1, b1, w2, b2, wg, bg, nw, nb, batched: bool = False):
+        """Σ_j v_j GRN_j(ξ_j) over one chunk of c variables, ξ_j = x_j·w_j + b_j folded in (module
+        docstring). x, v: (N, c) raw inputs and selection weights; emb_*: (c, d); w1 .. nb: the chunk's
+        piece of each stacked parameter (chunks()). -> (N, d). Intermediates are (N, c, d) at most."""
+        c, d = emb_weight.shape
+        with torch.autocast(x.device.type, enabled=False):  # parameter-sized: in the parameters' dtype
+            u = torch.bmm(w1, emb_weight.unsqueeze(-1)).squeeze(-1)                              # W1_j w_j
+            k = torch.baddbmm(b1.unsqueeze(-1), w1, emb_bias.unsqueeze(-1)).squeeze(-1)          # W1_j b_j + b1_j
+        dt = _compute_dtype(u)
+        u, k = u.to(dt), k.to(dt)
+        if batched:
+            xt = x.t().contiguous().to(dt).unsqueeze(-1)                                        # (c, N, 1)
+            h = torch.addcmul(k.unsqueeze(1), xt, u.unsqueeze(1))                               # (c, N, d) = fc1(ξ_j)
+            h = torch.baddbmm(b2.unsqueeze(1), F.elu(h, inplace=True), w2.transpose(1, 2))
+            h = torch.baddbmm(bg.unsqueeze(1), self.dropout(h), wg.transpose(1, 2))
+            # the residual ξ_j + GLU built token-major (N, c, d), in place: GroupNorm reads it with no copy
+            r = torch.addcmul(emb_bias, x.unsqueeze(-1), emb_weight).add_(F.glu(h, dim=-1).transpose(0, 1))
+            y = F.group_norm(r.view(-1, c * d), c, nw.flatten(), nb.flatten())
+            return (v.unsqueeze(-2) @ y.view(-1, c, d)).squeeze(-2)
+        out = None
+        for j in range(c):  # the plain loop's ops, dropout drawn in the same order
+            xj = x[:, j:j + 1]
+            h = torch.addcmul(k[j], xj.to(dt), u[j])                                             # (N, d) = fc1(ξ_j)
+            h = F.linear(F.elu(h, inplace=True), w2[j], b2[j])
+            h = F.glu(F.linear(self.dropout(h), wg[j], bg[j]), dim=-1)
+            y = F.layer_norm(torch.addcmul(emb_bias[j], xj, emb_weight[j]).add_(h), (d,), nw[j], nb[j])
+            out = v[:, j:j + 1] * y if out is None else out.addcmul_(v[:, j:j + 1], y)
+        return out
+
 
 class VariableSelectionNetwork(nn.Module):
     """VSN over m variables (Sec. 4.2): v = Softmax(GRN_v(Ξ, c_s)) from the flattened inputs (Eq. 6),
@@ -177,6 +247,41 @@ class VariableSelectionNetwork(nn.Module):
         weights = torch.softmax(self.flat_grn(x.flatten(-2), context), dim=-1)   # (..., m)
         transformed = self.variable_grns(x, batched=self.batched)                # (..., m, d)
         return (weights.unsqueeze(-2) @ transformed).squeeze(-2), weights
+
+    def forward_folded(self, x, emb_weight, emb_bias, context=None, chunk: int | None = None,
+                       checkpointed: bool = False):
+        """forward(x·w + b) for m real inputs x (..., m) with embedding weights w, b (m, d), the embedding
+        folded into the first layers (module docstring). The selection weights v, then Σ_j v_j ξ̃_j
+        accumulated over chunks of `chunk` variables (all m if None). checkpointed: v's GRN is one
+        checkpoint segment and each chunk another, each from the raw inputs; the forward keeps only
+        x, v and the (..., d) partial sums' inputs, and a backward rebuilds one chunk at a time.
+        Dropout is drawn in the order of the un-checkpointed computation with the same chunks
+        (checkpoint restores the RNG state), and, on the loop path, in the plain forward's order."""
+        def run(fn, *args):
+            return checkpoint(fn, *args, use_reentrant=False) if checkpointed else fn(*args)
+
+        m = x.shape[-1]
+        weights = run(self._folded_weights, x, emb_weight, emb_bias, context)   # (..., m)
+        chunk = chunk or m
+        pieces = zip(x.reshape(-1, m).split(chunk, dim=1), weights.reshape(-1, m).split(chunk, dim=1),
+                     emb_weight.split(chunk), emb_bias.split(chunk), self.variable_grns.chunks(chunk))
+        out = None
+        for xc, vc, wc, bc, params in pieces:
+            part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)   # (N, d)
+            out = part if out is None else out + part
+        return out.view(*x.shape[:-1], out.shape[-1]), weights
+
+    def _folded_weights(self, x, emb_weight, emb_bias, context=None):
+        """v = Softmax(GRN_v(Ξ, c_s)) (Eq. 6) from the raw x (..., m): GatedResidualNetwork.forward's
+        ops with its two Linear maps of the m·d-wide Ξ folded (_folded_linear)."""
+        g = self.flat_grn
+        h = _folded_linear(x, g.fc1.weight, g.fc1.bias, emb_weight, emb_bias)
+        if context is not None:
+            h = h + g.context(context)
+        h = g.fc2(F.elu(h, inplace=True))
+        skip = (torch.addcmul(emb_bias, x.unsqueeze(-1), emb_weight).flatten(-2) if g.skip is None  # d = 1
+                else _folded_linear(x, g.skip.weight, g.skip.bias, emb_weight, emb_bias))
+        return torch.softmax(g.norm(skip + g.glu(h)), dim=-1)
 
 
 class StaticCovariateEncoder(nn.Module):
@@ -253,6 +358,14 @@ class TemporalFusionTransformer(nn.Module):
     selections (each VSN with its input embeddings); "blocks" every major block (those three, the
     static encoders, the LSTM block, the attention block, the GRN stack after attention); "all"
     the whole forward, embeddings included, as one segment (only the raw batch is kept).
+    "variables" is "blocks" with the encoder and decoder VSNs finer: on the folded path
+    (VariableSelectionNetwork.forward_folded), the selection GRN is one segment and every chunk
+    of `vsn_chunk` variables (embedding, per-variable GRNs, its share of Σ_j v_j ξ̃_j) another,
+    each from the raw inputs. A whole-VSN segment is recomputed at once in the backward, when
+    the gradients already exist: the step peak hardly moves. Chunk segments are rebuilt one at
+    a time, so the backward holds one chunk's intermediates, (B, T, vsn_chunk, d)-sized.
+    With memory_efficient=False the chunk loops over its variables (the plain path's ops and
+    dropout order); with True it is one batched op per layer.
     """
 
     def __init__(self, config: TFTConfig):
@@ -279,7 +392,7 @@ class TemporalFusionTransformer(nn.Module):
     def _run(self, kind: str, fn, *args):
         """fn(*args), checkpointed when the config's granularity covers this kind of segment."""
         mode = self.config.checkpointing
-        covered = mode == kind or (mode == "blocks" and kind in ("vsn", "block"))
+        covered = mode == kind or (mode in ("blocks", "variables") and kind in ("vsn", "block"))
         if covered and self.training and torch.is_grad_enabled():
             return checkpoint(fn, *args, use_reentrant=False)  # preserves the RNG state: same dropout
         return fn(*args)
@@ -295,8 +408,14 @@ class TemporalFusionTransformer(nn.Module):
         Te = self.config.encoder_length
         xi = self._run("vsn", self._select_static, static)                          # ξ (B, d)
         c_s, c_e, c_h, c_c = self._run("block", self.static_encoders, xi)
-        past = self._run("vsn", self._select_past, known[:, :Te], observed, c_s.unsqueeze(1))
-        future = self._run("vsn", self._select_future, known[:, Te:], c_s.unsqueeze(1))
+        if self.config.memory_efficient or self.config.checkpointing == "variables":  # folded embeddings
+            # "variables" checkpoints inside the VSN (per chunk); the other modes around it, as for the plain path
+            select = self._direct if self.config.checkpointing == "variables" else lambda *a: self._run("vsn", *a)
+            past = select(self._select_past_folded, known[:, :Te], observed, c_s.unsqueeze(1))
+            future = select(self._select_future_folded, known[:, Te:], c_s.unsqueeze(1))
+        else:
+            past = self._run("vsn", self._select_past, known[:, :Te], observed, c_s.unsqueeze(1))
+            future = self._run("vsn", self._select_future, known[:, Te:], c_s.unsqueeze(1))
         phi = self._run("block", self._lstm_block, past, future, c_h, c_c)        # φ (B, T, d)
         delta, weights = self._run("block", self._attention_block, phi, c_e.unsqueeze(1), need_weights)
         return self._run("block", self._output_block, delta, phi[:, Te:]), weights
@@ -312,6 +431,23 @@ class TemporalFusionTransformer(nn.Module):
 
     def _select_future(self, known, c_s):
         return self.decoder_vsn(self.known_embedding(known), c_s)[0]     # (B, T_d, d)
+
+    @staticmethod
+    def _direct(fn, *args):
+        return fn(*args)
+
+    def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
+        inner = self.config.checkpointing == "variables" and self.training and torch.is_grad_enabled()
+        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner)[0]
+
+    def _select_past_folded(self, known, observed, c_s):
+        emb = (self.known_embedding, self.observed_embedding)
+        return self._select_folded(self.encoder_vsn, torch.cat([known, observed], dim=-1),
+                                   torch.cat([e.weight for e in emb]), torch.cat([e.bias for e in emb]), c_s)
+
+    def _select_future_folded(self, known, c_s):
+        e = self.known_embedding
+        return self._select_folded(self.decoder_vsn, known, e.weight, e.bias, c_s)
 
     def _lstm_block(self, past, future, c_h, c_c):
         """Seq2seq LSTM from the static state (Sec. 4.5.1); φ = LayerNorm(GLU(lstm_out) + vsn_out) (Eq. 17)."""

@@ -58,7 +58,7 @@ STRATEGIES = {s.name: s for s in (
 BASELINE = "fp32 (baseline)"
 
 
-def _select(names: str) -> list[Strategy]:
+def select(names: str) -> list[Strategy]:
     if names == "all":
         return list(STRATEGIES.values())
     chosen = [n.strip() for n in names.split(";") if n.strip()]
@@ -91,7 +91,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             device: str = "auto", seed: int = 0, timing_repeats: int = 10, timing_warmup: int = 2,
             accuracy_preset: str = "auto", accuracy_seeds: int = 2, accuracy_steps: int = 150,
             accuracy_eval_every: int = 25, accuracy_patience: int = 3, accuracy_val_windows: int = 512) -> dict[str, Any]:
-    chosen = _select(strategies)
+    chosen = select(strategies)
     dev = resolve_device(device)
     tft = MODELS["tft"]
     base = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)

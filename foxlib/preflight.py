@@ -1,0 +1,44 @@
+"""Checks of a wave's parameter values that can fail before anything runs or is written.
+
+The parameters cell fixes names and types; this checks values whose valid set lives in the
+code: presets, precisions, models, strategies, the budgets file and a measurement file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from foxlib import results
+from foxlib.budgets import load_budgets
+from foxlib.memory.profile import check_precision
+from foxlib.models import MODELS
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def check(wave_id: str, params: dict[str, Any]) -> None:
+    """Raise a ValueError (or BudgetsError) naming the valid choices for the first bad value."""
+    load_budgets(params.get("budgets_file") or None)
+    for key in ("preset", "ensemble_preset"):
+        if key in params:
+            for card in MODELS.values():
+                card.preset(params[key])
+    if params.get("accuracy_preset", "auto") != "auto":
+        MODELS["tft"].preset(params["accuracy_preset"])
+    for key in ("precision", "candidate"):
+        if key in params:
+            check_precision(params[key])
+    for p in _names(params.get("precisions", "")):
+        check_precision(p)
+    for name in _names(params.get("models", "")):
+        MODELS[name]  # noqa: B018 — the registry raises a ValueError naming the valid models
+    if "strategies" in params:
+        from foxlib.waves.wave_8_12 import select
+        select(params["strategies"])
+    if params.get("measurements"):
+        path = Path(params["measurements"])
+        data = results.read_json(path)
+        if data.get("wave") != wave_id or "device" not in data:
+            raise ValueError(f"{path} is not a wave {wave_id} measurement (it holds wave {data.get('wave')!r})")

@@ -1,0 +1,121 @@
+"""Bad input and failure: a message that says what was wrong and what to do, a non-zero exit,
+and the last good report untouched (no half-written report that looks whole)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from foxlib.config import ROOT
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _cli(reports, *args, timeout=600):
+    env = {**os.environ, "FOXLIB_REPORTS": str(reports), "FOXLIB_PROGRESS": "0"}
+    return subprocess.run([sys.executable, "-m", "foxlib", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, exit_code, message", [
+    (["report", "--wave", "8.7"], 2, "valid waves: 8.10, 8.11, 8.12, 8.13"),
+    (["report", "--wave", "8.10", "-p", "presett=seed"], 2, "valid parameters: preset"),
+    (["report", "--wave", "8.10", "-p", "batch_size=3.5"], 2, "must be int"),
+    (["report", "--wave", "8.10", "-p", "ensemble=maybe"], 2, "must be bool"),
+    (["report", "--wave", "8.10", "-p", "preset=huge"], 2, "valid presets: seed, small"),
+    (["report", "--wave", "8.10", "-p", "precision=fp8"], 2, "valid precisions: fp32, fp16, bf16"),
+    (["report", "--wave", "8.11", "-p", "models=tft,gpt"], 2, "valid models: tft, dqn, ppo, mamba2"),
+    (["report", "--wave", "8.12", "-p", "strategies=fp4"], 2, "valid strategies"),
+    (["report", "--wave", "8.10", "-p", "device=tpu"], 2, "valid devices: auto, cpu, cuda"),
+    (["report", "--wave", "8.10", "-p", "no_equals_sign"], 2, "name=value"),
+])
+def test_bad_input_fails_clearly_and_touches_nothing(tiny_8_10, args, exit_code, message, capsys):
+    from foxlib.__main__ import main
+    reports = tiny_8_10.parent.parent
+    before = _snapshot(reports)
+    assert main([*args, "--reports-dir", str(reports)]) == exit_code
+    assert message in capsys.readouterr().err
+    assert _snapshot(reports) == before
+
+
+def test_malformed_budgets_file(tiny_8_10, tmp_path):
+    bad = tmp_path / "budgets.toml"
+    bad.write_text("[tft]\npeak_training_mb = 'lots'\n")
+    reports = tiny_8_10.parent.parent
+    before = _snapshot(reports)
+    r = _cli(reports, "report", "--wave", "8.10", "-p", f"budgets_file={bad}")
+    assert r.returncode == 2 and "peak_training_mb must be a positive number" in r.stderr
+    assert "section [ensemble] is missing" in r.stderr  # and what else is wrong
+    assert _snapshot(reports) == before
+
+
+def test_corrupt_measurement_file(tiny_8_10, tmp_path):
+    bad = tmp_path / "m.json"
+    bad.write_text('{"wave": "8.10", "device": {"short": "h2')  # cut off mid-write
+    reports = tiny_8_10.parent.parent
+    before = _snapshot(reports)
+    r = _cli(reports, "report", "--wave", "8.10", "-p", f"measurements={bad}")
+    assert r.returncode == 2 and "not valid JSON" in r.stderr and "truncated" in r.stderr
+    assert _snapshot(reports) == before
+
+
+def test_missing_or_corrupt_market_data(monkeypatch):
+    import arch.data.sp500
+
+    from foxlib import data
+    data.load_ohlcv.cache_clear()
+    data.market_features.cache_clear()
+    monkeypatch.setattr(arch.data.sp500, "load", lambda: (_ for _ in ()).throw(FileNotFoundError("sp500.csv.gz")))
+    with pytest.raises(data.MarketDataError, match="could not load the offline market data.*make venv"):
+        data.load_ohlcv()
+    import pandas as pd
+    monkeypatch.setattr(arch.data.sp500, "load", lambda: pd.DataFrame({"Open": [1.0], "Close": [1.0]}))
+    with pytest.raises(data.MarketDataError, match="incomplete.*reinstall"):
+        data.load_ohlcv()
+    data.load_ohlcv.cache_clear()
+    data.market_features.cache_clear()
+
+
+def test_cuda_asked_for_where_there_is_none():
+    from foxlib.devices import DeviceError, resolve_device
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(DeviceError, match="no CUDA GPU.*device=cpu"):
+        resolve_device("cuda")
+
+
+def test_loss_turning_nan_during_training():
+    from foxlib.memory import NonFiniteLossError
+    from foxlib.models import MODELS
+    from foxlib.training import train_tft
+    cfg = MODELS["tft"].config("small", lr=1e30)
+    with pytest.raises(NonFiniteLossError, match="lower the learning rate"):
+        train_tft(cfg, max_steps=50, eval_every=25, val_windows=16, show_progress=False, grad_clip=1e30)
+
+
+@pytest.mark.parametrize("sig, exit_codes", [(signal.SIGINT, (130,)), (signal.SIGKILL, (-9,))])
+def test_interrupted_run_leaves_the_last_report(tiny_8_10, sig, exit_codes):
+    from conftest import TINY_8_10
+    reports = tiny_8_10.parent.parent
+    before = {p: b for p, b in _snapshot(reports).items() if p.parts[0] == "cpu" and p.parts[1] == "wave-8.10"}
+    args = [a for k, v in TINY_8_10.items() for a in ("-p", f"{k}={v}")]
+    env = {**os.environ, "FOXLIB_REPORTS": str(reports), "FOXLIB_PROGRESS": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "foxlib", "report", "--wave", "8.10", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = reports / "cpu" / ".wave-8.10.partial"
+    deadline = time.time() + 120
+    while not partial.exists() and time.time() < deadline:  # wait until the run is writing
+        time.sleep(0.2)
+    time.sleep(3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in exit_codes, err
+    if sig == signal.SIGINT:
+        assert "interrupted" in err and not partial.exists()  # cleaned up
+    after = {p: b for p, b in _snapshot(reports).items() if p.parts[0] == "cpu" and p.parts[1] == "wave-8.10"}
+    assert after == before
