@@ -31,3 +31,19 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return out
+
+
+def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
+    """The same training step as measure_model's, categorised by PyTorch's own memory profiler."""
+    from foxlib.memory.second_opinion import torch_memory_categories
+    card = MODELS[model]
+    torch.manual_seed(seed)
+    net = card.build(cfg).to(device)
+    batch = card.example_batch(cfg, device=device, seed=seed)
+    optimizer = torch.optim.Adam(net.parameters(), lr=getattr(cfg, "lr", 1e-3))
+    out = torch_memory_categories(net, batch, card.loss, optimizer, precision)
+    del net, batch, optimizer
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out

@@ -28,6 +28,7 @@ seed: int = 0  # random seed of the model initialisation and of the batch
 ensemble: bool = True  # also profile DQN, PPO and Mamba-2 for the ensemble table
 ensemble_preset: str = "seed"  # preset of DQN, PPO and Mamba-2
 snapshot_path: str = ""  # CUDA only: write the allocator's memory snapshot of the measured step here
+second_opinion: bool = True  # also measure the step with torch.profiler's memory categories
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -90,6 +91,21 @@ if table is None:
 else:
     display(notebook.table(table))
     display(Markdown(f"NVML: {profile['cuda']['nvml'].get('note', '')}."))
+
+# %% [markdown]
+# ## A second opinion: PyTorch's own memory profiler
+# The same step, categorised independently by torch.profiler's data-flow analysis, beside foxlib's
+# counts; the peak split into categories, with what neither method can attribute shown as unexplained.
+
+# %%
+table = wave.second_opinion_table(m)
+if table is None:
+    display(Markdown("Not measured in this run (`second_opinion=False`) or torch's profiler failed: "
+                     f"{(m.get('second_opinion') or {}).get('note', '')}"))
+else:
+    display(notebook.table(table))
+    display(Markdown(f"Unexplained at the peak: **{100 * wave.unexplained_share(m):.1f} %** of "
+                     f"{m['second_opinion']['peak_bytes'] / 1e6:,.1f} MB."))
 
 # %% [markdown]
 # ## The seed's figures, explained

@@ -145,3 +145,25 @@ def test_buffers_reported_on_their_own_with_where_they_live():
     assert prof.buffers["replay"]["bytes"] == 100 * 4 * 4 + 100 * 8
     assert prof.buffers["replay"]["host_bytes"] == 100 * 4 * 4 + 100 * 8
     assert prof.buffers["replay"]["lives_in"] == "host"
+
+
+def test_second_opinion_agrees_with_the_profiler_on_an_mlp():
+    from foxlib.memory.second_opinion import torch_memory_categories
+    torch.manual_seed(0)
+    B, I, H, O = 32, 100, 200, 10
+    model = torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.ReLU(), torch.nn.Linear(H, O))
+    batch = {"x": torch.randn(B, I), "y": torch.randn(B, O)}
+    ours = profile_step(model, batch, mse, torch.optim.Adam(model.parameters()))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.ReLU(), torch.nn.Linear(H, O))
+    theirs = torch_memory_categories(model, batch, mse, torch.optim.Adam(model.parameters()))
+    assert theirs["available"]
+    assert theirs["peak_bytes"] == ours.peak
+    assert theirs["max_by_category"]["parameter"] == ours.parameters
+    assert theirs["max_by_category"]["optimizer_state"] == ours.optimizer_state
+    assert theirs["max_by_category"]["gradient"] == ours.gradients
+    # the peak falls in the foreach Adam step: weights, state, gradients, batch, and temporaries
+    # torch cannot categorise (the multi-tensor update's scratch buffers)
+    at = theirs["at_peak"]
+    assert at["parameter"] + at["optimizer_state"] + at["gradient"] + at["input"] + at["unknown"] \
+        + at["activation"] + at["temporary"] + at["autograd_detail"] == ours.peak

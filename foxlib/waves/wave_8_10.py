@@ -15,6 +15,7 @@ from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
+from foxlib.measure import second_opinion as profiler_categories
 from foxlib.memory.cuda import allocator_stats, nvml_view
 from foxlib.models import MODELS
 from foxlib.progress import progress
@@ -43,7 +44,7 @@ def bare_context(device: torch.device) -> dict[str, Any] | None:
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
             precision: str = "fp32", device: str = "auto", seed: int = 0, ensemble: bool = True,
-            ensemble_preset: str = "seed", snapshot_path: str = "") -> dict[str, Any]:
+            ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True) -> dict[str, Any]:
     """Profile the TFT (and, with `ensemble`, the other models) on `device`."""
     dev = resolve_device(device)
     context = bare_context(dev)
@@ -51,10 +52,14 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context,
                            "snapshot": snapshot_path if dev.type == "cuda" else ""}
-    with progress(1 + len(others), "wave 8.10") as bar:
+    with progress(1 + second_opinion + len(others), "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")
         out["tft"] = measure_model("tft", cfg, dev, precision, seed, snapshot_path or None)
         bar.advance()
+        if second_opinion:
+            bar.describe("the same step through torch.profiler's memory categories")
+            out["second_opinion"] = profiler_categories("tft", cfg, dev, precision, seed)
+            bar.advance()
         out["ensemble"] = {}
         for name in others:
             bar.describe(f"profiling {name}/{ensemble_preset} fp32 on {dev}")
@@ -247,3 +252,39 @@ def ensemble_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> p
     rows.append({"model": "headroom (MB)", "training peak (MB)": _mb(card - e["total_bytes"]),
                  "seed (MB)": seed.ENSEMBLE_CARD_MB - sum(seed.ENSEMBLE_CURRENT_MB.values())})
     return pd.DataFrame(rows)
+
+
+def second_opinion_table(m: dict[str, Any]) -> pd.DataFrame | None:
+    """foxlib's categories beside torch.profiler's, at the step's peak, with the unexplained rest."""
+    so = m.get("second_opinion")
+    if not so or not so.get("available"):
+        return None
+    p, at = m["tft"]["profile"], so["at_peak"]
+    rows = [
+        ("parameters", p["parameters"], at.get("parameter"), so["max_by_category"].get("parameter"),
+         "weights: both count the same tensors"),
+        ("optimizer state", p["optimizer_state"], at.get("optimizer_state"), so["max_by_category"].get("optimizer_state"),
+         "Adam moments and step counters"),
+        ("gradients", p["gradients"], at.get("gradient"), so["max_by_category"].get("gradient"),
+         "foxlib: all gradients after backward; at the peak only those already computed exist"),
+        ("activations", p["activations"], at.get("activation"), so["max_by_category"].get("activation"),
+         "foxlib: saved for backward at the end of the forward; torch: tensors it traced to backward use"),
+        ("inputs", p["batch"], at.get("input"), so["max_by_category"].get("input"), "the batch"),
+        ("temporaries", None, at.get("temporary"), so["max_by_category"].get("temporary"), "freed inside one op or step"),
+        ("autograd detail", None, at.get("autograd_detail"), so["max_by_category"].get("autograd_detail"),
+         "gradients of intermediate tensors during backward"),
+        ("unexplained (no category)", None, at.get("unknown"), so["max_by_category"].get("unknown"),
+         "allocations torch could not attribute: e.g. the foreach Adam's temporaries, library workspaces"),
+        ("peak", p["peak"], so["peak_bytes"], None, "largest live total of the step"),
+    ]
+    return pd.DataFrame([{"category": c, "foxlib (MB)": _mb(f), "torch.profiler at the peak (MB)": _mb(t),
+                          "torch.profiler, category maximum (MB)": _mb(mx), "note": note}
+                         for c, f, t, mx, note in rows])
+
+
+def unexplained_share(m: dict[str, Any]) -> float | None:
+    """The share of the peak torch.profiler could not put in any category."""
+    so = m.get("second_opinion")
+    if not so or not so.get("available") or not so["peak_bytes"]:
+        return None
+    return so["at_peak"].get("unknown", 0) / so["peak_bytes"]
