@@ -1,0 +1,79 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: foxlib
+#     language: python
+#     name: foxlib
+# ---
+
+# %% [markdown]
+# # Explore: will it fit?
+#
+# Pick a model, preset, precision, checkpointing and batch size in the next cell, then run all.
+# The training step's memory is first **predicted** (fake tensors: nothing allocated), then
+# **measured** (one real step after a warm-up), and both are shown against the budget.
+# Memory in MB = 10^6 bytes.
+
+# %% tags=["parameters"]
+model: str = "tft"  # tft, dqn, ppo or mamba2
+preset: str = "small"  # seed or small
+precision: str = "fp32"  # fp32, fp16 or bf16
+checkpointing: str = "none"  # TFT: none, vsn, blocks, all; Mamba-2: none or blocks
+memory_efficient: bool = False  # TFT only: batched per-variable GRNs and fused attention
+batch_size: int = 0  # 0: the preset's
+device: str = "auto"  # auto, cpu or cuda
+measure: bool = True  # also run one real step (else prediction only)
+
+# %%
+import dataclasses
+
+import pandas as pd
+import torch
+from IPython.display import Markdown, display
+
+from foxlib import charts, notebook
+from foxlib.budgets import load_budgets
+from foxlib.config import MB
+from foxlib.devices import resolve_device
+from foxlib.memory import profile_step
+from foxlib.memory.predict import predict_step
+from foxlib.models import MODELS
+
+card = MODELS[model]
+overrides = {"batch_size": batch_size} if batch_size else {}
+fields = {f.name for f in dataclasses.fields(card.preset(preset))}
+if "checkpointing" in fields:
+    overrides["checkpointing"] = checkpointing if model == "tft" else checkpointing != "none"
+if "memory_efficient" in fields:
+    overrides["memory_efficient"] = memory_efficient
+cfg = card.config(preset, **overrides)
+display(Markdown(f"**{card.title}**, preset `{preset}`, {precision}: `{cfg}`"))
+
+# %%
+predicted = predict_step(card, cfg, precision=precision)
+rows = {"predicted": predicted}
+if measure:
+    dev = resolve_device(device)
+    torch.manual_seed(0)
+    net = card.build(cfg).to(dev)
+    batch = card.example_batch(cfg, device=dev)
+    rows["measured"] = profile_step(net, batch, card.loss, torch.optim.Adam(net.parameters()), precision,
+                                    buffers=card.buffers(batch))
+budget = load_budgets()["tft"]
+table = pd.DataFrame([{"": name, "parameters (MB)": p.parameters / MB, "gradients (MB)": p.gradients / MB,
+                       "optimizer (MB)": p.optimizer_state / MB, "activations (MB)": p.activations / MB,
+                       "forward peak (MB)": p.forward_peak / MB, "step peak (MB)": p.peak / MB}
+                      for name, p in rows.items()])
+display(notebook.table(table))
+display(Markdown(f"Peak budget: {budget['peak_training_mb']:,.0f} MB — "
+                 + ", ".join(f"{n}: {'fits' if p.peak <= budget['peak_training_mb'] * MB else 'does not fit'}"
+                             for n, p in rows.items())))
+
+# %%
+for name, p in rows.items():
+    notebook.figure(charts.activations_by_module(p.activations_by_module, f"{name}: saved for backward, by block"))

@@ -1,0 +1,30 @@
+"""The exploration notebook (`make lab`) runs with a user's choices and shows predicted and measured."""
+import re
+
+import pytest
+
+from foxlib.config import KERNEL_NAME, ROOT
+
+
+@pytest.mark.parametrize("params", [
+    {"model": "tft", "preset": "small", "precision": "bf16", "checkpointing": "blocks", "batch_size": 4},
+    {"model": "mamba2", "preset": "small", "measure": False},
+])
+def test_explore_notebook_shows_predicted_and_measured(tmp_path, params):
+    import jupytext
+    import nbformat
+    import papermill
+
+    from foxlib.runner import ensure_kernel
+    ensure_kernel()
+    source = tmp_path / "explore.ipynb"
+    jupytext.write(jupytext.read(ROOT / "notebooks" / "explore.py"), source)
+    papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"), parameters=params,
+                               kernel_name=KERNEL_NAME, progress_bar=False, cwd=str(ROOT))
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.outputs)
+    assert "<td>predicted</td>" in html
+    assert ("<td>measured</td>" in html) == params.get("measure", True)
+    peaks = [float(x.replace(",", "")) for x in re.findall(r"<td>([\d,]+\.\d)</td>\s*</tr>", html)]
+    assert peaks and all(p > 0 for p in peaks)
