@@ -111,8 +111,11 @@ def risks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[str]:
         if frag is not None:
             out.append(f"Allocator fragmentation at the end of training: {_mb(frag)} MB of inactive split blocks. "
                        "Over long runs the reserve can creep up; watch NVML's process figure in production.")
-    if not m["tft"]["recommended"]:
-        out.append(f"The TFT was not validated in wave 8.12's recommended configuration: {m['tft']['source']}. "
+    if m["tft"]["source"] == "the tft_config parameter":
+        out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
+                   "report: make sure it is the one 8.12 recommends for this device.")
+    elif not m["tft"]["recommended"]:
+        out.append(f"The TFT was not validated in wave 8.12's recommended configuration ({m['tft']['source']}). "
                    "Re-run this wave once 8.12 has published its recommendation for this device.")
     precs = {name: info["precision"] for name, info in m["models"].items()}
     if "bf16" in precs.values():
@@ -134,7 +137,7 @@ def risks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[str]:
         out.append(f"Training and serving were validated one after the other. Serving while training in the same "
                    f"process needs about the training figure {_mb(train)} MB plus every model's inference input "
                    f"and forward peak ({_mb(serve_extra)} MB) = {_mb(both)} MB, leaving {_mb(card - both)} MB of the "
-                   f"card ({'enough' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
+                   f"card ({'at least' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
                    f"{'' if card - both >= head else ': not covered'}).")
     for phase, figure in (("training", train), ("inference", wave.inference_figure(m))):
         left = card - figure
@@ -148,16 +151,15 @@ def risks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[str]:
     if host:
         out.append("Host memory is not on the card and not checked here: "
                    + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
-    out.append(f"Latencies were measured on {m['device']['name']} ({i['mode']}); a 4 GB card is slower. p99 is "
-               f"over {i['repeats']} rounds" + (" (fewer than 100: close to the maximum)." if i["repeats"] < 100 else "."))
+    where = ("on the CPU; they say nothing about a GPU's" if not cap["enforced"] else
+             f"on {m['device']['name']}; a 4 GB card is slower")
+    out.append(f"Latencies ({i['mode']}) were measured {where}. p99 is over {i['repeats']} rounds"
+               + (" (fewer than 100: close to the maximum)." if i["repeats"] < 100 else "."))
     return out
 
 
 def _host_buffers(m: dict[str, Any]) -> dict[str, int]:
-    out = {}
-    for name, prof in (m.get("step_profiles") or {}).items():
-        out[name] = sum(b.get("host_bytes", 0) for b in prof["buffers"].values())
-    return out
+    return {name: st.get("batch_host_bytes", 0) for name, st in m["training"]["models"].items()}
 
 
 def render(m: dict[str, Any], checks: list[Check], budgets: dict[str, dict[str, float]],

@@ -37,6 +37,9 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
     if "strategies" in params:
         from foxlib.waves.wave_8_12 import select
         select(params["strategies"])
+    if wave_id == "8.13":
+        from foxlib.waves.wave_8_13 import check_parameters
+        check_parameters(params)
     if params.get("measurements"):
         path = Path(params["measurements"])
         data = results.read_json(path)

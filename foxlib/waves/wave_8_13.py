@@ -186,6 +186,13 @@ def _cuda_oom(exc: BaseException, phase: str, model: str | None, step: int | Non
             "needed_bytes": st["reserved_bytes"] + (req or 0), "enforced": True}
 
 
+def _is_oom(exc: BaseException) -> bool:
+    """The caching allocator's OutOfMemoryError, or a library's failed allocation (cuBLAS/cuDNN
+    ALLOC_FAILED, a driver-level "out of memory") surfacing as a RuntimeError."""
+    text = str(exc)
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text or "ALLOC_FAILED" in text
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -262,11 +269,21 @@ def _device_bytes(obj: Any, device: torch.device) -> int:
     return accounting.unique_bytes(t for t in accounting.iter_tensors(obj) if t.device.type == device.type)
 
 
+def _host_bytes(obj: Any, device: torch.device) -> int:
+    """Host RAM of a batch: numpy arrays (e.g. DQN's replay buffer), and CPU tensors when training on a GPU."""
+    arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
+              for a in accounting.iter_arrays(obj)}
+    cpu = accounting.unique_bytes(t for t in accounting.iter_tensors(obj) if t.device.type == "cpu") \
+        if device.type != "cpu" else 0
+    return sum(a.nbytes for a in arrays.values()) + cpu
+
+
 def _static(members: list[_Member], device: torch.device) -> dict[str, dict[str, int]]:
-    """Per loaded model: weights, Adam state and its batch/buffers on the device (exact, from the tensors)."""
+    """Per loaded model: weights, Adam state, its batch/buffers on the device and in host RAM (exact)."""
     return {m.name: {"parameters_bytes": accounting.parameter_bytes(m.model),
                      "optimizer_state_bytes": accounting.optimizer_state_bytes(m.optimizer) if m.optimizer else 0,
-                     "batch_device_bytes": _device_bytes(m.batch, device)}
+                     "batch_device_bytes": _device_bytes(m.batch, device),
+                     "batch_host_bytes": _host_bytes(m.batch, device)}
             for m in members if m.model is not None}
 
 
@@ -277,8 +294,8 @@ def _free(members: list[_Member], device: torch.device, keep_models: bool = Fals
         m.batch = m.optimizer = m.scaler = None
         if not keep_models:
             m.model = None
-    gc.collect()
-    if device.type == "cuda":
+    if device.type == "cuda":  # on the CPU reference counting frees the tensors; a full collection is slow
+        gc.collect()
         torch.cuda.empty_cache()
 
 
@@ -314,7 +331,9 @@ def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: 
             bar.describe(f"loading {m.name} on {device} under the cap")
             _load(m, device, seed)
         _sync(device)
-    except torch.OutOfMemoryError as exc:
+    except RuntimeError as exc:  # OutOfMemoryError is one
+        if not _is_oom(exc):
+            raise
         out["oom"] = _cuda_oom(exc, "setup", current, None, device)
     st = allocator_stats(device)
     out["setup"] = {"bytes": st["allocated_bytes"], "peak_bytes": st["allocated_peak_bytes"],
@@ -331,7 +350,9 @@ def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: 
                 try:
                     loss = _step(by_name[name], device)
                     _sync(device)
-                except torch.OutOfMemoryError as exc:
+                except RuntimeError as exc:
+                    if not _is_oom(exc):
+                        raise
                     out["oom"] = _cuda_oom(exc, "training", name, s, device)
                     break
                 seconds = time.perf_counter() - t0
@@ -429,53 +450,69 @@ def _stats(samples: list[float]) -> dict[str, Any]:
             "samples_s": [float(s) for s in samples]}
 
 
-def _concurrent_rounds(fns: dict[str, Callable[[], Any]], mode: str, device: torch.device, rounds: int):
-    """`rounds` rounds of every model at once; per model the latency from the round's start to its
-    output, and each round's wall time. streams: one CUDA stream per model, the four launched
-    together from one thread; threads: one Python thread per model (on CUDA each on its own stream)."""
-    names = list(fns)
-    lat: dict[str, list[float]] = {n: [] for n in names}
-    walls: list[float] = []
-    streams = {n: torch.cuda.Stream(device) for n in names} if device.type == "cuda" else {}
-    if mode == "streams":
-        for _ in range(rounds):
-            cur = torch.cuda.current_stream(device)
-            begin = torch.cuda.Event(enable_timing=True)
-            ends, outs = {}, []
-            t0 = time.perf_counter()
-            begin.record(cur)
-            for n in names:
-                s = streams[n]
-                s.wait_stream(cur)
-                with torch.cuda.stream(s):
-                    outs.append(fns[n]())
-                    ends[n] = torch.cuda.Event(enable_timing=True)
-                    ends[n].record(s)
-            torch.cuda.synchronize(device)
-            walls.append(time.perf_counter() - t0)
-            for n in names:
-                lat[n].append(begin.elapsed_time(ends[n]) / 1e3)
-            del outs
-        return lat, walls
+class _Together:
+    """One round of every model at once, as a call: ({model: latency from the round's start to its
+    output}, the round's wall time), in seconds. streams: one CUDA stream per model, the forwards
+    launched together from one thread; threads: one Python thread per model (on CUDA each on its own
+    stream). Use as a context manager (it owns the threads)."""
 
-    def one(n: str, t0: float) -> float:
-        if streams:
-            with torch.cuda.stream(streams[n]):
-                fns[n]()
-            streams[n].synchronize()
+    def __init__(self, fns: dict[str, Callable[[], Any]], mode: str, device: torch.device):
+        self.fns, self.mode, self.device = fns, mode, device
+        self.streams = {n: torch.cuda.Stream(device) for n in fns} if device.type == "cuda" else {}
+        self.pool = ThreadPoolExecutor(max_workers=len(fns), thread_name_prefix="foxlib-infer") \
+            if mode == "threads" else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+    def __call__(self) -> tuple[dict[str, float], float]:
+        return self._streams() if self.mode == "streams" else self._threads()
+
+    def _streams(self):
+        cur = torch.cuda.current_stream(self.device)
+        begin = torch.cuda.Event(enable_timing=True)
+        ends, outs = {}, []
+        t0 = time.perf_counter()
+        begin.record(cur)
+        for n, fn in self.fns.items():
+            s = self.streams[n]
+            s.wait_stream(cur)
+            with torch.cuda.stream(s):
+                outs.append(fn())
+                ends[n] = torch.cuda.Event(enable_timing=True)
+                ends[n].record(s)
+        torch.cuda.synchronize(self.device)
+        wall = time.perf_counter() - t0
+        del outs
+        return {n: begin.elapsed_time(e) / 1e3 for n, e in ends.items()}, wall
+
+    def _one(self, n: str, t0: float) -> float:
+        if self.streams:
+            with torch.cuda.stream(self.streams[n]):
+                self.fns[n]()
+            self.streams[n].synchronize()
         else:
-            fns[n]()
+            self.fns[n]()
         return time.perf_counter() - t0
 
-    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="foxlib-infer") as pool:
-        for _ in range(rounds):
-            _sync(device)
-            t0 = time.perf_counter()
-            futures = {n: pool.submit(one, n, t0) for n in names}
-            for n, f in futures.items():
-                lat[n].append(f.result())
-            walls.append(time.perf_counter() - t0)
-    return lat, walls
+    def _threads(self):
+        _sync(self.device)
+        t0 = time.perf_counter()
+        futures = {n: self.pool.submit(self._one, n, t0) for n in self.fns}
+        lat = {n: f.result() for n, f in futures.items()}
+        return lat, time.perf_counter() - t0
+
+
+def _alone(fn: Callable[[], Any], device: torch.device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
 
 
 def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
@@ -489,7 +526,9 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
                 if mode == "streams" else
                 "one Python thread per model" + (", each on its own CUDA stream" if is_cuda else
                                                  f" sharing the CPU's {torch.get_num_threads()} intra-op threads")
-                + "; latency = from the round's start to the model's output (wall clock)"),
+                + "; latency = from the round's start to the model's output (wall clock)")
+               + f"; each of the {repeats} rounds (after {WARMUP_ROUNDS} warm-up rounds) times every model alone, "
+                 "then all at once",
         "memory_how": ("CUDA allocator, capped: reserved peak during the concurrent rounds (+ context)" if is_cuda else
                        f"{NOT_ENFORCED}: every model's weights and input plus every model's own forward peak "
                        "(measured alone) at the same time"),
@@ -518,7 +557,7 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
         _sync(device)
         out["resident_bytes"] = (torch.cuda.memory_allocated(device) if is_cuda else
                                  sum(v["parameters_bytes"] + v["input_bytes"] for v in out["models"].values()))
-        # each model alone: its forward's own peak, then its latency alone
+        # each model alone: its forward's own peak
         for name, fn in fns.items():
             current = name
             bar.describe(f"inference of {name} alone")
@@ -534,14 +573,6 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
                     fn()
                 inc = timeline.peak_delta()
             out["models"][name]["solo_increment_bytes"] = int(inc)
-            samples = []
-            for _ in range(repeats):
-                _sync(device)
-                t0 = time.perf_counter()
-                fn()
-                _sync(device)
-                samples.append(time.perf_counter() - t0)
-            out["models"][name]["alone"] = _stats(samples)
             bar.advance()
         current = None
         accounted = out["resident_bytes"] + sum(v["solo_increment_bytes"] for v in out["models"].values())
@@ -550,12 +581,26 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
             out["oom"] = _accounting_oom("inference", None, None, accounted, cap)
             out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
             return out
-        bar.describe(f"inference of all {len(fns)} at once ({mode})")
+        bar.describe(f"inference: each model alone, then all {len(fns)} at once ({mode}), alternating")
         _reset_peak(device)
-        _concurrent_rounds(fns, mode, device, WARMUP_ROUNDS)
-        lat, walls = _concurrent_rounds(fns, mode, device, repeats)
-        for name in fns:
-            out["models"][name]["together"] = _stats(lat[name])
+        names = list(fns)
+        alone: dict[str, list[float]] = {n: [] for n in names}
+        together: dict[str, list[float]] = {n: [] for n in names}
+        walls: list[float] = []
+        with _Together(fns, mode, device) as round_:
+            for r in range(WARMUP_ROUNDS + repeats):
+                # every round: each model alone (in a rotated order), then all at once, so that drift
+                # on a noisy machine hits both alike
+                times = {n: _alone(fns[n], device) for n in names[r % len(names):] + names[:r % len(names)]}
+                lat, wall = round_()
+                if r >= WARMUP_ROUNDS:
+                    for n in names:
+                        alone[n].append(times[n])
+                        together[n].append(lat[n])
+                    walls.append(wall)
+        for name in names:
+            out["models"][name]["alone"] = _stats(alone[name])
+            out["models"][name]["together"] = _stats(together[name])
         out["round"] = _stats(walls)
         bar.advance()
         if is_cuda:
@@ -563,8 +608,8 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
             out["peak_allocated_bytes"], out["peak_bytes"] = st["allocated_peak_bytes"], st["reserved_peak_bytes"]
         else:
             out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
-    except torch.OutOfMemoryError as exc:
-        if not is_cuda:
+    except RuntimeError as exc:
+        if not is_cuda or not _is_oom(exc):
             raise
         out["oom"] = _cuda_oom(exc, "inference", current, None, device)
         out["peak_allocated_bytes"] = out["oom"]["peak_allocated_bytes"]
@@ -579,6 +624,37 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
 
 # ----------------------------------------------------------------------------- measure
 
+def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_bytes: int, inference_repeats: int,
+             inference_batch: int, inference_mode: str, ensemble_precision: str, device: str):
+    """The parameters' values checked: (device, inference mode, resolved TFT); ValueError naming the valid ones."""
+    if steps < 1 or inference_repeats < 1:
+        raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
+    if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
+        raise ValueError(f"card_gb must be positive and cap_bytes, inference_batch not negative; "
+                         f"got {card_gb}, {cap_bytes}, {inference_batch}")
+    if inference_mode not in INFERENCE_MODES:
+        raise ValueError(f"unknown inference_mode {inference_mode!r}; valid: {', '.join(INFERENCE_MODES)}")
+    check_precision(ensemble_precision)
+    for card in MODELS.values():
+        card.preset(preset)
+    dev = resolve_device(device)
+    is_cuda = dev.type == "cuda"
+    mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
+    if mode == "streams" and not is_cuda:
+        raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
+    return dev, mode, resolve_tft(tft_config, preset, short_name(dev))
+
+
+def check_parameters(params: dict[str, Any]) -> None:
+    """Check a wave 8.13 parameter set before anything runs (for foxlib.preflight): the values
+    `measure` would reject, the TFT configuration included. Run parameters are ignored."""
+    keys = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
+            "inference_mode", "ensemble_precision", "device")
+    if params.get("measurements"):
+        return  # nothing is measured: the file's own parameters were checked when it was made
+    _checked(**{k: params[k] for k in keys})
+
+
 def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, card_gb: float = 4.0,
             cap_bytes: int = 0, inference_repeats: int = 100, inference_batch: int = 0,
             inference_mode: str = "auto", ensemble_precision: str = "fp32", device: str = "auto",
@@ -588,20 +664,10 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     card_gb: the card in GiB; the cap is that minus the CUDA context (measured). cap_bytes > 0 sets
     the allocator's cap directly (the context still comes on top): a tiny one forces an out-of-memory
     error, which is recorded ("oom"), never raised."""
-    if steps < 1 or inference_repeats < 1:
-        raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
-    if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
-        raise ValueError(f"card_gb must be positive and cap_bytes, inference_batch not negative; "
-                         f"got {card_gb}, {cap_bytes}, {inference_batch}")
-    if inference_mode not in INFERENCE_MODES:
-        raise ValueError(f"unknown inference_mode {inference_mode!r}; valid: {', '.join(INFERENCE_MODES)}")
-    check_precision(ensemble_precision)
-    dev = resolve_device(device)
+    dev, mode, tft = _checked(preset=preset, tft_config=tft_config, steps=steps, card_gb=card_gb, cap_bytes=cap_bytes,
+                              inference_repeats=inference_repeats, inference_batch=inference_batch,
+                              inference_mode=inference_mode, ensemble_precision=ensemble_precision, device=device)
     is_cuda = dev.type == "cuda"
-    mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
-    if mode == "streams" and not is_cuda:
-        raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
-    tft = resolve_tft(tft_config, preset, short_name(dev))
     order = [n for n in ENSEMBLE if n in MODELS]
     members = [_Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
                        tft["precision"] if n == "tft" else ensemble_precision) for n in order]
@@ -862,8 +928,9 @@ COLOURS = {"dqn": "#4c72b0", "ppo": "#55a868", "mamba2": "#c44e52", "tft": "#817
 
 
 def training_chart(m: dict[str, Any]):
-    """Every step of the interleaved run: the process's peak during it, against the cap and the card."""
     import matplotlib.pyplot as plt
+
+    """Every step of the interleaved run: the process's peak during it, against the cap and the card."""
     t, cap = m["training"], m["cap"]
     ctx = cap["context_bytes"]
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -885,16 +952,19 @@ def training_chart(m: dict[str, Any]):
         y = min(training_figure(m), 1.05 * cap["limit_bytes"]) / MB
         ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {_where(t['oom'])}")
     ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(m["order"]) + ")")
-    ax.set_ylabel("MB (10^6 bytes)")
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_yscale("log")  # a small model's step and the card on one chart
+    ax.set_ylabel("MB (10^6 bytes), log scale")
     ax.set_title(f"Ensemble training under the cap — {m['device']['name']} — {how(m)}", fontsize=9)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     return fig
 
 
 def latency_chart(m: dict[str, Any]):
     import matplotlib.pyplot as plt
+
     i = m["inference"]
     names = [n for n in m["order"] if (i["models"].get(n) or {}).get("together")]
     fig, ax = plt.subplots(figsize=(7, 3.5))
@@ -907,7 +977,7 @@ def latency_chart(m: dict[str, Any]):
     p50 = [1e3 * i["models"][n]["together"]["p50_s"] for n in names]
     p99 = [1e3 * i["models"][n]["together"]["p99_s"] for n in names]
     ax.bar(x - 0.2, alone, 0.4, color="#bbb", label="alone, p50")
-    ax.bar(x + 0.2, p50, 0.4, color=[COLOURS.get(n) for n in names], label="together, p50")
+    ax.bar(x + 0.2, p50, 0.4, color=[COLOURS.get(n) for n in names], label="together, p50 (model colours)")
     ax.errorbar(x + 0.2, p50, yerr=[[0] * len(names), [b - a for a, b in zip(p50, p99)]], fmt="none",
                 ecolor="black", capsize=4, label="together, p99")
     ax.set_xticks(x, names)

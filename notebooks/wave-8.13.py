@@ -1,0 +1,129 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: foxlib
+#     language: python
+#     name: foxlib
+# ---
+
+# %% [markdown]
+# # Wave 8.13 — Production validation
+#
+# Does the whole ensemble (DQN, PPO, Mamba-2 and the TFT in wave 8.12's recommended configuration)
+# train and serve on a 4 GB card? On a GPU the CUDA caching allocator is capped
+# (`torch.cuda.set_per_process_memory_fraction`) so that the cap plus this process's CUDA context —
+# measured first; it is outside the cap — equals the card: running out of memory inside it is real.
+# The four models then train in one process, interleaved (one step of each in turn, each with its own
+# Adam), and afterwards serve all at once. On the CPU no cap exists: there the run is checked by
+# accounting, and every memory figure says so. The verdict is the go/no-go for ensemble deployment
+# (8.14); `deployment.md`, written beside this report, is the deployment document.
+# Memory in MB = 10^6 bytes; `results.json` holds bytes.
+
+# %% tags=["parameters"]
+preset: str = "seed"  # preset of every model: seed (the production sizes) or small (fast, for tests)
+tft_config: str = "auto"  # TFT: auto (wave 8.12's recommendation for this device, else plain fp32) or JSON, e.g. {"precision": "bf16", "checkpointing": "blocks", "memory_efficient": true}
+steps: int = 20  # training steps per model, interleaved round-robin (one step of each model in turn)
+card_gb: float = 4.0  # the target card in GiB ("4 GB" is 4 GiB: 4,294,967,296 bytes, as budgets.toml's card_mb); the cap is the card minus the CUDA context
+cap_bytes: int = 0  # allocator cap in bytes, CUDA context excluded; 0: card_gb minus the measured context (a tiny value forces an out-of-memory error)
+inference_repeats: int = 100  # timed rounds of inference, each model alone and all at once (after 3 warm-up rounds)
+inference_batch: int = 0  # rows (windows or observations) per inference batch; 0: each model's training batch size
+inference_mode: str = "auto"  # how the models run at once: streams (one CUDA stream each, launched together), threads (one thread each), auto (streams on CUDA, threads on the CPU)
+ensemble_precision: str = "fp32"  # precision of DQN, PPO and Mamba-2 in training and inference (the TFT's comes from tft_config)
+device: str = "auto"  # auto (CUDA if present, else CPU), cpu or cuda
+seed: int = 0  # random seed of the models and their batches
+measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
+output_dir: str = ""  # where results.json goes (set by the runner)
+budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
+
+# %%
+from IPython.display import HTML, Markdown, display
+
+from foxlib import deployment, notebook
+from foxlib.budgets import verdict
+from foxlib.waves import wave_8_13 as wave
+
+params = notebook.parameters("8.13", globals())
+budgets = notebook.budgets(params)
+m = notebook.measure_or_load("8.13", params)
+checks = wave.checks(m, budgets)
+display(HTML(notebook.verdict_banner("8.13", checks, m)))
+
+# %% [markdown]
+# ## Checks
+# The ensemble must train under the cap without running out of memory, and serve all four models at
+# once leaving the free memory the budgets file asks (`[ensemble] min_headroom_mb`). GO here is GO for
+# ensemble deployment (8.14).
+
+# %%
+display(notebook.table(notebook.checks_table(checks)))
+if not m["cap"]["enforced"]:
+    display(Markdown(f"**Measured on the CPU: the cap was not enforced.** Every memory figure in this report is "
+                     f"*{wave.NOT_ENFORCED}*: each model's training step was measured on its own and the interleaved "
+                     "run was added up from those measurements. There is no CUDA context, allocator rounding or "
+                     "library workspace in it. The GPU report measures them under a real cap."))
+
+# %% [markdown]
+# ## The models and the TFT's configuration
+
+# %%
+display(Markdown(f"TFT configuration: {m['tft']['source']} — precision **{m['tft']['precision']}**, "
+                 f"overrides `{m['tft']['overrides']}`."))
+display(notebook.table(wave.configuration_table(m)))
+
+# %% [markdown]
+# ## The cap
+
+# %%
+display(notebook.table(wave.cap_table(m)))
+
+# %% [markdown]
+# ## Training, interleaved, under the cap
+# Each point is one training step: the process's peak during it (on a GPU: the allocator's peak
+# allocated, dashes the reserved; plus the CUDA context). Gradients are freed after every step, so
+# between its steps a model keeps its weights, its Adam state and its batch or buffer.
+
+# %%
+notebook.figure(wave.training_chart(m))
+display(notebook.table(wave.training_table(m)))
+ooms = wave.oom_table(m)
+if ooms is not None:
+    display(Markdown("### Out of memory"))
+    display(notebook.table(ooms))
+
+# %% [markdown]
+# ## Concurrent inference
+# All four models resident, in eval mode, no_grad, each in its precision; one batch through each,
+# first each model alone, then all four at once.
+
+# %%
+display(Markdown(f"How they ran at once: {m['inference']['how']}."))
+display(notebook.table(wave.inference_table(m)))
+notebook.figure(wave.latency_chart(m))
+
+# %% [markdown]
+# ## On the card: peaks, context and headroom
+
+# %%
+display(notebook.table(wave.totals_table(m, budgets)))
+
+# %% [markdown]
+# ## The deployment document
+# Written as `deployment.md` beside `results.json`; reproduced here.
+
+# %%
+doc = deployment.write(params["output_dir"] or ".", m, checks, budgets, params)
+display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this section's
+
+# %%
+res = notebook.finish("8.13", params, m, checks, deployment=deployment.FILE,
+                      deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
+                      enforced=m["cap"]["enforced"], tft_config=m["tft"],
+                      figures={"card_bytes": m["cap"]["card_bytes"], "context_bytes": m["cap"]["context_bytes"],
+                               "training_bytes": wave.training_figure(m), "inference_bytes": wave.inference_figure(m)})
+display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
+                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

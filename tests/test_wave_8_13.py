@@ -1,0 +1,172 @@
+"""Wave 8.13 end to end with tiny parameters: what the notebook wrote, checked against itself; and how
+the TFT's configuration is chosen (wave 8.12's recommendation, a JSON override, or the fp32 fallback)."""
+import json
+import math
+
+import pytest
+
+from foxlib import index
+from foxlib.config import MB
+from foxlib.models import MODELS
+from foxlib.waves import wave_8_13 as wave
+
+TINY_8_13 = {"preset": "small", "steps": 2, "inference_repeats": 3, "device": "cpu"}
+RECOMMENDED = {"precision": "bf16", "tft_overrides": {"checkpointing": "blocks", "memory_efficient": True}}
+GIB = 2**30
+
+
+def _write_8_12(reports_dir, recommended=RECOMMENDED, device="cpu"):
+    path = wave.recommendation_file(device, reports_dir)
+    path.parent.mkdir(parents=True)
+    body = {"wave": "8.12", "verdict": "GO", "generated_at": "2026-12-01T00:00:00+00:00"}
+    if recommended is not None:
+        body["recommended"] = recommended
+    path.write_text(json.dumps(body))
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The notebook through papermill; "auto" finds a wave 8.12 report in FOXLIB_REPORTS (the kernel inherits it)."""
+    from foxlib.runner import run_wave
+    earlier = tmp_path_factory.mktemp("reports-with-8.12")
+    _write_8_12(earlier)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FOXLIB_REPORTS", str(earlier))
+        mp.setenv("OMP_NUM_THREADS", "1")  # two busy cores: one intra-op thread in the kernel is much faster
+        return run_wave("8.13", TINY_8_13, reports_dir=tmp_path_factory.mktemp("r"), progress=False)
+
+
+@pytest.fixture(scope="module")
+def written(report):
+    return json.loads((report / "results.json").read_text()), json.loads((report / "measurement.json").read_text())
+
+
+def test_writes_the_report_and_the_deployment_document(report):
+    for name in ("report.html", "report.md", "results.json", "measurement.json", "notebook.ipynb", "deployment.md"):
+        assert (report / name).is_file(), name
+    assert report.parent.name == "cpu" and report.name == "wave-8.13"
+    html = (report / "report.html").read_text()
+    assert "Verdict:" in html and "data:image/png;base64" in html and "not enforced (accounting)" in html
+
+
+def test_checks_follow_from_the_numbers(written):
+    res, m = written
+    assert res["wave"] == "8.13" and res["title"] == "Production validation" and res["device"]["type"] == "cpu"
+    assert res["parameters"]["steps"] == 2 and res["parameters"]["preset"] == "small"
+    t, i, cap = m["training"], m["inference"], m["cap"]
+    assert cap == {**cap, "card_bytes": 4 * GIB, "cap_bytes": 4 * GIB, "limit_bytes": 4 * GIB,
+                   "context_bytes": 0, "enforced": False}
+    # the training figure is the accounting walk, redone here from the same step measurements
+    plan = wave.account_training(m["step_profiles"], m["order"], m["steps"], cap["cap_bytes"])
+    assert [{k: s[k] for k in ("model", "step", "start_bytes", "peak_bytes")} for s in t["steps"]] == plan["steps"]
+    assert t["peak_bytes"] == max([plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]])
+    # inference: every model's weights and input, plus every forward peak at once
+    assert i["peak_bytes"] == sum(v["parameters_bytes"] + v["input_bytes"] + v["solo_increment_bytes"]
+                                  for v in i["models"].values())
+    by_name = {c["name"]: c for c in res["checks"]}
+    train, infer = by_name[wave.TRAIN_CHECK], by_name[wave.INFERENCE_CHECK]
+    assert train["measured"] == t["peak_bytes"] and train["limit"] == 4 * GIB
+    assert train["passed"] == (t["oom"] is None and train["measured"] <= train["limit"])
+    assert infer["measured"] == i["peak_bytes"] and infer["limit"] == 4 * GIB - 500 * MB
+    assert infer["passed"] == (i["oom"] is None and infer["measured"] <= infer["limit"])
+    assert all("not enforced (accounting)" in c["note"] for c in res["checks"])
+    assert res["verdict"] == ("GO" if train["passed"] and infer["passed"] else "NO-GO") == "GO"
+    assert res["deployment_verdict"] == {"wave": "8.14", "verdict": res["verdict"]}
+    assert res["enforced"] is False and res["deployment"] == "deployment.md"
+
+
+def test_the_run_is_real_interleaved_and_timed(written):
+    _, m = written
+    t, i = m["training"], m["inference"]
+    assert m["order"] == ["dqn", "ppo", "mamba2", "tft"]
+    assert [(s["model"], s["step"]) for s in t["steps"]] == [(n, s) for s in (1, 2) for n in m["order"]]
+    assert all(math.isfinite(s["loss"]) and s["seconds"] > 0 for s in t["steps"])
+    for name in m["order"]:
+        p = t["per_model"][name]
+        assert p["steps_run"] == 2 and p["non_finite_losses"] == 0
+        prof = m["step_profiles"][name]  # the first step is the largest rise: it creates Adam's state
+        assert p["step_increment_bytes"] == prof["peak"] - prof["live_before_step"] + prof["optimizer_state"]
+        v = i["models"][name]
+        assert v["batch"] == m["models"][name]["config"]["batch_size"]
+        for run in ("alone", "together"):
+            assert v[run]["n"] == 3 and 0 < v[run]["p50_s"] <= v[run]["p99_s"]
+    assert i["mode"] == "threads" and "thread" in i["how"]
+
+
+def test_auto_takes_wave_8_12s_recommendation(written):
+    _, m = written
+    assert m["tft"]["recommended"] is True and "8.12" in m["tft"]["source"]
+    assert m["tft"]["precision"] == "bf16" == m["models"]["tft"]["precision"]
+    cfg = m["models"]["tft"]["config"]
+    assert cfg["checkpointing"] == "blocks" and cfg["memory_efficient"] is True
+    assert m["step_profiles"]["tft"]["precision"] == "bf16"
+    assert all(m["models"][n]["precision"] == "fp32" for n in ("dqn", "ppo", "mamba2"))
+
+
+def test_the_deployment_document_has_each_model_its_memory_and_the_commands(report, written):
+    res, m = written
+    doc = (report / "deployment.md").read_text()
+    assert f"**{res['verdict']}**" in doc.splitlines()[0]
+    for name in m["order"]:
+        assert f"### {name} — {MODELS[name].title}" in doc
+        assert f"| {name} | {m['models'][name]['precision']} | 2/2 |" in doc
+    for command in ("make venv", ".venv/bin/python -m foxlib report --wave 8.13 -p preset=small",
+                    ".venv/bin/python -m foxlib measure --wave 8.13", "-p measurements=wave-8.13-measurement.json",
+                    "pytest -q -rs tests/test_memory_cap.py tests/test_wave_8_13.py"):
+        assert command in doc, command
+    assert """'tft_config={"precision":"bf16","checkpointing":"blocks","memory_efficient":true}'""" in doc
+    assert "## Headroom on the 4,295.0 MB card" in doc and "## Risks that remain" in doc
+    assert "The cap was not enforced" in doc and "not enforced (accounting)" in doc
+    assert f"{(4 * GIB - res['figures']['training_bytes']) / MB:,.1f}" in doc  # the training headroom
+
+
+def test_the_index_lists_8_13_and_8_14_follows_it(report, written):
+    res, _ = written
+    lines = index.status_lines(report.parent.parent)
+    assert any(line.startswith("8.13") and f"cpu: {res['verdict']}" in line for line in lines)
+    assert any(line.startswith("8.14") and f"cpu: {res['verdict']}" in line for line in lines)
+
+
+# ----------------------------------------------------------------------------- choosing the TFT
+
+def test_a_json_tft_config_overrides_and_is_validated(tmp_path):
+    got = wave.resolve_tft('{"precision": "fp16", "checkpointing": "vsn"}', "small", "cpu", tmp_path)
+    assert got["precision"] == "fp16" and got["config"].checkpointing == "vsn"
+    assert got["source"] == "the tft_config parameter" and got["recommended"] is False
+    with pytest.raises(ValueError, match="valid fields: .*hidden_size"):
+        wave.resolve_tft('{"chekpointing": "vsn"}', "small", "cpu", tmp_path)
+    with pytest.raises(ValueError, match="valid precisions: fp32, fp16, bf16"):
+        wave.resolve_tft('{"precision": "fp8"}', "small", "cpu", tmp_path)
+    with pytest.raises(ValueError, match="'auto' or a JSON object"):
+        wave.resolve_tft("bf16", "small", "cpu", tmp_path)
+    with pytest.raises(ValueError, match="valid fields"):  # before any measuring
+        wave.measure(preset="small", tft_config='{"bogus": 1}', device="cpu")
+
+
+def test_parameter_values_are_checked_before_anything_runs():
+    from foxlib.parameters import read_parameters, resolve
+    from foxlib.waves import get_wave
+    declared = read_parameters(get_wave("8.13").notebook)
+    ok = resolve(declared, {"preset": "small", "device": "cpu", "tft_config": '{"precision": "bf16"}'})
+    wave.check_parameters(ok)
+    for bad, match in (({"tft_config": '{"bogus": 1}'}, "valid fields"), ({"ensemble_precision": "fp8"}, "valid precisions"),
+                       ({"inference_mode": "streams"}, "needs CUDA"), ({"inference_mode": "fibers"}, "valid: auto"),
+                       ({"steps": 0}, "at least 1"), ({"preset": "huge"}, "valid presets")):
+        with pytest.raises(ValueError, match=match):
+            wave.check_parameters({**ok, **bad})
+
+
+def test_auto_falls_back_to_the_plain_fp32_tft_and_says_so(tmp_path):
+    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    assert got["precision"] == "fp32" and got["config"] == MODELS["tft"].preset("small")
+    assert got["recommended"] is False and got["source"].startswith("fallback: no wave 8.12 report")
+    _write_8_12(tmp_path, recommended=None)
+    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    assert got["precision"] == "fp32" and "holds no \"recommended\"" in got["source"]
+
+
+def test_auto_rejects_a_recommendation_with_an_unknown_field(tmp_path):
+    _write_8_12(tmp_path, {"precision": "bf16", "tft_overrides": {"no_such_field": 1}})
+    with pytest.raises(ValueError, match="wave 8.12's recommendation.*valid fields"):
+        wave.resolve_tft("auto", "small", "cpu", tmp_path)
