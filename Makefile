@@ -8,7 +8,11 @@ WAVE    ?= 8.10
 P       ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv report reports test browser screenshot lab waves clean-venv
+PEER_VENV  := .venv-peer
+PEER_STAMP := $(PEER_VENV)/.foxlib-peer-installed
+REPEATS ?= 10
+
+.PHONY: help venv report reports test browser screenshot lab waves clean-venv peer-bench peer-test
 
 help: ## list the targets with what they do
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
@@ -43,6 +47,21 @@ browser: ## install headless Chromium for the report tests if it is missing (Deb
 
 screenshot: $(STAMP) ## screenshot of the H200 wave 8.10 report into reports/
 	$(PYTHON) -c "from foxlib.browser import screenshot; screenshot('reports/h200/wave-8.10/report.html', 'reports/screenshot-h200-wave-8.10.png')"
+
+$(PEER_STAMP): requirements-peer.txt pyproject.toml
+	@echo "setting up $(PEER_VENV) for the peer benchmark (pytorch-forecasting; not needed by the workbook)"
+	$(PY) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install -q -r requirements-peer.txt
+	$(PEER_VENV)/bin/python -m pip install -q --no-deps -e .
+	@touch $(PEER_STAMP)
+
+peer-bench: $(STAMP) $(PEER_STAMP) ## foxlib's TFT against pytorch-forecasting's, same config, into reports/<device>/peer-benchmark.*
+	$(PEER_VENV)/bin/python benchmarks/peer_tft.py --device auto --preset seed --repeats $(REPEATS) --html auto
+	$(PYTHON) -m foxlib index
+
+peer-test: $(PEER_STAMP) ## the peer benchmark's tests, with pytorch-forecasting installed
+	$(PEER_VENV)/bin/python -m pytest -q -rs tests/test_peer_benchmark.py
 
 lab: $(STAMP) ## open JupyterLab on the project's kernel
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -45,7 +45,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import charts, notebook, seed as seed_figures
+from foxlib import charts, notebook, prediction, seed as seed_figures
 from foxlib.waves import wave_8_11 as wave
 
 params = notebook.parameters("8.11", globals())
@@ -88,6 +88,15 @@ display(notebook.table(wave.why_not_half(m)))
 display(notebook.table(wave.models_table(m)))
 
 # %% [markdown]
+# ## Predicted before running
+# Each step above was first predicted by `foxlib.memory.predict_step` (fake tensors, nothing allocated).
+# Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
+
+# %%
+pairs = prediction.pairs(m)
+display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
+
+# %% [markdown]
 # ## Speed: the TFT's training step, precisions alternating in one run
 
 # %%
@@ -104,6 +113,7 @@ notebook.figure(charts.accuracy_by_precision(m["accuracy_runs"], "quantile_loss"
 display(notebook.table(wave.training_table(m)))
 
 # %%
-res = notebook.finish("8.11", params, m, checks)
+res = notebook.finish("8.11", params, m, checks,
+                      prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

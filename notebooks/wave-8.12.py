@@ -41,7 +41,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import charts, notebook
+from foxlib import charts, notebook, prediction
 from foxlib.waves import wave_8_12 as wave
 
 params = notebook.parameters("8.12", globals())
@@ -92,7 +92,17 @@ display(Markdown("Pareto front (no other strategy is both lighter and faster): "
 notebook.figure(charts.pareto(df, front, budgets["tft"]["peak_training_mb"], recommended["strategy"],
                               f"TFT strategies — {m['device']['name']}"))
 
+# %% [markdown]
+# ## Predicted before running
+# Each step above was first predicted by `foxlib.memory.predict_step` (fake tensors, nothing allocated).
+# Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
+
 # %%
-res = notebook.finish("8.12", params, m, checks, recommended=recommended)
+pairs = prediction.pairs(m)
+display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
+
+# %%
+res = notebook.finish("8.12", params, m, checks, recommended=recommended,
+                      prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

@@ -37,6 +37,20 @@ def test_results_follow_from_the_measurement(tiny_8_10):
     assert p["peak"] >= p["forward_peak"] >= p["live_before_step"]
 
 
+def test_prediction_stands_beside_every_measured_step(tiny_8_10):
+    """predict_step ran before each measured step; on the CPU the small presets agree within tolerance."""
+    m = json.loads((tiny_8_10 / "measurement.json").read_text())
+    res = json.loads((tiny_8_10 / "results.json").read_text())
+    rows = {r["step"]: r for r in res["prediction"]}
+    assert set(rows) == set(MODELS)
+    for name, row in rows.items():
+        entry = m["tft"] if name == "tft" else m["ensemble"][name]
+        assert entry["predicted"]["n_parameters"] == entry["profile"]["n_parameters"]
+        assert row["predicted peak (MB)"] == entry["predicted"]["peak"] / MB
+        assert abs(row["peak error (%)"]) <= 10, row
+    assert "Predicted before running" in (tiny_8_10 / "report.md").read_text()
+
+
 def test_ensemble_is_in_the_results_and_checked(tiny_8_10):
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
     res = json.loads((tiny_8_10 / "results.json").read_text())

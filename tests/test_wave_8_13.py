@@ -166,6 +166,16 @@ def test_auto_falls_back_to_the_plain_fp32_tft_and_says_so(tmp_path):
     assert got["precision"] == "fp32" and "holds no \"recommended\"" in got["source"]
 
 
+def test_auto_takes_a_recommendation_as_wave_8_12_writes_it(tmp_path):
+    """8.12's "recommended" also describes itself (strategy, peak, reason): only precision and tft_overrides count."""
+    _write_8_12(tmp_path, recommended={**RECOMMENDED, "strategy": "efficient + checkpoint blocks + bf16",
+                                       "peak_bytes": 123, "step_time_ratio": 0.9, "reason": "fastest"})
+    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    assert got["recommended"] is True and got["precision"] == "bf16"
+    assert got["overrides"] == RECOMMENDED["tft_overrides"]
+    assert got["config"].checkpointing == "blocks" and got["config"].memory_efficient is True
+
+
 def test_auto_rejects_a_recommendation_with_an_unknown_field(tmp_path):
     _write_8_12(tmp_path, {"precision": "bf16", "tft_overrides": {"no_such_field": 1}})
     with pytest.raises(ValueError, match="wave 8.12's recommendation.*valid fields"):

@@ -97,6 +97,26 @@ def _finite(loss: torch.Tensor, when: str) -> float:
     return value
 
 
+def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+                     optimizer: torch.optim.Optimizer, precision: str, device: torch.device) -> Callable[[], None]:
+    """A zero-argument callable running one full training step (zero_grad, forward + loss under
+    autocast, backward, optimizer step; fp16 through a GradScaler), for timing and profilers."""
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, precision):
+            loss = loss_fn(model, batch)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+    return step
+
+
 def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
                  optimizer: torch.optim.Optimizer, precision: str = "fp32", *, warmup: int = 1,
                  buffers: Mapping[str, Any] | None = None, snapshot_path: str | None = None) -> MemoryProfile:

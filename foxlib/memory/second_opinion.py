@@ -15,24 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.memory.profile import autocast, check_precision
-
-
-def _step_fn(model, batch, loss_fn, optimizer, precision, device):
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision):
-            loss = loss_fn(model, batch)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-    return step
+from foxlib.memory.profile import check_precision, training_step_fn
 
 
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,
@@ -40,7 +23,7 @@ def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callabl
     """Per category: bytes at the step's peak and each category's own maximum, by torch's profiler."""
     check_precision(precision)
     device = next(model.parameters()).device
-    step = _step_fn(model, batch, loss_fn, optimizer, precision, device)
+    step = training_step_fn(model, batch, loss_fn, optimizer, precision, device)
     for _ in range(warmup):
         step()
     optimizer.zero_grad(set_to_none=True)

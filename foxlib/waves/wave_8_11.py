@@ -18,7 +18,7 @@ from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
-from foxlib.memory.profile import PRECISIONS, autocast, check_precision
+from foxlib.memory.profile import PRECISIONS, check_precision, training_step_fn
 from foxlib.models import MODELS
 from foxlib.progress import progress
 from foxlib.timing import time_alternating
@@ -39,20 +39,7 @@ def training_step(card, cfg, device: torch.device, precision: str, seed: int = 0
     model = card.build(cfg).to(device)
     batch = card.example_batch(cfg, device=device, seed=seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3))
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision):
-            loss = card.loss(model, batch)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-    return step
+    return training_step_fn(model, batch, card.loss, optimizer, precision, device)
 
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, precisions: str = "fp32,fp16,bf16",
@@ -79,7 +66,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             model_cfg = cfg if name == "tft" else MODELS[name].preset(preset)
             for p in precs:
                 bar.describe(f"profiling {name}/{preset} {p} on {dev}")
-                out["memory"].setdefault(name, {})[p] = measure_model(name, model_cfg, dev, p, seed)["profile"]
+                r = measure_model(name, model_cfg, dev, p, seed)
+                out["memory"].setdefault(name, {})[p] = r["profile"]
+                out.setdefault("predicted", {}).setdefault(name, {})[p] = r["predicted"]
                 bar.advance()
     steps = {p: training_step(tft, cfg, dev, p, seed) for p in precs}
     timings = time_alternating(steps, repeats=timing_repeats, warmup=3, device=dev)

@@ -54,6 +54,12 @@ STRATEGIES = {s.name: s for s in (
     Strategy("efficient + checkpoint blocks", overrides={"memory_efficient": True, "checkpointing": "blocks"}),
     Strategy("efficient + checkpoint blocks + bf16", "bf16", {"memory_efficient": True, "checkpointing": "blocks"}),
     Strategy("efficient + checkpoint blocks + fp16", "fp16", {"memory_efficient": True, "checkpointing": "blocks"}),
+    # "variables": blocks, with the encoder/decoder VSNs checkpointed per chunk of vsn_chunk variables
+    Strategy("checkpoint variables", overrides={"checkpointing": "variables"}, seed_guess="checkpointing"),
+    Strategy("efficient + checkpoint variables", overrides={"memory_efficient": True, "checkpointing": "variables"}),
+    Strategy("efficient + checkpoint variables (2 per chunk)",
+             overrides={"memory_efficient": True, "checkpointing": "variables", "vsn_chunk": 2}),
+    Strategy("efficient + checkpoint variables + bf16", "bf16", {"memory_efficient": True, "checkpointing": "variables"}),
 )}
 BASELINE = "fp32 (baseline)"
 
@@ -105,7 +111,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
         out["memory"] = {}
         for s in chosen:
             bar.describe(f"profiling {s.name} on {dev}")
-            out["memory"][s.name] = measure_model("tft", configs[s.name], dev, s.precision, seed)["profile"]
+            r = measure_model("tft", configs[s.name], dev, s.precision, seed)
+            out["memory"][s.name] = r["profile"]
+            out.setdefault("predicted", {})[s.name] = r["predicted"]
             bar.advance()
     steps = {s.name: training_step(tft, configs[s.name], dev, s.precision, seed) for s in chosen}
     timings = time_alternating(steps, repeats=timing_repeats, warmup=timing_warmup, device=dev)

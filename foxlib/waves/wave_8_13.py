@@ -69,7 +69,10 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
     nested = rec.get("tft_overrides") or {}
     if not isinstance(nested, dict):
         raise ValueError(f"tft_config from {source}: tft_overrides must be an object of TFT fields, got {nested!r}")
-    overrides = {**nested, **{k: v for k, v in rec.items() if k not in ("precision", "tft_overrides")}}
+    if "tft_overrides" in rec:  # 8.12's recommendation: its other keys (strategy, peak_bytes, reason...) describe it
+        overrides = dict(nested)
+    else:
+        overrides = {k: v for k, v in rec.items() if k != "precision"}
     precision = rec.get("precision") or overrides.get("precision") or "fp32"
     overrides.pop("precision", None)
     try:

@@ -1,0 +1,164 @@
+"""predict_step (fake tensors, nothing allocated) against profile_step (measured on the CPU),
+a hand-counted MLP, and largest_fitting (screening by prediction, confirmed by one measurement)."""
+import pytest
+import torch
+
+from foxlib.memory import profile_step
+from foxlib.memory.predict import build_fake, is_fake, predict_model_step, unique_storage_bytes
+from foxlib.models import MODELS
+from foxlib.screening import largest_fitting, predicted_profile
+
+F32 = 4
+
+
+@pytest.fixture(scope="module")
+def small_pairs():
+    """(predicted, measured) for every card's "small" preset, fp32, Adam as foxlib.measure makes it."""
+    out = {}
+    for name, card in MODELS.items():
+        cfg = card.config("small")
+        batch = card.example_batch(cfg, device="cpu", seed=0)
+        torch.manual_seed(0)
+        model = card.build(cfg)
+        optimizer = torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3))
+        measured = profile_step(model, batch, card.loss, optimizer, buffers=card.buffers(batch))
+        predicted = predicted_profile(card, cfg, batch=batch)  # predict_step, memoised for screening
+        out[name] = (predicted, measured)
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_prediction_matches_measurement(small_pairs, name):
+    pred, meas = small_pairs[name]
+    assert pred.device == "predicted (cpu)" and pred.peak_method.startswith("predicted:")
+    # counted from the tensors themselves: equal to the byte
+    for field in ("n_parameters", "parameters", "gradients", "optimizer_state", "batch", "live_before_step",
+                  "saved_tensor_saves"):
+        assert getattr(pred, field) == getattr(meas, field), field
+    assert pred.buffers == meas.buffers
+    # saved for backward: within 5 % (measured: equal, the LSTM's oneDNN workspace included)
+    assert pred.activations == pytest.approx(meas.activations, rel=0.05)
+    assert set(pred.activations_by_module) == set(meas.activations_by_module)
+    # peaks: within 10 % (measured: equal to within a few bytes; the allocator also sees the
+    # 8-byte tensors Python numbers become before dispatch, which no dispatch mode sees)
+    assert pred.forward_peak == pytest.approx(meas.forward_peak, rel=0.10)
+    assert pred.peak == pytest.approx(meas.peak, rel=0.10)
+    assert pred.peak <= meas.peak  # nothing the prediction counts is absent from the allocator
+
+
+def test_fake_built_model_holds_no_memory():
+    # the seed TFT: 18,146,330 parameters, 72.6 MB of fp32 weights, none of it allocated
+    cfg = MODELS["tft"].config("seed")
+    model, _ = build_fake(lambda: MODELS["tft"].build(cfg))
+    params = list(model.parameters())
+    assert params and all(is_fake(p) for p in params)
+    assert sum(p.numel() for p in params) == 18_146_330
+    assert unique_storage_bytes(params) == F32 * 18_146_330
+
+
+def mse(model, batch):
+    return torch.nn.functional.mse_loss(model(batch["x"]), batch["y"])
+
+
+@pytest.mark.parametrize("foreach", [None, True])
+def test_mlp_prediction_equals_hand_count(foreach):
+    """A parameter-heavy MLP: the step peak falls in Adam's step. Bytes counted by hand."""
+    B, I, H, O = 4, 256, 512, 8
+    torch.manual_seed(0)
+    batch = {"x": torch.randn(B, I), "y": torch.randn(B, O)}
+
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.ReLU(), torch.nn.Linear(H, O))
+
+    pred = predict_model_step(build, batch, mse, foreach=foreach)
+    w1, sizes = F32 * I * H, [F32 * I * H, F32 * H, F32 * H * O, F32 * O]
+    n = I * H + H + H * O + O
+    assert pred.n_parameters == n
+    assert pred.parameters == pred.gradients == F32 * n
+    assert pred.optimizer_state == 2 * F32 * n + F32 * 4  # two moments + a 0-dim "step" per tensor
+    # saved: x (Linear 0), ReLU's output (ReLU, Linear 2), Linear 2's output and y (the loss)
+    assert pred.activations == F32 * (B * I + B * H + B * O + B * O)
+    assert pred.batch == F32 * (B * I + B * O)
+    assert pred.live_before_step == pred.parameters + pred.optimizer_state + pred.batch
+    # forward: Linear 0's output and ReLU's output live together
+    assert pred.forward_peak == pred.live_before_step + 2 * F32 * B * H
+    # the optimizer step: every gradient, the loss (the CPU mse_loss returns its mean as a view
+    # of its B x O elementwise buffer, alive while `loss` is) and Adam's temporaries:
+    #  - for-loop (CPU default): denom = sqrt(v) / bias_correction -> sqrt and quotient of ONE
+    #    parameter live together, the largest and first (W1): 2 x W1;
+    #  - multi-tensor (CUDA default): _foreach_sqrt of ALL exp_avg_sq at once: 1 x all parameters.
+    adam = 2 * w1 if foreach is None else sum(sizes)
+    assert pred.peak == pred.live_before_step + pred.gradients + F32 * B * O + adam
+
+    # and the measurement agrees (the allocator also sees an 8-byte Python-scalar tensor or two)
+    model = build()
+    meas = profile_step(model, batch, mse, torch.optim.Adam(model.parameters(), foreach=foreach))
+    for field in ("parameters", "gradients", "optimizer_state", "activations", "live_before_step", "forward_peak"):
+        assert getattr(pred, field) == getattr(meas, field), field
+    assert 0 <= meas.peak - pred.peak <= 32
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_autocast_prediction_matches_measurement(precision):
+    """Under autocast: 16-bit saved inputs and weight casts, the LayerNorm's float32 statistics
+    (the meta kernel says 16-bit), and for fp16 the GradScaler."""
+    B, I, H = 16, 64, 128
+    torch.manual_seed(0)
+    batch = {"x": torch.randn(B, I), "y": torch.randn(B, 1)}
+
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.LayerNorm(H), torch.nn.ReLU(),
+                                   torch.nn.Linear(H, 1))
+
+    pred = predict_model_step(build, batch, mse, precision=precision)
+    model = build()
+    meas = profile_step(model, batch, mse, torch.optim.Adam(model.parameters()), precision)
+    for field in ("parameters", "gradients", "optimizer_state", "activations", "live_before_step"):
+        assert getattr(pred, field) == getattr(meas, field), field
+    assert pred.activations_by_module == meas.activations_by_module
+    assert 0 <= meas.forward_peak - pred.forward_peak <= 32
+    assert 0 <= meas.peak - pred.peak <= 32
+
+
+def test_sgd_has_no_state_and_unknown_optimizer_is_refused():
+    batch = {"x": torch.randn(3, 5), "y": torch.randn(3, 2)}
+    pred = predict_model_step(lambda: torch.nn.Linear(5, 2), batch, mse, optimizer="sgd")
+    assert pred.optimizer_state == 0 and pred.gradients == F32 * (5 * 2 + 2)
+    with pytest.raises(ValueError, match="adam, sgd"):
+        predict_model_step(lambda: torch.nn.Linear(5, 2), batch, mse, optimizer="lbfgs")
+
+
+def test_largest_fitting_batch_size_tft_small(small_pairs):
+    card = MODELS["tft"]
+    base = card.config("small")  # batch_size 8
+    ladder = [4, 8]
+    # first pass: predicted peaks only (an unlimited budget fits every rung)
+    scan = largest_fitting(card, base, "batch_size", 1 << 40, candidates=ladder, confirm=False)
+    peaks = scan["probes"]
+    assert list(peaks) == ladder and peaks[4] < peaks[8]
+    assert peaks[8] == small_pairs["tft"][0].peak  # the same prediction as above (memoised)
+    assert scan["answer"] == 8 and scan["confirmation"] is None
+    # a budget between the two predicted peaks: the answer is 4, confirmed by measuring it
+    budget = (peaks[4] + peaks[8]) // 2
+    res = largest_fitting(card, base, "batch_size", budget, candidates=ladder)
+    assert res["answer"] == 4 and res["predicted_peak"] == peaks[4]
+    assert res["probes"] == peaks  # 8 was probed (memoised) and did not fit
+    conf = res["confirmation"]
+    assert conf["fits"] and conf["measured_peak"] <= budget
+    assert abs(conf["relative_error"]) < 0.10
+    assert conf["error_bytes"] == res["predicted_peak"] - conf["measured_peak"]
+
+
+def test_largest_fitting_search_and_bad_field():
+    card = MODELS["dqn"]
+    base = card.config("small", batch_size=8)
+    scan = largest_fitting(card, base, "batch_size", 1 << 40, confirm=False, max_value=32)
+    assert scan["answer"] == 32 and list(scan["probes"]) == [8, 16, 32]  # doubling up to the cap
+    # a budget just below the peak of batch size 8: halving to 4, then bisecting 4..8
+    budget = scan["probes"][8] - 1
+    res = largest_fitting(card, base, "batch_size", budget, confirm=False)
+    ans = res["answer"]
+    assert ans is not None and 4 <= ans < 8
+    assert res["probes"][ans] <= budget < res["probes"][ans + 1]
+    with pytest.raises(ValueError, match="no config field"):
+        largest_fitting(card, base, "seq_len", 1 << 30, confirm=False)

@@ -1,0 +1,51 @@
+"""The predicted-beside-measured table (foxlib/prediction.py) on hand-made profiles."""
+import math
+
+from foxlib import prediction
+from foxlib.config import MB
+
+
+def profile(**kw):
+    base = {c: 10 * MB for c in prediction.CATEGORIES}
+    return base | kw
+
+
+def test_errors_and_tolerances_per_category():
+    measured = profile(activations=100 * MB, peak=200 * MB)
+    predicted = profile(activations=106 * MB, peak=219 * MB)  # +6 % (over 5 %), +9.5 % (under 10 %)
+    df = prediction.compare(predicted, measured, "cpu").set_index("category")
+    assert df.loc["activations (saved for backward)", "error (%)"] == 6.0
+    assert not df.loc["activations (saved for backward)", "within"]
+    assert df.loc["activations (saved for backward)", "why"] == "unexplained"
+    assert df.loc["step peak", "error (%)"] == 9.5 and df.loc["step peak", "within"]
+    assert df.loc["step peak", "tolerance (%)"] == 10.0 and df.loc["gradients", "tolerance (%)"] == 5.0
+    assert df.loc["gradients", "error (%)"] == 0.0 and df.loc["gradients", "predicted (MB)"] == 10.0
+
+
+def test_cuda_gaps_are_named_and_tiny_differences_are_slack():
+    measured = profile(activations=100 * MB, batch=10_000)
+    predicted = profile(activations=120 * MB, batch=40_000)  # +300 % of 10 kB: under the 64 KiB slack
+    df = prediction.compare(predicted, measured, "cuda").set_index("category")
+    assert "dropout" in df.loc["activations (saved for backward)", "why"]
+    assert df.loc["batch", "within"] and df.loc["batch", "error (%)"] == 300.0
+
+
+def test_zero_measured_and_missing_prediction():
+    assert prediction.error_pct(0, 0) == 0.0 and math.isinf(prediction.error_pct(1, 0))
+    df = prediction.compare({"error": "prediction failed: boom"}, profile(), "cpu")
+    assert len(df) == 1 and not df["within"].iloc[0] and "boom" in df["why"].iloc[0]
+    assert "no prediction" in prediction.compare(None, profile(), "cpu")["why"].iloc[0]
+
+
+def test_pairs_and_summary_for_each_wave_shape():
+    p, q = profile(), profile(peak=12 * MB)  # peak +20 %
+    m_810 = {"tft": {"profile": p, "predicted": q}, "ensemble": {"dqn": {"profile": p}}}
+    m_811 = {"memory": {"tft": {"fp32": p, "bf16": p}}, "predicted": {"tft": {"fp32": p}}}
+    m_812 = {"memory": {"fp32 (baseline)": p}, "predicted": {"fp32 (baseline)": p}}
+    assert list(prediction.pairs(m_810)) == ["tft", "dqn"]
+    assert list(prediction.pairs(m_811)) == ["tft fp32", "tft bf16"]
+    assert list(prediction.pairs(m_812)) == ["fp32 (baseline)"]
+    s = prediction.summary(prediction.pairs(m_810), "cpu").set_index("step")
+    assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak +20.0 %"
+    assert "no prediction" in s.loc["dqn", "categories outside tolerance"]
+    assert prediction.summary(prediction.pairs(m_812), "cpu")["categories outside tolerance"].iloc[0] == "none"
