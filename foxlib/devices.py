@@ -19,12 +19,14 @@ class DeviceError(RuntimeError):
 def resolve_device(requested: str = "auto") -> torch.device:
     """"auto" -> CUDA if present, else CPU; "cuda" where there is none is a DeviceError."""
     if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested.startswith("cuda"):
         if not torch.cuda.is_available():
             raise DeviceError(f"device {requested!r} was asked for, but this machine has no CUDA GPU "
                               f"(torch {torch.__version__}); use device=cpu or device=auto")
-        return torch.device(requested)
+        dev = torch.device(requested)
+        # with its index: some torch.cuda calls (set_per_process_memory_fraction) refuse a bare "cuda"
+        return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
     if requested == "cpu":
         return torch.device("cpu")
     raise DeviceError(f"unknown device {requested!r}; valid devices: auto, cpu, cuda, cuda:N")

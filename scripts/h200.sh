@@ -8,6 +8,9 @@
 # Wave 8.13's "auto" TFT is wave 8.12's recommendation for this device: after measuring 8.12 this
 # script files the recommendation where 8.13 (and the peer benchmark's "best") look for it, in a
 # scratch reports folder ($FOXLIB_REPORTS), exactly as the 8.12 notebook would have.
+# Knobs: WAVES (default "8.10 8.12 8.13 8.11"), RECOMMEND_FROM (an earlier wave-8.12.json: file its
+# recommendation, then measure the waves in AFTER, default 8.13), PEER=0 / GPU_TESTS=0 to skip,
+# PEER_ALSO='{"precision": ..., ...}' with PEER_ALSO_NAME to run the peer against a second configuration.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 FOXLIB_PROGRESS=1
 export FOXLIB_REPORTS=${FOXLIB_REPORTS:-/tmp/foxlib-reports}
@@ -44,10 +47,22 @@ for w in ${WAVES:-8.10 8.12 8.13 8.11}; do
     $( [ "$w" = 8.10 ] && echo "-p snapshot_path=$OUT/wave-8.10-snapshot.pickle" ) 2>&1 | tail -n 20 | tee -a "$LOG"
   [ "$w" = 8.12 ] && [ -f "$OUT/wave-8.12.json" ] && file_recommendation
 done
+if [ -n "${RECOMMEND_FROM:-}" ]; then  # 8.13 / the peer alone: wave 8.12's measurement from an earlier call
+  cp "$RECOMMEND_FROM" "$OUT/wave-8.12.json" && file_recommendation && rm -f "$OUT/wave-8.12.json"
+  for w in ${AFTER:-8.13}; do
+    stamp "wave $w"
+    python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" 2>&1 | tail -n 20 | tee -a "$LOG"
+  done
+fi
 if [ "${PEER:-1}" = 1 ]; then
   stamp "peer benchmark"
   python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 --reports-dir "$FOXLIB_REPORTS" \
     --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
+  if [ -n "${PEER_ALSO:-}" ]; then  # the peer against another foxlib configuration too (JSON for --best)
+    stamp "peer benchmark, best = $PEER_ALSO"
+    python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 --best "$PEER_ALSO" \
+      --out "$OUT/peer-benchmark-${PEER_ALSO_NAME:-also}.json" 2>&1 | tail -n 40 | tee -a "$LOG"
+  fi
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   stamp "GPU tests"
