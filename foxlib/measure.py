@@ -16,8 +16,7 @@ def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "
     {"error": ...} if the prediction fails: a failed prediction must not cost the measurement."""
     from foxlib.memory.predict import predict_step
     try:
-        foreach = True if device.type == "cuda" else None  # torch's Adam default: multi-tensor on CUDA
-        return predict_step(MODELS[model], cfg, precision=precision, foreach=foreach, seed=seed).to_dict()
+        return predict_step(MODELS[model], cfg, precision=precision, seed=seed, target=device.type).to_dict()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement, never raised
         return {"error": f"prediction failed: {type(exc).__name__}: {exc}"}
 

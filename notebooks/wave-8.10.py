@@ -115,7 +115,8 @@ if table is None:
 else:
     display(notebook.table(table))
     display(Markdown(f"Unexplained at the peak: **{100 * wave.unexplained_share(m):.1f} %** of "
-                     f"{m['second_opinion']['peak_bytes'] / 1e6:,.1f} MB."))
+                     f"{m['second_opinion']['peak_bytes'] / 1e6:,.1f} MB. Every model:"))
+    display(notebook.table(wave.unexplained_by_model(m)))
 
 # %% [markdown]
 # ## The seed's figures, explained

@@ -68,6 +68,11 @@ else:
     display(Markdown(f"**No recommendation:** {recommended['reason']}."))
 display(notebook.table(notebook.checks_table(checks)))
 display(notebook.table(wave.targets(m, budgets)))
+light = wave.lightest_at_full_speed(m, budgets)
+if light:
+    display(Markdown(f"Lightest strategy no slower than plain fp32: **{light['strategy']}** — peak "
+                     f"{light['peak_bytes'] / 1e6:,.1f} MB ({light['peak_over_floor']:.2f} × floor), step time "
+                     f"{light['step_time_ratio']:.2f} × fp32, accuracy impact {light['accuracy_impact_pct']:+.2f} %."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside

@@ -98,6 +98,28 @@ def test_mlp_prediction_equals_hand_count(foreach):
     assert 0 <= meas.peak - pred.peak <= 32
 
 
+def test_fused_dropout_saves_a_one_byte_mask_where_the_cpu_saves_float_noise():
+    """dropout="fused" (CUDA's native_dropout): a bool mask of B x H; the CPU composite: float noise.
+    Everything else the same: the difference is 3 bytes an element of the dropped tensor."""
+    B, I, H = 8, 16, 32
+    torch.manual_seed(0)
+    batch = {"x": torch.randn(B, I), "y": torch.randn(B, 1)}
+
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.Dropout(0.5), torch.nn.Linear(H, 1))
+
+    original = torch.nn.functional.dropout
+    cpu = predict_model_step(build, batch, mse)
+    fused = predict_model_step(build, batch, mse, dropout="fused")
+    assert torch.nn.functional.dropout is original  # patched only inside the prediction
+    assert cpu.activations - fused.activations == (F32 - 1) * B * H
+    model = build()  # the CPU prediction is the CPU measurement
+    meas = profile_step(model, batch, mse, torch.optim.Adam(model.parameters()))
+    assert cpu.activations == meas.activations
+    with pytest.raises(ValueError, match="cpu, fused"):
+        predict_model_step(build, batch, mse, dropout="maybe")
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_autocast_prediction_matches_measurement(precision):
     """Under autocast: 16-bit saved inputs and weight casts, the LayerNorm's float32 statistics

@@ -17,8 +17,8 @@ def test_errors_and_tolerances_per_category():
     assert df.loc["activations (saved for backward)", "error (%)"] == 6.0
     assert not df.loc["activations (saved for backward)", "within"]
     assert df.loc["activations (saved for backward)", "why"] == "unexplained"
-    assert df.loc["step peak", "error (%)"] == 9.5 and df.loc["step peak", "within"]
-    assert df.loc["step peak", "tolerance (%)"] == 10.0 and df.loc["gradients", "tolerance (%)"] == 5.0
+    assert df.loc["step peak (tensors)", "error (%)"] == 9.5 and df.loc["step peak (tensors)", "within"]
+    assert df.loc["step peak (tensors)", "tolerance (%)"] == 10.0 and df.loc["gradients", "tolerance (%)"] == 5.0
     assert df.loc["gradients", "error (%)"] == 0.0 and df.loc["gradients", "predicted (MB)"] == 10.0
 
 
@@ -46,6 +46,17 @@ def test_pairs_and_summary_for_each_wave_shape():
     assert list(prediction.pairs(m_811)) == ["tft fp32", "tft bf16"]
     assert list(prediction.pairs(m_812)) == ["fp32 (baseline)"]
     s = prediction.summary(prediction.pairs(m_810), "cpu").set_index("step")
-    assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak +20.0 %"
+    assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak (tensors) +20.0 %"
     assert "no prediction" in s.loc["dqn", "categories outside tolerance"]
     assert prediction.summary(prediction.pairs(m_812), "cpu")["categories outside tolerance"].iloc[0] == "none"
+
+
+def test_cuda_workspaces_are_taken_out_of_the_measured_peaks_and_shown():
+    measured = profile(peak=110 * MB, forward_peak=105 * MB, cuda={"foreign_at_step_start_bytes": 10 * MB})
+    predicted = profile(peak=100 * MB, forward_peak=95 * MB)
+    df = prediction.compare(predicted, measured, "cuda").set_index("category")
+    assert df.loc["step peak (tensors)", "measured (MB)"] == 100.0 and df.loc["step peak (tensors)", "error (%)"] == 0.0
+    assert df.loc["forward peak (tensors)", "measured (MB)"] == 95.0
+    assert df.loc[prediction.NON_TENSOR_LABEL, "measured (MB)"] == 10.0
+    s = prediction.summary({"m": (predicted, measured)}, "cuda")
+    assert s["non-tensor (MB)"].iloc[0] == 10.0 and s["categories outside tolerance"].iloc[0] == "none"

@@ -157,14 +157,19 @@ def test_checkpointing_equals_plain(batch, efficient):
     assert saved["blocks"][0] < saved["variables"][0] <= saved["blocks"][0] + 3 * B * Te * M_ENC * 8
     assert saved["variables"][1] == saved["blocks"][1]  # largest kept tensor: the same one
     assert saved["variables"][0] < saved["none"][0] / 20
+    # "vsn_variables": the VSNs as "variables" does them, every other block as without checkpointing
+    # (about what "vsn" keeps: the whole-VSN segments keep their inputs, the chunks theirs and v)
+    assert saved["variables"][0] < saved["vsn_variables"][0] < saved["none"][0] / 3
+    assert abs(saved["vsn_variables"][0] - saved["vsn"][0]) < 0.1 * saved["vsn"][0]
     model.eval()  # and inactive in eval mode: plain forward
     with torch.no_grad():
         model(b)
 
 
+@pytest.mark.parametrize("mode", ["variables", "vsn_variables"])
 @pytest.mark.parametrize("chunk", [1, 3, M_ENC])
 @pytest.mark.parametrize("efficient", [False, True])
-def test_variables_checkpointing_equals_plain(batch, efficient, chunk):
+def test_variables_checkpointing_equals_plain(batch, efficient, chunk, mode):
     """checkpointing="variables" against the plain reference (loop, embeddings materialised, no
     checkpointing), float64, for chunks of 1, 3 (13 = 3+3+3+3+1) and all m variables.
 
@@ -179,7 +184,7 @@ def test_variables_checkpointing_equals_plain(batch, efficient, chunk):
     for dropout, ref_efficient in cases:
         ref_cfg = dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, memory_efficient=ref_efficient)
         ref = make(ref_cfg, dtype=torch.float64).train()
-        cfg = dataclasses.replace(ref_cfg, checkpointing="variables", memory_efficient=efficient)
+        cfg = dataclasses.replace(ref_cfg, checkpointing=mode, memory_efficient=efficient)
         model = make(cfg, seed=1, dtype=torch.float64)
         model.load_state_dict(ref.state_dict())
         model.train()
@@ -213,6 +218,10 @@ def test_variables_checkpointing_lowers_the_backward_peak():
     small, _ = peak(checkpointing="variables", vsn_chunk=2)
     assert small < 0.6 * blocks and small < 0.6 * whole
     assert small < 1.4 * grads  # what the step cannot avoid: the gradients themselves
+    # the VSNs in chunks, the rest un-checkpointed: the VSNs were the bulk, so the peak stays near
+    vsn_only, _ = peak(checkpointing="vsn_variables", vsn_chunk=2)
+    plain, _ = peak(checkpointing="none")
+    assert small <= vsn_only < 0.6 * plain
 
 
 def test_memory_efficient_equals_plain(batch, monkeypatch):

@@ -51,6 +51,20 @@ def test_prediction_stands_beside_every_measured_step(tiny_8_10):
     assert "Predicted before running" in (tiny_8_10 / "report.md").read_text()
 
 
+def test_second_opinion_covers_every_model(tiny_8_10):
+    """torch.profiler's categories for each model's step; what it cannot place is a share of its peak."""
+    from foxlib.waves import wave_8_10 as wave
+    m = json.loads((tiny_8_10 / "measurement.json").read_text())
+    df = wave.unexplained_by_model(m).set_index("model")
+    assert set(df.index) == set(MODELS)
+    for name, row in df.iterrows():
+        so = m["second_opinion"] if name == "tft" else m["ensemble"][name]["second_opinion"]
+        if not so.get("available"):
+            continue
+        assert row["unexplained (%)"] == round(100 * so["at_peak"].get("unknown", 0) / so["peak_bytes"], 2)
+        assert 0 <= row["unexplained (%)"] <= 100
+
+
 def test_ensemble_is_in_the_results_and_checked(tiny_8_10):
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
     res = json.loads((tiny_8_10 / "results.json").read_text())

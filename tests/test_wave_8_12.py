@@ -40,6 +40,21 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     assert sorted(wave.pareto(df)) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
 
 
+def test_lightest_no_slower_than_fp32_within_accuracy():
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True),
+            ("lightest, slow", "fp32", 300, 1.3, 1.00, False),
+            ("light, as fast", "fp32", 450, 1.0, 1.00, False),
+            ("lighter, inaccurate", "fp16", 350, 0.8, 1.10, True),
+            ("fastest", "fp32", 800, 0.5, 1.00, False)])
+    light = wave.lightest_at_full_speed(m, load_budgets())
+    assert light["strategy"] == "light, as fast" and light["step_time_ratio"] == 1.0
+    assert light["peak_over_floor"] == pytest.approx(450 * MB / (16 * 1_000_000))
+    assert wave.recommend(m, load_budgets())["strategy"] == "fastest"
+    slow = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
+    slow["timing"][wave.BASELINE]["median_s"] = 1.0
+    assert wave.lightest_at_full_speed(slow, load_budgets())["strategy"] == wave.BASELINE
+
+
 def test_no_strategy_fits_is_a_failed_check():
     m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
     rec = wave.recommend(m, load_budgets())

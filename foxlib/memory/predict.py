@@ -492,11 +492,36 @@ def _optimizer_label(optimizer: str, foreach: bool | None) -> str:
 
 
 WARMUPS = ("optimizer", "full")
+DROPOUTS = ("cpu", "fused")
+
+
+@contextlib.contextmanager
+def fused_dropout():
+    """Dropout as torch runs it on CUDA: the fused `native_dropout` kernel, which returns the output
+    and a 1-byte bool mask (saved for backward). On the CPU, F.dropout is a composite that saves
+    the scaled float noise instead: 4 bytes an element (2 under autocast's 16-bit outputs). Inside
+    this context F.dropout (what nn.Dropout calls) runs native_dropout, which has a CPU kernel and
+    a meta kernel, so a CPU prediction saves what a CUDA step saves. In-place dropout is left as is."""
+    functional = torch.nn.functional
+    original = functional.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if inplace or not training or p == 0.0:
+            return original(input, p, training, inplace)
+        return torch.native_dropout(input, p, True)[0]
+
+    functional.dropout = dropout
+    try:
+        yield
+    finally:
+        functional.dropout = original
+
+
 
 
 def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", optimizer: str = "adam",
                        lr: float = 1e-3, foreach: bool | None = None, warmup: str = "optimizer",
-                       buffers: Mapping[str, Any] | None = None) -> MemoryProfile:
+                       buffers: Mapping[str, Any] | None = None, dropout: str = "cpu") -> MemoryProfile:
     """Predict profile_step(build(), batch, loss_fn, <optimizer>, precision) without allocating.
 
     build: a zero-argument callable returning the model; it runs under FakeTensorMode, so its
@@ -512,8 +537,13 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
       very step), then the tracked optimizer step runs, as the warmed-up step's would. The
       state is counted as live from the start of the step, as in profile_step. Equal to
       "full" wherever the first forward leaves nothing behind (lazy modules do: a model with
-      one gets the full warm-up)."""
+      one gets the full warm-up).
+
+    dropout: "cpu" (torch's CPU composite, a float mask) or "fused" (CUDA's native_dropout, a
+    1-byte mask: see fused_dropout)."""
     check_precision(precision)
+    if dropout not in DROPOUTS:
+        raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
     if warmup not in WARMUPS:
@@ -524,7 +554,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         raise ValueError("predict: the batch must be on the CPU (it is real data; the model is not)")
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     seen: dict[str, Any] = {}
-    with torch.random.fork_rng(devices=[]), _no_distribution_validation(), fake_mode, RealKernelSizes():
+    with torch.random.fork_rng(devices=[]), _no_distribution_validation(), fake_mode, RealKernelSizes(), \
+            (fused_dropout() if dropout == "fused" else contextlib.nullcontext()):
         model = build()
         params = list(model.parameters())
         if not all(is_fake(p) for p in params):
@@ -596,7 +627,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             forward_peak=own_live + live.marked_peak,
             peak=own_live + live.peak,
             loss=float("nan"),  # fake tensors have no values
-            peak_method=f"{PEAK_METHOD}; optimizer: {_optimizer_label(optimizer, foreach)}; warm-up: {warmup}",
+            peak_method=f"{PEAK_METHOD}; optimizer: {_optimizer_label(optimizer, foreach)}; warm-up: {warmup}; "
+                        f"dropout: {'fused, 1-byte mask (as on CUDA)' if dropout == 'fused' else 'CPU composite'}",
         )
     if not seen["parameters_fake"]:
         raise AssertionError("predict: parameters became real during the step")
@@ -605,7 +637,7 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
 
 def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
-                 batch: Any = None) -> MemoryProfile:
+                 batch: Any = None, target: str = "cpu") -> MemoryProfile:
     """Predict what profile_step measures for one training step of `card` built from `config`
     (as foxlib.measure does it: Adam at the config's learning rate over all parameters), on
     the CPU, without allocating the model, its gradients, optimizer state or activations.
@@ -614,9 +646,15 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     foreach, warmup: see predict_model_step (foreach None: torch's CPU default, the for-loop
     Adam; True: the multi-tensor Adam, CUDA's default).
     batch: a real batch from card.example_batch(config, "cpu", seed), made here if None.
+    target: the device type the step will run on: "cpu", or "cuda" (then Adam is the multi-tensor
+    one unless foreach says otherwise, and dropout the fused kernel with its 1-byte mask).
     """
+    if target not in ("cpu", "cuda"):
+        raise ValueError(f"unknown target {target!r}; valid: cpu, cuda")
+    if target == "cuda" and foreach is None:
+        foreach = True
     if batch is None:
         batch = card.example_batch(config, device="cpu", seed=seed)
     return predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
                               optimizer=optimizer, lr=config_lr(config), foreach=foreach, warmup=warmup,
-                              buffers=card.buffers(batch))
+                              buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu")

@@ -12,12 +12,12 @@ Folded embeddings. Each real input j is embedded as ξ_j = x_j·w_j + b_j (a Lin
 every linear map of the embeddings is a linear map of the m raw scalars: the flattened GRN's
 first layer W[ξ_1..ξ_m] = x·Aᵀ + W·b with A[:, j] = W_j w_j (d × m), its skip likewise, and each
 per-variable GRN's first layer W_j ξ_j = x_j·(W_j w_j) + W_j b_j. The encoder and decoder VSNs
-of the folded path (memory_efficient, or checkpointing="variables") never build the
+of the folded path (memory_efficient, or a CHUNKED checkpointing) never build the
 (B, T, m, d) embedding (nor its m·d-wide flattening, nor their gradients): ξ_j appears only
 inside the residual of its GRN, one chunk at a time. Same function and parameters as the plain
 path, up to floating-point rounding (float64: ~1e-15).
 
-The plain path (memory_efficient=False, checkpointing other than "variables") is the reference:
+The plain path (memory_efficient=False, checkpointing not CHUNKED) is the reference:
 embeddings materialised, a loop over the per-variable GRNs, explicit attention.
 """
 from __future__ import annotations
@@ -34,7 +34,8 @@ from torch.utils.checkpoint import checkpoint
 from foxlib.data import N_FEATURES_MAX, N_KNOWN, SERIES, MarketWindows
 from foxlib.models.card import ModelCard
 
-CHECKPOINTING = ("none", "vsn", "blocks", "all", "variables")
+CHECKPOINTING = ("none", "vsn", "blocks", "all", "variables", "vsn_variables")
+CHUNKED = ("variables", "vsn_variables")  # the modes that checkpoint the VSNs chunk by chunk (folded path)
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,14 @@ class TFTConfig:
     lr: float = 1e-3
     """Adam learning rate (paper: 1e-3 for electricity, traffic and retail)."""
     checkpointing: str = "none"
-    """Gradient checkpointing: none, vsn (the VSNs), blocks (every major block), all (the whole body) or
-    variables (blocks, with the encoder and decoder VSNs in segments of vsn_chunk variables each)."""
+    """Gradient checkpointing: none, vsn (the VSNs), blocks (every major block), all (the whole body),
+    variables (blocks, with the encoder and decoder VSNs in segments of vsn_chunk variables each) or
+    vsn_variables (only the encoder and decoder VSNs, in those segments: the rest keeps its activations)."""
     memory_efficient: bool = False
     """Batched per-variable GRNs in chunks of vsn_chunk, folded embeddings, fused SDPA attention (on CPU
     only at dropout 0); same parameters."""
     vsn_chunk: int = 4
-    """Variables per chunk of the folded VSN path (memory_efficient or checkpointing="variables"): one
+    """Variables per chunk of the folded VSN path (memory_efficient or a CHUNKED checkpointing): one
     batched op, or one checkpoint segment, per chunk. Smaller: lower peak, more (smaller) ops. Seed
     preset, fp32, CPU, "variables": step peak 1.20x the 290 MB floor at 4, 1.46x at 8, 1.13x at 1 (Adam's step)."""
 
@@ -366,7 +368,9 @@ class TemporalFusionTransformer(nn.Module):
     the gradients already exist: the step peak hardly moves. Chunk segments are rebuilt one at
     a time, so the backward holds one chunk's intermediates, (B, T, vsn_chunk, d)-sized.
     With memory_efficient=False the chunk loops over its variables (the plain path's ops and
-    dropout order); with True it is one batched op per layer.
+    dropout order); with True it is one batched op per layer. "vsn_variables" checkpoints those
+    chunk segments only: the other blocks keep their activations (a few % of the TFT's), so the
+    backward recomputes the VSNs alone.
     """
 
     def __init__(self, config: TFTConfig):
@@ -409,9 +413,9 @@ class TemporalFusionTransformer(nn.Module):
         Te = self.config.encoder_length
         xi = self._run("vsn", self._select_static, static)                          # ξ (B, d)
         c_s, c_e, c_h, c_c = self._run("block", self.static_encoders, xi)
-        if self.config.memory_efficient or self.config.checkpointing == "variables":  # folded embeddings
-            # "variables" checkpoints inside the VSN (per chunk); the other modes around it, as for the plain path
-            select = self._direct if self.config.checkpointing == "variables" else lambda *a: self._run("vsn", *a)
+        if self.config.memory_efficient or self.config.checkpointing in CHUNKED:  # folded embeddings
+            # CHUNKED modes checkpoint inside the VSN (per chunk); the other modes around it, as for the plain path
+            select = self._direct if self.config.checkpointing in CHUNKED else lambda *a: self._run("vsn", *a)
             past = select(self._select_past_folded, known[:, :Te], observed, c_s.unsqueeze(1))
             future = select(self._select_future_folded, known[:, Te:], c_s.unsqueeze(1))
         else:
@@ -438,7 +442,7 @@ class TemporalFusionTransformer(nn.Module):
         return fn(*args)
 
     def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
-        inner = self.config.checkpointing == "variables" and self.training and torch.is_grad_enabled()
+        inner = self.config.checkpointing in CHUNKED and self.training and torch.is_grad_enabled()
         return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner)[0]
 
     def _select_past_folded(self, known, observed, c_s):

@@ -63,7 +63,10 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
         out["ensemble"] = {}
         for name in others:
             bar.describe(f"profiling {name}/{ensemble_preset} fp32 on {dev}")
-            out["ensemble"][name] = measure_model(name, MODELS[name].preset(ensemble_preset), dev, "fp32", seed)
+            model_cfg = MODELS[name].preset(ensemble_preset)
+            out["ensemble"][name] = measure_model(name, model_cfg, dev, "fp32", seed)
+            if second_opinion:
+                out["ensemble"][name]["second_opinion"] = profiler_categories(name, model_cfg, dev, "fp32", seed)
             bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
     out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)
@@ -283,8 +286,27 @@ def second_opinion_table(m: dict[str, Any]) -> pd.DataFrame | None:
 
 
 def unexplained_share(m: dict[str, Any]) -> float | None:
-    """The share of the peak torch.profiler could not put in any category."""
-    so = m.get("second_opinion")
+    """The share of the TFT's peak torch.profiler could not put in any category."""
+    return _unexplained(m.get("second_opinion"))
+
+
+def _unexplained(so: dict[str, Any] | None) -> float | None:
     if not so or not so.get("available") or not so["peak_bytes"]:
         return None
     return so["at_peak"].get("unknown", 0) / so["peak_bytes"]
+
+
+UNEXPLAINED_TARGET_PCT = 5.0
+
+
+def unexplained_by_model(m: dict[str, Any]) -> pd.DataFrame:
+    """Per model: torch.profiler's peak, the part of it in no category, and its share (target < 5 %)."""
+    sos = {"tft": m.get("second_opinion")} | {n: e.get("second_opinion") for n, e in (m.get("ensemble") or {}).items()}
+    rows = []
+    for name, so in sos.items():
+        share = _unexplained(so)
+        rows.append({"model": name, "peak, torch.profiler (MB)": _mb(so["peak_bytes"]) if share is not None else None,
+                     "unexplained at the peak (MB)": _mb(so["at_peak"].get("unknown", 0)) if share is not None else None,
+                     "unexplained (%)": None if share is None else round(100 * share, 2),
+                     f"under {UNEXPLAINED_TARGET_PCT:g} %": None if share is None else 100 * share < UNEXPLAINED_TARGET_PCT})
+    return pd.DataFrame(rows)

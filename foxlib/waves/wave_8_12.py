@@ -57,9 +57,11 @@ STRATEGIES = {s.name: s for s in (
     # "variables": blocks, with the encoder/decoder VSNs checkpointed per chunk of vsn_chunk variables
     Strategy("checkpoint variables", overrides={"checkpointing": "variables"}, seed_guess="checkpointing"),
     Strategy("efficient + checkpoint variables", overrides={"memory_efficient": True, "checkpointing": "variables"}),
-    Strategy("efficient + checkpoint variables (2 per chunk)",
-             overrides={"memory_efficient": True, "checkpointing": "variables", "vsn_chunk": 2}),
     Strategy("efficient + checkpoint variables + bf16", "bf16", {"memory_efficient": True, "checkpointing": "variables"}),
+    # "vsn_variables": only the encoder/decoder VSNs (the bulk of the activations), per chunk; the rest as is
+    Strategy("efficient + checkpoint VSN variables", overrides={"memory_efficient": True, "checkpointing": "vsn_variables"}),
+    Strategy("efficient + checkpoint VSN variables (8 per chunk)",
+             overrides={"memory_efficient": True, "checkpointing": "vsn_variables", "vsn_chunk": 8}),
 )}
 BASELINE = "fp32 (baseline)"
 
@@ -214,6 +216,21 @@ def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[s
             "accuracy_impact_pct": float(best["accuracy impact (%)"]), "floor_bytes": floor,
             "peak_over_floor": m["memory"][best["strategy"]]["peak"] / floor,
             "reason": f"fastest of {len(ok)} strategies under {limit_mb:,.0f} MB with accuracy within {tolerance} %"}
+
+
+def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """The lightest strategy no slower than plain fp32 (step time ratio ≤ 1) with accuracy in tolerance:
+    beside the recommendation (the fastest under the budget), the other end of the Pareto front
+    that the issue's targets ask about. None if no strategy is that fast."""
+    df = table(m)
+    ok = df[(df["step time ratio"] <= 1.0) & (df["accuracy impact (%)"] <= budgets["accuracy"]["max_degradation_pct"])]
+    if ok.empty:
+        return None
+    best = ok.sort_values("peak (MB)").iloc[0]
+    floor = FLOOR_BYTES_PER_PARAMETER * m["memory"][BASELINE]["n_parameters"]
+    peak = m["memory"][best["strategy"]]["peak"]
+    return {"strategy": best["strategy"], "peak_bytes": peak, "peak_over_floor": peak / floor,
+            "step_time_ratio": float(best["step time ratio"]), "accuracy_impact_pct": float(best["accuracy impact (%)"])}
 
 
 def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
