@@ -39,6 +39,10 @@ CUDA_REASONS = {
 }
 
 
+SKIPPED_STEP_REASON = ("fp16: the GradScaler skipped the measured step's optimizer step (its gradients overflowed); "
+                       "the prediction always takes it, with the optimizer's temporaries")
+
+
 def tolerance_pct(category: str) -> float:
     return PEAK_TOLERANCE_PCT if category == "peak" else CATEGORY_TOLERANCE_PCT
 
@@ -73,6 +77,8 @@ def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_t
             m -= foreign  # the prediction counts tensors; the measured peak also holds workspaces
         ok = within(c, p, m)
         why = "" if ok else (CUDA_REASONS.get(c, "unexplained") if device_type == "cuda" else "unexplained")
+        if not ok and c in PEAKS and measured.get("optimizer_step_skipped"):
+            why = SKIPPED_STEP_REASON
         rows.append({"category": LABELS[c], "predicted (MB)": p / MB, "measured (MB)": m / MB,
                      "error (%)": round(error_pct(p, m), 2), "tolerance (%)": tolerance_pct(c), "within": ok,
                      "why": why})

@@ -60,3 +60,9 @@ def test_cuda_workspaces_are_taken_out_of_the_measured_peaks_and_shown():
     assert df.loc[prediction.NON_TENSOR_LABEL, "measured (MB)"] == 10.0
     s = prediction.summary({"m": (predicted, measured)}, "cuda")
     assert s["non-tensor (MB)"].iloc[0] == 10.0 and s["categories outside tolerance"].iloc[0] == "none"
+
+
+def test_a_skipped_fp16_optimizer_step_is_named():
+    measured = profile(peak=80 * MB, optimizer_step_skipped=True)
+    df = prediction.compare(profile(peak=100 * MB), measured, "cuda").set_index("category")
+    assert df.loc["step peak (tensors)", "why"] == prediction.SKIPPED_STEP_REASON

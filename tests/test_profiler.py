@@ -167,3 +167,22 @@ def test_second_opinion_agrees_with_the_profiler_on_an_mlp():
     at = theirs["at_peak"]
     assert at["parameter"] + at["optimizer_state"] + at["gradient"] + at["input"] + at["unknown"] \
         + at["activation"] + at["temporary"] + at["autograd_detail"] == ours.peak
+
+
+def test_fp16_records_whether_the_grad_scaler_skipped_the_optimizer_step():
+    """A loss of 1e4 per output, scaled by 65,536, overflows fp16 gradients: the GradScaler skips
+    Adam's step (and halves its scale), and the profile says so; a loss of ordinary size does not."""
+    def run(factor):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 4)
+        batch = {"x": torch.ones(8, 4)}
+        prof = profile_step(model, batch, lambda m, b: m(b["x"]).float().sum() * factor,
+                            torch.optim.Adam(model.parameters()), "fp16")
+        return prof
+    overflow, ordinary = run(1e4), run(1e-3)
+    assert overflow.optimizer_step_skipped is True and overflow.optimizer_state == 0  # no step ever taken
+    assert ordinary.optimizer_step_skipped is False and ordinary.optimizer_state > 0
+    model = torch.nn.Linear(4, 4)
+    fp32 = profile_step(model, {"x": torch.ones(8, 4)}, lambda m, b: m(b["x"]).sum(),
+                        torch.optim.SGD(model.parameters(), lr=0.1))
+    assert fp32.optimizer_step_skipped is None  # no scaler, nothing to skip

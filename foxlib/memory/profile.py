@@ -75,6 +75,9 @@ class MemoryProfile:
     peak_method: str
     cuda: dict[str, Any] | None = field(default=None)
     """CUDA only: allocator statistics, NVML's view and the CUDA context."""
+    optimizer_step_skipped: bool | None = None
+    """fp16 only: the GradScaler skipped the measured step's optimizer step (its gradients overflowed,
+    so it lowered the scale): that step's peak lacks the optimizer's temporaries."""
 
     @property
     def temporaries(self) -> int:
@@ -172,6 +175,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
 
+        scale_before = scaler.get_scale() if scaler is not None else None
         loss = step(tracker, on_forward_end, "measured")
         torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device)
@@ -200,6 +204,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             mark_forward_end()
 
+        scale_before = scaler.get_scale() if scaler is not None else None
         with cpu_allocations() as timeline:
             loss = step(tracker, on_forward_end, "measured")
         forward_peak = own_live + timeline.peak_delta(timeline.forward_end_ns)
@@ -223,6 +228,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         buffers=accounting.buffer_bytes(dict(buffers or {})),
         live_before_step=live_before, forward_peak=forward_peak, peak=peak, loss=loss,
         peak_method=method, cuda=cuda,
+        optimizer_step_skipped=None if scaler is None else scaler.get_scale() < scale_before,
     )
 
 
