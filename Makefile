@@ -11,8 +11,10 @@ P       ?=
 PEER_VENV  := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.foxlib-peer-installed
 REPEATS ?= 10
+# a folder of measurement files from scripts/h200.sh (the device tool's $OUT, copied here)
+MEASURED ?= device-out/h200-final
 
-.PHONY: help venv report reports test browser screenshot lab waves clean-venv peer-bench peer-test
+.PHONY: help venv report reports test browser screenshot lab waves clean-venv peer-bench peer-test render
 
 help: ## list the targets with what they do
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
@@ -33,6 +35,16 @@ report: $(STAMP) ## run one wave on the best device here: make report WAVE=8.10 
 
 reports: $(STAMP) ## run every wave, then write reports/index.html
 	$(PYTHON) -m foxlib reports $(foreach p,$(P),-p $(p))
+
+render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make render MEASURED=<folder>
+	@test -d "$(MEASURED)" || (echo "no folder $(MEASURED): run scripts/h200.sh on the GPU machine first (README)"; exit 2)
+	@for w in 8.10 8.11 8.12 8.13; do f="$(abspath $(MEASURED))/wave-$$w.json"; \
+	  if [ -f "$$f" ]; then $(PYTHON) -m foxlib report --wave $$w -p measurements="$$f" || exit 1; fi; done
+	@for f in $(MEASURED)/peer-benchmark*.json; do [ -f "$$f" ] || continue; \
+	  d=$$($(PYTHON) -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['short'])" "$$f"); \
+	  mkdir -p reports/$$d && cp "$$f" reports/$$d/ && \
+	  $(PYTHON) benchmarks/peer_tft.py --render "reports/$$d/$$(basename $$f)" --html "reports/$$d/$$(basename $$f .json).html"; done
+	$(PYTHON) -m foxlib index
 
 waves: $(STAMP) ## list the waves with their titles and verdicts
 	$(PYTHON) -m foxlib waves

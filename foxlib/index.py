@@ -8,7 +8,7 @@ from typing import Any
 from foxlib import config, results
 from foxlib.waves import DEPLOYMENT, WAVES
 
-PEER_PAGE = "peer-benchmark.html"  # benchmarks/peer_tft.py's page, per device folder
+PEER_PAGES = "peer-benchmark*.html"  # benchmarks/peer_tft.py's pages, per device folder
 
 
 def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -77,12 +77,12 @@ def write_index(reports_dir: Path | None = None) -> Path:
     dep = deployment_verdicts(found)
     rows.append(f"<tr><th>{DEPLOYMENT}</th><td>Ensemble deployment<br><small>GO when 8.13 is GO on that device</small></td>"
                 + "".join(f"<td>{_badge(dep[d])}</td>" for d in devs) + "</tr>")
-    peer = {d: reports_dir / d / PEER_PAGE for d in devs}
-    if any(p.is_file() for p in peer.values()):
+    peer = {d: sorted((reports_dir / d).glob(PEER_PAGES)) for d in devs}
+    if any(peer.values()):
         rows.append("<tr><th>peer</th><td>foxlib's TFT against pytorch-forecasting's<br><small>same configuration, "
                     "alternating in one run (benchmarks/peer_tft.py)</small></td>"
-                    + "".join(f'<td><a href="{d}/{PEER_PAGE}">peer benchmark</a></td>' if peer[d].is_file()
-                              else "<td>—</td>" for d in devs) + "</tr>")
+                    + "".join("<td>" + ("<br>".join(f'<a href="{d}/{p.name}">{html.escape(p.stem)}</a>' for p in peer[d])
+                                        or "—") + "</td>" for d in devs) + "</tr>")
     steps = [(w, {d: found[w].get(d, {}).get("verdict", "—") for d in devs}) for w in WAVES] + [(DEPLOYMENT, dep)]
     path_items = " → ".join(f"{w} " + "/".join(_badge(v[d]) for d in devs) for w, v in steps)
     page = f"""<!doctype html>

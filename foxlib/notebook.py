@@ -89,8 +89,12 @@ def table(df: pd.DataFrame):
     def fmt(x):
         return f"{x:,.1f}" if isinstance(x, float) else str(x)
 
+    def ratio(x):  # ratios near 1 need their second decimal (0.99 is not 1.0)
+        return f"{x:,.2f}" if isinstance(x, float) and x == x else ("—" if isinstance(x, float) else str(x))
+
+    formatters = {c: ratio for c in df.columns if "ratio" in str(c) or " / " in str(c)}
     return HTML(df.to_html(index=False, na_rep="—", border=0, classes="foxlib-table", float_format=fmt,
-                           escape=True))
+                           formatters=formatters, escape=True))
 
 
 def figure(fig) -> None:

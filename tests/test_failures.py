@@ -33,6 +33,10 @@ def _cli(reports, *args, timeout=600):
     (["report", "--wave", "8.12", "-p", "strategies=fp4"], 2, "valid strategies"),
     (["report", "--wave", "8.10", "-p", "device=tpu"], 2, "valid devices: auto, cpu, cuda"),
     (["report", "--wave", "8.10", "-p", "no_equals_sign"], 2, "name=value"),
+    (["report", "--wave", "8.10", "-p", "batch_size=-3"], 2, "'batch_size' must be at least 1, got -3"),
+    (["report", "--wave", "8.12", "-p", "timing_warmup=-1"], 2, "'timing_warmup' must be at least 0"),
+    (["report", "--wave", "8.11", "-p", "precisions=fp16"], 2, "must include fp32 (the baseline) and the candidate"),
+    (["report", "--wave", "8.10", "-p", "measurements=/no/such/file.json"], 2, "measurement file /no/such/file.json not found"),
 ])
 def test_bad_input_fails_clearly_and_touches_nothing(tiny_8_10, args, exit_code, message, capsys):
     from foxlib.__main__ import main

@@ -111,3 +111,11 @@ def test_render_needs_no_peer(tmp_path):
     page = (tmp_path / "page.html").read_text()
     assert "<table>" in page and "0.750" in page and "a &lt;note&gt;" in page and "<script" not in page
     assert "FAIL" in peer_tft.text_table(res) and "PASS" in peer_tft.text_table(res)
+    # the index links every peer page of a device folder
+    from foxlib import index
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "page.html").rename(tmp_path / "cpu" / "peer-benchmark.html")
+    (tmp_path / "cpu" / "wave-8.10").mkdir()
+    (tmp_path / "cpu" / "wave-8.10" / "results.json").write_text(json.dumps(
+        {"wave": "8.10", "verdict": "GO", "device": {"name": "CPU"}, "generated_at": "now"}))
+    assert 'href="cpu/peer-benchmark.html"' in index.write_index(tmp_path).read_text()
