@@ -170,18 +170,25 @@ def test_second_opinion_agrees_with_the_profiler_on_an_mlp():
 
 
 def test_fp16_records_whether_the_grad_scaler_skipped_the_optimizer_step():
-    """A loss of 1e4 per output, scaled by 65,536, overflows fp16 gradients: the GradScaler skips
+    """A loss of 1e30 per output overflows fp16 gradients at any scale: the GradScaler skips
     Adam's step (and halves its scale), and the profile says so; a loss of ordinary size does not."""
-    def run(factor):
+    def run(factor, rows=8):
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 4)
-        batch = {"x": torch.ones(8, 4)}
+        batch = {"x": torch.ones(rows, 4)}
         prof = profile_step(model, batch, lambda m, b: m(b["x"]).float().sum() * factor,
                             torch.optim.Adam(model.parameters()), "fp16")
         return prof
-    overflow, ordinary = run(1e4), run(1e-3)
+    overflow, ordinary = run(1e30), run(1e-3)
     assert overflow.optimizer_step_skipped is True and overflow.optimizer_state == 0  # no step ever taken
-    assert ordinary.optimizer_step_skipped is False and ordinary.optimizer_state > 0
+    assert overflow.warmup_steps == 1 + 20  # warm-up went on while every step was skipped, then gave up
+    assert ordinary.optimizer_step_skipped is False and ordinary.optimizer_state > 0 and ordinary.warmup_steps == 1
+    # one row, 1.5 per output: weight gradients 1.5 x 65,536 overflow fp16 (max 65,504), 1.5 x 32,768 do not.
+    # The first warm-up step is skipped (no Adam state), so a second one runs: the measured step starts
+    # with the state live, as a steady-state step does
+    once = run(1.5, rows=1)
+    assert once.warmup_steps == 2 and once.optimizer_step_skipped is False
+    assert once.live_before_step >= once.parameters + once.optimizer_state > once.parameters
     model = torch.nn.Linear(4, 4)
     fp32 = profile_step(model, {"x": torch.ones(8, 4)}, lambda m, b: m(b["x"]).sum(),
                         torch.optim.SGD(model.parameters(), lr=0.1))

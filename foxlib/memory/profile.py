@@ -75,6 +75,8 @@ class MemoryProfile:
     peak_method: str
     cuda: dict[str, Any] | None = field(default=None)
     """CUDA only: allocator statistics, NVML's view and the CUDA context."""
+    warmup_steps: int | None = None
+    """Warm-up steps run before the measured one (fp16: more while the GradScaler skipped them)."""
     optimizer_step_skipped: bool | None = None
     """fp16 only: the GradScaler skipped the measured step's optimizer step (its gradients overflowed,
     so it lowered the scale): that step's peak lacks the optimizer's temporaries."""
@@ -120,6 +122,9 @@ def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torc
     return step
 
 
+MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
+
+
 def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
                  optimizer: torch.optim.Optimizer, precision: str = "fp32", *, warmup: int = 1,
                  buffers: Mapping[str, Any] | None = None, snapshot_path: str | None = None) -> MemoryProfile:
@@ -151,8 +156,18 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             optimizer.step()
         return value
 
-    for _ in range(warmup):
+    def warm() -> bool:
+        """One warm-up step; True if the GradScaler skipped its optimizer step (gradients overflowed)."""
+        before = scaler.get_scale() if scaler is not None else None
         step()
+        return scaler is not None and scaler.get_scale() < before
+
+    skipped = [warm() for _ in range(warmup)]
+    # fp16: the first steps at the scaler's initial scale (65,536) often overflow and are skipped, and a
+    # skipped step makes no optimizer state; warm up until one is taken, so that the measured step is
+    # a steady-state one (state live from its start), not the one that creates the state
+    while skipped and skipped[-1] and len(skipped) < warmup + MAX_EXTRA_WARMUP:
+        skipped.append(warm())
     optimizer.zero_grad(set_to_none=True)
     gc.collect()
 
@@ -229,6 +244,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         live_before_step=live_before, forward_peak=forward_peak, peak=peak, loss=loss,
         peak_method=method, cuda=cuda,
         optimizer_step_skipped=None if scaler is None else scaler.get_scale() < scale_before,
+        warmup_steps=len(skipped),
     )
 
 
