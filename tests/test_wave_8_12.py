@@ -55,6 +55,15 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
     assert wave.lightest_at_full_speed(slow, load_budgets())["strategy"] == wave.BASELINE
 
 
+def test_fp16_profiles_from_before_the_warm_up_fix_are_named():
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("fp16", "fp16", 700, 1.2, 1.0, True),
+            ("fp16 new", "fp16", 800, 1.2, 1.0, True)])
+    for name, p in m["memory"].items():
+        p["precision"] = m["strategies"][name]["precision"]
+    m["memory"]["fp16 new"]["warmup_steps"] = 2
+    assert wave.one_warmup_fp16(m) == ["fp16"]
+
+
 def test_no_strategy_fits_is_a_failed_check():
     m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
     rec = wave.recommend(m, load_budgets())

@@ -233,6 +233,13 @@ def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float
             "step_time_ratio": float(best["step time ratio"]), "accuracy_impact_pct": float(best["accuracy impact (%)"])}
 
 
+def one_warmup_fp16(m: dict[str, Any]) -> list[str]:
+    """fp16 strategies measured by the profiler before it warmed up until the GradScaler took a step
+    (no "warmup_steps" in their profile): if the first step overflowed, Adam's state was made inside
+    the measured step and their peaks understate a steady-state step by up to that state."""
+    return [name for name, p in m["memory"].items() if p.get("precision") == "fp16" and "warmup_steps" not in p]
+
+
 def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
     rec = recommend(m, budgets)
     if rec["strategy"] is None:
