@@ -75,6 +75,11 @@ def parse_json_option(text: str | None, what: str) -> dict[str, Any] | None:
     return value
 
 
+# what the peer and both foxlib variants must share (the peer is built from these)
+SAME_CONFIGURATION_FIELDS = ("hidden_size", "num_heads", "n_observed", "encoder_length", "decoder_length",
+                             "batch_size", "dropout", "quantiles")
+
+
 def best_configuration(option: dict[str, Any] | None, device_short: str, reports_dir: Path) -> dict[str, Any]:
     """{"precision", "tft_overrides", "source"}: --best, else wave 8.12's recommendation, else DEFAULT_BEST."""
     if option is not None:
@@ -106,6 +111,10 @@ def foxlib_configs(preset: str, config_overrides: dict[str, Any], best: dict[str
     default = dataclasses.replace(base, checkpointing="none", memory_efficient=False)
     from foxlib.waves.wave_8_12 import configure
     best_cfg = configure(default, best["tft_overrides"])
+    changed = [f for f in SAME_CONFIGURATION_FIELDS if getattr(best_cfg, f) != getattr(default, f)]
+    if changed:  # e.g. 8.12's "batch ÷4": a lighter model of another size is not the peer's configuration
+        raise SystemExit(f"the best configuration ({best['source']}) changes {', '.join(changed)}: the peer runs the "
+                         f"same configuration, so pass --best with precision and memory options only")
     return card, default, best_cfg
 
 

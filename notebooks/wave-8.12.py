@@ -62,7 +62,8 @@ if recommended["strategy"]:
         f"**{recommended['strategy']}** — precision `{recommended['precision']}`, TFT overrides "
         f"`{recommended['tft_overrides']}`: peak **{recommended['peak_bytes'] / 1e6:,.1f} MB** "
         f"({recommended['peak_over_floor']:.2f} × the 16 B/param floor of {recommended['floor_bytes'] / 1e6:,.1f} MB), "
-        f"step time **{recommended['step_time_ratio']:.2f} ×** fp32, accuracy impact "
+        f"step time **{recommended['step_time_ratio']:.2f} ×** fp32 (per training window "
+        f"{recommended['time_per_window_ratio']:.2f} ×), accuracy impact "
         f"**{recommended['accuracy_impact_pct']:+.2f} %**. {recommended['reason']}."))
 else:
     display(Markdown(f"**No recommendation:** {recommended['reason']}."))
@@ -70,9 +71,9 @@ display(notebook.table(notebook.checks_table(checks)))
 display(notebook.table(wave.targets(m, budgets)))
 light = wave.lightest_at_full_speed(m, budgets)
 if light:
-    display(Markdown(f"Lightest strategy no slower than plain fp32: **{light['strategy']}** — peak "
+    display(Markdown(f"Lightest strategy no slower than plain fp32 per training window: **{light['strategy']}** — peak "
                      f"{light['peak_bytes'] / 1e6:,.1f} MB ({light['peak_over_floor']:.2f} × floor), step time "
-                     f"{light['step_time_ratio']:.2f} × fp32, accuracy impact {light['accuracy_impact_pct']:+.2f} %."))
+                     f"{light['time_per_window_ratio']:.2f} × fp32 per training window, accuracy impact {light['accuracy_impact_pct']:+.2f} %."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside

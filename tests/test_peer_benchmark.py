@@ -88,6 +88,15 @@ def test_best_configuration_sources(tmp_path):
     assert "wave-8.12" in read["source"]
 
 
+def test_a_best_configuration_of_another_size_is_refused():
+    with pytest.raises(SystemExit, match="changes batch_size"):
+        peer_tft.foxlib_configs("small", {}, {"precision": "fp32", "tft_overrides": {"batch_size": 0.25},
+                                              "source": "test"})
+    _, default, best = peer_tft.foxlib_configs("small", {}, {"precision": "fp32", "source": "test",
+                                                             "tft_overrides": {"memory_efficient": True}})
+    assert best.memory_efficient and best.batch_size == default.batch_size
+
+
 def test_render_needs_no_peer(tmp_path):
     """A results file renders to a self-contained page with the table and the ratios, in any environment."""
     def variant(label, n, peak, act, ms, precision="fp32"):

@@ -64,6 +64,18 @@ def test_fp16_profiles_from_before_the_warm_up_fix_are_named():
     assert wave.one_warmup_fp16(m) == ["fp16"]
 
 
+def test_a_smaller_batch_is_judged_per_training_window():
+    """batch ÷4: each step is shorter, but four are needed per window of the baseline's: 0.4 s a step
+    is 1.6 × the baseline's time per window, so the faster-per-window strategy is recommended."""
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
+            ("efficient", "fp32", 800, 0.6, 1.00, False)])
+    m["strategies"]["batch ÷4"]["overrides"] = {"batch_size": 0.25}
+    rec = wave.recommend(m, load_budgets())
+    assert rec["strategy"] == "efficient" and rec["time_per_window_ratio"] == 0.6
+    assert wave.table(m).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
+    assert wave.lightest_at_full_speed(m, load_budgets())["strategy"] == "efficient"
+
+
 def test_no_strategy_fits_is_a_failed_check():
     m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
     rec = wave.recommend(m, load_budgets())

@@ -200,7 +200,8 @@ def pareto(df: pd.DataFrame) -> list[str]:
 
 
 def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """The fastest strategy under the peak budget whose accuracy stays within tolerance."""
+    """The fastest strategy under the peak budget whose accuracy stays within tolerance. Fastest per
+    training window, not per step: a smaller batch takes shorter steps but needs more of them."""
     df = table(m)
     limit_mb = budgets["tft"]["peak_training_mb"]
     tolerance = budgets["accuracy"]["max_degradation_pct"]
@@ -208,11 +209,12 @@ def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[s
     if ok.empty:
         return {"strategy": None, "reason": f"no strategy has a peak under {limit_mb:,.0f} MB with accuracy "
                                             f"within {tolerance} %"}
-    best = ok.sort_values("step time ratio").iloc[0]
+    best = ok.sort_values("time per window ratio").iloc[0]
     info = m["strategies"][best["strategy"]]
     floor = FLOOR_BYTES_PER_PARAMETER * m["memory"][BASELINE]["n_parameters"]
     return {"strategy": best["strategy"], "precision": info["precision"], "tft_overrides": resolve_overrides(m["base_config"], info["overrides"]),
             "peak_bytes": m["memory"][best["strategy"]]["peak"], "step_time_ratio": float(best["step time ratio"]),
+            "time_per_window_ratio": float(best["time per window ratio"]),
             "accuracy_impact_pct": float(best["accuracy impact (%)"]), "floor_bytes": floor,
             "peak_over_floor": m["memory"][best["strategy"]]["peak"] / floor,
             "reason": f"fastest of {len(ok)} strategies under {limit_mb:,.0f} MB with accuracy within {tolerance} %"}
@@ -223,14 +225,15 @@ def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float
     beside the recommendation (the fastest under the budget), the other end of the Pareto front
     that the issue's targets ask about. None if no strategy is that fast."""
     df = table(m)
-    ok = df[(df["step time ratio"] <= 1.0) & (df["accuracy impact (%)"] <= budgets["accuracy"]["max_degradation_pct"])]
+    ok = df[(df["time per window ratio"] <= 1.0) & (df["accuracy impact (%)"] <= budgets["accuracy"]["max_degradation_pct"])]
     if ok.empty:
         return None
     best = ok.sort_values("peak (MB)").iloc[0]
     floor = FLOOR_BYTES_PER_PARAMETER * m["memory"][BASELINE]["n_parameters"]
     peak = m["memory"][best["strategy"]]["peak"]
     return {"strategy": best["strategy"], "peak_bytes": peak, "peak_over_floor": peak / floor,
-            "step_time_ratio": float(best["step time ratio"]), "accuracy_impact_pct": float(best["accuracy impact (%)"])}
+            "step_time_ratio": float(best["step time ratio"]), "time_per_window_ratio": float(best["time per window ratio"]),
+            "accuracy_impact_pct": float(best["accuracy impact (%)"])}
 
 
 def one_warmup_fp16(m: dict[str, Any]) -> list[str]:
@@ -249,7 +252,7 @@ def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Chec
     return [
         Check.at_most(f"recommended ({rec['strategy']}) peak training memory", rec["peak_bytes"],
                       budgets["tft"]["peak_training_mb"] * MB, "bytes"),
-        Check.at_most(f"recommended ({rec['strategy']}) slowdown against fp32", rec["step_time_ratio"],
+        Check.at_most(f"recommended ({rec['strategy']}) slowdown per training window against fp32", rec["time_per_window_ratio"],
                       budgets["speed"]["max_slowdown"], "x"),
     ]
 
@@ -266,5 +269,5 @@ def targets(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataF
         {"target": "accuracy within 1 % of fp32", "floor (MB)": None, "target (MB)": None,
          "measured": f"{rec['accuracy_impact_pct']:+.2f} %", "met": rec["accuracy_impact_pct"] <= 1.0},
         {"target": "step no slower than plain fp32", "floor (MB)": None, "target (MB)": None,
-         "measured": f"{rec['step_time_ratio']:.2f} ×", "met": rec["step_time_ratio"] <= 1.0},
+         "measured": f"{rec['time_per_window_ratio']:.2f} × per window", "met": rec["time_per_window_ratio"] <= 1.0},
     ])
