@@ -12,7 +12,7 @@ PEER_VENV  := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.foxlib-peer-installed
 REPEATS ?= 10
 # a folder of measurement files from scripts/h200.sh (the device tool's $OUT, copied here)
-MEASURED ?= device-out/h200-final
+MEASURED ?= device-out/h200
 
 .PHONY: help venv report reports test browser screenshot lab waves clean-venv peer-bench peer-test render
 

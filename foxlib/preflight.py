@@ -49,11 +49,8 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
     for p in _names(params.get("precisions", "")):
         check_precision(p)
     if wave_id == "8.11":
-        precisions = _names(params.get("precisions", "fp32,fp16,bf16"))
-        candidate = params.get("candidate", "fp16")
-        if "fp32" not in precisions or candidate not in precisions:
-            raise ValueError(f"precisions must include fp32 (the baseline) and the candidate {candidate!r}; "
-                             f"got {','.join(precisions)}")
+        from foxlib.waves.wave_8_11 import check_precisions
+        check_precisions(_names(params["precisions"]), params["candidate"])
     for name in _names(params.get("models", "")):
         MODELS[name]  # noqa: B018 — the registry raises a ValueError naming the valid models
     if "strategies" in params:

@@ -36,7 +36,9 @@ def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], ch
         "measured_at": measurement.get("measured_at"),
         "device": measurement["device"],
         "environment": measurement.get("environment", {}),
-        "parameters": {k: v for k, v in parameters.items() if k != "output_dir"},
+        # measured elsewhere (the measurements parameter): the parameters of that measurement, not the defaults
+        "parameters": {k: v for k, v in {**parameters, **measurement.get("measure_parameters", {})}.items()
+                       if k != "output_dir"},
         "verdict": verdict(checks),
         "checks": [c.to_dict() for c in checks],
         **extra,

@@ -85,12 +85,8 @@ if light:
 # %%
 df = wave.table(m)
 display(notebook.table(df))
-stale = wave.one_warmup_fp16(m)
-if stale:
-    display(Markdown(f"**Caveat:** {', '.join(stale)} were measured with one warm-up step; in fp16 the GradScaler "
-                     "may skip it, and then Adam's state is made inside the measured step: their peaks can be "
-                     f"understated by up to the state ({m['memory'][stale[0]]['optimizer_state'] / 1e6:,.1f} MB). "
-                     "The prediction table below says which. `profile_step` now warms up until a step is taken."))
+if wave.one_warmup_caveat(m):
+    display(Markdown(wave.one_warmup_caveat(m)))
 if m["accuracy_preset"] != params["preset"]:
     display(Markdown(f"Accuracy runs used the `{m['accuracy_preset']}` TFT preset (batch and sequence scaled "
                      "by the same fractions): the seed preset trains too slowly on the CPU."))

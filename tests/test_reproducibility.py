@@ -27,3 +27,16 @@ def test_reports_record_versions_device_and_revision(tiny_8_10):
         assert key in env
     assert env["python"].count(".") == 2 and env["torch"]
     assert res["device"]["type"] == "cpu" and res["device"]["name"]
+
+
+def test_a_report_rendered_from_a_measurement_records_the_measured_parameters(tiny_8_10, tmp_path):
+    """Rendering from a measurement file (a GPU run) must not record the notebook's defaults as if they
+    had been measured: the measurement's own parameters win, the run parameters stay."""
+    from foxlib.runner import run_wave
+    source = tmp_path / "m.json"
+    source.write_bytes((tiny_8_10 / "measurement.json").read_bytes())
+    out = run_wave("8.10", {"measurements": str(source)}, reports_dir=tmp_path / "r", progress=False)
+    res = json.loads((out / "results.json").read_text())
+    assert res["parameters"]["preset"] == TINY_8_10["preset"] == "small"  # the notebook's default is "seed"
+    assert res["parameters"]["batch_size"] == TINY_8_10["batch_size"]
+    assert res["parameters"]["measurements"] == str(source)

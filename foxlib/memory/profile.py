@@ -171,6 +171,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     optimizer.zero_grad(set_to_none=True)
     gc.collect()
 
+    scale_before = scaler.get_scale() if scaler is not None else None  # lowered by the step if it skips
     own = (list(model.parameters()) + list(model.buffers())
            + list(accounting.iter_tensors(list(optimizer.state.values())))
            + [t for t in accounting.iter_tensors(batch) if t.device == device])
@@ -190,7 +191,6 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
 
-        scale_before = scaler.get_scale() if scaler is not None else None
         loss = step(tracker, on_forward_end, "measured")
         torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device)
@@ -219,7 +219,6 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             mark_forward_end()
 
-        scale_before = scaler.get_scale() if scaler is not None else None
         with cpu_allocations() as timeline:
             loss = step(tracker, on_forward_end, "measured")
         forward_peak = own_live + timeline.peak_delta(timeline.forward_end_ns)

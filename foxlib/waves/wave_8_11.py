@@ -42,15 +42,21 @@ def training_step(card, cfg, device: torch.device, precision: str, seed: int = 0
     return training_step_fn(model, batch, card.loss, optimizer, precision, device)
 
 
+def check_precisions(precisions: list[str], candidate: str) -> None:
+    """The precisions compared must include fp32 (the baseline) and the candidate."""
+    check_precision(candidate)
+    if "fp32" not in precisions or candidate not in precisions:
+        raise ValueError(f"precisions must include fp32 (the baseline) and the candidate {candidate!r}; "
+                         f"got {','.join(precisions)}")
+
+
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, precisions: str = "fp32,fp16,bf16",
             candidate: str = "fp16", models: str = "tft,dqn,ppo,mamba2", device: str = "auto", seed: int = 0,
             timing_repeats: int = 15, accuracy_preset: str = "auto", accuracy_seeds: int = 3,
             accuracy_steps: int = 300, accuracy_eval_every: int = 25, accuracy_patience: int = 4,
             accuracy_val_windows: int = 512, accuracy_memory_efficient: bool = True) -> dict[str, Any]:
     precs = _split(precisions, PRECISIONS, "precision(s)")
-    check_precision(candidate)
-    if "fp32" not in precs or candidate not in precs:
-        raise ValueError(f"precisions must include fp32 (the baseline) and the candidate {candidate!r}")
+    check_precisions(precs, candidate)
     names = _split(models, list(MODELS), "model(s)")
     dev = resolve_device(device)
     tft = MODELS["tft"]

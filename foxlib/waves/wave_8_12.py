@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from foxlib import seed as seed_figures
+from foxlib import prediction, seed as seed_figures
 from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
@@ -237,10 +237,20 @@ def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float
 
 
 def one_warmup_fp16(m: dict[str, Any]) -> list[str]:
-    """fp16 strategies measured by the profiler before it warmed up until the GradScaler took a step
-    (no "warmup_steps" in their profile): if the first step overflowed, Adam's state was made inside
-    the measured step and their peaks understate a steady-state step by up to that state."""
-    return [name for name, p in m["memory"].items() if p.get("precision") == "fp16" and "warmup_steps" not in p]
+    """fp16 strategies measured before profile_step warmed up until the GradScaler took a step
+    (prediction.one_warmup_fp16): their peaks may understate a steady-state step by Adam's state."""
+    return [name for name, p in m["memory"].items() if prediction.one_warmup_fp16(p)]
+
+
+def one_warmup_caveat(m: dict[str, Any]) -> str | None:
+    """The report's caveat for one_warmup_fp16's strategies, or None."""
+    stale = one_warmup_fp16(m)
+    if not stale:
+        return None
+    return (f"**Caveat:** {', '.join(stale)} were measured with one warm-up step; in fp16 the GradScaler may skip "
+            "it, and then Adam's state is made inside the measured step: their peaks can be understated by up to "
+            f"the state ({m['memory'][stale[0]]['optimizer_state'] / MB:,.1f} MB). The prediction table below says "
+            "which. `profile_step` now warms up until a step is taken.")
 
 
 def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
