@@ -77,7 +77,8 @@ if light:
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside
-# *step time ratio*: median step time over the fp32 baseline's, measured alternately in one run;
+# *step time ratio*: median step time over the fp32 baseline's, measured alternately in one run
+# (*step spread*: the interquartile range of a strategy's steps, for how far a ratio is from noise);
 # *time per window ratio*: the same per training window (smaller batches need more steps);
 # *accuracy impact*: validation quantile loss against fp32 (positive = worse), with fp32's own
 # seed-to-seed spread for scale.

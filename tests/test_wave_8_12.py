@@ -35,7 +35,12 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     assert rec["peak_over_floor"] == pytest.approx(600 * MB / (16 * 1_000_000))
     checks = wave.checks(m, budgets)
     assert [c.passed for c in checks] == [True, True]
-    df = wave.table(m)
+    m["timing"]["light and fast"]["iqr_s"] = 0.05
+    df = wave.table(m).set_index("strategy")
+    assert df.loc["light and fast", "step time (ms, median)"] == 500.0
+    assert df.loc["light and fast", "step spread (IQR % of median)"] == 10.0
+    assert df["step spread (IQR % of median)"].isna().sum() == 4  # no IQR recorded for the others
+    df = df.reset_index()
     # the front ignores accuracy: "light and fast" is beaten on both axes by "fastest, inaccurate"
     assert sorted(wave.pareto(df)) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
 

@@ -177,6 +177,8 @@ def table(m: dict[str, Any]) -> pd.DataFrame:
             "peak reduction (%)": round(100 * (1 - prof["peak"] / base_peak), 1),
             "seed's guess: reduction (%)": guess.get("memory_reduction_pct"),
             "activations (MB)": _mb(prof["activations"]),
+            "step time (ms, median)": round(1000 * t["median_s"], 1),
+            "step spread (IQR % of median)": None if t.get("iqr_s") is None else round(100 * t["iqr_s"] / t["median_s"], 1),
             "step time ratio": round(t["median_s"] / base_time, 3),
             "time per window ratio": round((t["median_s"] / bs) / (base_time / base_bs), 3),
             "seed's guess: speed": guess.get("speed"),
