@@ -69,6 +69,12 @@ else:
     display(Markdown(f"**No recommendation:** {recommended['reason']}."))
 display(notebook.table(notebook.checks_table(checks)))
 display(notebook.table(wave.targets(m, budgets)))
+graphed = wave.recommend(m, budgets, cuda_graph=True)
+if graphed["strategy"]:
+    display(Markdown(f"Fastest with the whole step as one CUDA graph (shown, not recommended: wave 8.13 validates "
+                     f"eager steps): **{graphed['strategy']}** — peak {graphed['peak_bytes'] / 1e6:,.1f} MB "
+                     f"({graphed['peak_over_floor']:.2f} × floor), step time {graphed['time_per_window_ratio']:.2f} × "
+                     f"fp32 per training window, accuracy impact {graphed['accuracy_impact_pct']:+.2f} %."))
 light = wave.lightest_at_full_speed(m, budgets)
 if light:
     display(Markdown(f"Lightest strategy no slower than plain fp32 per training window: **{light['strategy']}** — peak "
@@ -86,6 +92,8 @@ if light:
 # %%
 df = wave.table(m)
 display(notebook.table(df))
+if m.get("skipped"):
+    display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in m["skipped"].items()) + "."))
 if wave.one_warmup_caveat(m):
     display(Markdown(wave.one_warmup_caveat(m)))
 if m["accuracy_preset"] != params["preset"]:

@@ -66,7 +66,7 @@ if [ "${PEER:-1}" = 1 ]; then
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   stamp "GPU tests"
-  python3 -m pytest -q -rs -s -p no:cacheprovider -m cuda tests/test_gpu_profile.py tests/test_memory_cap.py 2>&1 \
+  python3 -m pytest -q -rs -s -p no:cacheprovider -m cuda tests/test_gpu_profile.py tests/test_memory_cap.py tests/test_cuda_graph.py 2>&1 \
     | tail -n 80 | tee -a "$LOG"
 fi
 stamp done

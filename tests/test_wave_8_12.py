@@ -89,6 +89,28 @@ def test_no_strategy_fits_is_a_failed_check():
     assert not check.passed and "other 1,100.0 MB" in check.note
 
 
+def test_cuda_graph_strategies_are_shown_not_recommended():
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
+            ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
+    for name in ("efficient + graph", "light graph"):
+        m["strategies"][name]["cuda_graph"] = True
+    rec = wave.recommend(m, load_budgets())
+    assert rec["strategy"] == "efficient" and wave.NOT_RECOMMENDED in rec["reason"]
+    assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
+    assert wave.lightest_at_full_speed(m, load_budgets())["strategy"] == "light graph"  # the table shows them all
+    assert wave.recommend(_m([(wave.BASELINE, "fp32", 900, 1.0, 1.0, True)]), load_budgets(),
+                          cuda_graph=True)["strategy"] is None
+
+
+def test_cuda_graph_strategies_are_skipped_on_a_cpu():
+    import torch
+    chosen = wave.select("memory-efficient path;memory-efficient path + CUDA graph")
+    kept, skipped = wave.runnable(chosen, torch.device("cpu"))
+    assert [s.name for s in kept] == [wave.BASELINE, "memory-efficient path"]
+    assert skipped == {"memory-efficient path + CUDA graph": wave.GRAPH_SKIPPED}
+    assert wave.runnable(chosen, torch.device("cuda"))[0] == chosen
+
+
 def test_fractions_resolve_against_the_base():
     assert wave.resolve_overrides({"batch_size": 32, "encoder_length": 60},
                                   {"batch_size": 0.25, "encoder_length": 0.5, "checkpointing": "vsn"}) == \
@@ -103,13 +125,15 @@ def test_unknown_strategy_names_the_valid_ones():
 def test_notebook_tiny(tmp_path):
     from foxlib.runner import run_wave
     params = {"preset": "small", "batch_size": 8, "encoder_length": 10, "device": "cpu",
-              "strategies": "fp32 (baseline);bf16;checkpoint blocks;batch ÷4", "timing_repeats": 2,
+              "strategies": "fp32 (baseline);bf16;checkpoint blocks;batch ÷4;CUDA graph", "timing_repeats": 2,
               "timing_warmup": 1, "accuracy_seeds": 1, "accuracy_steps": 4, "accuracy_eval_every": 2,
               "accuracy_val_windows": 16}
     out = run_wave("8.12", params, reports_dir=tmp_path, progress=False)
     res = json.loads((out / "results.json").read_text())
     m = json.loads((out / "measurement.json").read_text())
     assert set(m["memory"]) == {"fp32 (baseline)", "bf16", "checkpoint blocks", "batch ÷4"}
+    assert m["skipped"] == {"CUDA graph": wave.GRAPH_SKIPPED}  # asked for, not measurable here: said so
+    assert "Not measured here: CUDA graph (skipped: a CUDA graph needs a CUDA device)" in (out / "report.md").read_text()
     # checkpointing computes the same function: it reuses the baseline's accuracy runs
     assert m["accuracy_source"]["checkpoint blocks"] == "fp32 (baseline)"
     assert set(m["accuracy_runs"]) == {"fp32 (baseline)", "bf16", "batch ÷4"}

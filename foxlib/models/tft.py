@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -476,9 +477,11 @@ class TemporalFusionTransformer(nn.Module):
 
 
 def quantile_loss(pred, target, quantiles) -> torch.Tensor:
-    """Mean over batch and horizon of Σ_q max(q·e, (q−1)·e), e = target − pred (Eqs. 24-25), in float32."""
+    """Mean over batch and horizon of Σ_q max(q·e, (q−1)·e), e = target − pred (Eqs. 24-25), in float32.
+    quantiles: a sequence, or a float32 tensor already on pred's device (no host-to-device copy: CUDA-graph safe)."""
     with torch.autocast(pred.device.type, enabled=False):
-        q = torch.as_tensor(quantiles, dtype=torch.float32, device=pred.device)
+        q = quantiles if isinstance(quantiles, torch.Tensor) else torch.as_tensor(quantiles, dtype=torch.float32,
+                                                                                  device=pred.device)
         e = target.float().unsqueeze(-1) - pred.float()  # (B, T_d, n_q)
         return torch.maximum(q * e, (q - 1) * e).sum(-1).mean()
 
@@ -533,6 +536,13 @@ def example_batch(cfg: TFTConfig, device="cpu", seed: int = 0) -> dict[str, torc
 
 def loss(model: TemporalFusionTransformer, batch) -> torch.Tensor:
     return quantile_loss(model(batch), batch["target"], model.config.quantiles)
+
+
+def device_loss(cfg: TFTConfig, device) -> Callable[[TemporalFusionTransformer, Any], torch.Tensor]:
+    """`loss` with the quantile levels put on `device` once: the step copies nothing from the host,
+    as a step captured in a CUDA graph must (foxlib.memory.cuda_graph)."""
+    levels = torch.tensor(cfg.quantiles, dtype=torch.float32, device=device)
+    return lambda model, batch: quantile_loss(model(batch), batch["target"], levels)
 
 
 CARD = ModelCard(name="tft", title="Temporal Fusion Transformer", presets=PRESETS,

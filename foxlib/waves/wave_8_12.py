@@ -6,11 +6,17 @@ is profiled, its step time measured with all strategies alternating in one run, 
 changes the numbers the model computes — its accuracy measured with wave 8.11's harness
 (shorter runs). Checkpointing and the memory-efficient path compute the same function (the
 tests prove equal outputs and gradients), so they inherit the accuracy of their precision.
+
+The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
+the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so), and
+not recommended yet: wave 8.13 validates the recommendation with eager training steps.
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -21,7 +27,9 @@ from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
+from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
 from foxlib.models import MODELS
+from foxlib.models.tft import device_loss
 from foxlib.progress import progress
 from foxlib.timing import time_alternating
 from foxlib.training import compare_precisions, train_tft
@@ -37,6 +45,7 @@ class Strategy:
     overrides: dict[str, Any] = field(default_factory=dict)
     seed_guess: str | None = None  # key of seed.STRATEGY_GUESSES
     changes_numerics: bool = False  # computes another function than the baseline of its precision
+    cuda_graph: bool = False  # the whole step captured in one CUDA graph (CUDA only, never recommended yet)
 
 
 STRATEGIES = {s.name: s for s in (
@@ -62,7 +71,16 @@ STRATEGIES = {s.name: s for s in (
     Strategy("efficient + checkpoint VSN variables", overrides={"memory_efficient": True, "checkpointing": "vsn_variables"}),
     Strategy("efficient + checkpoint VSN variables (8 per chunk)",
              overrides={"memory_efficient": True, "checkpointing": "vsn_variables", "vsn_chunk": 8}),
+    # the same steps without a kernel launch each: one CUDA graph per step
+    Strategy("CUDA graph", cuda_graph=True),
+    Strategy("memory-efficient path + CUDA graph", overrides={"memory_efficient": True}, cuda_graph=True),
+    Strategy("efficient + checkpoint VSN variables + CUDA graph",
+             overrides={"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True),
+    Strategy("efficient + checkpoint VSN variables (8 per chunk) + CUDA graph",
+             overrides={"memory_efficient": True, "checkpointing": "vsn_variables", "vsn_chunk": 8}, cuda_graph=True),
 )}
+GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
+NOT_RECOMMENDED = "CUDA-graph strategies are shown, not recommended: wave 8.13 validates eager training steps"
 BASELINE = "fp32 (baseline)"
 
 
@@ -76,6 +94,13 @@ def select(names: str) -> list[Strategy]:
     if BASELINE not in chosen:
         chosen.insert(0, BASELINE)
     return [STRATEGIES[n] for n in chosen]
+
+
+def runnable(chosen: list[Strategy], device: torch.device) -> tuple[list[Strategy], dict[str, str]]:
+    """The strategies this device can run, and the others with why not (CUDA graphs on a CPU)."""
+    if device.type == "cuda":
+        return chosen, {}
+    return [s for s in chosen if not s.cuda_graph], {s.name: GRAPH_SKIPPED for s in chosen if s.cuda_graph}
 
 
 def resolve_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -99,25 +124,32 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             device: str = "auto", seed: int = 0, timing_repeats: int = 10, timing_warmup: int = 2,
             accuracy_preset: str = "auto", accuracy_seeds: int = 2, accuracy_steps: int = 150,
             accuracy_eval_every: int = 25, accuracy_patience: int = 3, accuracy_val_windows: int = 512) -> dict[str, Any]:
-    chosen = select(strategies)
     dev = resolve_device(device)
+    chosen, skipped = runnable(select(strategies), dev)
     tft = MODELS["tft"]
     base = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
     configs = {s.name: configure(base, s.overrides) for s in chosen}
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(),
                            "base_config": dataclasses.asdict(base),
                            "strategies": {s.name: {"precision": s.precision, "overrides": s.overrides,
-                                                   "seed_guess": s.seed_guess, "changes_numerics": s.changes_numerics}
-                                          for s in chosen}}
+                                                   "seed_guess": s.seed_guess, "changes_numerics": s.changes_numerics,
+                                                   "cuda_graph": s.cuda_graph}
+                                          for s in chosen},
+                           "skipped": skipped}
     with progress(len(chosen), "wave 8.12 memory") as bar:
         out["memory"] = {}
         for s in chosen:
             bar.describe(f"profiling {s.name} on {dev}")
-            r = measure_model("tft", configs[s.name], dev, s.precision, seed)
-            out["memory"][s.name] = r["profile"]
-            out.setdefault("predicted", {})[s.name] = r["predicted"]
+            if s.cuda_graph:
+                out["memory"][s.name] = _profile_graphed(configs[s.name], dev, s.precision, seed)
+                out.setdefault("predicted", {})[s.name] = {"error": "not predicted: the step runs as one CUDA graph"}
+            else:
+                r = measure_model("tft", configs[s.name], dev, s.precision, seed)
+                out["memory"][s.name] = r["profile"]
+                out.setdefault("predicted", {})[s.name] = r["predicted"]
             bar.advance()
-    steps = {s.name: training_step(tft, configs[s.name], dev, s.precision, seed) for s in chosen}
+    steps = {s.name: (_graphed_step if s.cuda_graph else partial(training_step, tft))(configs[s.name], dev, s.precision, seed)
+             for s in chosen}
     timings = time_alternating(steps, repeats=timing_repeats, warmup=timing_warmup, device=dev)
     out["timing"] = {n: t.to_dict() for n, t in timings.items()}
     del steps
@@ -144,6 +176,26 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     out["accuracy_runs"] = runs
     out["accuracy_source"] = {s.name: keys[_accuracy_key(s)].name for s in chosen}
     return out
+
+
+def _graph_parts(cfg, device: torch.device, seed: int):
+    """The TFT, a batch, a capturable Adam and the host-copy-free loss: what a CUDA graph captures."""
+    torch.manual_seed(seed)
+    model = MODELS["tft"].build(cfg).to(device)
+    batch = MODELS["tft"].example_batch(cfg, device=device, seed=seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, capturable=True)
+    return model, batch, device_loss(cfg, device), optimizer
+
+
+def _profile_graphed(cfg, device: torch.device, precision: str, seed: int) -> dict[str, Any]:
+    profile = profile_graphed_step(*_graph_parts(cfg, device, seed), precision)
+    gc.collect()
+    torch.cuda.empty_cache()
+    return profile
+
+
+def _graphed_step(cfg, device: torch.device, precision: str, seed: int) -> GraphedStep:
+    return GraphedStep(*_graph_parts(cfg, device, seed), precision).capture()
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -201,15 +253,18 @@ def pareto(df: pd.DataFrame) -> list[str]:
     return front
 
 
-def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
+def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]], cuda_graph: bool = False) -> dict[str, Any]:
     """The fastest strategy under the peak budget whose accuracy stays within tolerance. Fastest per
-    training window, not per step: a smaller batch takes shorter steps but needs more of them."""
+    training window, not per step: a smaller batch takes shorter steps but needs more of them.
+    Among eager strategies (the recommendation); cuda_graph=True: the same among the CUDA-graph ones."""
     df = table(m)
+    df = df[[bool(m["strategies"][n].get("cuda_graph")) == cuda_graph for n in df["strategy"]]]
+    kind = "CUDA-graph strategy" if cuda_graph else "strategy"
     limit_mb = budgets["tft"]["peak_training_mb"]
     tolerance = budgets["accuracy"]["max_degradation_pct"]
     ok = df[(df["peak (MB)"] <= limit_mb) & (df["accuracy impact (%)"] <= tolerance)]
     if ok.empty:
-        return {"strategy": None, "reason": f"no strategy has a peak under {limit_mb:,.0f} MB with accuracy "
+        return {"strategy": None, "reason": f"no {kind} has a peak under {limit_mb:,.0f} MB with accuracy "
                                             f"within {tolerance} %"}
     best = ok.sort_values("time per window ratio").iloc[0]
     info = m["strategies"][best["strategy"]]
@@ -219,7 +274,10 @@ def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[s
             "time_per_window_ratio": float(best["time per window ratio"]),
             "accuracy_impact_pct": float(best["accuracy impact (%)"]), "floor_bytes": floor,
             "peak_over_floor": m["memory"][best["strategy"]]["peak"] / floor,
-            "reason": f"fastest of {len(ok)} strategies under {limit_mb:,.0f} MB with accuracy within {tolerance} %"}
+            "reason": f"fastest of {len(ok)} {'CUDA-graph ' if cuda_graph else ''}strategies under {limit_mb:,.0f} MB "
+                      f"with accuracy within {tolerance} %"
+                      + ("" if cuda_graph or not any(s.get("cuda_graph") for s in m["strategies"].values())
+                         else f" ({NOT_RECOMMENDED})")}
 
 
 def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:

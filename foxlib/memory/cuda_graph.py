@@ -1,0 +1,112 @@
+"""A whole training step captured in one CUDA graph, and its memory.
+
+On a large GPU the seed TFT's step is launch-bound: hundreds of small kernels, each a few
+microseconds of work behind a launch from Python. Captured once (zero_grad, forward + loss,
+backward, Adam with capturable=True) and replayed, the step does the same arithmetic without the
+launches; recomputation from checkpointing then costs GPU time only.
+
+Rules of a capture: the step must not copy from the host (the loss takes its constants on the
+device), the optimizer is built with capturable=True, the inputs are fixed tensors that each new
+batch is copied into, and fp16's GradScaler (a host-side decision per step) is not captured.
+Saved activations live in the graph's private memory pool, where no saved-tensor hook sees them:
+a graphed step's profile has its peak and its persistent categories, not its activations.
+"""
+from __future__ import annotations
+
+import gc
+from typing import Any, Callable
+
+import torch
+
+from foxlib.memory import accounting
+from foxlib.memory.cuda import allocator_stats
+from foxlib.memory.profile import autocast, check_precision
+
+WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
+METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, "
+          "after reset_peak_memory_stats() (the graph's pool included)")
+
+
+class GraphedStep:
+    """One training step as a CUDA graph. Call it to replay; load(batch) copies a batch into its inputs."""
+
+    def __init__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor],
+                 loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], optimizer: torch.optim.Optimizer,
+                 precision: str = "fp32", warmup: int = WARMUP_STEPS):
+        check_precision(precision)
+        if precision == "fp16":
+            raise ValueError("fp16 trains through a GradScaler, whose skip-or-step decision is made on the host "
+                             "each step: it is not captured here (use bf16 or fp32)")
+        device = next(model.parameters()).device
+        if device.type != "cuda":
+            raise ValueError(f"a CUDA graph needs a CUDA device; the model is on {device}")
+        if not all(g.get("capturable") for g in optimizer.param_groups):
+            raise ValueError("the optimizer must be built with capturable=True to be captured in a CUDA graph")
+        self.model, self.optimizer, self.loss_fn, self.device = model, optimizer, loss_fn, device
+        self.precision, self.inputs = precision, batch  # the graph reads these tensors: load() refills them
+        self.graph: torch.cuda.CUDAGraph | None = None
+        model.train()
+        self.stream = torch.cuda.Stream(device)  # warm-up and capture on one stream: one cuBLAS workspace
+        self.stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(self.stream):
+            for _ in range(warmup):
+                self._eager()
+        torch.cuda.current_stream(device).wait_stream(self.stream)
+        torch.cuda.synchronize(device)
+
+    def capture(self) -> "GraphedStep":
+        """Record the step (nothing runs); replaying it is the training step."""
+        self.optimizer.zero_grad(set_to_none=True)  # the gradients are made inside the graph's pool
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, stream=self.stream):
+            self.loss = self._eager(zero_grad=False)
+        return self
+
+    def _eager(self, zero_grad: bool = True) -> torch.Tensor:
+        if zero_grad:
+            self.optimizer.zero_grad(set_to_none=True)
+        with autocast(self.device, self.precision):
+            loss = self.loss_fn(self.model, self.inputs)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def load(self, batch: dict[str, torch.Tensor]) -> None:
+        for k, v in batch.items():
+            self.inputs[k].copy_(v, non_blocking=True)
+
+    def __call__(self) -> torch.Tensor:
+        if self.graph is None:
+            raise RuntimeError("capture() the step before replaying it")
+        self.graph.replay()
+        return self.loss
+
+
+def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
+                         loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], optimizer: torch.optim.Optimizer,
+                         precision: str = "fp32") -> dict[str, Any]:
+    """Warm up eagerly, then capture the step and replay it once: the peak over capture and replay, as plain data.
+
+    Keys as profile_step's where they can be measured: peak, parameters, gradients, optimizer_state,
+    batch, n_parameters, loss (of the replay); activations and forward_peak are None (inside the graph)."""
+    device = next(model.parameters()).device
+    step = GraphedStep(model, batch, loss_fn, optimizer, precision)
+    gc.collect()
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    loss = float(step.capture()())
+    torch.cuda.synchronize(device)
+    stats = allocator_stats(device)
+    out = {
+        "device": str(device), "device_name": torch.cuda.get_device_name(device), "precision": precision,
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": accounting.parameter_bytes(model), "gradients": accounting.gradient_bytes(model),
+        "optimizer_state": accounting.optimizer_state_bytes(optimizer),
+        "batch": accounting.unique_bytes(accounting.iter_tensors(step.inputs)),
+        "activations": None, "forward_peak": None,
+        "peak": torch.cuda.max_memory_allocated(device), "loss": loss, "peak_method": METHOD,
+        "warmup_steps": WARMUP_STEPS, "cuda_graph": True,
+        "cuda": {**stats, "graph_note": "reserved_bytes includes the graph's private pool, held while the graph lives"},
+    }
+    del step
+    return out

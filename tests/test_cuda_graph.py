@@ -1,0 +1,78 @@
+"""The whole training step as one CUDA graph: refused where it cannot be captured (any machine),
+and on a GPU the same training as eager steps, step for step."""
+import pytest
+import torch
+
+from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
+from foxlib.models import MODELS
+from foxlib.models.tft import device_loss
+
+CARD = MODELS["tft"]
+
+
+def _parts(device, capturable=True, **overrides):
+    cfg = CARD.config("small", dropout=0.0, **overrides)  # no dropout: eager and graph draw no random numbers
+    torch.manual_seed(0)
+    model = CARD.build(cfg).to(device)
+    batch = CARD.example_batch(cfg, device=device, seed=0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, capturable=capturable)
+    return cfg, model, batch, device_loss(cfg, device), optimizer
+
+
+def test_device_loss_is_the_cards_loss():
+    cfg, model, batch, loss, _ = _parts("cpu")
+    model.eval()
+    assert torch.equal(loss(model, batch), CARD.loss(model, batch))
+
+
+@pytest.mark.parametrize("precision, capturable, device, match", [
+    ("fp16", True, "cpu", "GradScaler"),
+    ("fp32", True, "cpu", "needs a CUDA device"),
+    ("fp8", True, "cpu", "unknown precision"),
+])
+def test_a_step_that_cannot_be_captured_is_refused(precision, capturable, device, match):
+    _, model, batch, loss, optimizer = _parts(device, capturable)
+    with pytest.raises(ValueError, match=match):
+        GraphedStep(model, batch, loss, optimizer, precision)
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("overrides", [{}, {"memory_efficient": True, "checkpointing": "vsn_variables"}])
+def test_graphed_steps_train_as_eager_steps(overrides):
+    """Three eager warm-up steps, then two steps on new batches: replayed graph against eager code."""
+    dev = torch.device("cuda")
+    cfg, eager_model, batch, loss, eager_opt = _parts(dev, **overrides)
+    _, graph_model, graph_batch, graph_loss, graph_opt = _parts(dev, **overrides)
+    step = GraphedStep(graph_model, graph_batch, graph_loss, graph_opt).capture()
+    for _ in range(3):
+        eager_opt.zero_grad(set_to_none=True)
+        loss(eager_model, batch).backward()
+        eager_opt.step()
+    for seed in (1, 2):
+        new = CARD.example_batch(cfg, device=dev, seed=seed)
+        eager_opt.zero_grad(set_to_none=True)
+        value = loss(eager_model, new)
+        value.backward()
+        eager_opt.step()
+        step.load(new)
+        assert float(step()) == pytest.approx(float(value), rel=1e-4)
+    for (name, a), b in zip(eager_model.named_parameters(), graph_model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name
+    with pytest.raises(ValueError, match="capturable"):
+        GraphedStep(*_parts(dev, capturable=False)[1:])
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_graphed_profile_counts_the_persistent_categories():
+    _, model, batch, loss, optimizer = _parts(torch.device("cuda"))
+    p = profile_graphed_step(model, batch, loss, optimizer)
+    n = sum(t.numel() for t in model.parameters())
+    assert p["n_parameters"] == n and p["parameters"] >= 4 * n and p["gradients"] == 4 * n
+    assert p["optimizer_state"] >= 8 * n  # exp_avg and exp_avg_sq (+ the step counters)
+    assert p["peak"] >= p["parameters"] + p["gradients"] + p["optimizer_state"]
+    assert p["activations"] is None and p["cuda_graph"]
