@@ -23,8 +23,9 @@ from foxlib.memory.cuda import allocator_stats
 from foxlib.memory.profile import autocast, check_precision
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
-METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, "
-          "after reset_peak_memory_stats() (the graph's pool included)")
+METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, after "
+          "reset_peak_memory_stats() (the graph's pool and its stream's workspace included), less what was "
+          "allocated before the step that is not its tensors (other streams' workspaces)")
 
 
 class GraphedStep:
@@ -90,7 +91,13 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     Keys as profile_step's where they can be measured: peak, parameters, gradients, optimizer_state,
     batch, n_parameters, loss (of the replay); activations and forward_peak are None (inside the graph)."""
     device = next(model.parameters()).device
-    step = GraphedStep(model, batch, loss_fn, optimizer, precision)
+    gc.collect()
+    torch.cuda.synchronize(device)
+    own = list(model.parameters()) + list(model.buffers()) + list(accounting.iter_tensors(batch))
+    # allocated before this step exists and not its tensors: cuBLAS workspaces of other streams (the
+    # default one, earlier graphs' capture streams), held for the process; not this step's memory
+    foreign = torch.cuda.memory_allocated(device) - accounting.unique_bytes(own)
+    step = GraphedStep(model, batch, loss_fn, optimizer, precision)  # its stream's workspace: counted
     gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
@@ -104,9 +111,10 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
         "optimizer_state": accounting.optimizer_state_bytes(optimizer),
         "batch": accounting.unique_bytes(accounting.iter_tensors(step.inputs)),
         "activations": None, "forward_peak": None,
-        "peak": torch.cuda.max_memory_allocated(device), "loss": loss, "peak_method": METHOD,
+        "peak": torch.cuda.max_memory_allocated(device) - foreign, "loss": loss, "peak_method": METHOD,
         "warmup_steps": WARMUP_STEPS, "cuda_graph": True,
-        "cuda": {**stats, "graph_note": "reserved_bytes includes the graph's private pool, held while the graph lives"},
+        "cuda": {**stats, "foreign_before_step_bytes": foreign,
+                 "graph_note": "reserved_bytes includes the graph's private pool, held while the graph lives"},
     }
     del step
     return out
