@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.ticker
 import matplotlib.pyplot as plt
 
 from foxlib import seed
@@ -136,21 +137,29 @@ def accuracy_by_precision(runs: list[dict[str, Any]], metric: str, title: str) -
 
 
 def pareto(df, front: list[str], budget_mb: float, recommended: str | None, title: str) -> plt.Figure:
-    """Peak memory against step time per strategy; the Pareto front joined, the budget as a line."""
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for _, r in df.iterrows():
+    """Peak memory against time per training window per strategy; the Pareto front joined, the budget as a line."""
+    fig, ax = plt.subplots(figsize=(12, 6))
+    key = []  # every point is numbered; the names are listed beside the plot (22 labels would overlap)
+    for i, (_, r) in enumerate(df.iterrows(), start=1):
         on_front = r["strategy"] in front
-        ax.plot(r["step time ratio"], r["peak (MB)"], "o", ms=8 if on_front else 6,
+        ax.plot(r["time per window ratio"], r["peak (MB)"], "o", ms=8 if on_front else 6,
                 color="#cf222e" if r["strategy"] == recommended else ("#1a7f37" if on_front else "#8c8c8c"))
-        ax.annotate(r["strategy"], (r["step time ratio"], r["peak (MB)"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
-    f = df[df["strategy"].isin(front)].sort_values("step time ratio")
-    ax.plot(f["step time ratio"], f["peak (MB)"], "-", color="#1a7f37", lw=1, label="Pareto front")
+        ax.annotate(str(i), (r["time per window ratio"], r["peak (MB)"]), fontsize=8, xytext=(4, 3), textcoords="offset points")
+        mark = " (recommended)" if r["strategy"] == recommended else (" (Pareto front)" if on_front else "")
+        key.append(f"{i:>2}  {r['strategy']}{mark}")
+    ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, fontsize=7.5, va="top", family="monospace")
+    f = df[df["strategy"].isin(front)].sort_values("time per window ratio")
+    ax.plot(f["time per window ratio"], f["peak (MB)"], "-", color="#1a7f37", lw=1, label="Pareto front")
     ax.axhline(budget_mb, color="black", ls="--", lw=1.2, label=f"peak budget {budget_mb:,.0f} MB")
-    ax.axvline(1.0, color="#555", ls=":", lw=1, label="fp32 step time")
-    ax.set_xlabel("step time / fp32 baseline (median of alternating runs)")
+    ax.axvline(1.0, color="#555", ls=":", lw=1, label="fp32 baseline")
+    ax.set_xscale("log")
+    lo, hi = df["time per window ratio"].min(), df["time per window ratio"].max()
+    ticks = [t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo / 1.5 <= t <= hi * 1.5]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("time per training window / fp32 baseline's (medians of alternating runs; log scale)")
     ax.set_ylabel("peak training memory (MB = 10^6 bytes)")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     return fig

@@ -105,7 +105,7 @@ if m["accuracy_preset"] != params["preset"]:
 
 # %%
 front = wave.pareto(df)
-display(Markdown("Pareto front (no other strategy is both lighter and faster): " + ", ".join(front)))
+display(Markdown("Pareto front (no other strategy is both lighter and faster per training window): " + ", ".join(front)))
 notebook.figure(charts.pareto(df, front, budgets["tft"]["peak_training_mb"], recommended["strategy"],
                               f"TFT strategies — {m['device']['name']}"))
 

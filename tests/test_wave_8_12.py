@@ -97,6 +97,8 @@ def test_cuda_graph_strategies_are_shown_not_recommended():
     rec = wave.recommend(m, load_budgets())
     assert rec["strategy"] == "efficient" and wave.NOT_RECOMMENDED in rec["reason"]
     assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
+    m["timing"]["light graph"]["median_s"] = 0.2  # as fast: the lighter one
+    assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "light graph"
     assert wave.lightest_at_full_speed(m, load_budgets())["strategy"] == "light graph"  # the table shows them all
     assert wave.recommend(_m([(wave.BASELINE, "fp32", 900, 1.0, 1.0, True)]), load_budgets(),
                           cuda_graph=True)["strategy"] is None

@@ -243,11 +243,11 @@ def table(m: dict[str, Any]) -> pd.DataFrame:
 
 
 def pareto(df: pd.DataFrame) -> list[str]:
-    """Strategies no other strategy beats on both peak memory and step time."""
-    front = []
+    """Strategies no other strategy beats on both peak memory and time per training window."""
+    front, t = [], "time per window ratio"
     for _, r in df.iterrows():
-        dominated = ((df["peak (MB)"] <= r["peak (MB)"]) & (df["step time ratio"] <= r["step time ratio"])
-                     & ((df["peak (MB)"] < r["peak (MB)"]) | (df["step time ratio"] < r["step time ratio"]))).any()
+        dominated = ((df["peak (MB)"] <= r["peak (MB)"]) & (df[t] <= r[t])
+                     & ((df["peak (MB)"] < r["peak (MB)"]) | (df[t] < r[t]))).any()
         if not dominated:
             front.append(r["strategy"])
     return front
@@ -266,7 +266,7 @@ def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]], cuda_grap
     if ok.empty:
         return {"strategy": None, "reason": f"no {kind} has a peak under {limit_mb:,.0f} MB with accuracy "
                                             f"within {tolerance} %"}
-    best = ok.sort_values("time per window ratio").iloc[0]
+    best = ok.sort_values(["time per window ratio", "peak (MB)"]).iloc[0]  # a tie in time: the lighter
     info = m["strategies"][best["strategy"]]
     floor = FLOOR_BYTES_PER_PARAMETER * m["memory"][BASELINE]["n_parameters"]
     return {"strategy": best["strategy"], "precision": info["precision"], "tft_overrides": resolve_overrides(m["base_config"], info["overrides"]),
