@@ -72,14 +72,11 @@ display(notebook.table(wave.targets(m, budgets)))
 graphed = wave.recommend(m, budgets, cuda_graph=True)
 if graphed["strategy"]:
     display(Markdown(f"Fastest with the whole step as one CUDA graph (shown, not recommended: wave 8.13 validates "
-                     f"eager steps): **{graphed['strategy']}** — peak {graphed['peak_bytes'] / 1e6:,.1f} MB "
-                     f"({graphed['peak_over_floor']:.2f} × floor), step time {graphed['time_per_window_ratio']:.2f} × "
-                     f"fp32 per training window, accuracy impact {graphed['accuracy_impact_pct']:+.2f} %."))
+                     f"eager steps): **{graphed['strategy']}** — {wave.figures(graphed)}."))
 light = wave.lightest_at_full_speed(m, budgets)
 if light:
-    display(Markdown(f"Lightest strategy no slower than plain fp32 per training window: **{light['strategy']}** — peak "
-                     f"{light['peak_bytes'] / 1e6:,.1f} MB ({light['peak_over_floor']:.2f} × floor), step time "
-                     f"{light['time_per_window_ratio']:.2f} × fp32 per training window, accuracy impact {light['accuracy_impact_pct']:+.2f} %."))
+    display(Markdown(f"Lightest strategy no slower than plain fp32 per training window: **{light['strategy']}** — "
+                     f"{wave.figures(light)}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside

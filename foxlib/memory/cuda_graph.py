@@ -20,7 +20,7 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
-from foxlib.memory.profile import autocast, check_precision
+from foxlib.memory.profile import check_precision, training_step_fn
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
 METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, after "
@@ -43,34 +43,26 @@ class GraphedStep:
             raise ValueError(f"a CUDA graph needs a CUDA device; the model is on {device}")
         if not all(g.get("capturable") for g in optimizer.param_groups):
             raise ValueError("the optimizer must be built with capturable=True to be captured in a CUDA graph")
-        self.model, self.optimizer, self.loss_fn, self.device = model, optimizer, loss_fn, device
-        self.precision, self.inputs = precision, batch  # the graph reads these tensors: load() refills them
+        self.inputs = batch  # the graph reads these tensors: load() refills them
         self.graph: torch.cuda.CUDAGraph | None = None
         model.train()
+        # the very step every wave times; its zero_grad(set_to_none) inside the capture makes the
+        # gradients in the graph's pool, written afresh by each replay
+        self._step = training_step_fn(model, batch, loss_fn, optimizer, precision, device)
         self.stream = torch.cuda.Stream(device)  # warm-up and capture on one stream: one cuBLAS workspace
         self.stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(self.stream):
             for _ in range(warmup):
-                self._eager()
+                self._step()
         torch.cuda.current_stream(device).wait_stream(self.stream)
         torch.cuda.synchronize(device)
 
     def capture(self) -> "GraphedStep":
         """Record the step (nothing runs); replaying it is the training step."""
-        self.optimizer.zero_grad(set_to_none=True)  # the gradients are made inside the graph's pool
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, stream=self.stream):
-            self.loss = self._eager(zero_grad=False)
+            self.loss = self._step()
         return self
-
-    def _eager(self, zero_grad: bool = True) -> torch.Tensor:
-        if zero_grad:
-            self.optimizer.zero_grad(set_to_none=True)
-        with autocast(self.device, self.precision):
-            loss = self.loss_fn(self.model, self.inputs)
-        loss.backward()
-        self.optimizer.step()
-        return loss.detach()
 
     def load(self, batch: dict[str, torch.Tensor]) -> None:
         for k, v in batch.items():
@@ -113,8 +105,7 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
         "activations": None, "forward_peak": None,
         "peak": torch.cuda.max_memory_allocated(device) - foreign, "loss": loss, "peak_method": METHOD,
         "warmup_steps": WARMUP_STEPS, "cuda_graph": True,
-        "cuda": {**stats, "foreign_before_step_bytes": foreign,
-                 "graph_note": "reserved_bytes includes the graph's private pool, held while the graph lives"},
+        "cuda": {**stats, "foreign_before_step_bytes": foreign},  # reserved_bytes: the graph's pool included
     }
     del step
     return out

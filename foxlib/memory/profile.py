@@ -103,9 +103,10 @@ def _finite(loss: torch.Tensor, when: str) -> float:
 
 
 def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
-                     optimizer: torch.optim.Optimizer, precision: str, device: torch.device) -> Callable[[], None]:
+                     optimizer: torch.optim.Optimizer, precision: str, device: torch.device) -> Callable[[], torch.Tensor]:
     """A zero-argument callable running one full training step (zero_grad, forward + loss under
-    autocast, backward, optimizer step; fp16 through a GradScaler), for timing and profilers."""
+    autocast, backward, optimizer step; fp16 through a GradScaler), for timing, profilers and
+    CUDA-graph capture; it returns the loss, detached."""
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
     def step():
@@ -119,6 +120,7 @@ def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torc
         else:
             loss.backward()
             optimizer.step()
+        return loss.detach()
     return step
 
 

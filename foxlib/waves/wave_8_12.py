@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -148,8 +147,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 out["memory"][s.name] = r["profile"]
                 out.setdefault("predicted", {})[s.name] = r["predicted"]
             bar.advance()
-    steps = {s.name: (_graphed_step if s.cuda_graph else partial(training_step, tft))(configs[s.name], dev, s.precision, seed)
-             for s in chosen}
+    steps = {s.name: _graphed_step(configs[s.name], dev, s.precision, seed) if s.cuda_graph
+             else training_step(tft, configs[s.name], dev, s.precision, seed) for s in chosen}
     timings = time_alternating(steps, repeats=timing_repeats, warmup=timing_warmup, device=dev)
     out["timing"] = {n: t.to_dict() for n, t in timings.items()}
     del steps
@@ -230,7 +229,7 @@ def table(m: dict[str, Any]) -> pd.DataFrame:
             "seed's guess: reduction (%)": guess.get("memory_reduction_pct"),
             "activations (MB)": _mb(prof["activations"]),
             "step time (ms, median)": round(1000 * t["median_s"], 1),
-            "step spread (IQR % of median)": None if t.get("iqr_s") is None else round(100 * t["iqr_s"] / t["median_s"], 1),
+            "step spread (IQR % of median)": round(100 * t["iqr_s"] / t["median_s"], 1),
             "step time ratio": round(t["median_s"] / base_time, 3),
             "time per window ratio": round((t["median_s"] / bs) / (base_time / base_bs), 3),
             "seed's guess: speed": guess.get("speed"),
@@ -278,6 +277,12 @@ def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]], cuda_grap
                       f"with accuracy within {tolerance} %"
                       + ("" if cuda_graph or not any(s.get("cuda_graph") for s in m["strategies"].values())
                          else f" ({NOT_RECOMMENDED})")}
+
+
+def figures(r: dict[str, Any]) -> str:
+    """A recommend() or lightest_at_full_speed() result's numbers, as the report states them."""
+    return (f"peak {r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor), step time "
+            f"{r['time_per_window_ratio']:.2f} × fp32 per training window, accuracy impact {r['accuracy_impact_pct']:+.2f} %")
 
 
 def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
