@@ -38,6 +38,14 @@ class ModelCard:
             raise ValueError(f"unknown preset {name!r} for model {self.name!r}; valid presets: {valid}")
         return self.presets[name]
 
+    def learning_rate(self, cfg: Any) -> float:
+        """The learning rate the config names (`lr`, or `learning_rate` for the RL agents): the one
+        every training step of foxlib uses for this card (foxlib.recipe)."""
+        for name in ("lr", "learning_rate"):
+            if hasattr(cfg, name):
+                return float(getattr(cfg, name))
+        raise ValueError(f"the {self.name} config {type(cfg).__name__} names no learning rate (lr or learning_rate)")
+
     def config(self, preset: str, **overrides):
         """A preset with fields replaced; ValueError naming the valid fields for an unknown one."""
         cfg = self.preset(preset)
