@@ -60,7 +60,7 @@ def problems(reports_dir: Path | None = None) -> list[str]:
                 out.append(f"{rel}: figure {key} is {fig!r}, not {{value, unit}} (foxlib.figures)")
                 continue
             value, unit = fig["value"], fig["unit"]
-            if (device, key) in seen and seen[(device, key)][0] != value:
+            if (device, key) in seen and seen[(device, key)][0] != value:  # intervals come with their value
                 other_value, other = seen[(device, key)]
                 out.append(f"{key} ({device}): {display(value, unit)} in {rel} but {display(other_value, unit)} in "
                            f"{other.relative_to(base)}")

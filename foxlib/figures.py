@@ -8,6 +8,7 @@ its raw value and unit. Two pages of one device that show the same key must show
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -26,6 +27,9 @@ DEFINITIONS = {
                       "workspaces allocated in it; equal to the model peak on a CPU (bytes)",
     "process_peak": "what the process holds on the device at the step's peak: model peak + workspaces "
                     "once per stream + CUDA context; on a CPU the model peak (bytes)",
+    "forward_peak": "the largest total of the step's own live tensors during forward + loss (bytes)",
+    "theory_peak": "16 B/parameter (fp32 weights, gradients, two Adam moments) + the model's saved-activation "
+                   "count (foxlib.theory) (bytes)",
     "step_time": "median wall time of one training step over alternating rounds (seconds)",
 }
 UNITS = ("bytes", "s", "ratio", "fraction", "count", "text")
@@ -36,6 +40,9 @@ class Figure:
     key: str
     value: Any
     unit: str
+    low: float | None = None
+    """The lower end of the value's confidence interval, where it has one (timing ratios)."""
+    high: float | None = None
 
     def __post_init__(self):
         if self.unit not in UNITS:
@@ -52,7 +59,10 @@ class Figure:
         return display(self.value, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "unit": self.unit}
+        d = {"value": self.value, "unit": self.unit}
+        if self.low is not None or self.high is not None:
+            d["low"], d["high"] = self.low, self.high
+        return d
 
 
 def key(model: str, preset: str, batch_size: int, encoder_length: int | None, precision: str, quantity: str,
@@ -62,6 +72,17 @@ def key(model: str, preset: str, batch_size: int, encoder_length: int | None, pr
     if variant:
         parts.append(variant)
     return "/".join(parts + [quantity])
+
+
+def slug(name: str) -> str:
+    """A strategy or configuration name as a key part: "checkpoint all" -> "checkpoint-all"."""
+    import re
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def slug(name: str) -> str:
+    """A strategy or configuration name as a key part: "checkpoint all" -> "checkpoint-all"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def display(value: Any, unit: str) -> str:
@@ -85,7 +106,7 @@ def as_dict(figures: Iterable[Figure]) -> dict[str, dict[str, Any]]:
     """results.json's "figures": {key: {"value", "unit"}}; a key listed twice with two values is an error."""
     out: dict[str, dict[str, Any]] = {}
     for f in figures:
-        if f.key in out and out[f.key]["value"] != f.value:
-            raise ValueError(f"figure {f.key} given twice: {out[f.key]['value']} and {f.value}")
+        if f.key in out and out[f.key] != f.to_dict():
+            raise ValueError(f"figure {f.key} given twice: {out[f.key]} and {f.to_dict()}")
         out[f.key] = f.to_dict()
     return out

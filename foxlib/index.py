@@ -1,11 +1,11 @@
 """reports/index.html and `python -m foxlib waves`: every wave's latest verdict on each device."""
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 from foxlib import config, results
+from foxlib.figures import display
 from foxlib.waves import DEPLOYMENT, WAVES
 
 PEER_PAGES = "peer-benchmark*.html"  # benchmarks/peer_tft.py's pages, per device folder
@@ -50,54 +50,73 @@ def status_lines(reports_dir: Path | None = None) -> list[str]:
     return lines
 
 
-def _badge(verdict: str) -> str:
-    colour = {"GO": "#1a7f37", "NO-GO": "#cf222e"}.get(verdict, "#6e7781")
-    return f'<span class="verdict" style="color:#fff;background:{colour};padding:2px 8px;border-radius:4px">{html.escape(verdict)}</span>'
+def margin(check: dict[str, Any]) -> str:
+    """A check as a reader needs it: measured against the limit, and by how much it passes or fails."""
+    unit, measured, limit = check.get("unit", ""), check.get("measured"), check.get("limit")
+    result = "PASS" if check.get("passed") else "FAIL"
+    if measured is None or limit is None:
+        return f"{check['name']}: {result}"
+
+    def shown(value):
+        return display(value, unit) if unit in ("bytes", "s") else f"{value:,.3g} {unit}".strip()
+    off = f", {abs(100 * (measured - limit) / limit):.1f} % {'over' if measured > limit else 'under'}" if limit else ""
+    return f"{check['name']}: {shown(measured)} vs limit {shown(limit)} ({result}{off})"
+
+
+def headline(res: dict[str, Any], most: int = 3) -> list[str]:
+    """The failing checks first, then the rest, each with its margin."""
+    checks = sorted(res.get("checks", []), key=lambda c: c.get("passed", False))
+    return [margin(c) for c in checks[:most]]
+
+
+def answer(found: dict[str, dict[str, Any]], devs: list[str]) -> list[str]:
+    """The page's first lines: the deployment verdict per device and what decides it."""
+    lines = []
+    for d in devs:
+        res = found.get("8.13", {}).get(d)
+        if res is None:
+            lines.append(f"{d}: wave 8.13 (production validation) has not run: no deployment verdict.")
+            continue
+        failing = [margin(c) for c in res.get("checks", []) if not c.get("passed")]
+        lines.append(f"{d}: deployment (8.14) {res['verdict']}"
+                     + (f" — failing: {'; '.join(failing)}" if failing else f" — all {len(res.get('checks', []))} checks of 8.13 pass")
+                     + f" (measured on {res['device']['name']}).")
+    return lines
 
 
 def write_index(reports_dir: Path | None = None) -> Path:
+    """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
+    import jinja2
+    from foxlib import ledger
     reports_dir = Path(reports_dir or config.REPORTS_DIR)
     found = collect(reports_dir)
     devs = devices(found)
-    head = "".join(f"<th>{html.escape(d)}</th>" for d in devs)
-    rows = []
+    waves = []
     for wave in WAVES.values():
-        cells = []
+        cells = {}
         for d in devs:
             res = found[wave.id].get(d)
-            if res is None:
-                cells.append("<td>—</td>")
-            else:
-                link = f"{res['_dir']}/report.html"
-                cells.append(f'<td>{_badge(res["verdict"])} <a href="{html.escape(link)}">report</a> · '
-                             f'<a href="{html.escape(res["_dir"])}/report.md">md</a><br>'
-                             f'<small>{html.escape(res["device"]["name"])}<br>{html.escape(res["generated_at"])}</small></td>')
-        rows.append(f"<tr><th>{wave.id}</th><td>{html.escape(wave.title)}<br><small>{html.escape(wave.question)}</small></td>"
-                    + "".join(cells) + "</tr>")
+            cells[d] = None if res is None else {
+                "verdict": res["verdict"], "link": f"{res['_dir']}/report.html", "md": f"{res['_dir']}/report.md",
+                "headline": headline(res), "device_name": res["device"]["name"],
+                "measured_at_revision": res.get("measured_at_revision", "?"),
+                "rendered_at_revision": res.get("rendered_at_revision", "?")}
+        waves.append({"id": wave.id, "title": wave.title, "question": wave.question, "cells": cells})
     dep = deployment_verdicts(found)
-    rows.append(f"<tr><th>{DEPLOYMENT}</th><td>Ensemble deployment<br><small>GO when 8.13 is GO on that device</small></td>"
-                + "".join(f"<td>{_badge(dep[d])}</td>" for d in devs) + "</tr>")
-    peer = {d: sorted((reports_dir / d).glob(PEER_PAGES)) for d in devs}
-    if any(peer.values()):
-        rows.append("<tr><th>peer</th><td>foxlib's TFT against pytorch-forecasting's<br><small>same configuration, "
-                    "alternating in one run (benchmarks/peer_tft.py)</small></td>"
-                    + "".join("<td>" + ("<br>".join(f'<a href="{d}/{p.name}">{html.escape(p.stem)}</a>' for p in peer[d])
-                                        or "—") + "</td>" for d in devs) + "</tr>")
-    steps = [(w, {d: found[w].get(d, {}).get("verdict", "—") for d in devs}) for w in WAVES] + [(DEPLOYMENT, dep)]
-    path_items = " → ".join(f"{w} " + "/".join(_badge(v[d]) for d in devs) for w, v in steps)
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>foxlib reports</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
-table{{border-collapse:collapse;width:100%}}td,th{{border:1px solid #d0d7de;padding:8px;text-align:left;vertical-align:top}}</style>
-</head><body>
-<h1>foxlib — the ensemble's memory workbook</h1>
-<p>Critical path (verdicts per device: {html.escape(", ".join(devs)) or "none yet"}):<br>{path_items}</p>
-<table><tr><th>wave</th><th>question</th>{head}</tr>
-{''.join(rows)}
-</table>
-<p><small>Memory in MB = 10^6 bytes. Each report says what it measured and how. Regenerate with <code>make reports</code>.</small></p>
-</body></html>
-"""
+    waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
+                  "cells": {d: {"verdict": dep[d], "link": found["8.13"][d]["_dir"] + "/report.html",
+                                "md": found["8.13"][d]["_dir"] + "/deployment.md", "headline": [],
+                                "device_name": found["8.13"][d]["device"]["name"],
+                                "measured_at_revision": found["8.13"][d].get("measured_at_revision", "?"),
+                                "rendered_at_revision": found["8.13"][d].get("rendered_at_revision", "?")}
+                            if d in found.get("8.13", {}) else None for d in devs}})
+    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"} for p in sorted((reports_dir / d).glob(PEER_PAGES))]
+            for d in devs}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    page = env.get_template("index.html.j2").render(
+        answer=answer(found, devs), ledger=ledger.rows(found, devs), devices=devs, waves=waves,
+        deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p}, variants=[])
     out = reports_dir / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
