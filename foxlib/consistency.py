@@ -29,6 +29,8 @@ def _results(reports_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 def _number(value: Any, unit: str) -> str:
     """The figure's number as a page shows it, without its unit (tables carry the unit in the header)."""
+    if unit == "ratio":
+        return f"{value:,.2f}"
     return display(value, unit).rsplit(" ", 1)[0] if unit in ("bytes", "s", "fraction") else display(value, unit)
 
 
