@@ -62,7 +62,7 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
     light = wave.lightest_at_full_speed(m, load_budgets())
     assert light["strategy"] == "light, as fast" and light["step_time_ratio"] == 1.0
     assert light["peak_over_floor"] == pytest.approx(450 * MB / (16 * 1_000_000))
-    assert wave.figures(light) == ("peak 450.0 MB (28.12 × floor), time per training window "
+    assert wave.figures(light) == ("peak 450.0 MB (28.12 × floor), time "
                                    "1.00x [1.00, 1.00] of fp32 per window, accuracy impact +0.00 %")
     assert wave.recommend(m, load_budgets())["strategy"] == "fastest"
     slow = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])

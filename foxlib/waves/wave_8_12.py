@@ -420,7 +420,7 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool = False)
 
 def figures(r: dict[str, Any]) -> str:
     """A recommend() or lightest_at_full_speed() result's numbers, as the report states them."""
-    return (f"peak {r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor), time per training window "
+    return (f"peak {r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor), time "
             f"{r['interval']}, accuracy impact {r['accuracy_impact_pct']:+.2f} %")
 
 
@@ -433,7 +433,7 @@ def recommendation_text(r: dict[str, Any]) -> str:
     why = r["reason"][0].upper() + r["reason"][1:]
     return (f"**{r['strategy']}** — precision `{r['precision']}`, TFT overrides `{r['tft_overrides']}`: peak "
             f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
-            f"{r['floor_bytes'] / MB:,.1f} MB), time per training window **{r['interval']}** (step time {step} of "
+            f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
             f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}.")
 
 
