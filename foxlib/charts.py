@@ -136,30 +136,69 @@ def accuracy_by_precision(runs: list[dict[str, Any]], metric: str, title: str) -
     return fig
 
 
-def pareto(df, front: list[str], budget_mb: float, recommended: str | None, title: str) -> plt.Figure:
-    """Peak memory against time per training window per strategy; the Pareto front joined, the budget as a line."""
-    fig, ax = plt.subplots(figsize=(12, 6))
+LOG_AXIS_SPREAD = 30  # ratios spanning more than this factor get a log axis (the axis label says so)
+
+
+def pareto(record, front: list[str], budget_mb: float, max_slowdown: float, recommended: str | None,
+           title: str) -> plt.Figure:
+    """Peak memory against time per training window (ratio to fp32, bar: its confidence interval) per
+    strategy, from a wave 8.12 record (its StrategyResults' peak_bytes and window_ratio, read as they
+    are); eager steps as circles, CUDA-graph steps as squares; the Pareto front joined, the peak budget
+    and the slowdown limit as lines, the recommended point ringed."""
+    from matplotlib.lines import Line2D
+
+    strategies = list(record.strategies)
+    fig, ax = plt.subplots(figsize=(14, 6.5))
     key = []  # every point is numbered; the names are listed beside the plot (22 labels would overlap)
-    for i, (_, r) in enumerate(df.iterrows(), start=1):
-        on_front = r["strategy"] in front
-        ax.plot(r["time per window ratio"], r["peak (MB)"], "o", ms=8 if on_front else 6,
-                color="#cf222e" if r["strategy"] == recommended else ("#1a7f37" if on_front else "#8c8c8c"))
-        ax.annotate(str(i), (r["time per window ratio"], r["peak (MB)"]), fontsize=8, xytext=(4, 3), textcoords="offset points")
-        mark = " (recommended)" if r["strategy"] == recommended else (" (Pareto front)" if on_front else "")
-        key.append(f"{i:>2}  {r['strategy']}{mark}")
-    ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, fontsize=7.5, va="top", family="monospace")
-    f = df[df["strategy"].isin(front)].sort_values("time per window ratio")
-    ax.plot(f["time per window ratio"], f["peak (MB)"], "-", color="#1a7f37", lw=1, label="Pareto front")
-    ax.axhline(budget_mb, color="black", ls="--", lw=1.2, label=f"peak budget {budget_mb:,.0f} MB")
-    ax.axvline(1.0, color="#555", ls=":", lw=1, label="fp32 baseline")
-    ax.set_xscale("log")
-    lo, hi = df["time per window ratio"].min(), df["time per window ratio"].max()
-    ticks = [t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo / 1.5 <= t <= hi * 1.5]
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("time per training window / fp32 baseline's (medians of alternating runs; log scale)")
+    for i, s in enumerate(strategies, start=1):
+        iv, y = s.window_ratio, s.peak_bytes / MB
+        on_front = s.name in front
+        colour = "#cf222e" if s.name == recommended else ("#1a7f37" if on_front else "#8c8c8c")
+        ax.errorbar(iv.median, y, xerr=[[iv.median - iv.low], [iv.high - iv.median]], fmt="s" if s.cuda_graph else "o",
+                    ms=8 if on_front else 6, color=colour, ecolor=colour, elinewidth=1.2, capsize=3)
+        if s.name == recommended:
+            ax.plot(iv.median, y, "o", ms=18, mfc="none", mec="#cf222e", mew=2)
+        ax.annotate(str(i), (iv.median, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+        mark = " (recommended)" if s.name == recommended else (" (Pareto front)" if on_front else "")
+        key.append(f"{i:>2}  {s.name}{mark}  {iv}")
+    ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, fontsize=7, va="top", family="monospace")
+    f = sorted((s for s in strategies if s.name in front), key=lambda s: s.window_ratio.median)
+    ax.plot([s.window_ratio.median for s in f], [s.peak_bytes / MB for s in f], "-", color="#1a7f37", lw=1)
+    ax.axhline(budget_mb, color="black", ls="--", lw=1.2)
+    ax.axvline(max_slowdown, color="#cf222e", ls="--", lw=1.2)
+    ax.annotate(f"slowdown limit {max_slowdown:g}x", (max_slowdown, 1.0), xycoords=("data", "axes fraction"),
+                xytext=(3, -12), textcoords="offset points", fontsize=8, color="#cf222e")
+    ax.axvline(1.0, color="#555", ls=":", lw=1)
+    lows = [s.window_ratio.low for s in strategies]
+    highs = [s.window_ratio.high for s in strategies] + [max_slowdown]
+    log = max(highs) / min(lows) > LOG_AXIS_SPREAD
+    if log:
+        ax.set_xscale("log")
+        ticks = [t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if min(lows) / 1.5 <= t <= max(highs) * 1.5]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    else:
+        ax.set_xlim(0, max(highs) * 1.05)
+    ax.set_ylim(bottom=0)
+    pct = f"{100 * record.confidence:.0f} %"
+    ax.set_xlabel("time per training window / fp32 baseline's (ratio, linear scale)" if not log else
+                  f"time per training window / fp32 baseline's (ratio, log scale: the ratios span more than "
+                  f"{LOG_AXIS_SPREAD}x)")
+    ax.text(0.0, -0.13, f"point: median of the per-round ratios to fp32 (alternating rounds); bar: {pct} bootstrap "
+            "interval", transform=ax.transAxes, fontsize=7.5, va="top", color="#555")
     ax.set_ylabel("peak training memory (MB = 10^6 bytes)")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="center right")
-    fig.tight_layout()
+    grey = "#8c8c8c"
+    handles = [Line2D([], [], marker="o", ls="none", color=grey, label="eager step")]
+    if any(s.cuda_graph for s in strategies):
+        handles.append(Line2D([], [], marker="s", ls="none", color=grey, label="CUDA-graph step"))
+    handles += [Line2D([], [], marker="o", color="#1a7f37", lw=1, label="Pareto front"),
+               Line2D([], [], marker="o", ls="none", ms=12, mfc="none", mec="#cf222e", mew=2,
+                      label=f"recommended: {recommended}" if recommended else "recommended: none"),
+               Line2D([], [], color="black", ls="--", label=f"peak budget {budget_mb:,.0f} MB"),
+               Line2D([], [], color="#cf222e", ls="--", label=f"slowdown limit {max_slowdown:g}x (interval's upper "
+                                                              "end must be under it)"),
+               Line2D([], [], color="#555", ls=":", label="fp32 baseline (1x)")]
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    fig.subplots_adjust(left=0.06, right=0.55, bottom=0.15, top=0.93)
     return fig

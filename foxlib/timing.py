@@ -1,17 +1,25 @@
-"""Step times measured side by side: variants run alternately, after warm-up; medians and spreads.
+"""Step times measured side by side: variants run alternately, after warm-up; medians, spreads, intervals.
 
 On a noisy machine only a ratio measured in one run means anything. Each round runs every
 variant once, in a rotated order, so drift hits all variants alike. On CUDA the device is
 synchronised around each call. A variant's spread (interquartile range over median) is kept
 with its result, so a report can say when a difference is within noise.
+
+A ratio of two variants comes with a bootstrap confidence interval (`ratio_interval`): round r's
+sample of one variant over round r's sample of the other (the same drift hits both), rounds
+resampled with replacement, the percentile interval of the median ratio. The generator is seeded,
+so a re-render of the same samples gives the same interval. Two ratios whose intervals overlap
+are a tie; a ratio is under a limit only when its interval's upper end is.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import torch
 
 NOISY = 0.10  # a relative IQR above this marks a timing as noisy
@@ -42,6 +50,13 @@ class Timing:
         return {"name": self.name, "median_s": self.median_s, "iqr_s": self.iqr_s, "noisy": self.noisy,
                 "samples_s": list(self.samples)}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Timing":
+        """Back from to_dict(): the raw samples are the data, the summary is recomputed from them."""
+        if not d.get("samples_s"):
+            raise ValueError(f"timing {d.get('name')!r} holds no raw samples (samples_s); intervals need them")
+        return cls(d["name"], tuple(float(x) for x in d["samples_s"]))
+
 
 def _sync(device: torch.device | None):
     if device is not None and device.type == "cuda":
@@ -69,6 +84,93 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
     return {n: Timing(n, tuple(s)) for n, s in samples.items()}
 
 
-def ratio(timings: dict[str, Timing], name: str, baseline: str) -> float:
-    """Median step time of `name` over that of `baseline` (measured in the same run)."""
-    return timings[name].median_s / timings[baseline].median_s
+CONFIDENCE = 0.95  # of every ratio interval a report shows
+RESAMPLES = 2000  # bootstrap resamples of the rounds
+SEED = 0  # of the bootstrap's generator: the same samples give the same interval
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """A ratio of step times (median over paired rounds) and its bootstrap confidence interval."""
+    median: float
+    low: float
+    high: float
+    confidence: float = CONFIDENCE
+
+    def __post_init__(self):
+        if not self.low <= self.high:
+            raise ValueError(f"a ratio interval needs low <= high, got [{self.low}, {self.high}]")
+
+    def contains(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+    def overlaps(self, other: "RatioInterval") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def tie(self, other: "RatioInterval") -> bool:
+        """The difference between the two ratios is inside the intervals: neither is shown faster."""
+        return self.overlaps(other)
+
+    def under(self, limit: float) -> bool:
+        """Under `limit` with the interval's confidence: the upper end is below it."""
+        return self.high < limit
+
+    def scaled(self, factor: float) -> "RatioInterval":
+        """The same interval times a positive constant (e.g. steps per training window)."""
+        if not factor > 0:
+            raise ValueError(f"a ratio interval scales by a positive factor, got {factor}")
+        return RatioInterval(self.median * factor, self.low * factor, self.high * factor, self.confidence)
+
+    def format(self, digits: int = 2) -> str:
+        """E.g. "0.64x [0.58, 0.71]"."""
+        return f"{self.median:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def to_dict(self) -> dict:
+        return {"median": self.median, "low": self.low, "high": self.high, "confidence": self.confidence}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RatioInterval":
+        return cls(float(d["median"]), float(d["low"]), float(d["high"]), float(d.get("confidence", CONFIDENCE)))
+
+
+def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[float, ...] | list[float]) -> np.ndarray:
+    """Round r's sample over round r's baseline sample, for every round."""
+    a, b = np.asarray(samples, dtype=float), np.asarray(baseline, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise ValueError(f"paired ratios need the same number of rounds on both sides, got {a.size} and {b.size}")
+    if (b <= 0).any() or (a <= 0).any():
+        raise ValueError("step times must be positive to form ratios")
+    return a / b
+
+
+def interval_of_samples(samples, baseline, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                        seed: int = SEED) -> RatioInterval:
+    """`ratio_interval` on raw sample sequences (seconds, one per alternating round, in round order)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    r = paired_ratios(samples, baseline)
+    rng = np.random.default_rng(seed)
+    boot = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
+    alpha = 1 - confidence
+    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    median = float(np.median(r))
+    # the percentile interval of the median can miss its point estimate by a rounding error when
+    # every round has the same ratio: the interval then is that ratio, exactly
+    if math.isclose(low, high, rel_tol=1e-12):
+        low = high = median
+    return RatioInterval(median, float(min(low, high)), float(max(low, high)), confidence)
+
+
+def ratio_interval(timings: dict[str, Timing], name: str, baseline: str, confidence: float = CONFIDENCE,
+                   resamples: int = RESAMPLES, seed: int = SEED) -> RatioInterval:
+    """Step time of `name` over that of `baseline`, measured in the same alternating run: the median of
+    the per-round ratios and its bootstrap percentile interval (rounds resampled, a seeded generator)."""
+    missing = [n for n in (name, baseline) if n not in timings]
+    if missing:
+        raise ValueError(f"no timing for {missing}; timed variants: {', '.join(timings)}")
+    return interval_of_samples(timings[name].samples, timings[baseline].samples, confidence, resamples, seed)

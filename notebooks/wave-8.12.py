@@ -16,8 +16,9 @@
 #
 # The seed's "Optimization Strategy Comparison" guessed every cell. Here each strategy is a TFT
 # configuration whose training step is profiled (peak = largest live total during one step after a
-# warm-up), timed with every strategy alternating in one run (medians), and — where it changes what
-# the model computes — trained with wave 8.11's harness (shorter runs). Memory in MB = 10^6 bytes.
+# warm-up), timed with every strategy alternating in one run (ratios to fp32 with 95 % bootstrap
+# intervals over the rounds), and — where it changes what the model computes — trained with wave
+# 8.11's harness (shorter runs). Memory in MB = 10^6 bytes.
 
 # %% tags=["parameters"]
 preset: str = "seed"  # TFT preset the strategies start from
@@ -47,48 +48,45 @@ from foxlib.waves import wave_8_12 as wave
 params = notebook.parameters("8.12", globals())
 budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.12", params)
-checks = wave.checks(m, budgets)
-recommended = wave.recommend(m, budgets)
+record = wave.record(m)  # raw bytes, seconds and each ratio's interval: what every decision below reads
+checks = wave.checks(record, budgets)
+recommended = wave.recommend(record, budgets)
 display(HTML(notebook.verdict_banner("8.12", checks, m)))
 
 # %% [markdown]
 # ## The recommendation
-# The fastest configuration whose peak is under the budget and whose accuracy stays within the
-# budgets file's tolerance of fp32.
+# Among the configurations whose peak is under the budget, whose accuracy stays within the budgets
+# file's tolerance of fp32 and whose slowdown per training window is under the limit (the upper end
+# of its 95 % interval, not its median), the fastest per training window. Each ratio to fp32 is the
+# median of per-round ratios (every round times all strategies alternately) with a bootstrap
+# interval over the rounds; when other candidates' intervals overlap the fastest's, the difference
+# is noise: a tie, and the lightest of the tied wins.
 
 # %%
-if recommended["strategy"]:
-    display(Markdown(
-        f"**{recommended['strategy']}** — precision `{recommended['precision']}`, TFT overrides "
-        f"`{recommended['tft_overrides']}`: peak **{recommended['peak_bytes'] / 1e6:,.1f} MB** "
-        f"({recommended['peak_over_floor']:.2f} × the 16 B/param floor of {recommended['floor_bytes'] / 1e6:,.1f} MB), "
-        f"step time **{recommended['step_time_ratio']:.2f} ×** fp32 (per training window "
-        f"{recommended['time_per_window_ratio']:.2f} ×), accuracy impact "
-        f"**{recommended['accuracy_impact_pct']:+.2f} %**. {recommended['reason']}."))
-else:
-    display(Markdown(f"**No recommendation:** {recommended['reason']}."))
+display(Markdown(wave.recommendation_text(recommended)))
 display(notebook.table(notebook.checks_table(checks)))
-display(notebook.table(wave.targets(m, budgets)))
-graphed = wave.recommend(m, budgets, cuda_graph=True)
+display(notebook.table(wave.targets(record, budgets)))
+graphed = wave.recommend(record, budgets, cuda_graph=True)
 if graphed["strategy"]:
     display(Markdown(f"Fastest with the whole step as one CUDA graph (shown, not recommended: wave 8.13 validates "
-                     f"eager steps): **{graphed['strategy']}** — {wave.figures(graphed)}."))
-light = wave.lightest_at_full_speed(m, budgets)
+                     f"eager steps): **{graphed['strategy']}** — {wave.figures(graphed)}"
+                     + (" (a tie settled by memory)." if graphed["settled_by_memory"] else ".")))
+light = wave.lightest_at_full_speed(record, budgets)
 if light:
-    display(Markdown(f"Lightest strategy no slower than plain fp32 per training window: **{light['strategy']}** — "
-                     f"{wave.figures(light)}."))
+    display(Markdown(f"Lightest strategy shown no slower than plain fp32 per training window (interval's upper "
+                     f"end ≤ 1): **{light['strategy']}** — {wave.figures(light)}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside
-# *step time ratio*: median step time over the fp32 baseline's, measured alternately in one run
-# (*step spread*: the interquartile range of a strategy's steps, for how far a ratio is from noise);
-# *time per window ratio*: the same per training window (smaller batches need more steps);
-# *accuracy impact*: validation quantile loss against fp32 (positive = worse), with fp32's own
-# seed-to-seed spread for scale.
+# *step time ratio*: median of the per-round ratios of step times to the fp32 baseline's, measured
+# alternately in one run (*step spread*: the interquartile range of a strategy's steps);
+# *time per window ratio*: the same per training window (smaller batches need more steps), with its
+# 95 % bootstrap interval over the rounds; *accuracy impact*: validation quantile loss against fp32
+# (positive = worse), with fp32's own seed-to-seed spread for scale. The table is rounded for
+# reading; the decisions above use the unrounded record.
 
 # %%
-df = wave.table(m)
-display(notebook.table(df))
+display(notebook.table(wave.table(record)))
 if m.get("skipped"):
     display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in m["skipped"].items()) + "."))
 if wave.one_warmup_caveat(m):
@@ -98,13 +96,14 @@ if m["accuracy_preset"] != params["preset"]:
                      "by the same fractions): the seed preset trains too slowly on the CPU."))
 
 # %% [markdown]
-# ## Memory against step time
+# ## Memory against time per training window
 
 # %%
-front = wave.pareto(df)
-display(Markdown("Pareto front (no other strategy is both lighter and faster per training window): " + ", ".join(front)))
-notebook.figure(charts.pareto(df, front, budgets["tft"]["peak_training_mb"], recommended["strategy"],
-                              f"TFT strategies — {m['device']['name']}"))
+front = wave.pareto(record)
+display(Markdown("Pareto front (no other strategy is both lighter and faster per training window, by median): "
+                 + ", ".join(front)))
+notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"], budgets["speed"]["max_slowdown"],
+                              recommended["strategy"], f"TFT strategies — {m['device']['name']}"))
 
 # %% [markdown]
 # ## Predicted before running
@@ -116,7 +115,7 @@ pairs = prediction.pairs(m)
 display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
 
 # %%
-res = notebook.finish("8.12", params, m, checks, recommended=recommended,
+res = notebook.finish("8.12", params, m, checks, recommended=recommended, record=record.to_dict(),
                       prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

@@ -10,6 +10,10 @@ tests prove equal outputs and gradients), so they inherit the accuracy of their 
 The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
 the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so), and
 not recommended yet: wave 8.13 validates the recommendation with eager training steps.
+
+Decisions read a typed record (Measurement812: raw bytes, seconds, and each ratio to fp32 with its
+bootstrap interval over the alternating rounds, foxlib.timing.ratio_interval), never the table's
+rounded columns; a difference inside the intervals is a tie, settled by memory.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from foxlib.progress import progress
 from foxlib.timing import time_alternating
 from foxlib.training import compare_precisions, train_tft
 from foxlib.waves.wave_8_11 import training_step
+from foxlib.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
@@ -197,108 +202,323 @@ def _graphed_step(cfg, device: torch.device, precision: str, seed: int) -> Graph
     return GraphedStep(*_graph_parts(cfg, device, seed), precision).capture()
 
 
-# ----------------------------------------------------------------------------- analysis
+# ----------------------------------------------------------------------------- the record
+
+SCHEMA_VERSION = 1  # of Measurement812.to_dict(); from_dict refuses another
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    """One strategy as measured: raw bytes and seconds, its ratios to fp32 with their intervals, its accuracy."""
+    name: str
+    precision: str
+    overrides: dict[str, Any]  # as the strategy states them (fractions of the base config stay fractions)
+    batch_size: int  # resolved against the base config
+    peak_bytes: int  # the step's peak of live tensor bytes
+    activation_bytes: int | None  # saved for backward (None: a CUDA graph's step is not split by category)
+    step_samples_s: tuple[float, ...]  # one step time per alternating round, in round order
+    step_ratio: RatioInterval  # step time over fp32's, paired by round
+    window_ratio: RatioInterval  # time per training window over fp32's (step ratio × fp32's batch / this batch)
+    accuracy_source: str  # the strategy whose accuracy runs stand for this one (itself, or the same function)
+    quantile_loss: float  # mean validation quantile loss of the accuracy source's runs
+    accuracy_impact_pct: float  # against fp32's mean, positive = worse
+    seed_guess: str | None = None
+    changes_numerics: bool = False
+    cuda_graph: bool = False
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.name, self.step_samples_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["step_samples_s"] = list(self.step_samples_s)
+        d["step_ratio"], d["window_ratio"] = self.step_ratio.to_dict(), self.window_ratio.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
+        return cls(**{**d, "step_samples_s": tuple(d["step_samples_s"]),
+                      "step_ratio": RatioInterval.from_dict(d["step_ratio"]),
+                      "window_ratio": RatioInterval.from_dict(d["window_ratio"])})
+
+
+@dataclass(frozen=True)
+class Measurement812:
+    """Wave 8.12's measurement as the decisions read it: one StrategyResult per strategy measured.
+    Built from the raw measurement dict (`from_measurement`, any measurement.json written so far) or
+    read back from its own JSON (`from_dict`). Intervals are computed once, here, and read by the
+    recommendation, the table and the chart alike."""
+    strategies: tuple[StrategyResult, ...]
+    base_config: dict[str, Any]
+    device: dict[str, Any]
+    n_parameters: int  # of the fp32 baseline's model
+    baseline_losses: tuple[float, ...]  # fp32's accuracy runs (quantile loss per seed), for its own spread
+    skipped: dict[str, str] = field(default_factory=dict)
+    baseline: str = BASELINE
+    confidence: float = CONFIDENCE
+    resamples: int = RESAMPLES
+    bootstrap_seed: int = SEED
+    schema_version: int = SCHEMA_VERSION
+
+    def __getitem__(self, name: str) -> StrategyResult:
+        for s in self.strategies:
+            if s.name == name:
+                return s
+        raise KeyError(f"no strategy {name!r}; measured: {'; '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.strategies]
+
+    @property
+    def floor_bytes(self) -> int:
+        """fp32 weights, gradients and two Adam moments: what no strategy that keeps Adam in fp32 goes under."""
+        return FLOOR_BYTES_PER_PARAMETER * self.n_parameters
+
+    @classmethod
+    def from_measurement(cls, m: dict[str, Any], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                         seed: int = SEED) -> "Measurement812":
+        """From measure()'s dict (as measurement.json holds it): the ratios' intervals bootstrapped here."""
+        if BASELINE not in m["strategies"]:
+            raise ValueError(f"a wave 8.12 measurement needs the {BASELINE!r} strategy; it has: "
+                             f"{'; '.join(m['strategies'])}")
+        base_bs = m["base_config"]["batch_size"]
+        timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m["timing"].items()}
+        base_loss_runs = _quantile_losses(m, BASELINE)
+        base_loss = sum(base_loss_runs) / len(base_loss_runs)
+        out = []
+        for name, info in m["strategies"].items():
+            bs = resolve_overrides(m["base_config"], info["overrides"]).get("batch_size", base_bs)
+            step = ratio_interval(timings, name, BASELINE, confidence, resamples, seed)
+            source = m["accuracy_source"][name]
+            losses = _quantile_losses(m, source)
+            loss = sum(losses) / len(losses)
+            out.append(StrategyResult(
+                name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
+                peak_bytes=int(m["memory"][name]["peak"]), activation_bytes=_int_or_none(m["memory"][name]["activations"]),
+                step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
+                accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
+                seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
+                cuda_graph=bool(info.get("cuda_graph"))))
+        return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
+                   int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
+                   BASELINE, confidence, resamples, seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["strategies"] = [s.to_dict() for s in self.strategies]
+        d["baseline_losses"] = list(self.baseline_losses)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"a wave 8.12 record of schema version {d.get('schema_version')!r}; this foxlib reads "
+                             f"version {SCHEMA_VERSION} (or a raw measurement.json: Measurement812.from_measurement)")
+        return cls(**{**d, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
+                      "baseline_losses": tuple(d["baseline_losses"])})
+
+
+def _int_or_none(x) -> int | None:
+    return None if x is None else int(x)
+
+
+def _quantile_losses(m: dict[str, Any], source: str) -> list[float]:
+    """Validation quantile loss of each accuracy run of `source` (one per training seed)."""
+    return [float(r["metrics"]["quantile_loss"]) for r in m["accuracy_runs"][source]]
+
+
+def record(m: "Measurement812 | dict[str, Any]") -> Measurement812:
+    """The typed record of a measurement: a Measurement812 as is, its to_dict() read back, or a raw
+    measurement dict (measure()'s, or a committed measurement.json) built into one."""
+    if isinstance(m, Measurement812):
+        return m
+    if isinstance(m.get("strategies"), list):
+        return Measurement812.from_dict(m)
+    return Measurement812.from_measurement(m)
+
+
+# ----------------------------------------------------------------------------- decisions (raw values only)
+
+def _kind(rec: Measurement812, cuda_graph: bool | None) -> list[StrategyResult]:
+    return [s for s in rec.strategies if cuda_graph is None or s.cuda_graph == cuda_graph]
+
+
+def pareto(m) -> list[str]:
+    """Strategies no other strategy beats on both peak bytes and median time per training window
+    (accuracy aside: the front shows what memory costs in time)."""
+    rec = record(m)
+    front = []
+    for s in rec.strategies:
+        p, t = s.peak_bytes, s.window_ratio.median
+        if not any(o.peak_bytes <= p and o.window_ratio.median <= t and (o.peak_bytes < p or o.window_ratio.median < t)
+                   for o in rec.strategies):
+            front.append(s.name)
+    return front
+
+
+def slowdown_check(s: StrategyResult, max_slowdown: float, label: str = "recommended") -> Check:
+    """Slowdown per training window against fp32 under `max_slowdown`: passes only when the interval's
+    upper end is under it (a 1.9x [1.7, 2.1] strategy is not shown to be under 2x)."""
+    iv = s.window_ratio
+    return Check(f"{label} ({s.name}) slowdown per training window against fp32 "
+                 f"(upper end of the {100 * iv.confidence:.0f} % interval)", iv.high, max_slowdown, "x",
+                 iv.under(max_slowdown), note=f"{iv} of fp32 per window")
+
+
+def interval_text(s: StrategyResult) -> str:
+    """E.g. "0.64x [0.58, 0.71] of fp32 per window"."""
+    return f"{s.window_ratio} of fp32 per window"
+
+
+def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
+    return {"strategy": s.name, "precision": s.precision,
+            "tft_overrides": resolve_overrides(rec.base_config, s.overrides), "peak_bytes": s.peak_bytes,
+            "step_time_ratio": s.step_ratio.median, "step_time_interval": s.step_ratio.to_dict(),
+            "time_per_window_ratio": s.window_ratio.median, "time_per_window_interval": s.window_ratio.to_dict(),
+            "interval": interval_text(s), "accuracy_impact_pct": s.accuracy_impact_pct,
+            "floor_bytes": rec.floor_bytes, "peak_over_floor": s.peak_bytes / rec.floor_bytes}
+
+
+def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool = False) -> dict[str, Any]:
+    """The configuration to ship. Among the strategies whose peak is within the budget, whose accuracy
+    is within tolerance and whose slowdown check passes (the interval's upper end under max_slowdown),
+    the fastest per training window (a smaller batch takes shorter steps but needs more of them); when
+    other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
+    Among eager strategies (the recommendation); cuda_graph=True: the same among the CUDA-graph ones."""
+    rec = record(m)
+    kind = "CUDA-graph strategy" if cuda_graph else "strategy"
+    limit_mb = budgets["tft"]["peak_training_mb"]
+    tolerance = budgets["accuracy"]["max_degradation_pct"]
+    max_slowdown = budgets["speed"]["max_slowdown"]
+    gates = (f"a peak under {limit_mb:,.0f} MB, accuracy within {tolerance} % and a slowdown per training window "
+             f"under {max_slowdown:g}x (upper end of the {100 * rec.confidence:.0f} % interval)")
+    ok = [s for s in _kind(rec, cuda_graph) if s.peak_bytes <= limit_mb * MB
+          and s.accuracy_impact_pct <= tolerance and s.window_ratio.under(max_slowdown)]
+    if not ok:
+        return {"strategy": None, "reason": f"no {kind} has {gates}"}
+    fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
+    tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
+    best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
+    plural = "CUDA-graph strategies" if cuda_graph else "strategies"
+    if not tied:
+        reason = f"fastest per training window of {len(ok)} {plural} with {gates}"
+    else:
+        others = ", ".join(f"{s.name} {s.window_ratio}" for s in tied)
+        lightest = ("the fastest is also the lightest of them" if best is fastest else
+                    f"{best.name} ({best.peak_bytes / MB:,.1f} MB against the fastest's "
+                    f"{fastest.peak_bytes / MB:,.1f} MB)")
+        reason = (f"a tie settled by memory: of {len(ok)} {plural} with {gates}, the fastest per training window, "
+                  f"{fastest.name} {fastest.window_ratio}, is within the intervals of {others}; the lightest wins: "
+                  f"{lightest}")
+    if not cuda_graph and any(s.cuda_graph for s in rec.strategies):
+        reason += f" ({NOT_RECOMMENDED})"
+    return {**_describe(best, rec), "fastest": fastest.name, "tied_with": [s.name for s in tied],
+            "settled_by_memory": bool(tied), "reason": reason}
+
+
+def figures(r: dict[str, Any]) -> str:
+    """A recommend() or lightest_at_full_speed() result's numbers, as the report states them."""
+    return (f"peak {r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor), time "
+            f"{r['interval']}, accuracy impact {r['accuracy_impact_pct']:+.2f} %")
+
+
+def recommendation_text(r: dict[str, Any]) -> str:
+    """A recommend() result as the report states it (Markdown): the figures with the interval, and why,
+    saying when the decision was a tie settled by memory."""
+    if not r["strategy"]:
+        return f"**No recommendation:** {r['reason']}."
+    step = RatioInterval.from_dict(r["step_time_interval"])
+    why = r["reason"][0].upper() + r["reason"][1:]
+    return (f"**{r['strategy']}** — precision `{r['precision']}`, TFT overrides `{r['tft_overrides']}`: peak "
+            f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
+            f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
+            f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}.")
+
+
+def lightest_at_full_speed(m, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
+    end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
+    fastest under the budget), the other end of the Pareto front that the issue's targets ask about.
+    None if no strategy qualifies."""
+    rec = record(m)
+    ok = [s for s in rec.strategies if s.window_ratio.high <= 1.0
+          and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
+    if not ok:
+        return None
+    return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec)
+
+
+def checks(m, budgets: dict[str, dict[str, float]]) -> list[Check]:
+    rec_ = record(m)
+    rec = recommend(rec_, budgets)
+    if rec["strategy"] is None:
+        lightest = min(rec_.strategies, key=lambda s: s.peak_bytes)
+        return [Check.at_most("a strategy meets the peak budget, the accuracy tolerance and the slowdown limit", 1, 0,
+                              "strategies", note=f"{rec['reason']}; lowest peak: {lightest.name} "
+                                                 f"{lightest.peak_bytes / MB:,.1f} MB, {interval_text(lightest)}")]
+    best = rec_[rec["strategy"]]
+    return [
+        Check.at_most(f"recommended ({best.name}) peak training memory", best.peak_bytes,
+                      budgets["tft"]["peak_training_mb"] * MB, "bytes"),
+        slowdown_check(best, budgets["speed"]["max_slowdown"]),
+    ]
+
+
+def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """How far the recommendation is from the issue's targets (benchmarks, not checks)."""
+    rec = recommend(m, budgets)
+    if rec["strategy"] is None:
+        return pd.DataFrame()
+    iv = RatioInterval.from_dict(rec["time_per_window_interval"])
+    return pd.DataFrame([
+        {"target": "peak ≤ 1.6 × the 16 B/param floor", "floor (MB)": _mb(rec["floor_bytes"]),
+         "target (MB)": _mb(1.6 * rec["floor_bytes"]), "measured": f"{rec['peak_bytes'] / MB:,.1f} MB "
+         f"({rec['peak_over_floor']:.2f} × floor)", "met": rec["peak_over_floor"] <= 1.6},
+        {"target": "accuracy within 1 % of fp32", "floor (MB)": None, "target (MB)": None,
+         "measured": f"{rec['accuracy_impact_pct']:+.2f} %", "met": rec["accuracy_impact_pct"] <= 1.0},
+        {"target": "step no slower than plain fp32 (interval's upper end ≤ 1)", "floor (MB)": None, "target (MB)": None,
+         "measured": rec["interval"], "met": iv.high <= 1.0},
+    ])
+
+
+# ----------------------------------------------------------------------------- display (formats the record)
 
 def _mb(x):
     return None if x is None else round(x / MB, 1)
 
 
-def _mean_loss(runs: list[dict]) -> float:
-    return sum(r["metrics"]["quantile_loss"] for r in runs) / len(runs)
-
-
-def table(m: dict[str, Any]) -> pd.DataFrame:
-    """One row per strategy: memory, reduction, speed, accuracy impact, the seed's guess beside."""
-    base_peak = m["memory"][BASELINE]["peak"]
-    base_time = m["timing"][BASELINE]["median_s"]
-    base_loss = _mean_loss(m["accuracy_runs"][BASELINE])
-    base_runs = [r["metrics"]["quantile_loss"] for r in m["accuracy_runs"][BASELINE]]
-    spread = 100 * (max(base_runs) - min(base_runs)) / base_loss
-    base_bs = m["base_config"]["batch_size"]
+def table(m) -> pd.DataFrame:
+    """One row per strategy: memory, reduction, speed with its interval, accuracy impact, the seed's guess
+    beside. Display only: every decision reads the record, never these rounded columns."""
+    rec = record(m)
+    base = rec[rec.baseline]
+    losses = rec.baseline_losses
+    spread = 100 * (max(losses) - min(losses)) / (sum(losses) / len(losses))
+    pct = f"{100 * rec.confidence:.0f} %"
     rows = []
-    for name, info in m["strategies"].items():
-        prof, t = m["memory"][name], m["timing"][name]
-        source = m["accuracy_source"][name]
-        loss = _mean_loss(m["accuracy_runs"][source])
-        guess = seed_figures.STRATEGY_GUESSES.get(info["seed_guess"] or "", {})
-        bs = resolve_overrides(m["base_config"], info["overrides"]).get("batch_size", base_bs)
+    for s in rec.strategies:
+        guess = seed_figures.STRATEGY_GUESSES.get(s.seed_guess or "", {})
+        t = s.timing
         rows.append({
-            "strategy": name,
-            "peak (MB)": _mb(prof["peak"]),
-            "peak reduction (%)": round(100 * (1 - prof["peak"] / base_peak), 1),
+            "strategy": s.name,
+            "peak (MB)": _mb(s.peak_bytes),
+            "peak reduction (%)": round(100 * (1 - s.peak_bytes / base.peak_bytes), 1),
             "seed's guess: reduction (%)": guess.get("memory_reduction_pct"),
-            "activations (MB)": _mb(prof["activations"]),
-            "step time (ms, median)": round(1000 * t["median_s"], 1),
-            "step spread (IQR % of median)": round(100 * t["iqr_s"] / t["median_s"], 1),
-            "step time ratio": round(t["median_s"] / base_time, 3),
-            "time per window ratio": round((t["median_s"] / bs) / (base_time / base_bs), 3),
+            "activations (MB)": _mb(s.activation_bytes),
+            "step time (ms, median)": round(1000 * t.median_s, 1),
+            "step spread (IQR % of median)": round(100 * t.iqr_s / t.median_s, 1),
+            "step time ratio": round(s.step_ratio.median, 3),
+            "time per window ratio": round(s.window_ratio.median, 3),
+            f"time per window, {pct} interval": f"[{s.window_ratio.low:.2f}, {s.window_ratio.high:.2f}]",
             "seed's guess: speed": guess.get("speed"),
-            "accuracy impact (%)": round(100 * (loss - base_loss) / base_loss, 2),
-            "accuracy measured by": "own runs" if source == name else f"= {source} (same function)",
+            "accuracy impact (%)": round(s.accuracy_impact_pct, 2),
+            "accuracy measured by": "own runs" if s.accuracy_source == s.name else f"= {s.accuracy_source} (same function)",
             "seed's guess: accuracy": guess.get("accuracy"),
             "fp32 spread (%)": round(spread, 2),
         })
     return pd.DataFrame(rows)
-
-
-def pareto(df: pd.DataFrame) -> list[str]:
-    """Strategies no other strategy beats on both peak memory and time per training window."""
-    front, t = [], "time per window ratio"
-    for _, r in df.iterrows():
-        dominated = ((df["peak (MB)"] <= r["peak (MB)"]) & (df[t] <= r[t])
-                     & ((df["peak (MB)"] < r["peak (MB)"]) | (df[t] < r[t]))).any()
-        if not dominated:
-            front.append(r["strategy"])
-    return front
-
-
-def recommend(m: dict[str, Any], budgets: dict[str, dict[str, float]], cuda_graph: bool = False) -> dict[str, Any]:
-    """The fastest strategy under the peak budget whose accuracy stays within tolerance. Fastest per
-    training window, not per step: a smaller batch takes shorter steps but needs more of them.
-    Among eager strategies (the recommendation); cuda_graph=True: the same among the CUDA-graph ones."""
-    df = table(m)
-    df = df[[bool(m["strategies"][n].get("cuda_graph")) == cuda_graph for n in df["strategy"]]]
-    kind = "CUDA-graph strategy" if cuda_graph else "strategy"
-    limit_mb = budgets["tft"]["peak_training_mb"]
-    tolerance = budgets["accuracy"]["max_degradation_pct"]
-    ok = df[(df["peak (MB)"] <= limit_mb) & (df["accuracy impact (%)"] <= tolerance)]
-    if ok.empty:
-        return {"strategy": None, "reason": f"no {kind} has a peak under {limit_mb:,.0f} MB with accuracy "
-                                            f"within {tolerance} %"}
-    best = ok.sort_values(["time per window ratio", "peak (MB)"]).iloc[0]  # a tie in time: the lighter
-    info = m["strategies"][best["strategy"]]
-    floor = FLOOR_BYTES_PER_PARAMETER * m["memory"][BASELINE]["n_parameters"]
-    return {"strategy": best["strategy"], "precision": info["precision"], "tft_overrides": resolve_overrides(m["base_config"], info["overrides"]),
-            "peak_bytes": m["memory"][best["strategy"]]["peak"], "step_time_ratio": float(best["step time ratio"]),
-            "time_per_window_ratio": float(best["time per window ratio"]),
-            "accuracy_impact_pct": float(best["accuracy impact (%)"]), "floor_bytes": floor,
-            "peak_over_floor": m["memory"][best["strategy"]]["peak"] / floor,
-            "reason": f"fastest of {len(ok)} {'CUDA-graph ' if cuda_graph else ''}strategies under {limit_mb:,.0f} MB "
-                      f"with accuracy within {tolerance} %"
-                      + ("" if cuda_graph or not any(s.get("cuda_graph") for s in m["strategies"].values())
-                         else f" ({NOT_RECOMMENDED})")}
-
-
-def figures(r: dict[str, Any]) -> str:
-    """A recommend() or lightest_at_full_speed() result's numbers, as the report states them."""
-    return (f"peak {r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor), step time "
-            f"{r['time_per_window_ratio']:.2f} × fp32 per training window, accuracy impact {r['accuracy_impact_pct']:+.2f} %")
-
-
-def lightest_at_full_speed(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
-    """The lightest strategy no slower than plain fp32 (step time ratio ≤ 1) with accuracy in tolerance:
-    beside the recommendation (the fastest under the budget), the other end of the Pareto front
-    that the issue's targets ask about. None if no strategy is that fast."""
-    df = table(m)
-    ok = df[(df["time per window ratio"] <= 1.0) & (df["accuracy impact (%)"] <= budgets["accuracy"]["max_degradation_pct"])]
-    if ok.empty:
-        return None
-    best = ok.sort_values("peak (MB)").iloc[0]
-    floor = FLOOR_BYTES_PER_PARAMETER * m["memory"][BASELINE]["n_parameters"]
-    peak = m["memory"][best["strategy"]]["peak"]
-    return {"strategy": best["strategy"], "peak_bytes": peak, "peak_over_floor": peak / floor,
-            "step_time_ratio": float(best["step time ratio"]), "time_per_window_ratio": float(best["time per window ratio"]),
-            "accuracy_impact_pct": float(best["accuracy impact (%)"])}
 
 
 def one_warmup_fp16(m: dict[str, Any]) -> list[str]:
@@ -318,31 +538,3 @@ def one_warmup_caveat(m: dict[str, Any]) -> str | None:
             "which. `profile_step` now warms up until a step is taken.")
 
 
-def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
-    rec = recommend(m, budgets)
-    if rec["strategy"] is None:
-        best = table(m).sort_values("peak (MB)").iloc[0]
-        return [Check.at_most("a strategy meets the peak budget with accuracy in tolerance", 1, 0, "strategies",
-                              note=f"{rec['reason']}; lowest peak: {best['strategy']} {best['peak (MB)']:,.1f} MB")]
-    return [
-        Check.at_most(f"recommended ({rec['strategy']}) peak training memory", rec["peak_bytes"],
-                      budgets["tft"]["peak_training_mb"] * MB, "bytes"),
-        Check.at_most(f"recommended ({rec['strategy']}) slowdown per training window against fp32", rec["time_per_window_ratio"],
-                      budgets["speed"]["max_slowdown"], "x"),
-    ]
-
-
-def targets(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """How far the recommendation is from the issue's targets (benchmarks, not checks)."""
-    rec = recommend(m, budgets)
-    if rec["strategy"] is None:
-        return pd.DataFrame()
-    return pd.DataFrame([
-        {"target": "peak ≤ 1.6 × the 16 B/param floor", "floor (MB)": _mb(rec["floor_bytes"]),
-         "target (MB)": _mb(1.6 * rec["floor_bytes"]), "measured": f"{rec['peak_bytes'] / MB:,.1f} MB "
-         f"({rec['peak_over_floor']:.2f} × floor)", "met": rec["peak_over_floor"] <= 1.6},
-        {"target": "accuracy within 1 % of fp32", "floor (MB)": None, "target (MB)": None,
-         "measured": f"{rec['accuracy_impact_pct']:+.2f} %", "met": rec["accuracy_impact_pct"] <= 1.0},
-        {"target": "step no slower than plain fp32", "floor (MB)": None, "target (MB)": None,
-         "measured": f"{rec['time_per_window_ratio']:.2f} × per window", "met": rec["time_per_window_ratio"] <= 1.0},
-    ])
