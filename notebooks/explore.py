@@ -33,16 +33,15 @@ measure: bool = True  # also run one real step (else prediction only)
 import dataclasses
 
 import pandas as pd
-import torch
 from IPython.display import Markdown, display
 
 from foxlib import charts, notebook
 from foxlib.budgets import load_budgets
 from foxlib.config import MB
 from foxlib.devices import resolve_device
-from foxlib.memory import profile_step
 from foxlib.memory.predict import predict_step
 from foxlib.models import MODELS
+from foxlib.recipe import StepRecipe, build_step
 
 card = MODELS[model]
 overrides = {"batch_size": batch_size} if batch_size else {}
@@ -59,11 +58,9 @@ dev = resolve_device(device)
 predicted = predict_step(card, cfg, precision=precision, foreach=True if dev.type == "cuda" else None)  # Adam as torch runs it there
 rows = {"predicted": predicted}
 if measure:
-    torch.manual_seed(0)
-    net = card.build(cfg).to(dev)
-    batch = card.example_batch(cfg, device=dev)
-    rows["measured"] = profile_step(net, batch, card.loss, torch.optim.Adam(net.parameters()), precision,
-                                    buffers=card.buffers(batch))
+    step = build_step(StepRecipe(model, cfg, precision, seed=0), dev)  # Adam at the card's learning rate
+    rows["measured"] = step.profile()
+    step.free()
 budget = load_budgets()["tft"]
 table = pd.DataFrame([{"": name, "parameters (MB)": p.parameters / MB, "gradients (MB)": p.gradients / MB,
                        "optimizer (MB)": p.optimizer_state / MB, "activations (MB)": p.activations / MB,

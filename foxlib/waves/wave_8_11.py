@@ -18,9 +18,10 @@ from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
-from foxlib.memory.profile import PRECISIONS, check_precision, training_step_fn
+from foxlib.memory.profile import PRECISIONS, check_precision
 from foxlib.models import MODELS
 from foxlib.progress import progress
+from foxlib.recipe import StepRecipe, build_step
 from foxlib.timing import time_alternating
 from foxlib.training import compare_precisions, degradation
 
@@ -34,12 +35,8 @@ def _split(text: str, valid, what: str) -> list[str]:
 
 
 def training_step(card, cfg, device: torch.device, precision: str, seed: int = 0):
-    """A zero-argument callable running one full training step (for timing)."""
-    torch.manual_seed(seed)
-    model = card.build(cfg).to(device)
-    batch = card.example_batch(cfg, device=device, seed=seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3))
-    return training_step_fn(model, batch, card.loss, optimizer, precision, device)
+    """A zero-argument callable running one full training step of foxlib.recipe (for timing)."""
+    return build_step(StepRecipe(card.name, cfg, precision, seed), device).step
 
 
 def check_precisions(precisions: list[str], candidate: str) -> None:
