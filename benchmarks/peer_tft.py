@@ -447,10 +447,10 @@ def measure(args) -> dict[str, Any]:
         notes.append("On the CPU with dropout > 0, foxlib's memory_efficient attention takes its explicit path "
                      "(PyTorch's CPU flash kernel has no dropout); its other parts (batched, folded VSNs) apply.")
     if device.type == "cuda":
-        foreign = {n: (v["memory"].get("cuda") or {}).get("foreign_at_step_start_bytes") for n, v in out["variants"].items()}
-        notes.append("CUDA peaks are the allocator's max_memory_allocated; bytes allocated at the step's start that "
-                     "belong to none of the variant's tensors (e.g. cuBLAS workspaces kept from an earlier variant) "
-                     "are inside them: " + ", ".join(f"{n} {(f or 0) / MB:,.1f} MB" for n, f in foreign.items()) + ".")
+        ws = {n: v["memory"]["workspace_bytes"] for n, v in out["variants"].items()}
+        notes.append("CUDA peaks are model peaks: the variant's own tensors (the allocator's max_memory_allocated less "
+                     "the bytes allocated at the step's start that belong to none of its tensors, cuBLAS workspaces, "
+                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {f / MB:,.1f} MB" for n, f in ws.items()) + ".")
     out["notes"] = notes
     return out
 
