@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from foxlib.memory.profile import MemoryProfile
 from foxlib.models import MODELS
 from foxlib.recipe import StepRecipe, build_step
 
@@ -48,3 +50,35 @@ def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = 
     out = torch_memory_categories(step.model, step.batch, step.loss_fn, step.optimizer, precision)
     step.free()
     return out
+
+
+@dataclass(frozen=True)
+class ModelMeasurement:
+    """measure_model's data, typed: one model's measured step (and its prediction, second opinion)."""
+    model: str
+    title: str
+    config: dict[str, Any]
+    profile: MemoryProfile
+    predicted: dict[str, Any] | None = None
+    """predict_step's profile as a dict, or {"error": ...}; None when not predicted."""
+    second_opinion: dict[str, Any] | None = None
+    """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
+    learning_rate: float | None = None
+    """Adam's learning rate of the step (the card's); None in measurements made before foxlib.recipe."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"model": self.model, "title": self.title, "config": self.config,
+                             "learning_rate": self.learning_rate, "profile": self.profile.to_dict()}
+        if self.predicted is not None:
+            d["predicted"] = self.predicted
+        if self.second_opinion is not None:
+            d["second_opinion"] = self.second_opinion
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelMeasurement":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown ModelMeasurement field(s) {unknown}; valid: {', '.join(sorted(names))}")
+        return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"])})
