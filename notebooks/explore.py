@@ -64,10 +64,13 @@ if measure:
 budget = load_budgets()["tft"]
 table = pd.DataFrame([{"": name, "parameters (MB)": p.parameters / MB, "gradients (MB)": p.gradients / MB,
                        "optimizer (MB)": p.optimizer_state / MB, "activations (MB)": p.activations / MB,
-                       "forward peak (MB)": p.forward_peak / MB, "step peak (MB)": p.peak / MB}
+                       "forward peak (MB)": p.forward_peak / MB, "model peak (MB)": p.peak / MB,
+                       "process peak (MB)": p.process_peak / MB}
                       for name, p in rows.items()])
 display(notebook.table(table))
-display(Markdown(f"Peak budget: {budget['peak_training_mb']:,.0f} MB — "
+display(Markdown("Model peak: the step's own tensors at their largest; process peak: + the cuBLAS workspaces and "
+                 "the CUDA context (measured on CUDA only; on the CPU and in the prediction it is the model peak).  \n"
+                 f"Peak budget (against the model peak): {budget['peak_training_mb']:,.0f} MB — "
                  + ", ".join(f"{n}: {'fits' if p.peak <= budget['peak_training_mb'] * MB else 'does not fit'}"
                              for n, p in rows.items())))
 
