@@ -177,6 +177,10 @@ class EnsembleTotals:
         """The process peak as a fraction of a card's memory."""
         return self.process_peak / card_bytes
 
+    def headroom(self, card_bytes: float) -> float:
+        """What a card's memory leaves free beside the process peak (bytes)."""
+        return card_bytes - self.process_peak
+
 
 def ensemble_totals(m: Measurement | dict[str, Any]) -> EnsembleTotals:
     m = Measurement.coerce(m)
@@ -370,7 +374,7 @@ def ensemble_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str,
                  "seed (MB)": seed_total})
     rows.append({"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
                  "seed (MB)": round(100 * seed_total / seed.ENSEMBLE_CARD_MB, 1)})
-    rows.append({"model": "headroom (MB)", proc: _mb(card - e.process_peak),
+    rows.append({"model": "headroom (MB)", proc: _mb(e.headroom(card)),
                  "seed (MB)": seed.ENSEMBLE_CARD_MB - seed_total})
     return pd.DataFrame(rows, columns=[*rows[0].keys(), proc])
 
