@@ -204,6 +204,13 @@ def check_same_inputs(fox, x, y, ds, cfg) -> None:
         raise RuntimeError("the peer's encoder length differs from foxlib's")
 
 
+def check_recipe_batch(batch: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """foxlib.recipe's batch must be the windows compared with the peer's (same keys, equal tensors)."""
+    if set(batch) != set(expected) or not all(torch.equal(batch[k].cpu(), expected[k].cpu()) for k in batch):
+        raise RuntimeError("foxlib.recipe's batch differs from the windows given to the peer: the recipe's "
+                           "example_batch no longer draws the windows same_batches picks")
+
+
 def to_device(obj, device):
     if torch.is_tensor(obj):
         return obj.to(device)
@@ -352,18 +359,24 @@ def measure(args) -> dict[str, Any]:
             (cfg.batch_size, cfg.encoder_length, cfg.decoder_length, cfg.n_observed):
         best_batch = card.example_batch(best_cfg, seed=args.seed)
 
-    specs = {  # name -> (builder, batch on the CPU, loss_fn, precision, lr)
-        "peer": (lambda: build_peer(ds, cfg), peer_batch, peer_loss, args.peer_precision, cfg.lr),
-        "foxlib_default": (lambda: card.build(cfg), fox_batch, fox_loss, "fp32", cfg.lr),
-        "foxlib_best": (lambda: card.build(best_cfg), best_batch, fox_loss, best["precision"], best_cfg.lr),
+    from foxlib.recipe import StepRecipe, build_step
+    recipes = {  # foxlib's side: the recipe every wave measures (Adam at the card's learning rate)
+        "foxlib_default": (StepRecipe("tft", cfg, "fp32", args.seed), fox_batch),
+        "foxlib_best": (StepRecipe("tft", best_cfg, best["precision"], args.seed), best_batch),
     }
 
     def instantiate(name):
-        build, batch, loss_fn, precision, lr = specs[name]
-        torch.manual_seed(args.seed)
-        model = build().to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        return model, to_device(batch, device), loss_fn, optimizer, precision
+        """(model, batch, loss_fn, optimizer, precision) on `device`: foxlib's from foxlib.recipe (its batch
+        checked to be the windows the peer gets), the peer's at the same seed and learning rate."""
+        if name == "peer":
+            torch.manual_seed(args.seed)
+            model = build_peer(ds, cfg).to(device)
+            optimizer = torch.optim.Adam(model.parameters(), lr=recipes["foxlib_default"][0].learning_rate)
+            return model, to_device(peer_batch, device), peer_loss, optimizer, args.peer_precision
+        recipe, expected = recipes[name]
+        step = build_step(recipe, device)
+        check_recipe_batch(step.batch, expected)
+        return step.model, step.batch, step.loss_fn, step.optimizer, recipe.precision
 
     out: dict[str, Any] = {
         "benchmark": "peer-tft",
@@ -434,10 +447,10 @@ def measure(args) -> dict[str, Any]:
         notes.append("On the CPU with dropout > 0, foxlib's memory_efficient attention takes its explicit path "
                      "(PyTorch's CPU flash kernel has no dropout); its other parts (batched, folded VSNs) apply.")
     if device.type == "cuda":
-        foreign = {n: (v["memory"].get("cuda") or {}).get("foreign_at_step_start_bytes") for n, v in out["variants"].items()}
-        notes.append("CUDA peaks are the allocator's max_memory_allocated; bytes allocated at the step's start that "
-                     "belong to none of the variant's tensors (e.g. cuBLAS workspaces kept from an earlier variant) "
-                     "are inside them: " + ", ".join(f"{n} {(f or 0) / MB:,.1f} MB" for n, f in foreign.items()) + ".")
+        ws = {n: v["memory"]["workspace_bytes"] for n, v in out["variants"].items()}
+        notes.append("CUDA peaks are model peaks: the variant's own tensors (the allocator's max_memory_allocated less "
+                     "the bytes allocated at the step's start that belong to none of its tensors, cuBLAS workspaces, "
+                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {f / MB:,.1f} MB" for n, f in ws.items()) + ".")
     out["notes"] = notes
     return out
 

@@ -12,7 +12,7 @@ from foxlib.config import MB
 CATEGORY_COLOURS = {
     "parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
     "activations": "#c44e52", "buffers (device)": "#8172b3", "temporaries": "#937860",
-    "CUDA context": "#8c8c8c",
+    "CUDA context": "#8c8c8c", "workspaces": "#bcbd22",
 }
 
 
@@ -24,7 +24,7 @@ def breakdown(profile: dict[str, Any], budgets_mb: dict[str, float], title: str)
             ("gradients", profile["gradients"], budgets_mb["gradients_mb"], seed.TFT_8_10_MB["gradients"]),
             ("optimizer state", profile["optimizer_state"], budgets_mb["optimizer_state_mb"],
              seed.TFT_8_10_MB["optimizer_state"]),
-            ("peak training", profile["peak"], budgets_mb["peak_training_mb"], seed.TFT_8_10_MB["peak"])]
+            ("model peak", profile["peak"], budgets_mb["peak_training_mb"], seed.TFT_8_10_MB["peak"])]
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for i, (name, measured, budget, seed_mb) in enumerate(rows):
         ok = measured <= budget * MB
@@ -57,9 +57,10 @@ def activations_by_module(by_module: dict[str, int], title: str) -> plt.Figure:
     return fig
 
 
-def ensemble(profiles: dict[str, dict[str, Any]], context_bytes: int, card_mb: float, title: str) -> plt.Figure:
-    """Stacked training memory per model, the process's CUDA context once, the card's size as a line;
-    the seed's per-model figures as hollow bars beside."""
+def ensemble(profiles: dict[str, dict[str, Any]], totals, card_mb: float, title: str) -> plt.Figure:
+    """Per model its categories stacked, its model peak marked (from `totals`, the table's figures); the
+    process's cuBLAS workspaces and CUDA context once each; the card's size as a line; the seed's per-model
+    figures as hollow bars beside. The title's process peak and share are `totals`' (never recomputed)."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
     bottoms = [0.0] * len(names)
@@ -76,18 +77,24 @@ def ensemble(profiles: dict[str, dict[str, Any]], context_bytes: int, card_mb: f
         vals = [get(profiles[n]) / MB for n in names]
         ax.bar([i - 0.2 for i in x], vals, 0.4, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
+    for i, n in enumerate(names):
+        peak = totals.model_peaks[n] / MB
+        ax.plot([i - 0.4, i], [peak, peak], color="black", lw=1.5, label="model peak" if i == 0 else None)
+        ax.text(i - 0.2, peak, f"{peak:,.0f}", ha="center", va="bottom", fontsize=7)
     seed_vals = [seed.ENSEMBLE_CURRENT_MB.get(n, 0) for n in names]
     ax.bar([i + 0.2 for i in x], seed_vals, 0.4, fill=False, edgecolor="#555", hatch="//", label="seed (nvidia-smi)")
-    if context_bytes:
-        ax.bar(len(names) - 0.2, context_bytes / MB, 0.4, color=CATEGORY_COLOURS["CUDA context"],
-               label="CUDA context (once)")
-        names = names + ["context"]
-    total = sum(p["peak"] for p in profiles.values()) + context_bytes
+    for label, value, colour in (("cuBLAS workspaces (once)", totals.workspace_bytes, CATEGORY_COLOURS["workspaces"]),
+                                 ("CUDA context (once)", totals.context_bytes, CATEGORY_COLOURS["CUDA context"])):
+        if value:
+            ax.bar(len(names) - 0.2, value / MB, 0.4, color=colour, label=label)
+            names = names + [label.split(" (")[0].replace("cuBLAS ", "")]
     ax.axhline(card_mb, color="black", lw=1.5, ls="--")
     ax.text(-0.4, card_mb, f"4 GB card: {card_mb:,.0f} MB", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("training memory (MB = 10^6 bytes)")
-    ax.set_title(f"{title}\nensemble total {total / MB:,.0f} MB = {100 * total / MB / card_mb:.0f} % of the card")
+    what = "model peaks + workspaces + context" if totals.on_cuda else "model peaks' sum (CPU)"
+    ax.set_title(f"{title}\nprocess peak ({what}) {totals.process_peak / MB:,.0f} MB = "
+                 f"{100 * totals.share_of(card_mb * MB):.1f} % of the card")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
@@ -95,7 +102,7 @@ def ensemble(profiles: dict[str, dict[str, Any]], context_bytes: int, card_mb: f
 
 def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed_expectation_mb: dict[str, float],
                      title: str) -> plt.Figure:
-    """Per precision: the step's categories stacked, the step peak marked, the seed's expectation beside."""
+    """Per precision: the step's categories stacked, the model peak marked, the seed's expectation beside."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
     bottoms = [0.0] * len(names)
@@ -106,7 +113,8 @@ def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed
         ax.bar(names, vals, 0.5, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     for i, n in enumerate(names):
-        ax.text(i, profiles[n]["peak"] / MB, f"peak {profiles[n]['peak'] / MB:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.text(i, profiles[n]["peak"] / MB, f"model peak {profiles[n]['peak'] / MB:,.0f}", ha="center", va="bottom",
+                fontsize=8)
         if n in seed_expectation_mb:
             ax.plot([i - 0.3, i + 0.3], [seed_expectation_mb[n]] * 2, color="#555", ls=":", lw=2,
                     label="seed's expectation")

@@ -67,6 +67,13 @@ class TrainingStep:
         """The card's named replay/rollout buffers of this batch (reported on their own line)."""
         return self.recipe.card.buffers(self.batch)
 
+    def profile(self, *, snapshot_path: str | None = None, **kwargs: Any):
+        """profile_step of this very step (model, batch, loss, optimizer, precision; the card's buffers
+        on their own line): a MemoryProfile."""
+        from foxlib.memory import profile_step
+        return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
+                            buffers=self.buffers, snapshot_path=snapshot_path, **kwargs)
+
     def free(self) -> None:
         """Drop the model, batch and optimizer, so that a next measurement does not count them."""
         self.model = self.batch = self.optimizer = self.step = None  # type: ignore[assignment]

@@ -2,8 +2,9 @@
 
 fp32 + Adam: 16 bytes per parameter (weights 4, gradients 4, two moments 8; autocast keeps all
 three in fp32). Activations come from each model's own shape-based count where it has one
-(foxlib/theory_tft.py for the TFT). The peak bound assumes everything is live
-at once, which the real step never quite reaches: gradients appear while activations are freed.
+(foxlib/theory_tft.py for the TFT). The peak bound (of the model peak: the step's own tensors, no
+workspaces or CUDA context) assumes everything is live at once, which the real step never quite
+reaches: gradients appear while activations are freed.
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from foxlib.memory.profile import NonFiniteLossError, autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 from foxlib.progress import progress
+from foxlib.recipe import StepRecipe, optimizer_for
 
 LOWER_IS_BETTER = {"quantile_loss": True, "p50_mae": True, "directional_accuracy": False,
                    "coverage_error": True}
@@ -86,7 +87,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     val_rows = np.sort(np.random.default_rng(12345).choice(len(val), min(val_windows, len(val)), replace=False))
     torch.manual_seed(seed)
     model = card.build(cfg).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    optimizer = optimizer_for(StepRecipe("tft", cfg, precision, seed), model)  # Adam at the card's learning rate
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
     started = time.perf_counter()

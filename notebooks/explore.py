@@ -33,16 +33,15 @@ measure: bool = True  # also run one real step (else prediction only)
 import dataclasses
 
 import pandas as pd
-import torch
 from IPython.display import Markdown, display
 
 from foxlib import charts, notebook
 from foxlib.budgets import load_budgets
 from foxlib.config import MB
 from foxlib.devices import resolve_device
-from foxlib.memory import profile_step
 from foxlib.memory.predict import predict_step
 from foxlib.models import MODELS
+from foxlib.recipe import StepRecipe, build_step
 
 card = MODELS[model]
 overrides = {"batch_size": batch_size} if batch_size else {}
@@ -59,18 +58,19 @@ dev = resolve_device(device)
 predicted = predict_step(card, cfg, precision=precision, foreach=True if dev.type == "cuda" else None)  # Adam as torch runs it there
 rows = {"predicted": predicted}
 if measure:
-    torch.manual_seed(0)
-    net = card.build(cfg).to(dev)
-    batch = card.example_batch(cfg, device=dev)
-    rows["measured"] = profile_step(net, batch, card.loss, torch.optim.Adam(net.parameters()), precision,
-                                    buffers=card.buffers(batch))
+    step = build_step(StepRecipe(model, cfg, precision, seed=0), dev)  # Adam at the card's learning rate
+    rows["measured"] = step.profile()
+    step.free()
 budget = load_budgets()["tft"]
 table = pd.DataFrame([{"": name, "parameters (MB)": p.parameters / MB, "gradients (MB)": p.gradients / MB,
                        "optimizer (MB)": p.optimizer_state / MB, "activations (MB)": p.activations / MB,
-                       "forward peak (MB)": p.forward_peak / MB, "step peak (MB)": p.peak / MB}
+                       "forward peak (MB)": p.forward_peak / MB, "model peak (MB)": p.peak / MB,
+                       "process peak (MB)": p.process_peak / MB}
                       for name, p in rows.items()])
 display(notebook.table(table))
-display(Markdown(f"Peak budget: {budget['peak_training_mb']:,.0f} MB — "
+display(Markdown("Model peak: the step's own tensors at their largest; process peak: + the cuBLAS workspaces and "
+                 "the CUDA context (measured on CUDA only; on the CPU and in the prediction it is the model peak).  \n"
+                 f"Peak budget (against the model peak): {budget['peak_training_mb']:,.0f} MB — "
                  + ", ".join(f"{n}: {'fits' if p.peak <= budget['peak_training_mb'] * MB else 'does not fit'}"
                              for n, p in rows.items())))
 

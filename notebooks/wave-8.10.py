@@ -41,10 +41,11 @@ from foxlib.waves import wave_8_10 as wave
 
 params = notebook.parameters("8.10", globals())
 budgets = notebook.budgets(params)
-m = notebook.measure_or_load("8.10", params)
+m = wave.Measurement.from_dict(notebook.measure_or_load("8.10", params))  # typed; older files migrated
+raw = m.to_dict()
 checks = wave.checks(m, budgets)
-profile = m["tft"]["profile"]
-display(HTML(notebook.verdict_banner("8.10", checks, m)))
+profile = raw["tft"]["profile"]
+display(HTML(notebook.verdict_banner("8.10", checks, raw)))
 
 # %% [markdown]
 # ## Checks against the budgets
@@ -56,18 +57,23 @@ display(notebook.table(notebook.checks_table(checks)))
 # %% [markdown]
 # ## The TFT's memory, category by category
 # *measured*: counted from the tensors of the measured step (saved-for-backward activations through
-# autograd's saved-tensor hooks, each storage once); *peak*: the largest total of live tensor bytes
-# during the step. *theory*: from the model's shapes alone. *seed*: the original team's nvidia-smi
-# figures, shown for comparison only.
+# autograd's saved-tensor hooks, each storage once). Two peaks, named the same on every page:
+# **model peak**, the largest total of the step's own live tensor bytes (what the peak budget is
+# checked against), and **process peak**, the model peak + the cuBLAS workspaces (each stream's once)
+# + the CUDA context, what the process needs on a card (on the CPU there is neither here: the process
+# peak is the model peak). *theory*: from the model's shapes alone. *seed*: the original team's
+# nvidia-smi figures, shown for comparison only.
 
 # %%
 display(notebook.table(wave.breakdown_table(m, budgets)))
-display(Markdown(f"Configuration: `{m['tft']['config']}`  \nPeak measured by: {profile['peak_method']}."))
+lr = m.tft.learning_rate if m.tft.learning_rate is not None else "the config's lr (measured before foxlib.recipe)"
+display(Markdown(f"Configuration: `{m.tft.config}`, Adam at learning rate {lr}  \n"
+                 f"Model peak measured by: {m.tft.profile.peak_method}."))
 
 # %%
 notebook.figure(charts.breakdown(profile, budgets["tft"], f"TFT training step, {params['precision']}, "
-                                       f"batch {m['tft']['config']['batch_size']}, sequence {m['tft']['config']['encoder_length']} "
-                                       f"— {m['device']['name']}"))
+                                       f"batch {m.tft.config['batch_size']}, sequence {m.tft.config['encoder_length']} "
+                                       f"— {m.device['name']}"))
 
 # %% [markdown]
 # ## Where the activations go
@@ -84,9 +90,9 @@ notebook.figure(charts.activations_by_module(profile["activations_by_module"],
 # measured. Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(m)
-display(notebook.table(prediction.compare(*pairs["tft"], m["device"]["type"])))
-display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
+pairs = prediction.pairs(raw)
+display(notebook.table(prediction.compare(*pairs["tft"], m.device["type"])))
+display(notebook.table(prediction.summary(pairs, m.device["type"])))
 
 # %% [markdown]
 # ## nvidia-smi's view against the allocator's
@@ -111,11 +117,11 @@ else:
 table = wave.second_opinion_table(m)
 if table is None:
     display(Markdown("Not measured in this run (`second_opinion=False`) or torch's profiler failed: "
-                     f"{(m.get('second_opinion') or {}).get('note', '')}"))
+                     f"{(m.second_opinion or {}).get('note', '')}"))
 else:
     display(notebook.table(table))
     display(Markdown(f"Unexplained at the peak: **{100 * wave.unexplained_share(m):.1f} %** of "
-                     f"{m['second_opinion']['peak_bytes'] / 1e6:,.1f} MB. Every model:"))
+                     f"{m.second_opinion['peak_bytes'] / 1e6:,.1f} MB. Every model:"))
     display(notebook.table(wave.unexplained_by_model(m)))
 
 # %% [markdown]
@@ -126,21 +132,23 @@ display(notebook.table(wave.seed_explanations(m)))
 
 # %% [markdown]
 # ## The ensemble on a 4 GB card
-# Each model's training peak (its seed preset, fp32), stacked by category; on a GPU the CUDA context
-# is counted once for the process. RL buffers are reported on their own, with where they live.
+# Each model's model peak (its seed preset, fp32), stacked by category. Trained in one process, the
+# four share the cuBLAS workspaces and the CUDA context: the ensemble's process peak is the sum of the
+# model peaks + the workspaces once + the context once (on the CPU, the model peaks' sum). RL buffers
+# are reported on their own, with where they live.
 
 # %%
-if m.get("ensemble"):
+if m.ensemble:
     display(notebook.table(wave.ensemble_table(m, budgets)))
     totals = wave.ensemble_totals(m)
-    profiles = {k: v["profile"] for k, v in {**m["ensemble"], "tft": m["tft"]}.items()}
-    notebook.figure(charts.ensemble(profiles, totals["context_bytes"], budgets["ensemble"]["card_mb"],
-                                    f"Ensemble training memory — {m['device']['name']}"))
+    profiles = {k: v.profile.to_dict() for k, v in m.models.items()}
+    notebook.figure(charts.ensemble(profiles, totals, budgets["ensemble"]["card_mb"],
+                                    f"Ensemble training memory — {m.device['name']}"))
 else:
     display(Markdown("The ensemble was not profiled in this run (`ensemble=False`)."))
 
 # %%
-res = notebook.finish("8.10", params, m, checks,
-                      prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
-display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
-                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
+res = notebook.finish("8.10", params, raw, checks,
+                      prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
+display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
+                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

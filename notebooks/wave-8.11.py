@@ -50,30 +50,33 @@ from foxlib.waves import wave_8_11 as wave
 
 params = notebook.parameters("8.11", globals())
 budgets = notebook.budgets(params)
-m = notebook.measure_or_load("8.11", params)
+m = wave.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # typed; older files migrated
+raw = m.to_dict()
 checks = wave.checks(m, budgets)
-display(HTML(notebook.verdict_banner("8.11", checks, m)))
+display(HTML(notebook.verdict_banner("8.11", checks, raw)))
 
 # %% [markdown]
 # ## Checks
 # The candidate precision must keep the TFT's validation quantile loss within the budgets file's
-# tolerance of fp32 and its training peak under the peak budget.
+# tolerance of fp32 and its model peak (the step's own tensors) under the peak budget.
 
 # %%
 display(notebook.table(notebook.checks_table(checks)))
-if m["accuracy_preset"] != m.get("measure_parameters", {}).get("preset", "seed"):
-    display(Markdown(f"**Note:** the accuracy runs used the `{m['accuracy_preset']}` TFT preset "
-                     f"(`{m['accuracy_config']}`), not the one profiled for memory: on the CPU the seed preset "
+if m.accuracy_preset != m.measure_parameters.get("preset", "seed"):
+    display(Markdown(f"**Note:** the accuracy runs used the `{m.accuracy_preset}` TFT preset "
+                     f"(`{m.accuracy_config}`), not the one profiled for memory: on the CPU the seed preset "
                      "trains too slowly for several seeds and precisions."))
 
 # %% [markdown]
 # ## Memory per precision (TFT)
+# **model peak**: the step's own tensors at their largest (the figure wave 8.10 checks); **process peak**:
+# model peak + the cuBLAS workspaces (each stream's once) + the CUDA context (on the CPU, the model peak).
 
 # %%
 display(notebook.table(wave.memory_table(m)))
-notebook.figure(charts.precision_memory(m["memory"]["tft"], budgets["tft"]["peak_training_mb"],
+notebook.figure(charts.precision_memory(raw["memory"]["tft"], budgets["tft"]["peak_training_mb"],
                                         {"fp16": seed_figures.FP16_EXPECTED_PEAK_MB},
-                                        f"TFT training step by precision — {m['device']['name']}"))
+                                        f"TFT training step by precision — {m.device['name']}"))
 
 # %% [markdown]
 # ### Why mixed precision does not halve the memory
@@ -83,6 +86,7 @@ display(notebook.table(wave.why_not_half(m)))
 
 # %% [markdown]
 # ### Every model, per precision
+# Each model's model peak, the same figure under the same name as wave 8.10's ensemble table.
 
 # %%
 display(notebook.table(wave.models_table(m)))
@@ -93,8 +97,8 @@ display(notebook.table(wave.models_table(m)))
 # Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(m)
-display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
+pairs = prediction.pairs(raw)
+display(notebook.table(prediction.summary(pairs, m.device["type"])))
 
 # %% [markdown]
 # ## Speed: the TFT's training step, precisions alternating in one run
@@ -108,12 +112,12 @@ display(notebook.table(wave.speed_table(m)))
 
 # %%
 display(notebook.table(wave.accuracy_table(m)))
-notebook.figure(charts.accuracy_by_precision(m["accuracy_runs"], "quantile_loss",
-                                             f"TFT ({m['accuracy_preset']} preset) validation quantile loss per seed"))
+notebook.figure(charts.accuracy_by_precision(m.accuracy_runs, "quantile_loss",
+                                             f"TFT ({m.accuracy_preset} preset) validation quantile loss per seed"))
 display(notebook.table(wave.training_table(m)))
 
 # %%
-res = notebook.finish("8.11", params, m, checks,
-                      prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
-display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
-                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
+res = notebook.finish("8.11", params, raw, checks,
+                      prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
+display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
+                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

@@ -76,6 +76,9 @@ def test_graphed_profile_counts_the_persistent_categories():
     assert p["optimizer_state"] >= 8 * n  # exp_avg and exp_avg_sq (+ the step counters)
     assert p["peak"] >= p["parameters"] + p["gradients"] + p["optimizer_state"]
     assert p["activations"] is None and p["cuda_graph"]
+    # the capture stream's cuBLAS workspaces are reported apart, not in the model peak
+    assert p["workspace_bytes"] > 0 and p["cuda"]["workspace_of_capture_stream_bytes"] >= 0
+    assert p["cuda"]["allocated_peak_bytes"] == p["peak"] + p["workspace_bytes"]
     # each capture stream keeps its own cuBLAS workspace for the process: a second profile must not count
     # the first one's (it did once, inflating later graph rows of wave 8.12)
     again = profile_graphed_step(*_parts(torch.device("cuda"))[1:])

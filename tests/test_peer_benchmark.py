@@ -128,3 +128,24 @@ def test_render_needs_no_peer(tmp_path):
     (tmp_path / "cpu" / "wave-8.10" / "results.json").write_text(json.dumps(
         {"wave": "8.10", "verdict": "GO", "device": {"name": "CPU"}, "generated_at": "now"}))
     assert 'href="cpu/peer-benchmark.html"' in index.write_index(tmp_path).read_text()
+
+
+def test_foxlibs_side_is_the_recipes_step_on_the_windows_the_peer_gets():
+    """The windows same_batches gives the peer are the recipe's batch (checked at run time too)."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from foxlib.data import MarketWindows
+    from foxlib.models import MODELS
+    from foxlib.recipe import StepRecipe, build_step
+    cfg = dataclasses.replace(MODELS["tft"].preset("small"), batch_size=4)
+    step = build_step(StepRecipe("tft", cfg, seed=5), "cpu")
+    windows = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train")
+    rows = np.random.default_rng(5).integers(0, len(windows), size=cfg.batch_size)  # as same_batches
+    peer_tft.check_recipe_batch(step.batch, windows.get(rows))
+    with pytest.raises(RuntimeError, match="differs"):
+        peer_tft.check_recipe_batch(step.batch, MODELS["tft"].example_batch(cfg, seed=6))
+    assert step.optimizer.param_groups[0]["lr"] == cfg.lr
+    assert isinstance(step.step(), torch.Tensor)

@@ -138,3 +138,76 @@ def test_waves_lists_status(tiny_8_10):
     assert r.returncode == 0
     assert "8.10  TFT GPU memory profile" in r.stdout and "cpu: " in r.stdout
     assert "8.14" in r.stdout
+
+
+# ----------------------------------------------------------------------------- typed records and the two peaks
+
+COMMITTED = [(wave, device) for wave in ("8.10", "8.11") for device in ("cpu", "h200")]
+
+
+def _record(wave, device):
+    from foxlib.waves import wave_8_10, wave_8_11
+    module = wave_8_10 if wave == "8.10" else wave_8_11
+    data = json.loads((ROOT / "reports" / device / f"wave-{wave}" / "measurement.json").read_text())
+    return module, data, module.Measurement.from_dict(data)
+
+
+def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
+    """The reports are re-rendered from these files: each loads, round-trips through JSON, and its peaks
+    are model peaks (the workspaces of files written before the record are taken out, kept apart)."""
+    from foxlib.memory.profile import legacy_workspace_bytes
+    for wave, device in COMMITTED:
+        module, data, m = _record(wave, device)
+        again = module.Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
+        assert again == m and again.to_dict()["schema_version"] == module.SCHEMA_VERSION
+        raw = ([data["tft"]["profile"]] + [e["profile"] for e in data.get("ensemble", {}).values()] if wave == "8.10"
+               else [p for per in data["memory"].values() for p in per.values()])
+        typed = ([m.tft.profile] + [e.profile for e in m.ensemble.values()] if wave == "8.10"
+                 else [p for per in m.memory.values() for p in per.values()])
+        for r, p in zip(raw, typed, strict=True):
+            ws = legacy_workspace_bytes(r)
+            assert (ws > 0) == (device == "h200")
+            assert p.workspace_bytes == ws and p.peak == r["peak"] - ws
+            assert p.process_peak == p.peak + ws + ((r.get("cuda") or {}).get("context_bytes") or 0)
+
+
+def test_a_record_of_a_newer_schema_or_another_wave_is_refused():
+    import pytest
+    for wave, device in COMMITTED[:2]:
+        module, data, _ = _record(wave, device)
+        with pytest.raises(ValueError, match="schema"):
+            module.Measurement.from_dict({**data, "schema_version": module.SCHEMA_VERSION + 1})
+        with pytest.raises(ValueError, match="not 8.1"):
+            module.Measurement.from_dict({**data, "wave": "8.12"})
+
+
+def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
+    """The TFT check reads the model peak; 8.11's per-model table gives 8.10's model peaks; the ensemble
+    check, table and chart give one process peak = model peaks + workspaces once + context once."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from foxlib import charts
+    from foxlib.budgets import load_budgets
+    budgets = load_budgets()
+    w810, _, m810 = _record("8.10", "h200")
+    w811, _, m811 = _record("8.11", "h200")
+    checks = {c.name: c for c in w810.checks(m810, budgets)}
+    assert checks["TFT peak training memory"].measured == m810.tft.profile.peak
+    e = w810.ensemble_totals(m810)
+    assert e.process_peak == sum(e.model_peaks.values()) + e.workspace_bytes + e.context_bytes
+    assert e.workspace_bytes == max(mm.profile.workspace_bytes for mm in m810.models.values())
+    assert checks["ensemble fits in 4 GB"].measured == e.process_peak
+    table = w810.ensemble_table(m810, budgets).set_index("model")
+    for name, peak in e.model_peaks.items():
+        assert table.loc[name, "model peak (MB)"] == round(peak / MB, 1)
+    total = next(i for i in table.index if i.startswith("process peak"))
+    assert table.loc[total, "process peak (MB)"] == round(e.process_peak / MB, 1)
+    fig = charts.ensemble({k: v.profile.to_dict() for k, v in m810.models.items()}, e,
+                          budgets["ensemble"]["card_mb"], "t")
+    card = budgets["ensemble"]["card_mb"] * MB
+    assert f"{e.process_peak / MB:,.0f} MB = {100 * e.share_of(card):.1f} %" in fig.axes[0].get_title()
+    assert table.loc["share of a 4 GB card (%)", "process peak (MB)"] == round(100 * e.share_of(card), 1)
+    models = w811.models_table(m811).set_index("model")
+    for name in ("dqn", "ppo", "mamba2", "tft"):
+        # two runs of the same step: the same figure, to the allocator's noise
+        assert abs(models.loc[name, "fp32 model peak (MB)"] - table.loc[name, "model peak (MB)"]) <= 1.0

@@ -20,12 +20,13 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
-from foxlib.memory.profile import check_precision, training_step_fn
+from foxlib.memory.profile import check_precision, cuda_block_bytes, training_step_fn
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
 METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, after "
-          "reset_peak_memory_stats() (the graph's pool and its stream's workspace included), less what was "
-          "allocated before the step that is not its tensors (other streams' workspaces)")
+          "reset_peak_memory_stats() (the graph's pool included), less the workspaces (workspace_bytes: what "
+          "was allocated after the eager warm-up that is not the step's tensors, its capture stream's cuBLAS "
+          "workspaces and other streams')")
 
 
 class GraphedStep:
@@ -80,18 +81,24 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
                          precision: str = "fp32") -> dict[str, Any]:
     """Warm up eagerly, then capture the step and replay it once: the peak over capture and replay, as plain data.
 
-    Keys as profile_step's where they can be measured: peak, parameters, gradients, optimizer_state,
-    batch, n_parameters, loss (of the replay); activations and forward_peak are None (inside the graph)."""
+    Keys as profile_step's where they can be measured: peak (the model peak), workspace_bytes,
+    parameters, gradients, optimizer_state, batch, n_parameters, loss (of the replay); activations and
+    forward_peak are None (inside the graph)."""
     device = next(model.parameters()).device
     gc.collect()
     torch.cuda.synchronize(device)
     own = list(model.parameters()) + list(model.buffers()) + list(accounting.iter_tensors(batch))
     # allocated before this step exists and not its tensors: cuBLAS workspaces of other streams (the
-    # default one, earlier graphs' capture streams), held for the process; not this step's memory
-    foreign = torch.cuda.memory_allocated(device) - accounting.unique_bytes(own)
-    step = GraphedStep(model, batch, loss_fn, optimizer, precision)  # its stream's workspace: counted
+    # default one, earlier graphs' capture streams), held for the process
+    other_streams = max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(own, device))
+    step = GraphedStep(model, batch, loss_fn, optimizer, precision)  # its eager warm-up on its capture stream
     gc.collect()
     torch.cuda.synchronize(device)
+    # after the warm-up: the step's tensors (now with gradients and Adam's state) and every workspace, its
+    # capture stream's (forward and autograd threads) included; the workspaces are not the model's peak
+    mine = own + [p.grad for p in model.parameters() if p.grad is not None] \
+        + list(accounting.iter_tensors(list(optimizer.state.values())))
+    workspace = max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
     torch.cuda.reset_peak_memory_stats(device)
     loss = float(step.capture()())
     torch.cuda.synchronize(device)
@@ -103,9 +110,11 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
         "optimizer_state": accounting.optimizer_state_bytes(optimizer),
         "batch": accounting.unique_bytes(accounting.iter_tensors(step.inputs)),
         "activations": None, "forward_peak": None,
-        "peak": torch.cuda.max_memory_allocated(device) - foreign, "loss": loss, "peak_method": METHOD,
-        "warmup_steps": WARMUP_STEPS, "cuda_graph": True,
-        "cuda": {**stats, "foreign_before_step_bytes": foreign},  # reserved_bytes: the graph's pool included
+        "peak": torch.cuda.max_memory_allocated(device) - workspace, "workspace_bytes": workspace,
+        "loss": loss, "peak_method": METHOD, "warmup_steps": WARMUP_STEPS, "cuda_graph": True,
+        # reserved_bytes: the graph's pool included
+        "cuda": {**stats, "workspace_of_other_streams_bytes": other_streams,
+                 "workspace_of_capture_stream_bytes": workspace - other_streams},
     }
     del step
     return out

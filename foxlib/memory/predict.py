@@ -656,5 +656,5 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     if batch is None:
         batch = card.example_batch(config, device="cpu", seed=seed)
     return predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
-                              optimizer=optimizer, lr=config_lr(config), foreach=foreach, warmup=warmup,
+                              optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach, warmup=warmup,
                               buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu")

@@ -4,6 +4,17 @@ The step is forward + loss, backward, optimizer step. Warm-up steps run first (t
 creates its state at its first step, so the first step is not typical); then one measured
 step. Categories are counted exactly from the tensors themselves (see accounting.py); the
 peaks come from the CPU profiler's allocation events or the CUDA allocator (see timeline.py).
+
+Two figures, two names, one value each wherever they are shown:
+- model peak (`MemoryProfile.peak`): the largest total of the step's own live tensor bytes. On CUDA
+  it is the allocator's peak less `workspace_bytes`, what the allocator held at the step's start
+  that no tensor of the step owns (cuBLAS's workspace, one per stream and thread, made by the first
+  matrix product there and kept for the process);
+- process peak (`MemoryProfile.process_peak`): model peak + `workspace_bytes` + the CUDA context
+  (`context_bytes`), what the process needs on the card. On the CPU there is neither workspace nor
+  context here: the process peak is the model peak.
+Several models in one process share the workspaces and the context: their process figure counts
+those once (foxlib.waves.wave_8_10.ensemble_totals).
 """
 from __future__ import annotations
 
@@ -66,11 +77,12 @@ class MemoryProfile:
     buffers: dict[str, dict[str, Any]]
     """Named RL buffers: bytes and where they live (device or host)."""
     live_before_step: int
-    """Bytes live when the measured step starts (parameters, optimizer state, batch, ...)."""
+    """Bytes of the step's own tensors live when the measured step starts (parameters, optimizer state, batch)."""
     forward_peak: int
-    """Largest total of live bytes during forward + loss."""
+    """Largest total of the step's own live tensor bytes during forward + loss (CUDA: less `workspace_bytes`)."""
     peak: int
-    """Largest total of live bytes during the whole step (CUDA: allocator peak allocated)."""
+    """The model peak: largest total of the step's own live tensor bytes during the whole step
+    (CUDA: the allocator's peak allocated less `workspace_bytes`)."""
     loss: float
     peak_method: str
     cuda: dict[str, Any] | None = field(default=None)
@@ -80,10 +92,24 @@ class MemoryProfile:
     optimizer_step_skipped: bool | None = None
     """fp16 only: the GradScaler skipped the measured step's optimizer step (its gradients overflowed,
     so it lowered the scale): that step's peak lacks the optimizer's temporaries."""
+    workspace_bytes: int = 0
+    """CUDA: bytes the allocator held at the step's start that no tensor of the step owns (cuBLAS
+    workspaces, one per stream and thread, kept for the process); not in `peak`. 0 on the CPU."""
+
+    @property
+    def context_bytes(self) -> int:
+        """CUDA: the context (NVML's process figure less the allocator's reserve, after the step); 0 on the CPU."""
+        return int((self.cuda or {}).get("context_bytes") or 0)
+
+    @property
+    def process_peak(self) -> int:
+        """The process peak: model peak + workspaces + CUDA context. On the CPU, the model peak."""
+        return self.peak + self.workspace_bytes + self.context_bytes
 
     @property
     def temporaries(self) -> int:
-        """What the peak holds beyond the categories: outputs, workspaces, intermediates not saved."""
+        """What the model peak holds beyond the categories: outputs, intermediates not saved, the
+        optimizer's scratch."""
         device_buffers = sum(b["device_bytes"] for b in self.buffers.values())
         return max(0, self.peak - (self.parameters + self.gradients + self.optimizer_state
                                    + self.activations + device_buffers))
@@ -91,7 +117,47 @@ class MemoryProfile:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["temporaries"] = self.temporaries
+        d["context_bytes"] = self.context_bytes
+        d["process_peak"] = self.process_peak
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MemoryProfile":
+        """A profile from to_dict()'s JSON (the derived figures are recomputed, not read). A profile
+        written before `workspace_bytes` existed held the workspaces in its CUDA peaks: they are taken
+        out here (the allocator's raw peak stays in `cuda`), so that `peak` is the model peak."""
+        d = dict(d)
+        for derived in ("temporaries", "context_bytes", "process_peak"):
+            d.pop(derived, None)
+        if "workspace_bytes" not in d:
+            ws = legacy_workspace_bytes(d)
+            d["workspace_bytes"] = ws
+            for k in ("peak", "forward_peak", "live_before_step"):
+                if d.get(k) is not None:
+                    d[k] -= ws
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown MemoryProfile field(s) {unknown}; valid: {', '.join(sorted(names))}")
+        return cls(**d)
+
+
+def legacy_workspace_bytes(d: dict[str, Any]) -> int:
+    """In a profile dict from before `workspace_bytes`: what CUDA's allocator held at the step's start
+    that no tensor of the step owned (then kept in cuda["foreign_at_step_start_bytes"]); 0 on the CPU."""
+    return max(0, int((d.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0))
+
+
+def cuda_block_bytes(tensors, device: torch.device) -> int:
+    """What the CUDA caching allocator holds for these tensors: each storage on `device` once,
+    rounded up to the allocator's 512-byte blocks (tensors elsewhere, e.g. Adam's CPU step counters, count 0)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t.device != device:
+            continue
+        s = t.untyped_storage()
+        seen[s.data_ptr()] = -(-s.nbytes() // 512) * 512
+    return sum(seen.values())
 
 
 def _finite(loss: torch.Tensor, when: str) -> float:
@@ -181,10 +247,13 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     tracker = accounting.SavedTensorTracker(model)
     seen: dict[str, int] = {}
 
+    workspace = 0
     if is_cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         allocated_at_start = torch.cuda.memory_allocated(device)
+        # not the step's tensors: cuBLAS workspaces (per stream and thread) held for the process
+        workspace = max(0, allocated_at_start - cuda_block_bytes(own, device))
         if snapshot_path:
             torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
 
@@ -195,8 +264,8 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
 
         loss = step(tracker, on_forward_end, "measured")
         torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device)
-        forward_peak = seen["forward_peak"]
+        peak = torch.cuda.max_memory_allocated(device) - workspace
+        forward_peak = seen["forward_peak"] - workspace
         if snapshot_path:
             torch.cuda.memory._dump_snapshot(snapshot_path)
             torch.cuda.memory._record_memory_history(enabled=None)
@@ -205,7 +274,6 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         cuda: dict[str, Any] | None = {
             **stats,
             "allocated_at_step_start_bytes": allocated_at_start,
-            "foreign_at_step_start_bytes": allocated_at_start - own_live,
             "nvml": nvml,
             "context_bytes": (nvml["process_used_bytes"] - stats["reserved_bytes"])
             if "process_used_bytes" in nvml else None,
@@ -213,8 +281,9 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             if stats["reserved_bytes"] else 0.0,
             "snapshot": snapshot_path,
         }
-        live_before = allocated_at_start
-        method = "CUDA caching allocator: max_memory_allocated() after reset_peak_memory_stats()"
+        live_before = allocated_at_start - workspace
+        method = ("CUDA caching allocator: max_memory_allocated() after reset_peak_memory_stats(), less the "
+                  "workspaces allocated before the step (workspace_bytes)")
         name = torch.cuda.get_device_name(device)
     else:
         def on_forward_end():
@@ -245,7 +314,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         live_before_step=live_before, forward_peak=forward_peak, peak=peak, loss=loss,
         peak_method=method, cuda=cuda,
         optimizer_step_skipped=None if scaler is None else scaler.get_scale() < scale_before,
-        warmup_steps=len(skipped),
+        warmup_steps=len(skipped), workspace_bytes=workspace,
     )
 
 

@@ -1,10 +1,19 @@
 """Wave 8.10: the TFT's memory profile, the ensemble beside it, and the seed's figures explained.
 
-`measure(...)` does the work on a device and returns plain data (JSON-able, bytes).
-Everything else turns that data into checks and tables; none of it touches a model.
+`measure(...)` does the work on a device and returns plain data (JSON-able, bytes); `Measurement`
+is that data typed (to_dict/from_dict, with a schema version). Everything else turns a Measurement
+into checks (on raw bytes) and tables (which only format); none of it touches a model.
+
+Two figures, named the same on every page (foxlib.memory.profile):
+- model peak (`MemoryProfile.peak`): the step's own tensors. The TFT's budget check reads it.
+- process peak: model peak + the cuBLAS workspaces (each stream's once) + the CUDA context; for the
+  ensemble in one process (`ensemble_totals`): the sum of the model peaks + the workspaces once + the
+  context once. The ensemble-on-a-card check reads it. On the CPU there is no context or workspace
+  here: the process peak is the model peak (the sum of them for the ensemble).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -14,7 +23,7 @@ from foxlib import seed, theory, theory_tft
 from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
-from foxlib.measure import measure_model
+from foxlib.measure import ModelMeasurement, measure_model
 from foxlib.measure import second_opinion as profiler_categories
 from foxlib.memory.cuda import allocator_stats, nvml_view
 from foxlib.models import MODELS
@@ -73,48 +82,171 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     return out
 
 
-# ----------------------------------------------------------------------------- analysis
+# ----------------------------------------------------------------------------- the record
+
+SCHEMA_VERSION = 2
+"""Of `Measurement.to_dict()`. 1 (files without "schema_version"): written before typed records, when a
+CUDA profile's peaks held the workspaces (MemoryProfile.from_dict takes them out)."""
+
+_TOP = ("wave", "measured_at", "measure_parameters", "device", "environment", "bare_context", "snapshot",
+        "theory", "second_opinion")
 
 
-def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
-    p, b = m["tft"]["profile"], budgets["tft"]
+@dataclass(frozen=True)
+class Measurement:
+    """Wave 8.10's measurement (measure()'s data, plus the runner's wave/measured_at/measure_parameters)."""
+    device: dict[str, Any]
+    environment: dict[str, Any]
+    tft: ModelMeasurement
+    theory: dict[str, Any]
+    ensemble: dict[str, ModelMeasurement] = field(default_factory=dict)
+    second_opinion: dict[str, Any] | None = None
+    bare_context: dict[str, Any] | None = None
+    """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context())."""
+    snapshot: str = ""
+    wave: str = "8.10"
+    measured_at: str | None = None
+    measure_parameters: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Top-level keys this record does not model (e.g. provenance added by the runner), kept as they are."""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def models(self) -> dict[str, ModelMeasurement]:
+        """Every measured model, in the ensemble's order (the TFT included)."""
+        every = {**self.ensemble, "tft": self.tft}
+        return {k: every[k] for k in ENSEMBLE if k in every} | {k: v for k, v in every.items() if k not in ENSEMBLE}
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.tft.profile.cuda is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {**self.extra, "schema_version": SCHEMA_VERSION}
+        d |= {k: getattr(self, k) for k in _TOP}
+        d["tft"] = self.tft.to_dict()
+        d["ensemble"] = {k: v.to_dict() for k, v in self.ensemble.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
+        version = d.get("schema_version", 1)
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"wave 8.10 measurement of schema {version}: this foxlib reads up to {SCHEMA_VERSION}")
+        if d.get("wave", "8.10") != "8.10":
+            raise ValueError(f"a measurement of wave {d['wave']!r}, not 8.10")
+        known = set(_TOP) | {"tft", "ensemble", "schema_version"}
+        return cls(**{k: d[k] for k in _TOP if k in d},
+                   tft=ModelMeasurement.from_dict(d["tft"]),
+                   ensemble={k: ModelMeasurement.from_dict(v) for k, v in (d.get("ensemble") or {}).items()},
+                   extra={k: v for k, v in d.items() if k not in known})
+
+    @classmethod
+    def coerce(cls, m: "Measurement | dict[str, Any]") -> "Measurement":
+        return m if isinstance(m, cls) else cls.from_dict(m)
+
+
+# ----------------------------------------------------------------------------- analysis: raw bytes
+
+MODEL_PEAK = "model peak"
+PROCESS_PEAK = "process peak"
+MODEL_PEAK_DEFINITION = "the step's own tensors at their largest (CUDA: the allocator's peak less the workspaces)"
+PROCESS_PEAK_DEFINITION = ("model peak + the cuBLAS workspaces (each stream's once) + the CUDA context; "
+                           "on the CPU there is no context or workspace here: the process peak is the model peak")
+
+
+@dataclass(frozen=True)
+class EnsembleTotals:
+    """The four models trained in one process, in bytes."""
+    model_peaks: dict[str, int]
+    """Each model's model peak (MemoryProfile.peak)."""
+    host_buffer_bytes: dict[str, int]
+    workspace_bytes: int
+    """cuBLAS workspaces, each stream's once: the largest any model's step found allocated (they persist
+    and accumulate in the process, so the last model's start holds every one made before); 0 on the CPU."""
+    context_bytes: int
+    """The CUDA context, once: the largest measured after any model's step (it grows as kernels load); 0 on the CPU."""
+    on_cuda: bool
+
+    @property
+    def process_peak(self) -> int:
+        """The ensemble's process peak: sum of the model peaks + workspaces once + context once."""
+        return sum(self.model_peaks.values()) + self.workspace_bytes + self.context_bytes
+
+    def share_of(self, card_bytes: float) -> float:
+        """The process peak as a fraction of a card's memory."""
+        return self.process_peak / card_bytes
+
+    def headroom(self, card_bytes: float) -> float:
+        """What a card's memory leaves free beside the process peak (bytes)."""
+        return card_bytes - self.process_peak
+
+
+def ensemble_totals(m: Measurement | dict[str, Any]) -> EnsembleTotals:
+    m = Measurement.coerce(m)
+    profiles = {k: v.profile for k, v in m.models.items()}
+    context = 0
+    if m.on_cuda:
+        context = max(p.context_bytes for p in profiles.values()) or int((m.bare_context or {}).get("context_bytes") or 0)
+    return EnsembleTotals(
+        model_peaks={k: p.peak for k, p in profiles.items()},
+        host_buffer_bytes={k: sum(b["host_bytes"] for b in p.buffers.values()) for k, p in profiles.items()},
+        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context, on_cuda=m.on_cuda)
+
+
+def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+    m = Measurement.coerce(m)
+    p, b = m.tft.profile, budgets["tft"]
     out = [
-        Check.at_most("TFT parameters", p["parameters"], b["parameters_mb"] * MB, "bytes"),
-        Check.at_most("TFT forward activations (saved for backward)", p["activations"],
+        Check.at_most("TFT parameters", p.parameters, b["parameters_mb"] * MB, "bytes"),
+        Check.at_most("TFT forward activations (saved for backward)", p.activations,
                       b["forward_activations_mb"] * MB, "bytes"),
-        Check.at_most("TFT gradients", p["gradients"], b["gradients_mb"] * MB, "bytes"),
-        Check.at_most("TFT optimizer state", p["optimizer_state"], b["optimizer_state_mb"] * MB, "bytes"),
-        Check.at_most("TFT peak training memory", p["peak"], b["peak_training_mb"] * MB, "bytes"),
+        Check.at_most("TFT gradients", p.gradients, b["gradients_mb"] * MB, "bytes"),
+        Check.at_most("TFT optimizer state", p.optimizer_state, b["optimizer_state_mb"] * MB, "bytes"),
+        Check.at_most("TFT peak training memory", p.peak, b["peak_training_mb"] * MB, "bytes",
+                      note=f"{MODEL_PEAK}: {MODEL_PEAK_DEFINITION}"),
     ]
-    if m.get("ensemble"):
+    if m.ensemble:
         e = ensemble_totals(m)
-        limit = budgets["ensemble"]["card_mb"] * MB - budgets["ensemble"]["min_headroom_mb"] * MB
-        out.append(Check.at_most("ensemble fits in 4 GB", e["total_bytes"], limit, "bytes",
-                                 note=f"sum of the four training peaks"
-                                      f"{' + CUDA context + library workspaces' if e['context_bytes'] else ''}, "
-                                      f"leaving at least {budgets['ensemble']['min_headroom_mb']:.0f} MB free"))
+        headroom = budgets["ensemble"]["min_headroom_mb"]
+        limit = budgets["ensemble"]["card_mb"] * MB - headroom * MB
+        what = ("sum of the four model peaks + cuBLAS workspaces once + CUDA context once" if e.on_cuda else
+                "sum of the four model peaks (CPU: no context or workspaces, the process peak is the models' sum)")
+        out.append(Check.at_most("ensemble fits in 4 GB", e.process_peak, limit, "bytes",
+                                 note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least {headroom:.0f} MB free"))
     return out
+
+
+# ----------------------------------------------------------------------------- tables: formatting only
 
 
 def _mb(x: float | None) -> float | None:
     return None if x is None else round(x / MB, 1)
 
 
-def breakdown_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def breakdown_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The TFT's categories against their budgets, with the theory and the seed beside them."""
-    p, b, th = m["tft"]["profile"], budgets["tft"], m["theory"]
+    m = Measurement.coerce(m)
+    p, b, th = m.tft.profile, budgets["tft"], m.theory
     rows = [
-        ("parameters", p["parameters"], b["parameters_mb"], th["parameters"], seed.TFT_8_10_MB["parameters"]),
-        ("forward activations (saved for backward)", p["activations"], b["forward_activations_mb"],
+        ("parameters", p.parameters, b["parameters_mb"], th["parameters"], seed.TFT_8_10_MB["parameters"]),
+        ("forward activations (saved for backward)", p.activations, b["forward_activations_mb"],
          th["activations"], seed.TFT_8_10_MB["activations"]),
-        ("gradients", p["gradients"], b["gradients_mb"], th["gradients"], seed.TFT_8_10_MB["gradients"]),
-        ("optimizer state", p["optimizer_state"], b["optimizer_state_mb"], th["optimizer_state"],
+        ("gradients", p.gradients, b["gradients_mb"], th["gradients"], seed.TFT_8_10_MB["gradients"]),
+        ("optimizer state", p.optimizer_state, b["optimizer_state_mb"], th["optimizer_state"],
          seed.TFT_8_10_MB["optimizer_state"]),
-        ("peak training", p["peak"], b["peak_training_mb"], th["peak"], seed.TFT_8_10_MB["peak"]),
-        ("forward peak", p["forward_peak"], None, None, seed.TFT_FORWARD_MEASURED_MB),
-        ("temporaries at the peak (outputs, workspaces)", p["temporaries"], None, None, None),
-        ("input batch", p["batch"], None, None, None),
+        (f"peak training: {MODEL_PEAK} (the step's tensors)", p.peak, b["peak_training_mb"], th["peak"],
+         seed.TFT_8_10_MB["peak"]),
+        ("forward peak (the step's tensors)", p.forward_peak, None, None, seed.TFT_FORWARD_MEASURED_MB),
+        ("temporaries at the model peak (outputs, intermediates)", p.temporaries, None, None, None),
+        ("input batch", p.batch, None, None, None),
     ]
+    if p.cuda is not None:
+        rows += [("cuBLAS workspaces (each stream's once; not in the model peak)", p.workspace_bytes, None, None, None),
+                 ("CUDA context", p.context_bytes, None, None, None),
+                 (f"{PROCESS_PEAK} (model peak + workspaces + context)", p.process_peak, None, None, None)]
+    else:
+        rows.append((f"{PROCESS_PEAK} (CPU: = model peak; no context or workspaces)", p.process_peak, None, None, None))
     return pd.DataFrame([{
         "category": name,
         "measured (MB)": _mb(measured),
@@ -125,13 +257,14 @@ def breakdown_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> 
     } for name, measured, budget, theo, seed_mb in rows])
 
 
-def activations_by_module(m: dict[str, Any]) -> pd.DataFrame:
+def activations_by_module(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     """Measured saved bytes per TFT block beside the hand count from shapes, with the gap."""
-    p = m["tft"]["profile"]
-    theory_blocks = m["theory"].get("activations_by_module") or {}
-    total = p["activations"] or 1
+    m = Measurement.coerce(m)
+    p = m.tft.profile
+    theory_blocks = m.theory.get("activations_by_module") or {}
+    total = p.activations or 1
     rows = []
-    for k, v in p["activations_by_module"].items():
+    for k, v in p.activations_by_module.items():
         t = theory_blocks.get(k)
         gap = "" if t is None else ("exact" if t == v else
                                     "LSTM backend workspace (oneDNN/cuDNN), not derivable from shapes"
@@ -141,62 +274,67 @@ def activations_by_module(m: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cuda_reconciliation(m: dict[str, Any]) -> pd.DataFrame | None:
+def cuda_reconciliation(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
     """nvidia-smi's process figure split into context + allocator reserve; reserve into allocated + cached."""
-    cuda = m["tft"]["profile"].get("cuda")
+    m = Measurement.coerce(m)
+    p = m.tft.profile
+    cuda = p.cuda
     if not cuda:
         return None
     nvml = cuda["nvml"]
     used = nvml.get("process_used_bytes")
-    p = m["tft"]["profile"]
-    owned = p["parameters"] + p["gradients"] + p["optimizer_state"] + p["batch"]
+    owned = p.parameters + p.gradients + p.optimizer_state + p.batch
     rows = [
         ("NVML process used (what nvidia-smi shows)", used, "after the measured step"),
-        ("  = CUDA context", cuda["context_bytes"], "NVML process used − allocator reserved"),
+        ("  = CUDA context", p.context_bytes, "NVML process used − allocator reserved"),
         ("  + allocator reserved", cuda["reserved_bytes"], "segments the caching allocator holds"),
-        ("    = allocated (live tensors)", cuda["allocated_bytes"], "after the step"),
+        ("    = allocated (live tensors and workspaces)", cuda["allocated_bytes"], "after the step"),
         ("      of which parameters, gradients, Adam state, batch", owned, "counted from the tensors"),
-        ("      of which library workspaces (cuBLAS, ...)", cuda["allocated_bytes"] - owned,
-         f"bare cuBLAS workspace measured at start: {_mb((m.get('bare_context') or {}).get('cublas_workspace_bytes'))} MB"),
+        ("      of which cuBLAS workspaces (workspace_bytes)", p.workspace_bytes,
+         "allocated at the step's start, no tensor of the step's; bare cuBLAS workspace of one stream measured at "
+         f"start: {_mb((m.bare_context or {}).get('cublas_workspace_bytes'))} MB"),
         ("    + cached, free for reuse", cuda["reserved_bytes"] - cuda["allocated_bytes"], "kept by the allocator, invisible to tensors"),
         ("allocator reserved, peak", cuda["reserved_peak_bytes"], "largest reserve during the step"),
-        ("allocated, peak (= our peak)", cuda["allocated_peak_bytes"], "largest live total during the step"),
+        ("allocated, peak", cuda["allocated_peak_bytes"], f"largest live total during the step = {MODEL_PEAK} + workspaces"),
+        (MODEL_PEAK, p.peak, MODEL_PEAK_DEFINITION),
+        (PROCESS_PEAK, p.process_peak, "model peak + workspaces + CUDA context"),
         ("fragmentation (inactive split blocks)", cuda["inactive_split_bytes"], f"{100 * cuda['fragmentation']:.1f} % of reserved"),
-        ("bare CUDA context at start", (m.get("bare_context") or {}).get("context_bytes"), "NVML with one tiny tensor allocated"),
+        ("bare CUDA context at start", (m.bare_context or {}).get("context_bytes"), "NVML with one tiny tensor allocated"),
         ("device memory used, all processes", nvml.get("device_used_bytes"), "NVML device view"),
     ]
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": how} for q, v, how in rows])
 
 
-def seed_explanations(m: dict[str, Any]) -> pd.DataFrame:
+def seed_explanations(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     """Each seed figure, ours beside it, and why they differ — numbers from the measurement."""
-    p, th = m["tft"]["profile"], m["theory"]
-    cuda = p.get("cuda") or {}
-    ctx = cuda.get("context_bytes") or (m.get("bare_context") or {}).get("context_bytes")
+    m = Measurement.coerce(m)
+    p, th = m.tft.profile, m.theory
+    cuda = p.cuda or {}
+    ctx = p.context_bytes or (m.bare_context or {}).get("context_bytes")
     reserved_peak = cuda.get("reserved_peak_bytes")
-    on_gpu = bool(cuda)
     smi = (f"on this GPU nvidia-smi would have shown ≈ context {_mb(ctx)} MB + allocator reserve "
            f"{_mb(reserved_peak)} MB at the peak = {_mb((ctx or 0) + (reserved_peak or 0))} MB"
-           if on_gpu else "not measurable on the CPU: see the GPU report for the context and the reserve")
-    ratio = (p["activations"] / th["activations"]) if th.get("activations") else None
+           if cuda else "not measurable on the CPU: see the GPU report for the context and the reserve")
+    ratio = (p.activations / th["activations"]) if th.get("activations") else None
     rows = [
-        ("parameters", seed.TFT_8_10_MB["parameters"], p["parameters"],
-         f"{p['n_parameters']:,} parameters × {p['parameters'] / max(p['n_parameters'], 1):.0f} B; the seed preset was "
+        ("parameters", seed.TFT_8_10_MB["parameters"], p.parameters,
+         f"{p.n_parameters:,} parameters × {p.parameters / max(p.n_parameters, 1):.0f} B; the seed preset was "
          "sized to the seed's 72 MB (±10 %)"),
-        ("forward activations", seed.TFT_8_10_MB["activations"], p["activations"],
+        ("forward activations", seed.TFT_8_10_MB["activations"], p.activations,
          "the seed read nvidia-smi after the forward: CUDA context + allocator reserve + every live tensor. "
          f"We count only the bytes autograd saves for backward. {smi}"),
-        ("gradients", seed.TFT_8_10_MB["gradients"], p["gradients"],
+        ("gradients", seed.TFT_8_10_MB["gradients"], p.gradients,
          "\"0 MB\" was a difference of two nvidia-smi readings: gradients were allocated into blocks the "
          "caching allocator had cached from freed activations, so the process total did not grow. "
-         f"Gradients are one float per parameter: {p['gradients'] / MB:.1f} MB"),
-        ("optimizer state", seed.TFT_8_10_MB["optimizer_state"], p["optimizer_state"],
+         f"Gradients are one float per parameter: {p.gradients / MB:.1f} MB"),
+        ("optimizer state", seed.TFT_8_10_MB["optimizer_state"], p.optimizer_state,
          "Adam keeps two moments per parameter (8 B/param in fp32): the seed's 144 MB = 2 × 72 MB is that theory, "
          "and ours matches it"),
-        ("peak training", seed.TFT_8_10_MB["peak"], p["peak"],
-         "the seed's peak adds its forward figure to the optimizer; ours is the largest live total of tensor bytes "
-         "in one measured step (CUDA: max_memory_allocated), context and cache reported apart"),
-        ("\"615x overhead\"", seed.TFT_FORWARD_MEASURED_MB, p["forward_peak"],
+        ("peak training", seed.TFT_8_10_MB["peak"], p.peak,
+         f"the seed's peak adds its forward figure to the optimizer; ours is the {MODEL_PEAK}, the largest live total "
+         "of the step's own tensor bytes in one measured step; workspaces, context and cache are reported apart"
+         + (f" (the {PROCESS_PEAK}, with workspaces and context: {_mb(p.process_peak)} MB)" if cuda else "")),
+        ("\"615x overhead\"", seed.TFT_FORWARD_MEASURED_MB, p.forward_peak,
          f"the seed divided nvidia-smi's {seed.TFT_FORWARD_MEASURED_MB:,} MB by a {seed.TFT_THEORETICAL_MB} MB "
          "'theoretical' figure that counts neither weights nor saved activations. Our shape-based theory predicts "
          f"{_mb(th['activations'])} MB of saved activations; measured/theory = "
@@ -207,87 +345,73 @@ def seed_explanations(m: dict[str, Any]) -> pd.DataFrame:
                          for f, s, ours, why in rows])
 
 
-def own_peak(profile: dict[str, Any]) -> int:
-    """A model's own step peak: on CUDA the allocator's peak less what was allocated before the
-    step by nothing of this model's (cuBLAS workspaces, ...), which the process holds once."""
-    return profile["peak"] - ((profile.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0)
-
-
-def ensemble_totals(m: dict[str, Any]) -> dict[str, Any]:
-    """Sum of the models' own training peaks, plus, on a GPU, what the process holds once:
-    the CUDA context and the library workspaces the allocator keeps."""
-    models = {**m.get("ensemble", {}), "tft": m["tft"]}
-    peaks = {k: own_peak(v["profile"]) for k, v in models.items()}
-    host = {k: sum(b["host_bytes"] for b in v["profile"]["buffers"].values()) for k, v in models.items()}
-    ctx = shared = 0
-    if m["tft"]["profile"].get("cuda"):  # measured on a GPU: one context for the whole process
-        ctx = m["tft"]["profile"]["cuda"]["context_bytes"] or (m.get("bare_context") or {}).get("context_bytes") or 0
-        shared = max((v["profile"]["cuda"] or {}).get("foreign_at_step_start_bytes") or 0 for v in models.values())
-    return {"peaks": peaks, "host_buffer_bytes": host, "context_bytes": ctx, "workspace_bytes": shared,
-            "total_bytes": sum(peaks.values()) + ctx + shared}
-
-
-def ensemble_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """Per model: categories and training peak; then context, total, share of the card and headroom."""
-    models = {**m.get("ensemble", {}), "tft": m["tft"]}
+def ensemble_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Per model: categories and model peak; then workspaces and context once, the process peak, its share
+    of the card and the headroom."""
+    m = Measurement.coerce(m)
+    e = ensemble_totals(m)
+    col, proc = f"{MODEL_PEAK} (MB)", f"{PROCESS_PEAK} (MB)"
     rows = []
-    for name in [k for k in ENSEMBLE if k in models]:
-        p = models[name]["profile"]
-        bufs = p["buffers"]
+    for name, mm in m.models.items():
+        p = mm.profile
+        bufs = p.buffers
         where = ", ".join(f"{k}: {v['lives_in']}" for k, v in bufs.items()) or "—"
         rows.append({
             "model": name,
-            "parameters (MB)": _mb(p["parameters"]), "gradients (MB)": _mb(p["gradients"]),
-            "optimizer (MB)": _mb(p["optimizer_state"]), "activations (MB)": _mb(p["activations"]),
+            "parameters (MB)": _mb(p.parameters), "gradients (MB)": _mb(p.gradients),
+            "optimizer (MB)": _mb(p.optimizer_state), "activations (MB)": _mb(p.activations),
             "buffers (MB)": _mb(sum(b["bytes"] for b in bufs.values())), "buffers live in": where,
-            "training peak (MB)": _mb(own_peak(p)), "seed (MB)": seed.ENSEMBLE_CURRENT_MB.get(name),
+            col: _mb(e.model_peaks[name]), "seed (MB)": seed.ENSEMBLE_CURRENT_MB.get(name),
         })
-    e = ensemble_totals(m)
     card = budgets["ensemble"]["card_mb"] * MB
-    rows.append({"model": "CUDA context (once per process)", "training peak (MB)": _mb(e["context_bytes"]),
-                 "seed (MB)": None})
-    rows.append({"model": "library workspaces in the allocator (cuBLAS, ...; once)",
-                 "training peak (MB)": _mb(e["workspace_bytes"]), "seed (MB)": None})
-    rows.append({"model": "total", "training peak (MB)": _mb(e["total_bytes"]),
-                 "seed (MB)": sum(seed.ENSEMBLE_CURRENT_MB.values())})
-    rows.append({"model": "share of a 4 GB card (%)", "training peak (MB)": round(100 * e["total_bytes"] / card, 1),
-                 "seed (MB)": round(100 * sum(seed.ENSEMBLE_CURRENT_MB.values()) / seed.ENSEMBLE_CARD_MB, 1)})
-    rows.append({"model": "headroom (MB)", "training peak (MB)": _mb(card - e["total_bytes"]),
-                 "seed (MB)": seed.ENSEMBLE_CARD_MB - sum(seed.ENSEMBLE_CURRENT_MB.values())})
-    return pd.DataFrame(rows)
+    seed_total = sum(seed.ENSEMBLE_CURRENT_MB.values())
+    if e.on_cuda:
+        rows.append({"model": "+ cuBLAS workspaces (each stream's once, for the process)", proc: _mb(e.workspace_bytes)})
+        rows.append({"model": "+ CUDA context (once per process)", proc: _mb(e.context_bytes)})
+    total = (f"{PROCESS_PEAK}: the model peaks + workspaces + context" if e.on_cuda else
+             f"{PROCESS_PEAK}: the model peaks' sum (CPU: no context or workspaces)")
+    rows.append({"model": total, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
+                 "seed (MB)": seed_total})
+    rows.append({"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
+                 "seed (MB)": round(100 * seed_total / seed.ENSEMBLE_CARD_MB, 1)})
+    rows.append({"model": "headroom (MB)", proc: _mb(e.headroom(card)),
+                 "seed (MB)": seed.ENSEMBLE_CARD_MB - seed_total})
+    return pd.DataFrame(rows, columns=[*rows[0].keys(), proc])
 
 
-def second_opinion_table(m: dict[str, Any]) -> pd.DataFrame | None:
+def second_opinion_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
     """foxlib's categories beside torch.profiler's, at the step's peak, with the unexplained rest."""
-    so = m.get("second_opinion")
+    m = Measurement.coerce(m)
+    so = m.second_opinion
     if not so or not so.get("available"):
         return None
-    p, at = m["tft"]["profile"], so["at_peak"]
+    p, at, mx = m.tft.profile, so["at_peak"], so["max_by_category"]
     rows = [
-        ("parameters", p["parameters"], at.get("parameter"), so["max_by_category"].get("parameter"),
-         "weights: both count the same tensors"),
-        ("optimizer state", p["optimizer_state"], at.get("optimizer_state"), so["max_by_category"].get("optimizer_state"),
+        ("parameters", p.parameters, at.get("parameter"), mx.get("parameter"), "weights: both count the same tensors"),
+        ("optimizer state", p.optimizer_state, at.get("optimizer_state"), mx.get("optimizer_state"),
          "Adam moments and step counters"),
-        ("gradients", p["gradients"], at.get("gradient"), so["max_by_category"].get("gradient"),
+        ("gradients", p.gradients, at.get("gradient"), mx.get("gradient"),
          "foxlib: all gradients after backward; at the peak only those already computed exist"),
-        ("activations", p["activations"], at.get("activation"), so["max_by_category"].get("activation"),
+        ("activations", p.activations, at.get("activation"), mx.get("activation"),
          "foxlib: saved for backward at the end of the forward; torch: tensors it traced to backward use"),
-        ("inputs", p["batch"], at.get("input"), so["max_by_category"].get("input"), "the batch"),
-        ("temporaries", None, at.get("temporary"), so["max_by_category"].get("temporary"), "freed inside one op or step"),
-        ("autograd detail", None, at.get("autograd_detail"), so["max_by_category"].get("autograd_detail"),
+        ("inputs", p.batch, at.get("input"), mx.get("input"), "the batch"),
+        ("temporaries", None, at.get("temporary"), mx.get("temporary"), "freed inside one op or step"),
+        ("autograd detail", None, at.get("autograd_detail"), mx.get("autograd_detail"),
          "gradients of intermediate tensors during backward"),
-        ("unexplained (no category)", None, at.get("unknown"), so["max_by_category"].get("unknown"),
+        ("unexplained (no category)", None, at.get("unknown"), mx.get("unknown"),
          "allocations torch could not attribute: e.g. the foreach Adam's temporaries, library workspaces"),
-        ("peak", p["peak"], so["peak_bytes"], None, "largest live total of the step"),
+        (f"peak (foxlib: {MODEL_PEAK})", p.peak, so["peak_bytes"], None,
+         "largest live total of the step (torch.profiler's timeline holds what its step allocates, workspaces made "
+         "before it not included)"),
     ]
     return pd.DataFrame([{"category": c, "foxlib (MB)": _mb(f), "torch.profiler at the peak (MB)": _mb(t),
-                          "torch.profiler, category maximum (MB)": _mb(mx), "note": note}
-                         for c, f, t, mx, note in rows])
+                          "torch.profiler, category maximum (MB)": _mb(x), "note": note}
+                         for c, f, t, x, note in rows])
 
 
-def unexplained_share(m: dict[str, Any]) -> float | None:
+def unexplained_share(m: Measurement | dict[str, Any]) -> float | None:
     """The share of the TFT's peak torch.profiler could not put in any category."""
-    return _unexplained(m.get("second_opinion"))
+    return _unexplained(Measurement.coerce(m).second_opinion)
 
 
 def _unexplained(so: dict[str, Any] | None) -> float | None:
@@ -299,9 +423,10 @@ def _unexplained(so: dict[str, Any] | None) -> float | None:
 UNEXPLAINED_TARGET_PCT = 5.0
 
 
-def unexplained_by_model(m: dict[str, Any]) -> pd.DataFrame:
+def unexplained_by_model(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     """Per model: torch.profiler's peak, the part of it in no category, and its share (target < 5 %)."""
-    sos = {"tft": m.get("second_opinion")} | {n: e.get("second_opinion") for n, e in (m.get("ensemble") or {}).items()}
+    m = Measurement.coerce(m)
+    sos = {"tft": m.second_opinion} | {n: e.second_opinion for n, e in m.ensemble.items()}
     rows = []
     for name, so in sos.items():
         share = _unexplained(so)

@@ -8,6 +8,7 @@ early stopping, several seeds per precision, and scored on held-out windows.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -18,10 +19,11 @@ from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
-from foxlib.memory.profile import PRECISIONS, check_precision, training_step_fn
+from foxlib.memory.profile import PRECISIONS, MemoryProfile, check_precision
 from foxlib.models import MODELS
 from foxlib.progress import progress
-from foxlib.timing import time_alternating
+from foxlib.recipe import StepRecipe, build_step
+from foxlib.timing import Timing, time_alternating
 from foxlib.training import compare_precisions, degradation
 
 
@@ -34,12 +36,8 @@ def _split(text: str, valid, what: str) -> list[str]:
 
 
 def training_step(card, cfg, device: torch.device, precision: str, seed: int = 0):
-    """A zero-argument callable running one full training step (for timing)."""
-    torch.manual_seed(seed)
-    model = card.build(cfg).to(device)
-    batch = card.example_batch(cfg, device=device, seed=seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3))
-    return training_step_fn(model, batch, card.loss, optimizer, precision, device)
+    """A zero-argument callable running one full training step of foxlib.recipe (for timing)."""
+    return build_step(StepRecipe(card.name, cfg, precision, seed), device).step
 
 
 def check_precisions(precisions: list[str], candidate: str) -> None:
@@ -90,74 +88,140 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     return out
 
 
+# ----------------------------------------------------------------------------- the record
+
+SCHEMA_VERSION = 2
+"""Of `Measurement.to_dict()`. 1 (files without "schema_version"): written before typed records, when a
+CUDA profile's peaks held the workspaces (MemoryProfile.from_dict takes them out)."""
+
+_PLAIN = ("wave", "measured_at", "measure_parameters", "device", "environment", "precisions", "candidate",
+          "tft_config", "accuracy_config", "accuracy_preset", "predicted", "accuracy_runs", "accuracy")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Wave 8.11's measurement: profiles per model and precision, the TFT's step times, the accuracy runs."""
+    device: dict[str, Any]
+    environment: dict[str, Any]
+    precisions: list[str]
+    candidate: str
+    memory: dict[str, dict[str, MemoryProfile]]
+    """model -> precision -> the step's profile (its `peak` is the model peak)."""
+    timing: dict[str, Timing]
+    """precision -> the TFT step's alternating samples (seconds)."""
+    accuracy_runs: list[dict[str, Any]]
+    accuracy: list[dict[str, Any]]
+    tft_config: dict[str, Any] = field(default_factory=dict)
+    accuracy_config: dict[str, Any] = field(default_factory=dict)
+    accuracy_preset: str = ""
+    predicted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wave: str = "8.11"
+    measured_at: str | None = None
+    measure_parameters: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Top-level keys this record does not model (e.g. provenance added by the runner), kept as they are."""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {**self.extra, "schema_version": SCHEMA_VERSION}
+        d |= {k: getattr(self, k) for k in _PLAIN}
+        d["memory"] = {n: {p: prof.to_dict() for p, prof in per.items()} for n, per in self.memory.items()}
+        d["timing"] = {p: t.to_dict() for p, t in self.timing.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
+        version = d.get("schema_version", 1)
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"wave 8.11 measurement of schema {version}: this foxlib reads up to {SCHEMA_VERSION}")
+        if d.get("wave", "8.11") != "8.11":
+            raise ValueError(f"a measurement of wave {d['wave']!r}, not 8.11")
+        known = set(_PLAIN) | {"memory", "timing", "schema_version"}
+        return cls(**{k: d[k] for k in _PLAIN if k in d},
+                   memory={n: {p: MemoryProfile.from_dict(x) for p, x in per.items()} for n, per in d["memory"].items()},
+                   timing={p: Timing(t.get("name", p), tuple(t["samples_s"])) for p, t in d["timing"].items()},
+                   extra={k: v for k, v in d.items() if k not in known})
+
+    @classmethod
+    def coerce(cls, m: "Measurement | dict[str, Any]") -> "Measurement":
+        return m if isinstance(m, cls) else cls.from_dict(m)
+
+
 # ----------------------------------------------------------------------------- analysis
 
 def _mb(x):
     return None if x is None else round(x / MB, 1)
 
 
-def headline_degradation(m: dict[str, Any], precision: str) -> dict[str, Any]:
+def headline_degradation(m: Measurement | dict[str, Any], precision: str) -> dict[str, Any]:
     """The validation quantile loss row: the accuracy gate's metric."""
-    return next(r for r in m["accuracy"] if r["precision"] == precision and r["metric"] == "quantile_loss")
+    m = Measurement.coerce(m)
+    return next(r for r in m.accuracy if r["precision"] == precision and r["metric"] == "quantile_loss")
 
 
-def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
-    c = m["candidate"]
+def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+    m = Measurement.coerce(m)
+    c = m.candidate
     row = headline_degradation(m, c)
-    peak = m["memory"]["tft"][c]["peak"]
     return [
         Check.at_most(f"TFT accuracy degradation in {c} (validation quantile loss)", row["degradation_pct"],
                       budgets["accuracy"]["max_degradation_pct"], "%",
                       note=f"mean of {len(row['values'])} seeds; fp32 seed-to-seed spread {row['baseline_spread_pct']:.2f} %"),
-        Check.at_most(f"TFT peak training memory in {c}", peak, budgets["tft"]["peak_training_mb"] * MB, "bytes"),
+        Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak, budgets["tft"]["peak_training_mb"] * MB,
+                      "bytes", note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
     ]
 
 
-def memory_table(m: dict[str, Any]) -> pd.DataFrame:
+def memory_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     """The TFT's categories in each precision, the change against fp32, the seed's expectation."""
+    m = Measurement.coerce(m)
     rows = []
-    base = m["memory"]["tft"]["fp32"]
-    for p in m["precisions"]:
-        prof = m["memory"]["tft"][p]
+    base = m.memory["tft"]["fp32"]
+    for p in m.precisions:
+        prof = m.memory["tft"][p]
         rows.append({
-            "precision": p, "parameters (MB)": _mb(prof["parameters"]), "gradients (MB)": _mb(prof["gradients"]),
-            "optimizer (MB)": _mb(prof["optimizer_state"]), "activations (MB)": _mb(prof["activations"]),
-            "forward peak (MB)": _mb(prof["forward_peak"]), "step peak (MB)": _mb(prof["peak"]),
-            "peak vs fp32 (%)": round(100 * (prof["peak"] / base["peak"] - 1), 1),
-            "activations vs fp32 (%)": round(100 * (prof["activations"] / base["activations"] - 1), 1),
+            "precision": p, "parameters (MB)": _mb(prof.parameters), "gradients (MB)": _mb(prof.gradients),
+            "optimizer (MB)": _mb(prof.optimizer_state), "activations (MB)": _mb(prof.activations),
+            "forward peak (MB)": _mb(prof.forward_peak), "model peak (MB)": _mb(prof.peak),
+            "model peak vs fp32 (%)": round(100 * (prof.peak / base.peak - 1), 1),
+            "activations vs fp32 (%)": round(100 * (prof.activations / base.activations - 1), 1),
+            "process peak (MB)": _mb(prof.process_peak),
             "seed's expectation (MB)": seed_figures.FP16_EXPECTED_PEAK_MB if p == "fp16" else None,
         })
     return pd.DataFrame(rows)
 
 
-def models_table(m: dict[str, Any]) -> pd.DataFrame:
+def models_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    """Every model's model peak per precision (the figure wave 8.10 shows under the same name)."""
+    m = Measurement.coerce(m)
     rows = []
-    for name, per in m["memory"].items():
+    for name, per in m.memory.items():
         row = {"model": name}
         for p, prof in per.items():
-            row[f"{p} peak (MB)"] = _mb(prof["peak"])
-        for p in m["precisions"]:
+            row[f"{p} model peak (MB)"] = _mb(prof.peak)
+        for p in m.precisions:
             if p != "fp32":
-                row[f"{p} vs fp32 (%)"] = round(100 * (per[p]["peak"] / per["fp32"]["peak"] - 1), 1)
+                row[f"{p} vs fp32 (%)"] = round(100 * (per[p].peak / per["fp32"].peak - 1), 1)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def why_not_half(m: dict[str, Any]) -> pd.DataFrame:
+def why_not_half(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     """Why "fp16 halves memory" does not hold: what stays fp32, and the 16-bit extras."""
-    base, rows = m["memory"]["tft"]["fp32"], []
-    for p in m["precisions"]:
+    m = Measurement.coerce(m)
+    base, rows = m.memory["tft"]["fp32"], []
+    for p in m.precisions:
         if p == "fp32":
             continue
-        prof = m["memory"]["tft"][p]
-        kept = prof["parameters"] + prof["gradients"] + prof["optimizer_state"]
-        halved_ideal = base["activations"] / 2
+        prof = m.memory["tft"][p]
+        kept = prof.parameters + prof.gradients + prof.optimizer_state
+        halved_ideal = base.activations / 2
         rows.append({
             "precision": p,
             "stays fp32: weights + gradients + Adam (MB)": _mb(kept),
             "activations if all halved (MB)": _mb(halved_ideal),
-            "activations measured (MB)": _mb(prof["activations"]),
-            "not halved (MB)": _mb(prof["activations"] - halved_ideal),
+            "activations measured (MB)": _mb(prof.activations),
+            "not halved (MB)": _mb(prof.activations - halved_ideal),
             "why": "autocast runs only matmul-like ops in 16 bits: layer norms, softmax, ELU, the loss and "
                    "the LSTM state stay fp32; each cast makes a 16-bit copy (weights included: the "
                    "cast-weight cache) that backward keeps; parameters, gradients and Adam state stay fp32",
@@ -165,26 +229,49 @@ def why_not_half(m: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def speed_table(m: dict[str, Any]) -> pd.DataFrame:
-    base = m["timing"]["fp32"]["median_s"]
-    return pd.DataFrame([{
-        "precision": p, "median step (ms)": round(1e3 * t["median_s"], 2), "IQR (ms)": round(1e3 * t["iqr_s"], 2),
-        "ratio to fp32": round(t["median_s"] / base, 3), "noisy (IQR > 10 %)": t["noisy"],
-        "seed's guess": seed_figures.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
-    } for p, t in m["timing"].items()])
+def speed_ratio(m: Measurement | dict[str, Any], precision: str) -> tuple[float, float | None, float | None]:
+    """(median ratio, low, high) of the TFT step's time in `precision` to fp32's, from the raw samples.
+
+    THE ONE CALL SITE for the interval: foxlib.timing.ratio_interval(timings, name, baseline) ->
+    RatioInterval(median, low, high) when foxlib.timing has it; until then the ratio of the medians,
+    without an interval (low, high None)."""
+    m = Measurement.coerce(m)
+    try:
+        from foxlib.timing import ratio_interval  # type: ignore[attr-defined]
+    except ImportError:
+        return m.timing[precision].median_s / m.timing["fp32"].median_s, None, None
+    r = ratio_interval(m.timing, precision, "fp32")
+    return r.median, r.low, r.high
 
 
-def accuracy_table(m: dict[str, Any]) -> pd.DataFrame:
+def speed_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    m = Measurement.coerce(m)
+    rows = []
+    for p, t in m.timing.items():
+        ratio, low, high = speed_ratio(m, p)
+        rows.append({
+            "precision": p, "median step (ms)": round(1e3 * t.median_s, 2), "IQR (ms)": round(1e3 * t.iqr_s, 2),
+            "ratio to fp32": round(ratio, 3),
+            "ratio interval (low, high)": "—" if low is None else f"{low:.2f} – {high:.2f}",
+            "noisy (IQR > 10 %)": t.noisy,
+            "seed's guess": seed_figures.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def accuracy_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    m = Measurement.coerce(m)
     return pd.DataFrame([{
         "precision": r["precision"], "metric": r["metric"], "mean over seeds": round(r["mean"], 4),
         "per seed": ", ".join(f"{v:.4f}" for v in r["values"]),
         "degradation vs fp32 (%)": round(r["degradation_pct"], 2),
         "fp32 seed spread (%)": round(r["baseline_spread_pct"], 2),
         "beyond noise": abs(r["degradation_pct"]) > r["baseline_spread_pct"] if r["precision"] != "fp32" else "",
-    } for r in m["accuracy"]])
+    } for r in m.accuracy])
 
 
-def training_table(m: dict[str, Any]) -> pd.DataFrame:
+def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    m = Measurement.coerce(m)
     return pd.DataFrame([{"precision": r["precision"], "seed": r["seed"], "steps run": r["steps"],
                           "best step": r["best_step"], "stopped early": r["stopped_early"],
-                          "seconds": round(r["seconds"], 1)} for r in m["accuracy_runs"]])
+                          "seconds": round(r["seconds"], 1)} for r in m.accuracy_runs])

@@ -34,6 +34,7 @@ from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
 from foxlib.models import MODELS
 from foxlib.models.tft import device_loss
 from foxlib.progress import progress
+from foxlib.recipe import StepRecipe, build_step
 from foxlib.timing import time_alternating
 from foxlib.training import compare_precisions, train_tft
 from foxlib.waves.wave_8_11 import training_step
@@ -182,24 +183,21 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     return out
 
 
-def _graph_parts(cfg, device: torch.device, seed: int):
-    """The TFT, a batch, a capturable Adam and the host-copy-free loss: what a CUDA graph captures."""
-    torch.manual_seed(seed)
-    model = MODELS["tft"].build(cfg).to(device)
-    batch = MODELS["tft"].example_batch(cfg, device=device, seed=seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, capturable=True)
-    return model, batch, device_loss(cfg, device), optimizer
+def _graph_parts(cfg, device: torch.device, precision: str, seed: int):
+    """The recipe's TFT, batch and Adam (capturable) and the host-copy-free loss: what a CUDA graph captures."""
+    step = build_step(StepRecipe("tft", cfg, precision, seed), device, capturable=True)
+    return step.model, step.batch, device_loss(cfg, device), step.optimizer
 
 
 def _profile_graphed(cfg, device: torch.device, precision: str, seed: int) -> dict[str, Any]:
-    profile = profile_graphed_step(*_graph_parts(cfg, device, seed), precision)
+    profile = profile_graphed_step(*_graph_parts(cfg, device, precision, seed), precision)
     gc.collect()
     torch.cuda.empty_cache()
     return profile
 
 
 def _graphed_step(cfg, device: torch.device, precision: str, seed: int) -> GraphedStep:
-    return GraphedStep(*_graph_parts(cfg, device, seed), precision).capture()
+    return GraphedStep(*_graph_parts(cfg, device, precision, seed), precision).capture()
 
 
 # ----------------------------------------------------------------------------- the record

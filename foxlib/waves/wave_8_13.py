@@ -43,6 +43,7 @@ from foxlib.memory.profile import autocast, check_precision
 from foxlib.memory.timeline import cpu_allocations
 from foxlib.models import MODELS
 from foxlib.progress import progress
+from foxlib.recipe import StepRecipe, build_step
 from foxlib.waves.wave_8_10 import ENSEMBLE, bare_context
 
 GIB = 2**30
@@ -230,42 +231,27 @@ class _Member:
     model: torch.nn.Module | None = None
     batch: Any = None
     optimizer: torch.optim.Optimizer | None = None
-    scaler: Any = None
+    step: Callable[[], torch.Tensor] | None = None
+    """The recipe's training step (foxlib.recipe; fp16 through its GradScaler); returns the loss."""
 
     @property
     def card(self):
         return MODELS[self.name]
 
 
-def _lr(cfg: Any) -> float:
-    return getattr(cfg, "lr", None) or getattr(cfg, "learning_rate", None) or 1e-3
-
-
 def _load(member: _Member, device: torch.device, seed: int) -> None:
-    torch.manual_seed(seed)
-    member.model = member.card.build(member.cfg).to(device)
-    member.batch = member.card.example_batch(member.cfg, device=device, seed=seed)
-    member.optimizer = torch.optim.Adam(member.model.parameters(), lr=_lr(member.cfg))
-    member.scaler = torch.amp.GradScaler(device.type) if member.precision == "fp16" else None
+    """The member's model, batch, Adam (at the card's learning rate) and step, from foxlib.recipe."""
+    built = build_step(StepRecipe(member.name, member.cfg, member.precision, seed), device)
+    member.model, member.batch, member.optimizer, member.step = built.model, built.batch, built.optimizer, built.step
 
 
 def _step(member: _Member, device: torch.device) -> float:
-    """One training step (forward + loss, backward, Adam); gradients freed afterwards, because the
-    other models step before this one steps again."""
+    """One training step of the recipe (forward + loss, backward, Adam); gradients freed afterwards,
+    because the other models step before this one steps again."""
     member.model.train()
-    opt = member.optimizer
-    opt.zero_grad(set_to_none=True)
-    with autocast(device, member.precision):
-        loss = member.card.loss(member.model, member.batch)
-    if member.scaler is not None:
-        member.scaler.scale(loss).backward()
-        member.scaler.step(opt)
-        member.scaler.update()
-    else:
-        loss.backward()
-        opt.step()
-    opt.zero_grad(set_to_none=True)
-    return float(loss.detach().float())
+    loss = member.step()
+    member.optimizer.zero_grad(set_to_none=True)
+    return float(loss.float())
 
 
 def _device_bytes(obj: Any, device: torch.device) -> int:
@@ -294,7 +280,7 @@ def _free(members: list[_Member], device: torch.device, keep_models: bool = Fals
     for m in members:
         if m.model is not None:
             m.model.zero_grad(set_to_none=True)
-        m.batch = m.optimizer = m.scaler = None
+        m.batch = m.optimizer = m.step = None
         if not keep_models:
             m.model = None
     if device.type == "cuda":  # on the CPU reference counting frees the tensors; a full collection is slow
