@@ -174,7 +174,8 @@ def differences(wave_id: str, declared: dict[str, Parameter], values: dict[str, 
 
 
 def _slug(value: Any) -> str:
-    return re.sub(r"[^a-z0-9.]+", "-", str(value).lower()).strip("-.") or "empty"
+    text = re.sub(r"[^a-z0-9.]+", "-", str(value).lower())
+    return re.sub(r"[-.]*-[-.]*|\.{2,}", "-", text).strip("-.") or "empty"  # no "..", no "-.-"
 
 
 def variant_name(differs: dict[str, dict[str, Any]]) -> str | None:
