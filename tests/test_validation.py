@@ -208,3 +208,15 @@ def test_free_memory_on_the_cpu_is_memavailable():
     import torch
     free, what = preflight.free_bytes(torch.device("cpu"))
     assert "MemAvailable" in what and free > 0
+
+
+def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
+    import torch
+    params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "device": "cpu",
+                                                              "tft_config": '{"precision": "fp32"}'})
+    total, what = preflight.predicted_peak("8.13", params, torch.device("cpu"))
+    assert "four training steps" in what and total > 0
+    from foxlib.memory import predict_step
+    from foxlib.models import MODELS
+    tft = predict_step(MODELS["tft"], MODELS["tft"].preset("small")).peak
+    assert total > tft  # the TFT and three more
