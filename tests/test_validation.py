@@ -196,6 +196,7 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(monkeypatch):
 
 def test_memory_refusal_from_the_cli_writes_nothing(reports, monkeypatch, capsys):
     monkeypatch.setattr(preflight, "free_bytes", lambda device: (1, "available RAM (test)"))
+    monkeypatch.setattr(preflight, "predicted_peak", lambda wave, params, device: (5_000_000, "the step (test)"))
     before = _snapshot(reports)
     args = ["report", "--wave", "8.10", "-p", "preset=small", "-p", "batch_size=2", "-p", "encoder_length=5",
             "-p", "device=cpu", "--reports-dir", str(reports)]
@@ -211,12 +212,20 @@ def test_free_memory_on_the_cpu_is_memavailable():
 
 
 def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
+    """The sum of the four models' predicted step peaks, each at its own configuration and precision."""
+    import types
+
     import torch
+
+    import foxlib.memory
+    seen = []
+
+    def fake(card, cfg, precision="fp32", **kwargs):
+        seen.append((card.name if hasattr(card, "name") else card.title, precision))
+        return types.SimpleNamespace(peak=1_000_000 * len(seen))
+    monkeypatch.setattr(foxlib.memory, "predict_step", fake)
     params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "device": "cpu",
-                                                              "tft_config": '{"precision": "fp32"}'})
+                                                              "tft_config": '{"precision": "bf16"}'})
     total, what = preflight.predicted_peak("8.13", params, torch.device("cpu"))
-    assert "four training steps" in what and total > 0
-    from foxlib.memory import predict_step
-    from foxlib.models import MODELS
-    tft = predict_step(MODELS["tft"], MODELS["tft"].preset("small")).peak
-    assert total > tft  # the TFT and three more
+    assert "four training steps" in what and len(seen) == 4 and total == 10_000_000
+    assert sorted(p for _, p in seen) == ["bf16", "fp32", "fp32", "fp32"]
