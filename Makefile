@@ -4,8 +4,15 @@ VENV    := .venv
 PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.foxlib-installed
 WAVE    ?= 8.10
-# extra notebook parameters: make report WAVE=8.10 P="preset=small batch_size=8"
+# extra notebook parameters: make report WAVE=8.10 P="preset=small batch_size=8"; a value with spaces
+# or ';' in single quotes: make report WAVE=8.12 P="strategies='fp32 (baseline);bf16;checkpoint blocks'"
 P       ?=
+# WAVE and P reach the commands through the environment ("$$P"), never pasted into a shell line:
+# no character in them can end or change the command; foxlib splits P like a shell (shlex)
+export WAVE P
+# a failed command fails make, also in a pipeline or loop
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
 
 .DEFAULT_GOAL := help
 PEER_VENV  := .venv-peer
@@ -14,7 +21,7 @@ REPEATS ?= 10
 # a folder of measurement files from scripts/h200.sh (the device tool's $OUT, copied here)
 MEASURED ?= device-out/h200
 
-.PHONY: help venv report reports test browser screenshot lab waves clean-venv peer-bench peer-test render
+.PHONY: help venv report reports test test-fast browser screenshot lab waves clean-venv peer-bench peer-test render
 
 help: ## list the targets with what they do
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,10 +38,10 @@ $(STAMP): requirements.txt pyproject.toml
 venv: $(STAMP) ## create the environment if it is missing (a venv with pinned packages + the foxlib kernel)
 
 report: $(STAMP) ## run one wave on the best device here: make report WAVE=8.10 [P="name=value ..."]
-	$(PYTHON) -m foxlib report --wave $(WAVE) $(foreach p,$(P),-p $(p))
+	$(PYTHON) -m foxlib report --wave "$$WAVE" --parameters "$$P"
 
-reports: $(STAMP) ## run every wave, then write reports/index.html
-	$(PYTHON) -m foxlib reports $(foreach p,$(P),-p $(p))
+reports: $(STAMP) ## run every wave in dependency order (8.10 .. 8.13), then write reports/index.html
+	$(PYTHON) -m foxlib reports --parameters "$$P"
 
 render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make render MEASURED=<folder>
 	@test -d "$(MEASURED)" || (echo "no folder $(MEASURED): run scripts/h200.sh on the GPU machine first (README)"; exit 2)
@@ -51,6 +58,9 @@ waves: $(STAMP) ## list the waves with their titles and verdicts
 
 test: $(STAMP) browser ## run the test suite (what CI runs)
 	$(PYTHON) -m pytest -q -rs
+
+test-fast: $(STAMP) ## the unit tier only: no notebook runs, no browser (under a minute on 2 cores)
+	$(PYTHON) -m pytest -q -rs -m "not slow"
 
 browser: ## install headless Chromium for the report tests if it is missing (Debian's package)
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
@@ -75,8 +85,8 @@ peer-bench: $(STAMP) $(PEER_STAMP) ## foxlib's TFT against pytorch-forecasting's
 peer-test: $(PEER_STAMP) ## the peer benchmark's tests, with pytorch-forecasting installed
 	$(PEER_VENV)/bin/python -m pytest -q -rs tests/test_peer_benchmark.py
 
-lab: $(STAMP) ## open JupyterLab on the project's kernel
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+lab: $(STAMP) ## open JupyterLab on the project's kernel (notebooks/*.py open as notebooks, via jupytext)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root || true)
 
 clean-venv: ## remove the environment
 	rm -rf $(VENV)

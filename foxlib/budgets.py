@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,8 @@ from typing import Any
 
 from foxlib import config
 
-# section -> key -> description; every key must be present and a positive number
+# section -> key -> description; every key must be present and a positive finite number, and
+# no other section or key may appear (a misspelt budget would otherwise be ignored silently)
 SCHEMA: dict[str, dict[str, str]] = {
     "tft": {
         "parameters_mb": "model parameters",
@@ -40,7 +42,8 @@ def load_budgets(path: str | Path | None = None) -> dict[str, dict[str, float]]:
         raise BudgetsError(f"budgets file {path} not found; restore it with `git checkout budgets.toml`") from None
     except tomllib.TOMLDecodeError as exc:
         raise BudgetsError(f"budgets file {path} is not valid TOML: {exc}") from None
-    problems = []
+    problems = [f"section [{section}] is not a known section (known: {', '.join(SCHEMA)})"
+                for section in raw if section not in SCHEMA]
     for section, keys in SCHEMA.items():
         table = raw.get(section)
         if not isinstance(table, dict):
@@ -50,9 +53,10 @@ def load_budgets(path: str | Path | None = None) -> dict[str, dict[str, float]]:
             value = table.get(key)
             if value is None:
                 problems.append(f"[{section}] {key} ({what}) is missing")
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                problems.append(f"[{section}] {key} must be a positive number, got {value!r}")
-        for key in set(table) - set(keys):
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                problems.append(f"[{section}] {key} must be a positive number (finite), got {value!r}")
+        for key in sorted(set(table) - set(keys)):
             problems.append(f"[{section}] {key} is not a known budget (known: {', '.join(keys)})")
     if problems:
         raise BudgetsError(f"budgets file {path} is incomplete or malformed: " + "; ".join(problems))

@@ -1,15 +1,10 @@
 """Which device to measure on, and the short name its reports are filed under."""
 from __future__ import annotations
 
-import os
 import platform
 import re
-import subprocess
-
 
 import torch
-
-from foxlib import config
 
 
 class DeviceError(RuntimeError):
@@ -60,15 +55,6 @@ def environment() -> dict:
     if torch.cuda.is_available():
         from foxlib.memory.cuda import nvml_view
         env["driver"] = nvml_view(torch.device("cuda")).get("driver")
-    if os.environ.get("FOXLIB_GIT_REVISION"):  # a copy of the tree without .git (a GPU machine)
-        env["git_revision"] = os.environ["FOXLIB_GIT_REVISION"]
-        return env
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=config.ROOT,
-                             capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=config.ROOT,
-                               capture_output=True, text=True, timeout=10)
-        env["git_revision"] = (rev.stdout.strip() or None) and rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        env["git_revision"] = None
+    from foxlib.provenance import git_revision
+    env["git_revision"] = git_revision()  # FOXLIB_GIT_REVISION on a copy of the tree without .git
     return env

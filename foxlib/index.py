@@ -1,6 +1,11 @@
-"""reports/index.html and `python -m foxlib waves`: every wave's latest verdict on each device."""
+"""reports/index.html and `python -m foxlib waves`: every wave's canonical verdict on each device.
+
+Only canonical reports (`reports/<device>/wave-<N>/`, made with the defaults) count: a variant
+(`reports/<device>/variants/wave-<N>-<name>/`) never enters the ledger, the table or the critical
+path; it is listed on its own."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,21 @@ def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, An
     return found
 
 
+def collect_variants(reports_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Every variant report's results, with "_dir" (relative to reports_dir) and "_device"."""
+    reports_dir = Path(reports_dir or config.REPORTS_DIR)
+    out = []
+    for path in sorted(reports_dir.glob(f"*/variants/wave-*/{results.RESULTS_FILE}")):
+        try:
+            res = results.read_json(path)
+        except ValueError:
+            continue
+        if res.get("wave") in WAVES:
+            out.append({**res, "_dir": path.parent.relative_to(reports_dir).as_posix(),
+                        "_device": path.parent.parent.parent.name})
+    return out
+
+
 def devices(found: dict[str, dict[str, Any]]) -> list[str]:
     names = sorted({d for per in found.values() for d in per})
     return sorted(names, key=lambda d: (d == "cpu", d))  # GPUs first
@@ -47,6 +67,10 @@ def status_lines(reports_dir: Path | None = None) -> list[str]:
     dep = deployment_verdicts(found)
     lines.append(f"{DEPLOYMENT}  {'Ensemble deployment':<28} [follows 8.13]  "
                  + (", ".join(f"{d}: {v}" for d, v in dep.items()) or "no report yet"))
+    variants = collect_variants(reports_dir)
+    if variants:
+        lines.append("variants (other parameters than the defaults; never on the critical path):")
+        lines += [f"  {v['wave']}  {v['_device']}: {v['verdict']}  {v['_dir']}" for v in variants]
     return lines
 
 
@@ -116,8 +140,16 @@ def write_index(reports_dir: Path | None = None) -> Path:
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     page = env.get_template("index.html.j2").render(
         answer=answer(found, devs), ledger=ledger.rows(found, devs), devices=devs, waves=waves,
-        deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p}, variants=[])
+        deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
+        variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
+                   "differs": ", ".join(f"{k} = {val!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
+                  for v in collect_variants(reports_dir)])
     out = reports_dir / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page)
+    tmp = out.with_name(f".index.html.{os.getpid()}.tmp")  # two runs finishing together: each writes whole
+    try:
+        tmp.write_text(page)
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out

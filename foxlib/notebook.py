@@ -16,10 +16,37 @@ from foxlib.waves import get_wave
 # parameters that steer the run rather than the measurement
 RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")
 
+# the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
+_RUN: dict[str, Any] = {}
+
 
 def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
     """The wave's declared parameters, with the values they have in the notebook's namespace."""
-    return {name: namespace[name] for name in read_parameters(get_wave(wave_id).notebook)}
+    params = {name: namespace[name] for name in read_parameters(get_wave(wave_id).notebook)}
+    _RUN.clear()
+    _RUN.update(wave=wave_id, params=dict(params))
+    return params
+
+
+def run_kind(wave_id: str, measurement: dict[str, Any], params: dict[str, Any] | None = None):
+    """Canonical or variant (foxlib.parameters.RunKind) of this run, against the defaults of the device
+    the measurement was made on."""
+    from foxlib.parameters import run_kind as kind
+    if params is None:
+        params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
+    return kind(wave_id, params, measurement, measurement["device"]["type"])
+
+
+def provenance_facts(measurement: dict[str, Any]) -> dict[str, Any]:
+    """Where a report comes from: the revisions it was measured and rendered at, clean or not."""
+    from foxlib import provenance
+    measured, rendered = results.measured_revision(measurement), provenance.git_revision()
+    return {"measured_at_revision": measured, "rendered_at_revision": rendered,
+            "clean": provenance.is_clean(measured) and provenance.is_clean(rendered)}
+
+
+def _value(v: Any) -> str:
+    return html.escape(repr(v) if isinstance(v, str) else str(v))
 
 
 def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -46,18 +73,43 @@ def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 def verdict_banner(wave_id: str, checks: list[Check], measurement: dict[str, Any]) -> str:
-    """HTML for the top of the report: verdict, device and the failing checks."""
+    """HTML for the top of the report: verdict, device, the revisions it was measured and rendered
+    at (and a warning when either had uncommitted changes), the failing checks, and for a variant
+    what differs from the defaults."""
     v = verdict(checks)
     colour = "#1a7f37" if v == "GO" else "#cf222e"
     dev = measurement["device"]
     failed = [c for c in checks if not c.passed]
     lines = "".join(f"<li>{html.escape(c.name)}: {_fmt(c.measured, c.unit)} &gt; limit {_fmt(c.limit, c.unit)}</li>"
                     for c in failed)
+    prov = provenance_facts(measurement)
+    rev = lambda r: html.escape(r or "unknown")  # noqa: E731
+    notes = []
+    if not prov["clean"]:
+        notes.append('<p class="foxlib-dirty" style="color:#9a6700"><b>Not a commit\'s report:</b> made from '
+                     "uncommitted changes (measured at "
+                     f"{rev(prov['measured_at_revision'])}, rendered at {rev(prov['rendered_at_revision'])}; "
+                     "run with --allow-dirty). Its figures may not be reproducible from any revision.</p>")
+    kind = run_kind(wave_id, measurement)
+    if kind.variant:
+        diffs = "; ".join(f"<b>{html.escape(k)}</b> = {_value(d['value'])} (default {_value(d['default'])})"
+                          for k, d in kind.differs.items())
+        notes.append(f'<p class="foxlib-variant" style="color:#9a6700"><b>Variant <code>{html.escape(kind.variant)}'
+                     f"</code>, not the canonical report.</b> It differs from the defaults in: {diffs}.</p>")
+    if kind.device_defaults:
+        applied = "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
+                            if k not in kind.differs)
+        if applied:
+            notes.append(f"<p><small>Defaults for the {html.escape(kind.device_type.upper())} (sized for two cores): "
+                         f"{applied}.</small></p>")
     return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
             f'<h2 style="color:{colour};margin:0">Verdict: {v}</h2>'
             f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
-            f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}) · {measurement.get('measured_at', '')}</p>"
-            + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
+            f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}, <code>{html.escape(dev.get('short', ''))}"
+            f"</code>) · {measurement.get('measured_at', '')} · measured at revision "
+            f"<code>{rev(prov['measured_at_revision'])}</code>, rendered at "
+            f"<code>{rev(prov['rendered_at_revision'])}</code></p>"
+            + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -73,8 +125,12 @@ def checks_table(checks: list[Check]) -> pd.DataFrame:
 
 def finish(wave_id: str, params: dict[str, Any], measurement: dict[str, Any], checks: list[Check],
            **extra: Any) -> dict[str, Any]:
-    """Write results.json and the raw measurement into the output folder (last cell of a wave)."""
-    res = results.build(wave_id, params, measurement, checks, **extra)
+    """Write results.json and the raw measurement into the output folder (last cell of a wave).
+    The files the measurement cites (depends_on) must still be the ones it read (ProvenanceError)."""
+    from foxlib import provenance
+    kind = run_kind(wave_id, measurement, params)
+    res = results.build(wave_id, params, measurement, checks, run=kind.to_dict(), **extra)
+    provenance.verify(res["depends_on"])
     out = Path(params.get("output_dir") or ".")
     _keep_snapshot(measurement, params, out)
     results.write_json(out / results.MEASUREMENT_FILE, measurement)

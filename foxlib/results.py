@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from foxlib.waves import WAVES
 
 RESULTS_FILE = "results.json"
 MEASUREMENT_FILE = "measurement.json"
+SCHEMA_VERSION = 2  # 2: measured_at_revision, rendered_at_revision, depends_on
 
 
 def _clean(obj: Any) -> Any:
@@ -27,8 +29,14 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def measured_revision(measurement: dict[str, Any]) -> str | None:
+    """The revision a measurement was made at (its environment's git_revision)."""
+    return measurement.get("measured_at_revision") or (measurement.get("environment") or {}).get("git_revision")
+
+
 def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], checks: list[Check],
           **extra: Any) -> dict[str, Any]:
+    from foxlib import provenance
     return _clean({
         "wave": wave,
         "title": WAVES[wave].title,
@@ -39,6 +47,11 @@ def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], ch
         # measured elsewhere (the measurements parameter): the parameters of that measurement, not the defaults
         "parameters": {k: v for k, v in {**parameters, **measurement.get("measure_parameters", {})}.items()
                        if k != "output_dir"},
+        "schema_version": SCHEMA_VERSION,
+        "measured_at_revision": measured_revision(measurement),
+        "rendered_at_revision": provenance.git_revision(),
+        # the published results this measurement read (wave 8.13: 8.12's recommendation), by path, revision, sha256
+        "depends_on": list(measurement.get("depends_on") or []),
         "verdict": verdict(checks),
         "checks": [c.to_dict() for c in checks],
         **extra,
@@ -46,10 +59,15 @@ def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], ch
 
 
 def write_json(path: Path, data: dict[str, Any]) -> Path:
+    """Write `data` to `path` atomically (a temporary file beside it, then renamed; removed on failure)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -58,5 +76,7 @@ def read_json(path: str | Path) -> dict[str, Any]:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} not found") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is not valid JSON ({exc}); it may be truncated") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a JSON file") from None

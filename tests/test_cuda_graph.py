@@ -19,6 +19,7 @@ def _parts(device, capturable=True, **overrides):
     return cfg, model, batch, device_loss(cfg, device), optimizer
 
 
+@pytest.mark.slow
 def test_device_loss_is_the_cards_loss():
     cfg, model, batch, loss, _ = _parts("cpu")
     model.eval()

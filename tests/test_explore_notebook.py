@@ -10,6 +10,7 @@ from foxlib.config import KERNEL_NAME, ROOT
     {"model": "tft", "preset": "small", "precision": "bf16", "checkpointing": "blocks", "batch_size": 4},
     {"model": "mamba2", "preset": "small", "measure": False},
 ])
+@pytest.mark.slow
 def test_explore_notebook_shows_predicted_and_measured(tmp_path, params):
     import jupytext
     import nbformat

@@ -39,6 +39,7 @@ def _train_check(m):
     return next(c for c in wave.checks(m, load_budgets()) if c.name == wave.TRAIN_CHECK)
 
 
+@pytest.mark.slow
 def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped):
     m, t = capped, capped["training"]
     cap = m["cap"]
@@ -66,6 +67,7 @@ def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped)
     assert m["inference"]["oom"] is None or m["inference"]["oom"]["needed_bytes"] > CAP
 
 
+@pytest.mark.slow
 def test_a_tiny_card_fails_at_loading_or_at_the_first_step(capped):
     """card_gb=0.001 (1.07 MB): what measure(card_gb=0.001) would find, from the same step measurements."""
     card = round(0.001 * 2**30)
@@ -75,6 +77,7 @@ def test_a_tiny_card_fails_at_loading_or_at_the_first_step(capped):
     assert wave.NOT_ENFORCED in plan["oom"]["error"]
 
 
+@pytest.mark.slow
 def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped):
     profiles, order = capped["step_profiles"], capped["order"]
     full = wave.account_training(profiles, order, 2, cap=10**15)

@@ -43,7 +43,8 @@ def test_project_budgets_are_the_seeds():
      "peak_training_mb must be a positive number"),
     (open(ROOT / "budgets.toml").read().replace("peak_training_mb = 1000", 'peak_training_mb = "1 GB"'),
      "must be a positive number"),
-    (open(ROOT / "budgets.toml").read() + "\n[tft2]\n", ""),  # an extra section is harmless
+    (open(ROOT / "budgets.toml").read() + "\n[tft2]\n", "section \\[tft2\\] is not a known section"),
+    (open(ROOT / "budgets.toml").read(), ""),
 ])
 def test_bad_budgets_files_say_what_is_wrong(tmp_path, text, message):
     path = tmp_path / "budgets.toml"

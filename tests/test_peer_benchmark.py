@@ -36,6 +36,7 @@ def tiny_results(tmp_path_factory):
     return out, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @needs_peer
 def test_tiny_benchmark_has_every_category_and_positive_times(tiny_results):
     path, res = tiny_results

@@ -22,6 +22,7 @@ def fp32_profiles():
     return {name: _profile(name, "fp32") for name in MODELS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 @pytest.mark.parametrize("name", ["tft", "dqn", "ppo", "mamba2"])
 def test_precision_changes_activations_not_master_weights(name, precision, fp32_profiles):

@@ -150,6 +150,7 @@ def test_sgd_has_no_state_and_unknown_optimizer_is_refused():
         predict_model_step(lambda: torch.nn.Linear(5, 2), batch, mse, optimizer="lbfgs")
 
 
+@pytest.mark.slow
 def test_largest_fitting_batch_size_tft_small(small_pairs):
     card = MODELS["tft"]
     base = card.config("small")  # batch_size 8

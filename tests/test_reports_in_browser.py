@@ -12,6 +12,7 @@ def test_there_are_committed_reports_for_cpu_and_gpu():
     assert {"cpu", "h200"} <= devices
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("report", COMMITTED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_report_renders_with_charts_and_verdict(report):
     seen = check_page(report)
@@ -22,11 +23,13 @@ def test_report_renders_with_charts_and_verdict(report):
     assert seen["title"].startswith("foxlib wave")
 
 
+@pytest.mark.slow
 def test_rendered_fresh_report_in_browser(tiny_8_10):
     seen = check_page(tiny_8_10 / "report.html")
     assert seen["broken_images"] == [] and seen["images"] >= 3 and seen["verdict_visible"]
 
 
+@pytest.mark.slow
 def test_index_page_links_reports():
     index = (ROOT / "reports" / "index.html").read_text()
     for report in COMMITTED:

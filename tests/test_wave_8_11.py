@@ -13,9 +13,10 @@ TINY_8_11 = {"preset": "small", "batch_size": 4, "encoder_length": 10, "timing_r
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     from foxlib.runner import run_wave
-    return run_wave("8.11", TINY_8_11, reports_dir=tmp_path_factory.mktemp("r"), progress=False)
+    return run_wave("8.11", TINY_8_11, reports_dir=tmp_path_factory.mktemp("r"), progress=False, allow_dirty=True)
 
 
+@pytest.mark.slow
 def test_results_and_measurement_agree(report):
     res = json.loads((report / "results.json").read_text())
     m = json.loads((report / "measurement.json").read_text())
@@ -38,6 +39,7 @@ def test_results_and_measurement_agree(report):
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
 
 
+@pytest.mark.slow
 def test_report_shows_the_seeds_guesses_and_says_which_preset_trained(report):
     html = (report / "report.html").read_text()
     assert "Verdict:" in html and "data:image/png;base64" in html

@@ -251,13 +251,14 @@ def test_unknown_strategy_names_the_valid_ones():
         wave.select("fp32 (baseline);fp8")
 
 
+@pytest.mark.slow
 def test_notebook_tiny(tmp_path):
     from foxlib.runner import run_wave
     params = {"preset": "small", "batch_size": 8, "encoder_length": 10, "device": "cpu",
               "strategies": "fp32 (baseline);bf16;checkpoint blocks;batch ÷4;CUDA graph", "timing_repeats": 2,
               "timing_warmup": 1, "accuracy_seeds": 1, "accuracy_steps": 4, "accuracy_eval_every": 2,
               "accuracy_val_windows": 16}
-    out = run_wave("8.12", params, reports_dir=tmp_path, progress=False)
+    out = run_wave("8.12", params, reports_dir=tmp_path, progress=False, allow_dirty=True)
     res = json.loads((out / "results.json").read_text())
     m = json.loads((out / "measurement.json").read_text())
     assert set(m["memory"]) == {"fp32 (baseline)", "bf16", "checkpoint blocks", "batch ÷4"}

@@ -1,0 +1,90 @@
+"""results.json says where a report comes from: schema 2, the revisions it was measured and rendered
+at, the files it depends on (which must still be the ones read); the first screen says so too."""
+import json
+
+import pytest
+
+from foxlib import notebook, provenance, results
+from foxlib.budgets import Check
+from foxlib.config import ROOT
+
+MEASUREMENT = ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json"
+
+
+@pytest.fixture
+def m():
+    return json.loads(MEASUREMENT.read_text())
+
+
+@pytest.fixture
+def clean(monkeypatch):
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123")
+
+
+def test_results_carry_schema_revisions_and_dependencies(m, clean, tmp_path):
+    cited = tmp_path / "r.json"
+    cited.write_text('{"wave": "8.12", "measured_at_revision": "abc"}')
+    m["depends_on"] = [provenance.cite(cited)]
+    res = results.build("8.10", {}, m, [Check.at_most("a", 1, 2, "bytes")])
+    assert res["schema_version"] == 2
+    assert res["measured_at_revision"] == m["environment"]["git_revision"] == "279ab1e"
+    assert res["rendered_at_revision"] == "feed123"
+    assert res["depends_on"] == [{"path": str(cited.resolve()), "revision": "abc",
+                                  "sha256": provenance.sha256_of(cited)}]
+    assert res["depends_on"][0] is not m["depends_on"][0] or res["depends_on"] == m["depends_on"]
+
+
+def test_finish_refuses_a_dependency_that_changed(m, clean, tmp_path):
+    cited = tmp_path / "r.json"
+    cited.write_text('{"wave": "8.12"}')
+    m["depends_on"] = [provenance.cite(cited)]
+    cited.write_text('{"wave": "8.12", "recommended": "something else"}')
+    out = tmp_path / "out"
+    with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
+        notebook.finish("8.10", {"output_dir": str(out)}, m, [Check.at_most("a", 1, 2, "bytes")])
+    assert not (out / "results.json").exists()
+
+
+def test_finish_writes_the_run_kind(m, clean, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    params = {"preset": "seed", "batch_size": 32, "output_dir": str(out)}
+    res = notebook.finish("8.10", params, m, [Check.at_most("a", 1, 2, "bytes")])
+    assert res["run"] == {"device_type": "cpu", "device_defaults": {}, "variant": None, "differs": {}}
+    assert json.loads((out / "results.json").read_text())["rendered_at_revision"] == "feed123"
+
+
+def test_banner_shows_revisions_and_device(m, clean):
+    banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
+    assert "measured at revision <code>279ab1e</code>, rendered at <code>feed123</code>" in banner
+    assert m["device"]["name"] in banner and "<code>cpu</code>" in banner
+    assert "uncommitted" not in banner and "Variant" not in banner
+
+
+def test_banner_says_so_when_made_from_uncommitted_changes(m, monkeypatch):
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123+dirty")
+    banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
+    assert "made from uncommitted changes" in banner and "feed123+dirty" in banner
+    assert banner.index("uncommitted") < banner.index("</div>")
+
+
+def test_banner_of_a_variant_says_what_differs(m, clean):
+    notebook.parameters("8.10", {**{k: None for k in ("preset", "batch_size", "encoder_length", "precision",
+                                                       "device", "seed", "ensemble", "ensemble_preset",
+                                                       "snapshot_path", "second_opinion", "measurements",
+                                                       "output_dir", "budgets_file")}})
+    m["measure_parameters"]["batch_size"] = 8
+    banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
+    assert "not the canonical report" in banner and "<b>batch_size</b> = 8 (default 32)" in banner
+
+
+def test_banner_names_the_cpu_defaults_it_used(clean):
+    m = json.loads((ROOT / "reports" / "cpu" / "wave-8.11" / "measurement.json").read_text())
+    banner = notebook.verdict_banner("8.11", [Check.at_most("a", 1, 2, "bytes")], m)
+    assert "Defaults for the CPU" in banner and "timing_repeats = 5" in banner and "not the canonical" not in banner
+
+
+def test_environment_revision_is_provenances(monkeypatch):
+    from foxlib import devices
+    monkeypatch.setenv("FOXLIB_GIT_REVISION", "cafe123")
+    assert devices.environment()["git_revision"] == "cafe123" == provenance.git_revision()

@@ -1,0 +1,231 @@
+"""One validation layer: every input that looks harmless but would fail in a notebook, or falsify a
+report, is refused before anything is written, exit 2, naming what is valid. No notebook runs here."""
+import copy
+import json
+import math
+import re
+
+import pytest
+
+from foxlib import preflight, results
+from foxlib.__main__ import main
+from foxlib.budgets import BudgetsError, load_budgets
+from foxlib.config import ROOT
+from foxlib.parameters import ParameterError, read_parameters, resolve
+from foxlib.waves import WAVES
+
+COMMITTED = {w: ROOT / "reports" / "cpu" / f"wave-{w}" / "measurement.json" for w in WAVES}
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    """A reports folder with a canonical report in it, and a clean-looking tree (no dirty refusal first)."""
+    monkeypatch.setenv("FOXLIB_ALLOW_DIRTY", "1")
+    r = tmp_path / "reports"
+    (r / "cpu" / "wave-8.12").mkdir(parents=True)
+    (r / "cpu" / "wave-8.12" / "results.json").write_text('{"wave": "8.12", "verdict": "GO"}')
+    return r
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "--wave", "8.12", "-p", "strategies="], "parameter 'strategies' is empty"),
+    (["report", "--wave", "8.12", "-p", "strategies= ; "], "parameter 'strategies' is empty"),
+    (["report", "--wave", "8.11", "-p", "models="], "parameter 'models' is empty"),
+    (["report", "--wave", "8.11", "-p", "precisions=,"], "parameter 'precisions' is empty"),
+    (["report", "--wave", "8.11", "-p", "models=dqn,ppo"], "must include tft"),
+    (["reports", "-p", "foo=1"], "unknown parameter(s) foo: no wave has them"),
+    (["report", "--wave", "8.13", "-p", "card_gb=inf"], "'card_gb' must be a finite number"),
+    (["report", "--wave", "8.13", "-p", "card_gb=nan"], "'card_gb' must be a finite number"),
+    (["report", "--wave", "8.13", "-p", "card_gb=-1"], "card_gb must be positive"),
+    (["report", "--wave", "8.10", "-p", "encoder_length=100000"], "'encoder_length' must be at most"),
+    (["report", "--wave", "8.10", "-p", "seed=99999999999"], "'seed' must be at most"),
+    (["report", "--wave", "8.10", "-p", "snapshot_path=/no/such/folder/s.pickle"], "does not exist"),
+    (["report", "--wave", "8.12", "--parameters", "strategies='bf16"], "cannot be split"),
+])
+def test_harmless_looking_input_is_refused(reports, args, message, capsys):
+    before = _snapshot(reports)
+    assert main([*args, "--reports-dir", str(reports)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert _snapshot(reports) == before
+
+
+def test_reports_checks_every_wave_before_running_any(reports, capsys, monkeypatch):
+    import foxlib.runner
+    monkeypatch.setattr(foxlib.runner, "run_wave", lambda *a, **k: pytest.fail("a wave ran"))
+    assert main(["reports", "-p", "card_gb=0", "--reports-dir", str(reports)]) == 2  # 8.13's, found before 8.10 runs
+    assert "card_gb" in capsys.readouterr().err
+
+
+def test_the_dependency_order_of_the_waves():
+    assert list(WAVES) == ["8.10", "8.11", "8.12", "8.13"]
+
+
+def test_parameters_reject_nan_and_inf():
+    declared = read_parameters(WAVES["8.13"].notebook)
+    for bad in ("nan", "inf", "-inf", "1e999"):
+        with pytest.raises(ParameterError, match="must be a finite number"):
+            resolve(declared, {"card_gb": bad})
+    with pytest.raises(ParameterError, match="must be a finite number"):
+        resolve(declared, {"card_gb": math.inf})
+    assert resolve(declared, {"card_gb": "2.5"})["card_gb"] == 2.5
+
+
+# ----------------------------------------------------------------------------- budgets
+
+BUDGETS = (ROOT / "budgets.toml").read_text()
+
+
+@pytest.mark.parametrize("text, message", [
+    (BUDGETS.replace("peak_training_mb = 1000", "peak_training_mb = nan"), "peak_training_mb must be a positive number"),
+    (BUDGETS.replace("peak_training_mb = 1000", "peak_training_mb = inf"), "peak_training_mb must be a positive number"),
+    (BUDGETS.replace("max_slowdown = 2.0", "max_slowdown = -inf"), "max_slowdown must be a positive number"),
+    (BUDGETS + "\n[tft2]\npeak_training_mb = 1\n", "section [tft2] is not a known section (known: tft, ensemble"),
+    (BUDGETS.replace("[speed]", "[speed]\nmax_slowdwn = 3"), "max_slowdwn is not a known budget"),
+])
+def test_budgets_reject_non_finite_values_and_unknown_sections(tmp_path, text, message):
+    path = tmp_path / "budgets.toml"
+    path.write_text(text)
+    with pytest.raises(BudgetsError, match=re.escape(message)):
+        load_budgets(path)
+
+
+def test_a_nan_budget_is_refused_by_the_cli(reports, tmp_path, capsys):
+    path = tmp_path / "b.toml"
+    path.write_text(BUDGETS.replace("peak_training_mb = 1000", "peak_training_mb = nan"))
+    before = _snapshot(reports)
+    assert main(["report", "--wave", "8.10", "-p", f"budgets_file={path}", "--reports-dir", str(reports)]) == 2
+    assert "peak_training_mb must be a positive number (finite), got nan" in capsys.readouterr().err
+    assert _snapshot(reports) == before
+
+
+# ----------------------------------------------------------------------------- measurement files
+
+def _measurement(wave="8.10"):
+    return json.loads(COMMITTED[wave].read_text())
+
+
+def _edit(data, path, value):
+    *head, last = path
+    obj = data
+    for k in head:
+        obj = obj[k]
+    if value is KeyError:
+        del obj[last]
+    else:
+        obj[last] = value
+    return data
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("device", "short"), "../../outside", "is not a plain device name"),
+    (("device", "short"), "", "is not a plain device name"),
+    (("device", "short"), "H200", "is not a plain device name"),
+    (("device", "short"), "/tmp/x", "is not a plain device name"),
+    (("device", "type"), "tpu", "device.type 'tpu' is not one of cpu, cuda"),
+    (("device",), KeyError, "has no device record"),
+    (("tft", "profile", "peak"), -5, "tft.profile.peak is -5 bytes"),
+    (("tft", "profile", "activations"), float("nan"), "tft.profile.activations is nan"),
+    (("tft", "profile", "peak"), float("inf"), "tft.profile.peak is inf"),
+    (("schema_version",), 0, "schema_version 0; this foxlib reads 1, 2"),
+    (("schema_version",), 99, "schema_version 99"),
+    (("tft",), KeyError, "lacks tft"),
+    (("environment",), KeyError, "lacks environment"),
+    (("wave",), "8.11", "is not a wave 8.10 measurement"),
+    (("measure_parameters", "batch_size"), "lots", "must be int"),
+    (("measure_parameters", "batch_size"), -3, "'batch_size' must be at least 1"),
+    (("depends_on",), [{"path": "reports/cpu/wave-8.12/results.json", "revision": "abc", "sha256": "0" * 64}],
+     "changed since it was used"),
+])
+def test_bad_measurement_files_are_refused_before_anything_is_written(reports, tmp_path, path, value, message,
+                                                                       capsys):
+    data = _edit(_measurement(), path, value)
+    source = tmp_path / "m.json"
+    source.write_text(json.dumps(data))  # json writes NaN and Infinity as such: a file foxlib never writes
+    before = _snapshot(reports)
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(reports)]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert _snapshot(reports) == before
+    assert not (tmp_path / "outside").exists()
+
+
+def test_every_committed_measurement_passes():
+    for device in ("cpu", "h200"):
+        for wave in WAVES:
+            path = ROOT / "reports" / device / f"wave-{wave}" / "measurement.json"
+            assert preflight.check_measurement(wave, path)["wave"] == wave
+
+
+@pytest.mark.parametrize("wave", list(WAVES))
+def test_a_measurement_without_its_models_is_refused(wave):
+    data = _measurement(wave)
+    for key in preflight.REQUIRED_KEYS[wave]:
+        broken = copy.deepcopy(data)
+        del broken[key]
+        with pytest.raises(ValueError, match=f"lacks {key}"):
+            preflight.check_measurement_data(wave, broken)
+
+
+def test_truncated_and_folder_measurements(tmp_path):
+    bad = tmp_path / "m.json"
+    bad.write_text('{"wave": "8.10", "dev')
+    with pytest.raises(ValueError, match="not valid JSON"):
+        preflight.check_measurement("8.10", bad)
+    with pytest.raises(ValueError, match="not found"):
+        preflight.check_measurement("8.10", tmp_path / "none.json")
+    assert results.read_json  # noqa: B018
+
+
+# ----------------------------------------------------------------------------- memory
+
+def test_a_run_that_cannot_fit_is_refused_naming_both_figures(monkeypatch):
+    monkeypatch.setattr(preflight, "free_bytes", lambda device: (50_000_000, "available RAM (test)"))
+    params = resolve(read_parameters(WAVES["8.10"].notebook), {"preset": "small", "batch_size": "4",
+                                                              "encoder_length": "10", "device": "cpu"})
+    with pytest.raises(preflight.MemoryRefused, match=r"predicted to peak at [\d,.]+ MB .*50\.0 MB of available "
+                                                      r"RAM \(test\).*--force"):
+        preflight.check_memory("8.10", params)
+    out = preflight.check_memory("8.10", params, force=True)
+    assert 0 < out["predicted_bytes"] < out["needed_bytes"] and out["free_bytes"] == 50_000_000
+
+
+def test_memory_refusal_from_the_cli_writes_nothing(reports, monkeypatch, capsys):
+    monkeypatch.setattr(preflight, "free_bytes", lambda device: (1, "available RAM (test)"))
+    monkeypatch.setattr(preflight, "predicted_peak", lambda wave, params, device: (5_000_000, "the step (test)"))
+    before = _snapshot(reports)
+    args = ["report", "--wave", "8.10", "-p", "preset=small", "-p", "batch_size=2", "-p", "encoder_length=5",
+            "-p", "device=cpu", "--reports-dir", str(reports)]
+    assert main(args) == 2
+    assert "would not fit" in capsys.readouterr().err
+    assert _snapshot(reports) == before
+
+
+def test_free_memory_on_the_cpu_is_memavailable():
+    import torch
+    free, what = preflight.free_bytes(torch.device("cpu"))
+    assert "MemAvailable" in what and free > 0
+
+
+def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
+    """The sum of the four models' predicted step peaks, each at its own configuration and precision."""
+    import types
+
+    import torch
+
+    import foxlib.memory
+    seen = []
+
+    def fake(card, cfg, precision="fp32", **kwargs):
+        seen.append((card.name if hasattr(card, "name") else card.title, precision))
+        return types.SimpleNamespace(peak=1_000_000 * len(seen))
+    monkeypatch.setattr(foxlib.memory, "predict_step", fake)
+    params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "device": "cpu",
+                                                              "tft_config": '{"precision": "bf16"}'})
+    total, what = preflight.predicted_peak("8.13", params, torch.device("cpu"))
+    assert "four training steps" in what and len(seen) == 4 and total == 10_000_000
+    assert sorted(p for _, p in seen) == ["bf16", "fp32", "fp32", "fp32"]

@@ -1,0 +1,266 @@
+"""Canonical reports only from canonical runs; one run at a time per report; OS errors as one line.
+The fast tests fake the notebook's execution (no papermill); the slow one renders a real variant."""
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from foxlib import index, runner
+from foxlib.__main__ import main
+from foxlib.config import ROOT
+from foxlib.parameters import (CPU_DEFAULTS, CPU_8_12_STRATEGIES, defaults_for, read_parameters, run_kind,
+                               variant_name)
+from foxlib.waves import WAVES
+
+COMMITTED = ROOT / "reports"
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(autouse=True)
+def _allow_dirty(monkeypatch):
+    monkeypatch.setenv("FOXLIB_ALLOW_DIRTY", "1")
+
+
+def test_the_committed_reports_are_canonical():
+    """Every committed report's parameters are its device's defaults (CPU: CPU_DEFAULTS)."""
+    for path in sorted(COMMITTED.glob("*/wave-*/results.json")):
+        res = json.loads(path.read_text())
+        m = json.loads((path.parent / "measurement.json").read_text())
+        kind = run_kind(res["wave"], res["parameters"], m, m["device"]["type"])
+        assert kind.variant is None, (path, kind.differs)
+
+
+def test_cpu_defaults_of_8_12_are_the_eager_fp32_strategies_16_bit_alone_and_the_graphs():
+    from foxlib.waves.wave_8_12 import STRATEGIES, select
+    expected = [s.name for s in STRATEGIES.values() if s.precision == "fp32" or not s.overrides]
+    assert [s.name for s in select(CPU_8_12_STRATEGIES)] == expected
+    declared = read_parameters(WAVES["8.12"].notebook)
+    cpu, cuda = defaults_for("8.12", declared, "cpu"), defaults_for("8.12", declared, "cuda")
+    assert cuda["strategies"] == "all" and cuda["timing_repeats"] == 10
+    assert cpu["timing_repeats"] == 2 and cpu["timing_warmup"] == 1 and cpu["strategies"] == CPU_8_12_STRATEGIES
+    assert CPU_DEFAULTS["8.11"] == {"timing_repeats": 5}
+
+
+@pytest.mark.parametrize("overrides, name", [
+    ({}, None),
+    ({"device": "cpu"}, None),  # the device picks the folder, it is not a variant
+    ({"snapshot_path": "/tmp/s.pickle"}, None),
+    ({"preset": "small"}, "preset-small"),
+    ({"batch_size": 8, "preset": "small"}, "preset-small_batch_size-8"),
+    ({"ensemble": False}, "ensemble-false"),
+])
+def test_variant_names(overrides, name):
+    declared = read_parameters(WAVES["8.10"].notebook)
+    values = {**defaults_for("8.10", declared, "cpu"), **overrides}
+    assert run_kind("8.10", values, None, "cpu").variant == name
+
+
+def test_variant_names_are_short_safe_and_distinct():
+    a = variant_name({"strategies": {"value": "fp32 (baseline);bf16;batch ÷4", "default": "all"}})
+    b = variant_name({"strategies": {"value": "fp32 (baseline);bf16;batch 4", "default": "all"}})
+    c = variant_name({"budgets_file": {"value": "/tmp/../../etc/b.toml", "default": ""}})
+    for n in (a, b, c):
+        assert len(n) <= 40 and "/" not in n and ".." not in n.replace("...", "") and n == n.strip("-_.")
+    assert a != b
+
+
+def test_device_defaults_are_not_a_variant_but_other_values_are():
+    declared = read_parameters(WAVES["8.12"].notebook)
+    cpu = defaults_for("8.12", declared, "cpu")
+    assert run_kind("8.12", cpu, None, "cpu").variant is None
+    # the GPU's defaults on the CPU, and the CPU's on a GPU: variants
+    assert run_kind("8.12", defaults_for("8.12", declared, "cuda"), None, "cpu").variant
+    assert run_kind("8.12", cpu, None, "cuda").variant
+    # the same set of strategies, spelt out: not a variant
+    from foxlib.waves.wave_8_12 import STRATEGIES
+    cuda = defaults_for("8.12", declared, "cuda")
+    assert run_kind("8.12", {**cuda, "strategies": ";".join(STRATEGIES)}, None, "cuda").variant is None
+    assert run_kind("8.12", {**cuda, "strategies": "bf16;fp32 (baseline)"}, None, "cuda").variant
+
+
+def test_a_measurement_made_with_other_parameters_renders_as_a_variant():
+    m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    params = defaults_for("8.10", read_parameters(WAVES["8.10"].notebook), "cpu")
+    assert run_kind("8.10", {**params, "measurements": "m.json"}, m, "cpu").variant is None
+    m["measure_parameters"]["batch_size"] = 8
+    assert run_kind("8.10", {**params, "measurements": "m.json"}, m, "cpu").variant == "batch_size-8"
+
+
+def test_plan_files_a_variant_under_variants(tmp_path):
+    p = runner.plan("8.10", {"preset": "small", "device": "cpu"}, tmp_path)
+    assert p.final == tmp_path.resolve() / "cpu" / "variants" / "wave-8.10-preset-small"
+    assert p.lock.parent == tmp_path.resolve() / "cpu" and p.lock.name == ".wave-8.10-preset-small.lock"
+    c = runner.plan("8.10", {"device": "cpu"}, tmp_path)
+    assert c.final == tmp_path.resolve() / "cpu" / "wave-8.10" and c.kind.variant is None
+
+
+def test_the_index_shows_canonical_reports_only(tmp_path):
+    for where, verdict in (("cpu/wave-8.10", "NO-GO"), ("cpu/variants/wave-8.10-preset-small", "GO")):
+        (tmp_path / where).mkdir(parents=True)
+        (tmp_path / where / "results.json").write_text(json.dumps(
+            {"wave": "8.10", "verdict": verdict, "device": {"name": "x"}, "generated_at": "t"}))
+    assert index.collect(tmp_path)["8.10"]["cpu"]["verdict"] == "NO-GO"
+    page = index.write_index(tmp_path).read_text()
+    assert "variants" not in page and ">GO<" not in page.split("Critical path")[1].split("</p>")[0]
+    lines = index.status_lines(tmp_path)
+    assert "cpu: NO-GO" in lines[0] and any("variants/wave-8.10-preset-small" in line for line in lines)
+
+
+# ----------------------------------------------------------------------------- one run at a time
+
+def test_a_second_run_of_the_same_report_says_one_is_running(tmp_path, capsys):
+    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    p = runner.plan("8.10", {"measurements": str(source)}, tmp_path)
+    with runner._locked(p):
+        before = _snapshot(tmp_path)
+        assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
+        err = capsys.readouterr().err
+        assert "wave 8.10 is already running" in err and f"pid {__import__('os').getpid()}" in err
+        assert "nothing was changed" in err and err.count("\n") == 1
+        assert _snapshot(tmp_path) == before
+    with runner._locked(p):  # released: the next run goes ahead
+        pass
+
+
+def _fake_papermill(monkeypatch, fail_render=None):
+    """papermill.execute_notebook writing what a wave's notebook writes, without a kernel."""
+    import papermill
+
+    def execute(source, output, parameters, **kwargs):
+        out = Path(parameters["output_dir"])
+        (out / "results.json").write_text(json.dumps({"wave": "8.10", "verdict": "GO", "device": {"name": "cpu"},
+                                                      "generated_at": "2026-12-03T00:00:00+00:00"}))
+        Path(output).write_text("{}")
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    monkeypatch.setattr(runner, "ensure_kernel", lambda: None)
+
+    def render(executed, out_dir, title):
+        if fail_render:
+            raise fail_render
+        (out_dir / "report.html").write_text("new")
+    monkeypatch.setattr(runner, "render", render)
+
+
+def _canonical(tmp_path):
+    final = tmp_path / "cpu" / "wave-8.10"
+    final.mkdir(parents=True)
+    (final / "report.html").write_text("old")
+    return final
+
+
+def test_a_run_replaces_only_its_report_and_leaves_no_work_folder(tmp_path, monkeypatch):
+    _fake_papermill(monkeypatch)
+    final = _canonical(tmp_path)
+    (tmp_path / "cpu" / ".wave-8.10.abc.partial").mkdir()  # a killed run's leftovers: removed under the lock
+    (tmp_path / "cpu" / ".wave-8.10.partial").mkdir()
+    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    assert runner.run_wave("8.10", {"measurements": str(source)}, tmp_path, progress=False) == final.resolve()
+    assert (final / "report.html").read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "cpu").iterdir()) == [".wave-8.10.lock", "wave-8.10"]
+
+
+@pytest.mark.parametrize("error, says", [
+    (OSError(errno.ENOSPC, "No space left on device", "report.md"), "No space left on device (report.md): the disk is full"),
+    (PermissionError(errno.EACCES, "Permission denied", "figures"), "Permission denied (figures): make the reports"),
+    (OSError(errno.EROFS, "Read-only file system", "x"), "Read-only file system (x): make the reports folder writable"),
+])
+def test_os_errors_are_one_line_and_leave_nothing_behind(tmp_path, monkeypatch, capsys, error, says):
+    _fake_papermill(monkeypatch, fail_render=error)
+    final = _canonical(tmp_path)
+    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+    assert (final / "report.html").read_text() == "old"
+    assert sorted(p.name for p in (tmp_path / "cpu").iterdir()) == [".wave-8.10.lock", "wave-8.10"]
+
+
+def test_a_failed_publish_puts_the_previous_report_back(tmp_path, monkeypatch, capsys):
+    _fake_papermill(monkeypatch)
+    final = _canonical(tmp_path)
+    real = Path.rename
+
+    def rename(self, target):
+        if self.name.endswith(".partial"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(target))
+        return real(self, target)
+    monkeypatch.setattr(Path, "rename", rename)
+    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
+    assert "the disk is full" in capsys.readouterr().err
+    assert (final / "report.html").read_text() == "old"
+    assert sorted(p.name for p in (tmp_path / "cpu").iterdir()) == [".wave-8.10.lock", "wave-8.10"]
+
+
+def test_a_report_folder_that_cannot_be_replaced_is_found_before_the_run(tmp_path, monkeypatch, capsys):
+    import tempfile
+    _fake_papermill(monkeypatch)
+    final = _canonical(tmp_path)
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if Path(dir) == final.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real(*args, dir=dir, **kwargs)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    before = _snapshot(tmp_path)
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot be replaced" in err and "chmod -R u+w" in err and err.count("\n") == 1
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_dirty_tree_is_refused_unless_allowed(monkeypatch, tmp_path, capsys):
+    from foxlib import provenance
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234+dirty")
+    monkeypatch.delenv("FOXLIB_ALLOW_DIRTY")
+    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    args = ["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]
+    assert main(args) == 2
+    assert "uncommitted changes (revision abc1234+dirty)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    _fake_papermill(monkeypatch)
+    assert main([*args, "--allow-dirty"]) == 0
+
+
+def test_a_dirty_measurement_is_refused_unless_allowed(monkeypatch, tmp_path):
+    from foxlib import provenance
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234")
+    m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    m["environment"]["git_revision"] = "0ld0ne+dirty"
+    with pytest.raises(provenance.ProvenanceError, match="measurement was made from uncommitted changes"):
+        runner.check_revision(False, m)
+    assert runner.check_revision(True, m) == "abc1234"
+
+
+# ----------------------------------------------------------------------------- the real thing
+
+@pytest.mark.slow
+def test_a_variant_render_writes_only_its_own_labelled_report(tmp_path):
+    """A measurement made with other parameters renders as a variant: its own folder, its first screen
+    says what differs, the canonical report and the index untouched."""
+    import shutil
+    reports = tmp_path / "reports"
+    shutil.copytree(COMMITTED / "cpu" / "wave-8.10", reports / "cpu" / "wave-8.10")
+    index.write_index(reports)
+    before = _snapshot(reports)
+    m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    m["measure_parameters"]["preset"] = "small"
+    source = tmp_path / "m.json"
+    source.write_text(json.dumps(m))
+    out = runner.run_wave("8.10", {"measurements": str(source)}, reports, progress=False, allow_dirty=True)
+    assert out == (reports / "cpu" / "variants" / "wave-8.10-preset-small").resolve()
+    after = _snapshot(reports)
+    assert {k: v for k, v in after.items() if "variants" not in k.parts and not k.name.endswith(".lock")} == before
+    res = json.loads((out / "results.json").read_text())
+    assert res["run"]["variant"] == "preset-small" and res["run"]["differs"]["preset"] == {"value": "small",
+                                                                                         "default": "seed"}
+    html = (out / "report.html").read_text()
+    first_screen = html[html.index("Verdict:"):][:3000]
+    assert "not the canonical report" in first_screen and "preset" in first_screen and "small" in first_screen
+    assert "measured at revision" in first_screen and "rendered at" in first_screen
