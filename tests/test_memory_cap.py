@@ -141,7 +141,6 @@ def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
 
 import json  # noqa: E402
 import threading  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 from foxlib.config import ROOT  # noqa: E402
 
