@@ -1054,8 +1054,35 @@ class NvmlSeries:
 
 
 @dataclasses.dataclass(frozen=True)
+class Step:
+    """One step of the interleaved training run (bytes, seconds). CUDA: allocated at its start and at its
+    peak (all models), reserved peak; CPU: the accounting walk's figures, reserved None."""
+    model: str
+    step: int
+    loss: float | None
+    seconds: float
+    start_bytes: int
+    peak_bytes: int
+    reserved_peak_bytes: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Step":
+        return cls(d["model"], int(d["step"]), d.get("loss"), float(d["seconds"]), int(d["start_bytes"]),
+                   int(d["peak_bytes"]), d.get("reserved_peak_bytes"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def rise_bytes(self) -> int:
+        """What the step added at its peak over what was allocated at its start."""
+        return self.peak_bytes - self.start_bytes
+
+
+@dataclasses.dataclass(frozen=True)
 class Phase:
-    """Training or inference: the figures the checks use (bytes), the rest as measured (`detail`)."""
+    """Training or inference: the figures the checks use (bytes), the training steps, the rest as
+    measured (`detail`: per-model summaries, inference latencies, how each figure was taken)."""
     peak_bytes: int | None
     peak_allocated_bytes: int | None
     oom: dict[str, Any] | None
@@ -1063,13 +1090,19 @@ class Phase:
     nvml_end: dict[str, Any] | None
     allocator_end: dict[str, Any] | None
     detail: dict[str, Any]
+    steps: tuple[Step, ...] | None = None
+    """Training: every step run, in order; inference: None."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Phase":
-        return cls(*(d.get(k) for k in _PHASE_FIELDS), {k: v for k, v in d.items() if k not in _PHASE_FIELDS})
+        steps = None if "steps" not in d else tuple(Step.from_dict(s) for s in d["steps"])
+        return cls(*(d.get(k) for k in _PHASE_FIELDS),
+                   {k: v for k, v in d.items() if k not in _PHASE_FIELDS and k != "steps"}, steps)
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.detail)
+        if self.steps is not None:
+            out["steps"] = [s.to_dict() for s in self.steps]
         for k in _PHASE_FIELDS:
             value = getattr(self, k)
             if value is not None or k in ("oom", "peak_bytes"):
@@ -1222,16 +1255,16 @@ def model_peaks(m: Measurement | dict[str, Any]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for name in r.order:
         st = r.training.detail.get("models", {}).get(name)
-        mine = [s for s in r.training.detail.get("steps", []) if s["model"] == name]
+        mine = [s for s in r.training.steps or () if s.model == name]
         if not st or not mine:
             out[name] = None
             continue
         base = st["parameters_bytes"] + st["batch_device_bytes"]
-        later = [s for s in mine if s["step"] > 1]
+        later = [s for s in mine if s.step > 1]
         if later:
-            out[name] = max(s["peak_bytes"] - s["start_bytes"] for s in later) + base + st["optimizer_state_bytes"]
+            out[name] = max(s.rise_bytes for s in later) + base + st["optimizer_state_bytes"]
         else:
-            out[name] = max(s["peak_bytes"] - s["start_bytes"] for s in mine) + base
+            out[name] = max(s.rise_bytes for s in mine) + base
     return out
 
 
@@ -1291,7 +1324,7 @@ def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]
     label = how(r)
     n = len(r.order)
     train = training_figure(r)
-    ran = len(t.detail.get("steps", []))
+    ran = len(t.steps or ())
     t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; allocator reserved peak + CUDA context"
               + (f"; OUT OF MEMORY {_where(t.oom)}: {t.oom['error']}" if t.oom else "")
               + f"; {limit_text(r)}")
@@ -1541,16 +1574,16 @@ def training_chart(m: Measurement | dict[str, Any]):
     from matplotlib.ticker import MaxNLocator
 
     r = record(m)
-    steps, cap = r.training.detail.get("steps", []), r.cap
+    steps, cap = r.training.steps or (), r.cap
     ctx = cap.context_bytes
     fig, ax = plt.subplots(figsize=(9, 4))
     for name in r.order:
-        xs = [k for k, s in enumerate(steps, 1) if s["model"] == name]
-        ys = [(s["peak_bytes"] + ctx) / MB for s in steps if s["model"] == name]
+        xs = [k for k, s in enumerate(steps, 1) if s.model == name]
+        ys = [(s.peak_bytes + ctx) / MB for s in steps if s.model == name]
         ax.scatter(xs, ys, s=18, color=COLOURS.get(name),
                    label=f"{name} step: allocated, all models" + (" + context" if ctx else ""))
-        res = [(s["reserved_peak_bytes"] + ctx) / MB for s in steps
-               if s["model"] == name and s.get("reserved_peak_bytes") is not None]
+        res = [(s.reserved_peak_bytes + ctx) / MB for s in steps
+               if s.model == name and s.reserved_peak_bytes is not None]
         if res:
             ax.scatter(xs, res, s=18, marker="_", color=COLOURS.get(name))
     nv = [v for v in r.nvml.values("training") if v is not None]
