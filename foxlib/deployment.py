@@ -71,6 +71,8 @@ def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str,
             f"{py} -m foxlib report --wave {WAVE} -p measurements=wave-8.13-measurement.json"],
         "the tests of the cap and of this wave (the CUDA test runs only where there is a GPU)":
             [f"{py} -m pytest -q -rs tests/test_memory_cap.py tests/test_wave_8_13.py"],
+        "on a GPU: the honest cap (a short capped run, NVML sampled, its largest figure at most the card)":
+            [f"{py} -m pytest -q -rs -s -m cuda tests/test_memory_cap.py"],
         "the verdicts of every wave, 8.14 included": [f"{py} -m foxlib waves"],
     }
     return cmds
