@@ -312,3 +312,18 @@ def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
     assert cap["cap_bytes"] + wave.largest_context_bytes(r) <= 4 * GIB + 64 * MB
     check = next(c for c in wave.checks(m, load_budgets()) if c.name == wave.NVML_CHECK)
     assert check.passed and check.measured == nv.max_bytes
+
+
+def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(one_thread, monkeypatch):
+    """The warm-up's path on the CPU (the CUDA calls stubbed): each model's training steps and inference in
+    its precision, one round of all at once, everything freed afterwards."""
+    from foxlib.models import MODELS
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 123)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    members = [wave._Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in wave.ENSEMBLE]
+    got = wave._warm_up(members, torch.device("cpu"), "threads", 0, 0)
+    assert got["oom"] is None and got["allocated_after_bytes"] == 123
+    assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {wave.WARMUP_TRAINING_STEPS} training "
+                               "steps, one inference forward" for n in wave.ENSEMBLE]
+    assert "one round of all 4 models at once (threads)" in got["what"]
+    assert all(m.model is None and m.batch is None and m.optimizer is None for m in members)

@@ -826,8 +826,8 @@ WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which
 
 
 def _warm_up(members: list[_Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
-    """Everything the run will use, once, uncapped, before the CUDA context is measured: each model's
-    training step (cuBLAS's matmul paths, cuDNN's LSTM forward and backward, autocast in its precision,
+    """Everything the run will use, once, uncapped, before the CUDA context is measured: one model at a
+    time, its training step (cuBLAS's matmul paths, cuDNN's LSTM forward and backward, autocast in its precision,
     Adam's kernels; a few steps, so that fp16's GradScaler steps too), each model's inference forward
     alone and one round of all at once in `mode` (the streams or threads the run uses, with their cuBLAS
     workspaces). CUDA kernels and library handles load lazily, into the context: measured before this,
@@ -835,28 +835,35 @@ def _warm_up(members: list[_Member], device: torch.device, mode: str, batch: int
     graph is captured by this wave (its steps are eager), so none is warmed up. Everything is freed
     afterwards; what stays allocated are the cuBLAS workspaces, one per stream used."""
     t0 = time.perf_counter()
-    done = []
-    for m in members:
-        _load(m, device, seed)
-        for _ in range(WARMUP_TRAINING_STEPS):
-            _step(m, device)
-        done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps")
-    _sync(device)
-    fns = {}
-    for m in members:
-        x = _inference_input(m, device, batch, seed)
-        m.model.eval()
-        fns[m.name] = _forward(m, x, device)
-        fns[m.name]()
-    with _Together(fns, mode, device) as round_:
-        round_()
-    _sync(device)
+    done, fns, oom = [], {}, None
+    try:
+        for m in members:  # one model trained at a time: the warm-up never holds more than the run does
+            _load(m, device, seed)
+            for _ in range(WARMUP_TRAINING_STEPS):
+                _step(m, device)
+            x = _inference_input(m, device, batch, seed)
+            m.batch = m.optimizer = m.scaler = None
+            m.model.eval()
+            fns[m.name] = _forward(m, x, device)
+            fns[m.name]()
+            del x
+            _sync(device)
+            done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps, one inference forward")
+            gc.collect()
+            torch.cuda.empty_cache()
+        with _Together(fns, mode, device) as round_:
+            round_()
+        _sync(device)
+        done.append(f"one round of all {len(fns)} models at once ({mode})")
+    except RuntimeError as exc:  # OutOfMemoryError is one: the run itself will meet it under the cap
+        if not _is_oom(exc):
+            raise
+        oom = " ".join(str(exc).split())[:300]
     fns.clear()
-    del x  # the last input: nothing of the warm-up may stay allocated but the workspaces
     _free(members, device)
-    return {"seconds": time.perf_counter() - t0,
-            "what": done + [f"inference forward of each model alone, then one round of all at once ({mode})",
-                            "NVML opened", "no CUDA graph (this wave's steps are eager)"],
+    return {"seconds": time.perf_counter() - t0, "oom": oom,
+            "what": done + ["NVML opened", "no CUDA graph (this wave's steps are eager)"]
+            + ([f"stopped by an out-of-memory error, the context may be measured short: {oom}"] if oom else []),
             "allocated_after_bytes": torch.cuda.memory_allocated(device),
             "how": "allocated after the warm-up, everything freed: the cuBLAS workspaces, one per stream used "
                    "(held by the caching allocator, inside the cap)"}
