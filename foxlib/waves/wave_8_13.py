@@ -1126,7 +1126,9 @@ class Phase:
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     """Wave 8.13's measurement: what `measure` returns (with the notebook's wave, measured_at and
-    measure_parameters), typed. JSON through to_dict / from_dict; unknown keys are kept in `extra`."""
+    measure_parameters), typed. JSON through to_dict / from_dict; unknown keys are kept in `extra`;
+    `schema_version` stays the one it was measured with (a schema-1 file keeps 1, its missing parts
+    filled as "not measured")."""
     wave: str
     device: dict[str, Any]
     environment: dict[str, Any]
@@ -1163,7 +1165,7 @@ class Measurement:
                    depends_on=tuple(Citation.from_dict(c) for c in d.get("depends_on") or ()),
                    measured_at=d.get("measured_at"), measure_parameters=d.get("measure_parameters"),
                    context=d.get("context"), context_before_warmup=d.get("context_before_warmup"),
-                   warmup=d.get("warmup"), step_profiles=d.get("step_profiles"), schema_version=SCHEMA_VERSION,
+                   warmup=d.get("warmup"), step_profiles=d.get("step_profiles"), schema_version=version,
                    extra={k: v for k, v in d.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:
