@@ -18,8 +18,12 @@
 # train and serve on a 4 GB card? On a GPU the CUDA caching allocator is capped
 # (`torch.cuda.set_per_process_memory_fraction`) so that the cap plus this process's CUDA context —
 # measured first; it is outside the cap — equals the card: running out of memory inside it is real.
-# The four models then train in one process, interleaved (one step of each in turn, each with its own
-# Adam), and afterwards serve all at once. On the CPU no cap exists: there the run is checked by
+# Before the context is measured, every library the run uses is warmed up (each model's training
+# step and inference, in its precision and on its streams): kernels and library handles load lazily
+# into the context, which would otherwise grow past the figure the cap was set from. NVML's
+# per-process figure is sampled through training and inference, and its maximum is checked against
+# the card. The four models then train in one process, interleaved (one step of each in turn, each
+# with its own Adam), and afterwards serve all at once. On the CPU no cap exists: there the run is checked by
 # accounting, and every memory figure says so. The verdict is the go/no-go for ensemble deployment
 # (8.14); `deployment.md`, written beside this report, is the deployment document.
 # Memory in MB = 10^6 bytes; `results.json` holds bytes.
@@ -43,25 +47,28 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import deployment, notebook
+from foxlib import deployment, notebook, provenance
 from foxlib.budgets import verdict
 from foxlib.waves import wave_8_13 as wave
 
 params = notebook.parameters("8.13", globals())
 budgets = notebook.budgets(params)
-m = notebook.measure_or_load("8.13", params)
+m = wave.record(notebook.measure_or_load("8.13", params))
+provenance.verify(wave.citations(m))  # the cited 8.12 results must be the published ones: else this fails here
 checks = wave.checks(m, budgets)
-display(HTML(notebook.verdict_banner("8.13", checks, m)))
+display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))
+display(Markdown(wave.depends_on_text(m) + "  \n" + wave.nvml_text(m) + "  \n" + wave.cap_text(m)))
 
 # %% [markdown]
 # ## Checks
 # The ensemble must train under the cap without running out of memory, and serve all four models at
-# once leaving the free memory the budgets file asks (`[ensemble] min_headroom_mb`). GO here is GO for
-# ensemble deployment (8.14).
+# once leaving the free memory the budgets file asks (`[ensemble] min_headroom_mb`); on a GPU the
+# largest NVML process figure sampled through the run must be at most the card (not applicable on the
+# CPU). GO here is GO for ensemble deployment (8.14).
 
 # %%
 display(notebook.table(notebook.checks_table(checks)))
-if not m["cap"]["enforced"]:
+if not m.cap.enforced:
     display(Markdown(f"**Measured on the CPU: the cap was not enforced.** Every memory figure in this report is "
                      f"*{wave.NOT_ENFORCED}*: each model's training step was measured on its own and the interleaved "
                      "run was added up from those measurements. There is no CUDA context, allocator rounding or "
@@ -71,21 +78,24 @@ if not m["cap"]["enforced"]:
 # ## The models and the TFT's configuration
 
 # %%
-display(Markdown(f"TFT configuration: {m['tft']['source']} — precision **{m['tft']['precision']}**, "
-                 f"overrides `{m['tft']['overrides']}`."))
+display(Markdown(f"TFT configuration: {m.tft['source']} — precision **{m.tft['precision']}**, "
+                 f"overrides `{m.tft['overrides']}`."))
 display(notebook.table(wave.configuration_table(m)))
 
 # %% [markdown]
 # ## The cap
+# The cap arithmetic (card − CUDA context after the warm-up), the context at the start and at the end,
+# and the largest NVML process figure sampled through training and inference.
 
 # %%
 display(notebook.table(wave.cap_table(m)))
 
 # %% [markdown]
 # ## Training, interleaved, under the cap
-# Each point is one training step: the process's peak during it (on a GPU: the allocator's peak
-# allocated, dashes the reserved; plus the CUDA context). Gradients are freed after every step, so
-# between its steps a model keeps its weights, its Adam state and its batch or buffer.
+# Each point is one training step: what was allocated during it, all models together (on a GPU the
+# allocator's peak allocated, dashes the reserved; plus the CUDA context). Gradients are freed after
+# every step, so between its steps a model keeps its weights, its Adam state and its batch or buffer.
+# A model's *model peak* is its own step's tensors at their largest (what it keeps + what its step adds).
 
 # %%
 notebook.figure(wave.training_chart(m))
@@ -101,12 +111,15 @@ if ooms is not None:
 # first each model alone, then all four at once.
 
 # %%
-display(Markdown(f"How they ran at once: {m['inference']['how']}."))
+display(Markdown(f"How they ran at once: {m.inference.detail['how']}."))
 display(notebook.table(wave.inference_table(m)))
 notebook.figure(wave.latency_chart(m))
 
 # %% [markdown]
 # ## On the card: peaks, context and headroom
+# The *process figure* is the ensemble's figure on the card: the model peaks summed, the cuBLAS
+# workspaces once per stream and the CUDA context. The interleaved run itself holds less (one model
+# steps at a time); the checks use what it held (allocator reserved + context) and NVML's samples.
 
 # %%
 display(notebook.table(wave.totals_table(m, budgets)))
@@ -120,10 +133,8 @@ doc = deployment.write(params["output_dir"] or ".", m, checks, budgets, params)
 display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this section's
 
 # %%
-res = notebook.finish("8.13", params, m, checks, deployment=deployment.FILE,
+res = notebook.finish("8.13", params, m.to_dict(), checks, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
-                      enforced=m["cap"]["enforced"], tft_config=m["tft"],
-                      figures={"card_bytes": m["cap"]["card_bytes"], "context_bytes": m["cap"]["context_bytes"],
-                               "training_bytes": wave.training_figure(m), "inference_bytes": wave.inference_figure(m)})
-display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
-                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
+                      enforced=m.cap.enforced, tft_config=m.tft, figures=wave.figures(m))
+display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
+                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

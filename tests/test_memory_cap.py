@@ -2,6 +2,7 @@
 never a crash. On the CPU through the accounting path (nothing can be capped there); on a GPU a real
 out-of-memory error under a tiny allocator cap."""
 import math
+import time
 
 import pytest
 import torch
@@ -137,3 +138,195 @@ def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
     assert i["mode"] == "streams" and all(v["together"]["n"] == 2 for v in i["models"].values())
     checks = wave.checks(m, load_budgets())
     assert all(c.passed for c in checks), [c.note for c in checks]
+
+
+# ----------------------------------------------------------------------------- the honest cap: pure parts
+
+import json  # noqa: E402
+import threading  # noqa: E402
+
+from foxlib.config import ROOT  # noqa: E402
+
+GIB = 2**30
+H200 = 150_109_880_320
+
+
+def test_the_cap_is_the_card_less_the_context():
+    a = wave.cap_arithmetic(4 * GIB, 872_415_232, H200)
+    assert a["cap_bytes"] == 4 * GIB - 872_415_232 and a["limit_bytes"] == 4 * GIB and a["override"] is False
+    assert a["fraction"] == (4 * GIB - 872_415_232) / H200
+    assert a["cap_bytes"] + a["context_bytes"] == a["card_bytes"]
+    forced = wave.cap_arithmetic(4 * GIB, 600, H200, cap_override=1000)  # cap_bytes: the limit is cap + context
+    assert forced["cap_bytes"] == 1000 and forced["limit_bytes"] == 1600 and forced["override"] is True
+    assert wave.cap_arithmetic(100, 500, H200)["cap_bytes"] == 0  # a context larger than the card leaves nothing
+    assert wave.cap_arithmetic(4 * GIB, 0, 2 * GIB)["fraction"] == 1.0
+    with pytest.raises(ValueError, match="card and device memory must be positive"):
+        wave.cap_arithmetic(0, 1, H200)
+
+
+def test_the_nvml_check_takes_the_largest_sample():
+    card = 4 * GIB
+    ok = wave.nvml_peak([1_000, None, 3_000, 2_000], card)
+    assert ok.applicable and ok.max_bytes == 3_000 and ok.passed is True and ok.headroom_bytes == card - 3_000
+    assert ok.n_samples == 4 and ok.n_missing == 1 and "1 of 4 samples had no figure" in ok.note
+    over = wave.nvml_peak([card - 1, card + 1, card], card)
+    assert over.passed is False and over.max_bytes == card + 1 and over.headroom_bytes == -1
+    assert wave.nvml_peak([card], card).passed is True  # at most the card passes
+    blind = wave.nvml_peak([None, None], card, "this process (pid 7) is not in NVML's process list")
+    assert not blind.applicable and blind.passed is None and blind.max_bytes is None and "pid 7" in blind.note
+    assert wave.nvml_peak([], card).note == "no samples were taken"
+
+
+class _FakeNvml:
+    """A reader giving a fixed series (bytes; None = NVML does not list the process), the last value repeated."""
+
+    def __init__(self, series, fail_at=None):
+        self.series, self.calls, self.fail_at = list(series), 0, fail_at
+        self.threads = set()
+
+    def __call__(self):
+        self.threads.add(threading.current_thread().name)
+        self.calls += 1
+        if self.fail_at is not None and self.calls == self.fail_at:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return self.series[min(self.calls, len(self.series)) - 1]
+
+
+def test_the_sampler_reads_in_the_background_and_on_demand_and_stops_cleanly():
+    reader = _FakeNvml([100, 200, 900, 300])
+    sampler = wave.Sampler(reader, interval_s=0.001)
+    with sampler:
+        sampler.phase = "training"
+        deadline = time.monotonic() + 5
+        while reader.calls < 6 and time.monotonic() < deadline:  # the thread samples without being asked
+            time.sleep(0.001)
+        assert sampler.sample() is not None
+        sampler.phase = "inference"
+        sampler.sample()
+    assert not sampler._thread.is_alive()  # stopped and joined
+    n = len(sampler.samples)
+    time.sleep(0.01)
+    assert len(sampler.samples) == n  # nothing after stop
+    assert reader.calls >= 6 and "foxlib-nvml-sampler" in reader.threads
+    assert sampler.samples[0][1] == "start" and sampler.samples[-1][1] == "inference"
+    assert sampler.values() == [v for _, _, v in sampler.samples] and max(sampler.values()) == 900
+    times = [t for t, _, _ in sampler.samples]
+    assert times == sorted(times)
+    data = wave.nvml_samples(sampler, "this process found in NVML's process list")
+    assert data["applicable"] and len(data["samples"]) == n and data["interval_s"] == 0.001
+    assert wave.nvml_peak(wave.NvmlSeries.from_dict(data).values(), 1000).max_bytes == 900
+
+
+def test_a_failing_or_blind_reader_gives_missing_samples_and_says_why():
+    sampler = wave.Sampler(_FakeNvml([5, 7], fail_at=2), interval_s=60)
+    sampler.start()
+    assert sampler.sample() is None  # the second read raised
+    sampler.sample()
+    sampler.stop()
+    assert sampler.error == "RuntimeError: NVML_ERROR_GPU_IS_LOST" and sampler.values() == [5, None, 7, 7]
+    assert "a read failed: RuntimeError" in wave.nvml_samples(sampler, "found")["note"]
+    blind = wave.Sampler(lambda: None, interval_s=60)
+    with blind:
+        blind.sample()
+    data = wave.nvml_samples(blind, "this process (pid 1) is not in NVML's process list")
+    assert data["applicable"] is False
+    check = wave.nvml_peak(wave.NvmlSeries.from_dict(data).values(), 4 * GIB, data["note"])
+    assert not check.applicable and "not in NVML's process list" in check.note
+
+
+# ----------------------------------------------------------------------------- the check in a measurement
+
+def _committed(device):
+    return json.loads((ROOT / "reports" / device / "wave-8.13" / "measurement.json").read_text())
+
+
+def _with_samples(m, samples, note="this process found in NVML's process list"):
+    return {**m, "schema_version": 2, "nvml": {"applicable": any(v is not None for _, _, v in samples),
+                                              "note": note, "interval_s": 0.015,
+                                              "samples": [list(s) for s in samples]}}
+
+
+def test_the_nvml_check_joins_the_verdict_on_a_gpu_measurement():
+    m = _committed("h200")
+    card = m["cap"]["card_bytes"]
+    fits = _with_samples(m, [(0.0, "start", 900 * MB), (0.1, "training", 1_950 * MB), (0.2, "inference", 1_400 * MB)])
+    checks = wave.checks(fits, load_budgets())
+    nv = next(c for c in checks if c.name == wave.NVML_CHECK)
+    assert nv.measured == 1_950 * MB and nv.limit == card and nv.passed and nv.unit == "bytes"
+    assert verdict(checks) == "GO"
+    over = _with_samples(m, [(0.1, "training", card + 1), (0.2, "inference", 1_400 * MB)])
+    checks = wave.checks(over, load_budgets())
+    nv = next(c for c in checks if c.name == wave.NVML_CHECK)
+    assert nv.measured == card + 1 and not nv.passed and verdict(checks) == "NO-GO"
+    table = wave.cap_table(over).set_index("quantity")
+    assert table.loc["largest NVML process figure (training and inference)", "MB"] == round((card + 1) / MB, 2)
+    assert "FAIL" in table.loc["card − largest NVML process figure", "how"]
+    totals = wave.totals_table(fits, load_budgets()).set_index("quantity")
+    assert totals.loc["training: largest NVML process figure", "MB"] == 1_950.0
+    # NVML blind to this process (a container's PID namespace): said, left out of the verdict, nothing guessed
+    blind = _with_samples(m, [(0.1, "training", None)], note="this process (pid 9) is not in NVML's process list")
+    names = [c.name for c in wave.checks(blind, load_budgets())]
+    assert wave.NVML_CHECK not in names and "not applicable" in wave.nvml_text(blind)
+    assert "pid 9" in wave.nvml_text(blind)
+
+
+def test_on_the_cpu_the_nvml_check_is_not_applicable(capped):
+    assert capped["nvml"]["applicable"] is False and capped["nvml"]["samples"] == []
+    assert wave.NVML_CHECK not in [c.name for c in wave.checks(capped, load_budgets())]
+    assert wave.nvml_text(capped) == f"{wave.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
+    assert wave.nvml_check(capped).passed is None
+
+
+def test_the_old_cap_is_shown_over_the_card_once_the_context_grew():
+    """The committed H200 run set its cap from the context before any model ran; the context grew after."""
+    m = _committed("h200")
+    cap = m["cap"]
+    grown = max(m["training"]["context_end_bytes"], m["inference"]["context_end_bytes"])
+    table = wave.cap_table(m).set_index("quantity")
+    assert table.loc["cap + largest CUDA context seen", "MB"] == round((cap["cap_bytes"] + grown) / MB, 2)
+    assert cap["cap_bytes"] + grown > cap["card_bytes"] and "OVER" in table.loc["cap + largest CUDA context seen", "how"]
+    assert table.loc["CUDA context at the end of inference", "MB"] == round(grown / MB, 2)
+    assert (f"card − context = {cap['card_bytes']:,} − {cap['context_bytes']:,} = {cap['cap_bytes']:,} bytes"
+            in table.loc["allocator cap", "how"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
+    """Warm-up, context, cap = card − context, a short capped training and inference with NVML sampled:
+    the largest NVML process figure stays at most the card, and the context grew little after the warm-up."""
+    m = wave.measure(**TINY, device="cuda", card_gb=4.0)
+    cap, r = m["cap"], wave.record(m)
+    assert m["warmup"]["what"] and m["context_before_warmup"]["context_bytes"] > 0
+    assert cap["context_bytes"] == m["context"]["context_bytes"] >= m["context_before_warmup"]["context_bytes"]
+    assert cap["cap_bytes"] == 4 * GIB - cap["context_bytes"] and cap["limit_bytes"] == 4 * GIB
+    assert m["training"]["oom"] is None and m["inference"]["oom"] is None
+    nv = wave.nvml_check(r)
+    print(f"\ncontext before warm-up {m['context_before_warmup']['context_bytes'] / MB:,.1f} MB, after "
+          f"{cap['context_bytes'] / MB:,.1f} MB, at the end {wave.largest_context_bytes(r) / MB:,.1f} MB; "
+          f"{wave.nvml_text(r)}")
+    if not nv.applicable:
+        assert nv.note and "NVML" in nv.note
+        pytest.skip(f"NVML gives no per-process figure here: {nv.note}")
+    phases = {p for _, p, v in r.nvml.samples if v is not None}
+    assert {"training", "inference"} <= phases and nv.n_samples > 2 * len(m["order"]) * m["steps"]
+    assert nv.max_bytes <= 4 * GIB and nv.passed
+    # the warm-up loaded what the run uses: the context grew by less than 64 MB after it was measured
+    assert cap["cap_bytes"] + wave.largest_context_bytes(r) <= 4 * GIB + 64 * MB
+    check = next(c for c in wave.checks(m, load_budgets()) if c.name == wave.NVML_CHECK)
+    assert check.passed and check.measured == nv.max_bytes
+
+
+def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(one_thread, monkeypatch):
+    """The warm-up's path on the CPU (the CUDA calls stubbed): each model's training steps and inference in
+    its precision, one round of all at once, everything freed afterwards."""
+    from foxlib.models import MODELS
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 123)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    members = [wave._Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in wave.ENSEMBLE]
+    got = wave._warm_up(members, torch.device("cpu"), "threads", 0, 0)
+    assert got["oom"] is None and got["allocated_after_bytes"] == 123
+    assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {wave.WARMUP_TRAINING_STEPS} training "
+                               "steps, one inference forward" for n in wave.ENSEMBLE]
+    assert "one round of all 4 models at once (threads)" in got["what"]
+    assert all(m.model is None and m.batch is None and m.optimizer is None for m in members)

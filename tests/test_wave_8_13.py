@@ -188,3 +188,73 @@ def test_auto_rejects_a_recommendation_with_an_unknown_field(tmp_path):
     _write_8_12(tmp_path, {"precision": "bf16", "tft_overrides": {"no_such_field": 1}})
     with pytest.raises(ValueError, match="wave 8.12's recommendation.*valid fields"):
         wave.resolve_tft("auto", "small", "cpu", tmp_path)
+
+
+# ----------------------------------------------------------------------------- the typed record and depends_on
+
+from foxlib import provenance  # noqa: E402
+from foxlib.budgets import load_budgets  # noqa: E402
+from foxlib.config import ROOT  # noqa: E402
+
+
+@pytest.mark.parametrize("device", ["cpu", "h200"])
+def test_the_committed_measurements_load_as_records_and_give_their_checks(device):
+    """Schema 1 files (before the warm-up and NVML sampling) load; the checks computed from the record
+    are the committed results' checks; to_dict / from_dict is a round trip."""
+    folder = ROOT / "reports" / device / "wave-8.13"
+    raw = json.loads((folder / "measurement.json").read_text())
+    committed = json.loads((folder / "results.json").read_text())
+    r = wave.Measurement.from_dict(raw)
+    assert r.schema_version == 1 and r.depends_on == () and r.order == tuple(raw["order"])
+    assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
+    assert not r.nvml.applicable and "schema 1" in r.nvml.note
+    again = wave.Measurement.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert again == r
+    assert {k: v for k, v in r.to_dict().items() if k not in ("schema_version", "depends_on", "nvml")} == raw
+    got = {c.name: c for c in wave.checks(r, load_budgets())}
+    for c in committed["checks"]:
+        assert (got[c["name"]].measured, got[c["name"]].limit, got[c["name"]].passed) == \
+               (c["measured"], c["limit"], c["passed"])
+    assert wave.NVML_CHECK not in got  # not sampled then: not applicable, said so
+    with pytest.raises(ValueError, match="newer than this foxlib"):
+        wave.Measurement.from_dict({**raw, "schema_version": wave.SCHEMA_VERSION + 1})
+
+
+def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():
+    raw = json.loads((ROOT / "reports" / "cpu" / "wave-8.13" / "measurement.json").read_text())
+    peaks = wave.model_peaks(raw)
+    assert peaks == {n: p["peak"] for n, p in raw["step_profiles"].items()}  # profile_step's peak, model by model
+    assert wave.workspace_bytes(raw) == 0 and wave.process_figure(raw) == sum(peaks.values())
+    gpu = json.loads((ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json").read_text())
+    assert wave.workspace_bytes(gpu) is None and wave.process_figure(gpu) is None  # measured before the warm-up
+    warmed = {**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}}
+    ctx = max(gpu["cap"]["context_bytes"], gpu["training"]["context_end_bytes"], gpu["inference"]["context_end_bytes"])
+    assert wave.process_figure(warmed) == sum(wave.model_peaks(gpu).values()) + 67_108_864 + ctx
+    tft = next(s for s in gpu["training"]["steps"] if s["model"] == "tft" and s["step"] == 2)
+    st = gpu["training"]["models"]["tft"]
+    assert wave.model_peaks(gpu)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
+        "parameters_bytes", "optimizer_state_bytes", "batch_device_bytes"))
+
+
+def test_the_measurement_cites_the_8_12_results_it_used_and_the_report_names_it(report, written):
+    _, m = written
+    assert m["schema_version"] == wave.SCHEMA_VERSION and len(m["depends_on"]) == 1
+    c = m["depends_on"][0]
+    assert c["path"].endswith("cpu/wave-8.12/results.json") and len(c["sha256"]) == 64
+    html = (report / "report.html").read_text()
+    assert "Depends on: wave 8.12 results" in html and c["sha256"][:12] in html
+    assert f"{wave.NVML_CHECK}: not applicable on the CPU" in html and "Cap: not enforced" in html
+    assert m["nvml"] == {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
+                         "interval_s": None, "samples": []}
+
+
+def test_a_changed_8_12_results_file_fails_verification(tmp_path):
+    path = _write_8_12(tmp_path)
+    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    assert got["depends_on"] == [provenance.cite(path)]
+    provenance.verify(got["depends_on"], base=tmp_path)  # unchanged: passes
+    path.write_text(path.read_text().replace("GO", "NO-GO"))
+    with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
+        provenance.verify(got["depends_on"], base=tmp_path)
+    assert wave.resolve_tft('{"precision": "bf16"}', "small", "cpu", tmp_path)["depends_on"] == []
+    assert wave.resolve_tft("auto", "small", "cpu", tmp_path / "none")["depends_on"] == []

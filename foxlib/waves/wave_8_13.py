@@ -1,8 +1,15 @@
 """Wave 8.13: production validation — the whole ensemble trained and served under a real 4 GB cap.
 
 On a GPU the caching allocator is capped with `torch.cuda.set_per_process_memory_fraction` so
-that the cap plus this process's CUDA context (measured first, as wave 8.10 does; the context
-is outside the cap) equals the card. An out-of-memory error inside the cap is then a real one.
+that the cap plus this process's CUDA context (the context is outside the cap) equals the card. An
+out-of-memory error inside the cap is then a real one. The context grows as kernels and library
+handles load lazily, so every library the run uses is warmed up first (`_warm_up`: each model's
+training step and inference, in its precision, on the run's streams or threads), then the context
+is measured (NVML per-process used − allocator reserved) and the cap set (`cap_arithmetic`). Through
+training and inference a background thread samples NVML's per-process figure (`Sampler`,
+`NvmlProcessReader`), also after every step and inference round; the largest sample is checked
+against the card (`nvml_peak`, NVML_CHECK). Where NVML does not list this process the check is
+not applicable, and says so; on the CPU it is not applicable.
 The four models train in one process, interleaved round-robin (one step of each in turn, each
 with its own Adam; gradients are freed after every step), then all four serve at once.
 
@@ -12,8 +19,13 @@ paper — the stepping model's step peak plus what every other model keeps betwe
 real CPU run stops where that accounting says the cap would be exceeded, as a GPU run would stop
 at its out-of-memory error. Every such figure is labelled "not enforced (accounting)".
 
-`measure(...)` does the work and returns plain data (JSON-able, bytes). Everything after it turns
-that data into checks, tables and charts and touches no model.
+Names: a model's "model peak" is its own step's tensors at their largest; the ensemble's "process
+figure" is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context.
+
+`measure(...)` does the work and returns plain data (JSON-able, bytes). `record(...)` reads it (or a
+measurement.json, schema 1 included) as a typed `Measurement`; everything after it turns that record
+into checks, tables and charts on raw bytes and seconds, and touches no model. "depends_on" cites
+(foxlib.provenance) the wave 8.12 results whose recommendation the TFT took.
 """
 from __future__ import annotations
 
@@ -21,6 +33,7 @@ import dataclasses
 import gc
 import json
 import math
+import os
 import re
 import statistics
 import time
@@ -32,7 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from foxlib import config, results
+from foxlib import config, provenance, results
 from foxlib.budgets import Check
 from foxlib.config import MB
 from foxlib.devices import describe, environment, resolve_device, short_name
@@ -85,13 +98,15 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
                 reports_dir: str | Path | None = None) -> dict[str, Any]:
-    """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended"}.
+    """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"}.
 
     "auto": wave 8.12's recommendation for this device if its report exists, else the plain fp32
     TFT of the preset (and "source" says so). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE.
-    An unknown TFT field or precision is a ValueError naming the valid ones."""
+    An unknown TFT field or precision is a ValueError naming the valid ones. "depends_on" cites
+    (foxlib.provenance.cite: path, revision, sha256) the 8.12 results file whose recommendation was taken."""
     text = (tft_config or "").strip()
     recommended = False
+    depends_on: list[dict[str, Any]] = []
     if text in ("", "auto"):
         path = recommendation_file(device_short, reports_dir)
         rec: Any = {}
@@ -103,6 +118,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
             rec = res.get("recommended")
             if rec:
                 recommended = True
+                depends_on.append(provenance.cite(path, res))
                 source = (f"wave {RECOMMENDING_WAVE}'s recommendation ({path}, generated "
                           f"{res.get('generated_at', '?')}, verdict {res.get('verdict', '?')})")
             else:
@@ -122,7 +138,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
     except (ValueError, TypeError) as exc:
         raise ValueError(f"tft_config from {source}: {exc}") from None
     return {"config": cfg, "precision": precision, "overrides": overrides, "source": source,
-            "recommended": recommended}
+            "recommended": recommended, "depends_on": depends_on}
 
 
 # ----------------------------------------------------------------------------- the accounting (CPU)
@@ -221,6 +237,178 @@ def measure_context(device: torch.device) -> dict[str, Any]:
                    f"overestimate): NVML's per-process figure is unavailable ({ctx.get('note')})"}
 
 
+# ----------------------------------------------------------------------------- the honest cap (pure parts)
+
+NVML_CHECK = "largest NVML process figure ≤ card"
+SAMPLE_INTERVAL_S = 0.015  # the background sampler's period; a sample is also taken after every step and round
+
+
+def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int, cap_override: int = 0) -> dict[str, Any]:
+    """The allocator cap for a card: cap = card − CUDA context (the context is outside the allocator), or
+    `cap_override` bytes when given (then the limit is that cap + the context, not the card);
+    fraction = cap / device memory, what `torch.cuda.set_per_process_memory_fraction` takes."""
+    if card_bytes <= 0 or device_total_bytes <= 0 or context_bytes < 0 or cap_override < 0:
+        raise ValueError(f"card and device memory must be positive, context and override not negative; got card "
+                         f"{card_bytes}, device {device_total_bytes}, context {context_bytes}, override {cap_override}")
+    cap = int(cap_override) if cap_override else max(int(card_bytes) - int(context_bytes), 0)
+    return {"card_bytes": int(card_bytes), "context_bytes": int(context_bytes), "cap_bytes": cap,
+            "fraction": min(cap / device_total_bytes, 1.0), "device_total_bytes": int(device_total_bytes),
+            "limit_bytes": cap + int(context_bytes) if cap_override else int(card_bytes),
+            "override": bool(cap_override)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NvmlPeak:
+    """The check "largest NVML process figure ≤ card" from a series of samples (bytes; None = no figure)."""
+    applicable: bool
+    max_bytes: int | None
+    card_bytes: int
+    n_samples: int
+    n_missing: int
+    note: str
+
+    @property
+    def passed(self) -> bool | None:
+        return None if not self.applicable else bool(self.max_bytes <= self.card_bytes)
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.max_bytes is None else self.card_bytes - self.max_bytes
+
+
+def nvml_peak(samples: list[int | None], card_bytes: int, note: str = "") -> NvmlPeak:
+    """The largest of NVML's per-process figures against the card. Not applicable when no sample has a
+    figure (no NVML, or NVML does not list this process): `note` says why, nothing is guessed."""
+    values = [int(v) for v in samples if v is not None]
+    missing = len(samples) - len(values)
+    if not values:
+        why = note or ("no samples were taken" if not samples else "NVML gave no per-process figure")
+        return NvmlPeak(False, None, int(card_bytes), len(samples), missing, why)
+    text = note + (f"; {missing} of {len(samples)} samples had no figure" if missing else "")
+    return NvmlPeak(True, max(values), int(card_bytes), len(samples), missing, text.strip("; "))
+
+
+class Sampler:
+    """Samples `reader()` (bytes or None) every `interval_s` in a background thread, and on demand
+    (`sample()` after each step or inference round). Each sample: (seconds since start, phase, bytes).
+    A reader that raises stops nothing: the sample is None and the first error is kept in `error`."""
+
+    def __init__(self, reader: Callable[[], int | None], interval_s: float = SAMPLE_INTERVAL_S,
+                 clock: Callable[[], float] = time.perf_counter):
+        import threading
+        self.reader, self.interval_s, self.clock = reader, float(interval_s), clock
+        self.samples: list[tuple[float, str, int | None]] = []
+        self.phase = "start"
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="foxlib-nvml-sampler", daemon=True)
+        self._t0 = clock()
+
+    def sample(self) -> int | None:
+        try:
+            value = self.reader()
+        except Exception as exc:  # noqa: BLE001 - a failed read is a missing sample, said once
+            value = None
+            if self.error is None:
+                self.error = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.samples.append((self.clock() - self._t0, self.phase, None if value is None else int(value)))
+        return value
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def start(self) -> "Sampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread (waits for it) and take a last sample."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.sample()
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def values(self, phase: str | None = None) -> list[int | None]:
+        with self._lock:
+            return [v for _, p, v in self.samples if phase is None or p == phase]
+
+
+class NvmlProcessReader:
+    """This process's used GPU memory from NVML (bytes), NVML kept open between reads. None where NVML
+    does not list this process (in a container its PIDs may not be ours): `note` says so; no guess."""
+
+    def __init__(self, device: torch.device):
+        self.handle, self.pynvml, self.note = None, None, ""
+        try:
+            import pynvml
+        except ImportError:
+            self.note = "pynvml (nvidia-ml-py) is not installed"
+            return
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - pynvml.NVMLError and driver-library errors
+            self.note = f"NVML could not start: {exc}"
+            return
+        self.pynvml = pynvml
+        try:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            uuid = str(torch.cuda.get_device_properties(index).uuid).replace("GPU-", "")
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                u = pynvml.nvmlDeviceGetUUID(h)
+                if (u.decode() if isinstance(u, bytes) else u).replace("GPU-", "") == uuid:
+                    self.handle = h
+                    break
+            if self.handle is None:
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            first = self()
+            self.note = ("this process found in NVML's process list" if first is not None else
+                         f"this process (pid {os.getpid()}) is not in NVML's process list (a container's PID "
+                         "namespace?): NVML's per-process figure is unavailable")
+        except Exception as exc:  # noqa: BLE001
+            self.close()
+            self.note = f"NVML query failed: {exc}"
+
+    @property
+    def available(self) -> bool:
+        return self.handle is not None
+
+    def __call__(self) -> int | None:
+        if self.handle is None:
+            return None
+        pid = os.getpid()
+        for p in self.pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+            if p.pid == pid and p.usedGpuMemory is not None:
+                return int(p.usedGpuMemory)
+        return None
+
+    def close(self) -> None:
+        if self.pynvml is not None:
+            try:
+                self.pynvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        self.handle = self.pynvml = None
+
+
+def nvml_samples(sampler: Sampler, reader_note: str) -> dict[str, Any]:
+    """The sampler's series as plain data: [seconds, phase, bytes or None] per sample, and why figures
+    are missing if they are."""
+    note = reader_note + (f"; a read failed: {sampler.error}" if sampler.error else "")
+    return {"applicable": any(v is not None for v in sampler.values()), "note": note,
+            "interval_s": sampler.interval_s, "samples": [[round(t, 4), ph, v] for t, ph, v in sampler.samples]}
+
+
 # ----------------------------------------------------------------------------- the models
 
 @dataclasses.dataclass
@@ -310,7 +498,8 @@ def summarise_steps(steps: list[dict[str, Any]], order: list[str]) -> dict[str, 
     return out
 
 
-def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: int, bar) -> dict[str, Any]:
+def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: int, bar,
+                sampler: Sampler | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"steps": [], "oom": None}
     _reset_peak(device)
     current = None
@@ -345,6 +534,8 @@ def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: 
                     out["oom"] = _cuda_oom(exc, "training", name, s, device)
                     break
                 seconds = time.perf_counter() - t0
+                if sampler is not None:
+                    sampler.sample()
                 st = allocator_stats(device)
                 peak_alloc, peak_res = max(peak_alloc, st["allocated_peak_bytes"]), max(peak_res, st["reserved_peak_bytes"])
                 out["steps"].append({"model": name, "step": s, "loss": loss, "seconds": seconds, "start_bytes": start,
@@ -505,7 +696,7 @@ def _alone(fn: Callable[[], Any], device: torch.device) -> float:
 
 
 def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
-           cap: int, bar) -> dict[str, Any]:
+           cap: int, bar, sampler: Sampler | None = None) -> dict[str, Any]:
     """All four models resident (eval, no_grad, each in its precision): each alone, then all at once."""
     is_cuda = device.type == "cuda"
     out: dict[str, Any] = {
@@ -556,6 +747,8 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
                 start = torch.cuda.memory_allocated(device)
                 fn()
                 _sync(device)
+                if sampler is not None:
+                    sampler.sample()
                 inc = torch.cuda.max_memory_allocated(device) - start
             else:
                 with cpu_allocations() as timeline:
@@ -582,6 +775,8 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
                 # on a noisy machine hits both alike
                 times = {n: _alone(fns[n], device) for n in names[r % len(names):] + names[:r % len(names)]}
                 lat, wall = round_()
+                if sampler is not None:
+                    sampler.sample()
                 if r >= WARMUP_ROUNDS:
                     for n in names:
                         alone[n].append(times[n])
@@ -609,6 +804,55 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
         gc.collect()
         _end_view(out, device)
     return out
+
+
+# ----------------------------------------------------------------------------- warming up before the context is measured
+
+WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
+
+
+def _warm_up(members: list[_Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
+    """Everything the run will use, once, uncapped, before the CUDA context is measured: one model at a
+    time, its training step (cuBLAS's matmul paths, cuDNN's LSTM forward and backward, autocast in its precision,
+    Adam's kernels; a few steps, so that fp16's GradScaler steps too), each model's inference forward
+    alone and one round of all at once in `mode` (the streams or threads the run uses, with their cuBLAS
+    workspaces). CUDA kernels and library handles load lazily, into the context: measured before this,
+    the context is too small and a cap of card − context lets the process outgrow the card. No CUDA
+    graph is captured by this wave (its steps are eager), so none is warmed up. Everything is freed
+    afterwards; what stays allocated are the cuBLAS workspaces, one per stream used."""
+    t0 = time.perf_counter()
+    done, fns, oom = [], {}, None
+    try:
+        for m in members:  # one model trained at a time: the warm-up never holds more than the run does
+            _load(m, device, seed)
+            for _ in range(WARMUP_TRAINING_STEPS):
+                _step(m, device)
+            x = _inference_input(m, device, batch, seed)
+            m.batch = m.optimizer = m.scaler = None
+            m.model.eval()
+            fns[m.name] = _forward(m, x, device)
+            fns[m.name]()
+            del x
+            _sync(device)
+            done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps, one inference forward")
+            gc.collect()
+            torch.cuda.empty_cache()
+        with _Together(fns, mode, device) as round_:
+            round_()
+        _sync(device)
+        done.append(f"one round of all {len(fns)} models at once ({mode})")
+    except RuntimeError as exc:  # OutOfMemoryError is one: the run itself will meet it under the cap
+        if not _is_oom(exc):
+            raise
+        oom = " ".join(str(exc).split())[:300]
+    fns.clear()
+    _free(members, device)
+    return {"seconds": time.perf_counter() - t0, "oom": oom,
+            "what": done + ["NVML opened", "no CUDA graph (this wave's steps are eager)"]
+            + ([f"stopped by an out-of-memory error, the context may be measured short: {oom}"] if oom else []),
+            "allocated_after_bytes": torch.cuda.memory_allocated(device),
+            "how": "allocated after the warm-up, everything freed: the cuBLAS workspaces, one per stream used "
+                   "(held by the caching allocator, inside the cap)"}
 
 
 # ----------------------------------------------------------------------------- measure
@@ -662,34 +906,44 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                        tft["precision"] if n == "tft" else ensemble_precision) for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
-        "tft": {k: v for k, v in tft.items() if k != "config"},
+        "tft": {k: v for k, v in tft.items() if k not in ("config", "depends_on")},
+        "depends_on": tft["depends_on"],
         "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
                             "preset": preset} for m in members},
     }
     units = len(order) * (steps + (0 if is_cuda else 1) + 1) + 1
     with progress(units, "wave 8.13") as bar:
         if is_cuda:
-            out["context"] = measure_context(dev)
-            torch.cuda.empty_cache()
-            total = torch.cuda.get_device_properties(dev).total_memory
-            ctx = out["context"]["context_bytes"]
-            cap = cap_bytes or max(card - ctx, 0)
-            fraction = min(cap / total, 1.0)
-            out["cap"] = {"card_bytes": card, "context_bytes": ctx, "cap_bytes": cap, "fraction": fraction,
-                          "device_total_bytes": total, "limit_bytes": cap + ctx if cap_bytes else card,
-                          "override": bool(cap_bytes),
-                          "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
-                          "how": f"torch.cuda.set_per_process_memory_fraction({fraction:.6f}) = cap / device memory; "
-                                 f"the CUDA context ({out['context']['how']}) is outside the cap"}
-            torch.cuda.set_per_process_memory_fraction(fraction, dev)
+            bar.describe("warming up every library the run uses, then measuring the CUDA context")
+            out["context_before_warmup"] = measure_context(dev)
+            reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
             try:
-                out["training"] = _train_cuda(members, steps, dev, seed, bar)
-                out["inference"] = _infer(members, dev, mode, inference_repeats, inference_batch, seed, cap, bar)
+                out["warmup"] = _warm_up(members, dev, mode, inference_batch, seed)
+                out["context"] = measure_context(dev)
+                total = torch.cuda.get_device_properties(dev).total_memory
+                arith = cap_arithmetic(card, out["context"]["context_bytes"], total, cap_bytes)
+                out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
+                              "how": f"torch.cuda.set_per_process_memory_fraction({arith['fraction']:.6f}) = cap / "
+                                     f"device memory; the CUDA context ({out['context']['how']}, after the warm-up) "
+                                     "is outside the cap"}
+                torch.cuda.set_per_process_memory_fraction(arith["fraction"], dev)
+                sampler = Sampler(reader)
+                try:
+                    with sampler:
+                        sampler.phase = "training"
+                        out["training"] = _train_cuda(members, steps, dev, seed, bar, sampler)
+                        sampler.phase = "inference"
+                        out["inference"] = _infer(members, dev, mode, inference_repeats, inference_batch, seed,
+                                                  arith["cap_bytes"], bar, sampler)
+                finally:
+                    _free(members, dev)
+                    torch.cuda.set_per_process_memory_fraction(1.0, dev)
+                    torch.cuda.empty_cache()
+                out["nvml"] = nvml_samples(sampler, reader.note)
             finally:
-                _free(members, dev)
-                torch.cuda.set_per_process_memory_fraction(1.0, dev)
-                torch.cuda.empty_cache()
+                reader.close()
         else:
             cap = cap_bytes or card
             out["context"] = None
@@ -705,6 +959,8 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                 profiles[m.name] = measure_model(m.name, m.cfg, dev, m.precision, seed)["profile"]
                 bar.advance()
             out["step_profiles"] = profiles
+            out["nvml"] = {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
+                           "interval_s": None, "samples": []}
             plan = account_training(profiles, order, steps, cap)
             try:
                 out["training"] = _train_cpu(members, plan, steps, dev, seed, bar)
@@ -716,7 +972,227 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     return out
 
 
-# ----------------------------------------------------------------------------- analysis
+# ----------------------------------------------------------------------------- the typed record
+
+SCHEMA_VERSION = 2
+"""2: the warm-up before the context, NVML's per-process figure sampled through the run, depends_on.
+1 (files without "schema_version"): neither; they load with an empty NVML series and no citation."""
+
+_PHASE_FIELDS = ("peak_bytes", "peak_allocated_bytes", "oom", "context_end_bytes", "nvml_end", "allocator_end")
+
+
+@dataclasses.dataclass(frozen=True)
+class Citation:
+    """A results file this measurement read (foxlib.provenance.cite): path, revision, sha256 of its bytes."""
+    path: str
+    revision: str | None
+    sha256: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Citation":
+        return cls(str(d["path"]), d.get("revision"), str(d["sha256"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cap:
+    """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against."""
+    card_bytes: int
+    context_bytes: int
+    cap_bytes: int
+    limit_bytes: int
+    enforced: bool
+    override: bool
+    how: str
+    fraction: float | None = None
+    device_total_bytes: int | None = None
+    reserved_at_cap_bytes: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Cap":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        if out["reserved_at_cap_bytes"] is None:  # none on the CPU
+            del out["reserved_at_cap_bytes"]
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class NvmlSeries:
+    """NVML's per-process figure sampled through training and inference: (seconds, phase, bytes or None)."""
+    applicable: bool
+    note: str
+    interval_s: float | None = None
+    samples: tuple[tuple[float, str, int | None], ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "NvmlSeries":
+        if d is None:
+            return cls(False, "not sampled: measured before NVML's per-process figure was sampled through the run "
+                              "(schema 1); re-measure for this check")
+        return cls(bool(d["applicable"]), d.get("note", ""), d.get("interval_s"),
+                   tuple((float(t), str(p), None if v is None else int(v)) for t, p, v in d.get("samples") or ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"applicable": self.applicable, "note": self.note, "interval_s": self.interval_s,
+                "samples": [list(s) for s in self.samples]}
+
+    def values(self, phase: str | None = None) -> list[int | None]:
+        return [v for _, p, v in self.samples if phase is None or p == phase]
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step of the interleaved training run (bytes, seconds). CUDA: allocated at its start and at its
+    peak (all models), reserved peak; CPU: the accounting walk's figures, reserved None."""
+    model: str
+    step: int
+    loss: float | None
+    seconds: float
+    start_bytes: int
+    peak_bytes: int
+    reserved_peak_bytes: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Step":
+        return cls(d["model"], int(d["step"]), d.get("loss"), float(d["seconds"]), int(d["start_bytes"]),
+                   int(d["peak_bytes"]), d.get("reserved_peak_bytes"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def rise_bytes(self) -> int:
+        """What the step added at its peak over what was allocated at its start."""
+        return self.peak_bytes - self.start_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """Training or inference: the figures the checks use (bytes), the training steps, the rest as
+    measured (`detail`: per-model summaries, inference latencies, how each figure was taken)."""
+    peak_bytes: int | None
+    peak_allocated_bytes: int | None
+    oom: dict[str, Any] | None
+    context_end_bytes: int | None
+    nvml_end: dict[str, Any] | None
+    allocator_end: dict[str, Any] | None
+    detail: dict[str, Any]
+    steps: tuple[Step, ...] | None = None
+    """Training: every step run, in order; inference: None."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Phase":
+        steps = None if "steps" not in d else tuple(Step.from_dict(s) for s in d["steps"])
+        return cls(*(d.get(k) for k in _PHASE_FIELDS),
+                   {k: v for k, v in d.items() if k not in _PHASE_FIELDS and k != "steps"}, steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.detail)
+        if self.steps is not None:
+            out["steps"] = [s.to_dict() for s in self.steps]
+        for k in _PHASE_FIELDS:
+            value = getattr(self, k)
+            if value is not None or k in ("oom", "peak_bytes"):
+                out[k] = value
+        return out
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in _PHASE_FIELDS else self.detail.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key) if key in _PHASE_FIELDS else self.detail[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """Wave 8.13's measurement: what `measure` returns (with the notebook's wave, measured_at and
+    measure_parameters), typed. JSON through to_dict / from_dict; unknown keys are kept in `extra`;
+    `schema_version` stays the one it was measured with (a schema-1 file keeps 1, its missing parts
+    filled as "not measured")."""
+    wave: str
+    device: dict[str, Any]
+    environment: dict[str, Any]
+    order: tuple[str, ...]
+    steps: int
+    tft: dict[str, Any]
+    models: dict[str, dict[str, Any]]
+    cap: Cap
+    training: Phase
+    inference: Phase
+    nvml: NvmlSeries
+    depends_on: tuple[Citation, ...] = ()
+    measured_at: str | None = None
+    measure_parameters: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    context_before_warmup: dict[str, Any] | None = None
+    warmup: dict[str, Any] | None = None
+    step_profiles: dict[str, dict[str, Any]] | None = None
+    schema_version: int = SCHEMA_VERSION
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
+        version = int(d.get("schema_version", 1))
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"measurement schema_version {version} is newer than this foxlib's {SCHEMA_VERSION}; "
+                             "update foxlib to read it")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        return cls(wave=str(d.get("wave", "8.13")), device=d["device"], environment=d.get("environment") or {},
+                   order=tuple(d["order"]), steps=int(d["steps"]), tft=d["tft"], models=d["models"],
+                   cap=Cap.from_dict(d["cap"]), training=Phase.from_dict(d["training"]),
+                   inference=Phase.from_dict(d["inference"]),
+                   nvml=NvmlSeries.from_dict(d.get("nvml")),
+                   depends_on=tuple(Citation.from_dict(c) for c in d.get("depends_on") or ()),
+                   measured_at=d.get("measured_at"), measure_parameters=d.get("measure_parameters"),
+                   context=d.get("context"), context_before_warmup=d.get("context_before_warmup"),
+                   warmup=d.get("warmup"), step_profiles=d.get("step_profiles"), schema_version=version,
+                   extra={k: v for k, v in d.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema_version": self.schema_version, "wave": self.wave}
+        for k in ("measured_at", "measure_parameters"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        out.update({"device": self.device, "environment": self.environment, "order": list(self.order),
+                    "steps": self.steps, "tft": self.tft, "models": self.models,
+                    "depends_on": [c.to_dict() for c in self.depends_on], "context": self.context})
+        for k in ("context_before_warmup", "warmup"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        out["cap"] = self.cap.to_dict()
+        if self.step_profiles is not None:
+            out["step_profiles"] = self.step_profiles
+        out.update({"training": self.training.to_dict(), "inference": self.inference.to_dict(),
+                    "nvml": self.nvml.to_dict(), **self.extra})
+        return out
+
+    @property
+    def enforced(self) -> bool:
+        return self.cap.enforced
+
+    def phase(self, name: str) -> Phase:
+        if name not in ("training", "inference"):
+            raise ValueError(f"unknown phase {name!r}; valid: training, inference")
+        return getattr(self, name)
+
+
+def record(m: "Measurement | dict[str, Any]") -> Measurement:
+    """The typed record of a measurement (a dict as `measure` returns it or measurement.json holds it)."""
+    return m if isinstance(m, Measurement) else Measurement.from_dict(m)
+
+
+def citations(m: "Measurement | dict[str, Any]") -> list[dict[str, Any]]:
+    """The measurement's depends_on, as foxlib.provenance.verify takes it."""
+    return [c.to_dict() for c in record(m).depends_on]
+
+
+# ----------------------------------------------------------------------------- analysis (on the record's bytes and seconds)
 
 def _mb(x: float | None) -> float | None:
     return None if x is None else round(x / MB, 2)
@@ -737,89 +1213,237 @@ def _where(oom: dict[str, Any] | None) -> str:
     return f"during inference ({model})" if model else "during inference"
 
 
-def context_bytes(m: dict[str, Any], phase: str) -> int:
+def context_bytes(m: Measurement | dict[str, Any], phase: str) -> int:
     """The CUDA context to add to a phase's figure: the larger of the one measured at the start (which
     set the cap) and the one implied by NVML at the phase's end; 0 on the CPU."""
-    end = m[phase].get("context_end_bytes")
-    return max(m["cap"]["context_bytes"], end or 0)
+    r = record(m)
+    end = r.phase(phase).context_end_bytes
+    return max(r.cap.context_bytes, end or 0)
 
 
-def training_figure(m: dict[str, Any]) -> int:
-    """Bytes the card must hold for training: the peak against the cap (CUDA: reserved; CPU: accounted),
-    or what was needed where it ran out, plus the context."""
-    t = m["training"]
-    needed = (t["oom"] or {}).get("needed_bytes") or 0
-    return max(t["peak_bytes"], needed) + context_bytes(m, "training")
+def largest_context_bytes(m: Measurement | dict[str, Any]) -> int:
+    """The largest CUDA context seen: at the start (after the warm-up) or at the end of either phase."""
+    return max(context_bytes(m, "training"), context_bytes(m, "inference"))
 
 
-def inference_figure(m: dict[str, Any]) -> int:
-    i = m["inference"]
-    needed = (i["oom"] or {}).get("needed_bytes") or 0
-    return max(i.get("peak_bytes") or 0, needed) + context_bytes(m, "inference")
+def training_figure(m: Measurement | dict[str, Any]) -> int:
+    """Bytes the card must hold for the interleaved training run: the allocator's reserved peak under the
+    cap (CPU: accounted), or what was needed where it ran out, plus the CUDA context."""
+    t = record(m).training
+    needed = (t.oom or {}).get("needed_bytes") or 0
+    return max(t.peak_bytes, needed) + context_bytes(m, "training")
 
 
-def limit_text(m: dict[str, Any]) -> str:
-    cap = m["cap"]
-    if cap["override"]:
-        return (f"limit = the allocator cap {cap['cap_bytes'] / MB:,.2f} MB set by cap_bytes"
-                + (f" + the CUDA context {cap['context_bytes'] / MB:,.1f} MB" if cap["enforced"] else ""))
-    return (f"limit = the {cap['card_bytes'] / MB:,.1f} MB card"
-            + (" (cap + CUDA context)" if cap["enforced"] else ""))
+def inference_figure(m: Measurement | dict[str, Any]) -> int:
+    i = record(m).inference
+    needed = (i.oom or {}).get("needed_bytes") or 0
+    return max(i.peak_bytes or 0, needed) + context_bytes(m, "inference")
 
 
-def inference_limit(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> float:
-    return m["cap"]["limit_bytes"] - budgets["ensemble"]["min_headroom_mb"] * MB
+def model_peaks(m: Measurement | dict[str, Any]) -> dict[str, int | None]:
+    """Each model's "model peak": the largest total of its own step's tensors (weights, Adam state, its
+    device batch, and what its step adds), from the interleaved run's records: per step, the step's
+    rise (peak − start) plus what the model held at the step's start, over the steps after its first
+    (its first also creates Adam's state, as profile_step's warm-up does); its only step if it ran one.
+    None for a model that never stepped. On CUDA the cuBLAS workspaces are not in it (allocated before)."""
+    r = record(m)
+    out: dict[str, int | None] = {}
+    for name in r.order:
+        st = r.training.detail.get("models", {}).get(name)
+        mine = [s for s in r.training.steps or () if s.model == name]
+        if not st or not mine:
+            out[name] = None
+            continue
+        base = st["parameters_bytes"] + st["batch_device_bytes"]
+        later = [s for s in mine if s.step > 1]
+        if later:
+            out[name] = max(s.rise_bytes for s in later) + base + st["optimizer_state_bytes"]
+        else:
+            out[name] = max(s.rise_bytes for s in mine) + base
+    return out
 
 
-def how(m: dict[str, Any]) -> str:
+def workspace_bytes(m: Measurement | dict[str, Any]) -> int | None:
+    """The cuBLAS workspaces, once per stream used: what stays allocated after the warm-up has freed
+    everything else. 0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
+    r = record(m)
+    if not r.enforced:
+        return 0
+    return None if r.warmup is None else r.warmup.get("allocated_after_bytes")
+
+
+def process_figure(m: Measurement | dict[str, Any]) -> int | None:
+    """The ensemble's "process figure" on the card: the sum of the model peaks + the cuBLAS workspaces
+    (once per stream) + the CUDA context (the largest seen). None when a model never stepped or the
+    workspaces were not measured."""
+    peaks, ws = model_peaks(m), workspace_bytes(m)
+    if ws is None or any(v is None for v in peaks.values()):
+        return None
+    return sum(peaks.values()) + ws + largest_context_bytes(m)
+
+
+def nvml_check(m: Measurement | dict[str, Any]) -> NvmlPeak:
+    """Largest NVML per-process figure sampled through training and inference, against the card."""
+    r = record(m)
+    if not r.enforced:
+        return NvmlPeak(False, None, r.cap.card_bytes, 0, 0, "not applicable on the CPU: no NVML, no CUDA context")
+    return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
+
+
+def limit_text(m: Measurement | dict[str, Any]) -> str:
+    cap = record(m).cap
+    if cap.override:
+        return (f"limit = the allocator cap {cap.cap_bytes / MB:,.2f} MB set by cap_bytes"
+                + (f" + the CUDA context {cap.context_bytes / MB:,.1f} MB" if cap.enforced else ""))
+    return f"limit = the {cap.card_bytes / MB:,.1f} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
+
+
+def inference_limit(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> float:
+    return record(m).cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
+
+
+def how(m: Measurement | dict[str, Any]) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
-    cap = m["cap"]
-    if cap["enforced"]:
-        return (f"enforced: allocator capped at {cap['cap_bytes'] / MB:,.1f} MB + CUDA context "
-                f"{cap['context_bytes'] / MB:,.1f} MB")
+    cap = record(m).cap
+    if cap.enforced:
+        return (f"enforced: allocator capped at {cap.cap_bytes / MB:,.1f} MB + CUDA context "
+                f"{cap.context_bytes / MB:,.1f} MB")
     return NOT_ENFORCED
 
 
-def checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
-    t, i, cap = m["training"], m["inference"], m["cap"]
-    label = how(m)
-    n = len(m["order"])
-    train = training_figure(m)
-    ran = len(t["steps"])
-    t_note = (f"{label}; {ran} of {n * m['steps']} interleaved steps ran"
-              + (f"; OUT OF MEMORY {_where(t['oom'])}: {t['oom']['error']}" if t["oom"] else "")
-              + f"; {limit_text(m)}")
-    inf = inference_figure(m)
-    limit = inference_limit(m, budgets)
-    i_note = (f"{label}; {i['mode']}; all {n} models resident, leaving at least "
+def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+    """Training under the cap, inference with the headroom and, where NVML sees this process, the
+    largest NVML process figure against the card (not applicable on the CPU, left out of the verdict)."""
+    r = record(m)
+    t, i, cap = r.training, r.inference, r.cap
+    label = how(r)
+    n = len(r.order)
+    train = training_figure(r)
+    ran = len(t.steps or ())
+    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; allocator reserved peak + CUDA context"
+              + (f"; OUT OF MEMORY {_where(t.oom)}: {t.oom['error']}" if t.oom else "")
+              + f"; {limit_text(r)}")
+    inf = inference_figure(r)
+    limit = inference_limit(r, budgets)
+    i_note = (f"{label}; {i.detail.get('mode')}; all {n} models resident, leaving at least "
               f"{budgets['ensemble']['min_headroom_mb']:,.0f} MB of the card free (budgets.toml)"
-              + (f"; OUT OF MEMORY {_where(i['oom'])}: {i['oom']['error']}" if i["oom"] else ""))
-    return [
-        Check(TRAIN_CHECK, train, cap["limit_bytes"], "bytes", bool(not t["oom"] and train <= cap["limit_bytes"]), t_note),
-        Check(INFERENCE_CHECK, inf, limit, "bytes", bool(not i["oom"] and inf <= limit), i_note),
+              + (f"; OUT OF MEMORY {_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
+    out = [
+        Check(TRAIN_CHECK, train, cap.limit_bytes, "bytes", bool(not t.oom and train <= cap.limit_bytes), t_note),
+        Check(INFERENCE_CHECK, inf, limit, "bytes", bool(not i.oom and inf <= limit), i_note),
     ]
+    nv = nvml_check(r)
+    if nv.applicable:
+        out.append(Check(NVML_CHECK, nv.max_bytes, nv.card_bytes, "bytes", bool(nv.passed),
+                         f"largest of {nv.n_samples} NVML samples of this process's used memory (every "
+                         f"{r.nvml.interval_s * 1e3:.0f} ms and after every step and inference round), training "
+                         f"and inference; {nv.note}"))
+    return out
 
 
-def cap_table(m: dict[str, Any]) -> pd.DataFrame:
-    cap, ctx = m["cap"], m.get("context") or {}
-    rows = [
-        ("target card", cap["card_bytes"], f"card_gb × 2^30 bytes ({cap['card_bytes']:,} bytes)"),
-        ("CUDA context (outside the cap)", cap["context_bytes"],
-         ctx.get("how", "none on the CPU") if cap["enforced"] else "none on the CPU"),
-        ("allocator cap", cap["cap_bytes"], cap["how"]),
-        ("limit the run is checked against", cap["limit_bytes"], "cap + context = the card" if cap["enforced"]
-         else NOT_ENFORCED),
+def nvml_text(m: Measurement | dict[str, Any]) -> str:
+    """One sentence: the NVML check's result, or why it is not applicable."""
+    nv = nvml_check(m)
+    if not nv.applicable:
+        return f"{NVML_CHECK}: " + (nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}") + "."
+    return (f"{NVML_CHECK}: {nv.max_bytes / MB:,.1f} MB ≤ {nv.card_bytes / MB:,.1f} MB: "
+            f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {nv.headroom_bytes / MB:,.1f} MB to spare).")
+
+
+def depends_on_text(m: Measurement | dict[str, Any]) -> str:
+    """The cited 8.12 results (path, revision, short sha256), for the report's first screen."""
+    r = record(m)
+    if not r.depends_on:
+        return (f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.get('source', '?')}"
+                + ("; measured before citations were recorded" if r.tft.get("recommended") else "") + ").")
+    return "Depends on: " + "; ".join(f"wave {RECOMMENDING_WAVE} results `{c.path}` at revision {c.revision}, "
+                                      f"sha256 {c.sha256[:12]}" for c in r.depends_on) + " (verified before rendering)."
+
+
+def cap_text(m: Measurement | dict[str, Any]) -> str:
+    """One sentence of cap arithmetic for the first screen."""
+    r = record(m)
+    cap = r.cap
+    if not cap.enforced:
+        return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {cap.limit_bytes / MB:,.1f} MB."
+    ends = [r.phase(p).context_end_bytes for p in ("training", "inference")]
+    ends = [e for e in ends if e is not None]
+    at_end = f"{max(ends) / MB:,.1f} MB at the end" if ends else "not measurable at the end (no NVML figure)"
+    first = (f"allocator cap {cap.cap_bytes / MB:,.1f} MB (cap_bytes)" if cap.override else
+             f"allocator cap = card {cap.card_bytes / MB:,.1f} MB − CUDA context {cap.context_bytes / MB:,.1f} MB = "
+             f"{cap.cap_bytes / MB:,.1f} MB")
+    warm = "measured after warming up every library the run uses" if r.warmup else "measured before any model ran"
+    grown = cap.cap_bytes + largest_context_bytes(r)
+    over = (f" Cap + largest context = {grown / MB:,.1f} MB: OVER the {cap.card_bytes / MB:,.1f} MB card "
+            "(the context grew after it was measured)." if grown > cap.card_bytes else "")
+    return f"Cap: {first}; the context {warm}, {at_end}.{over}"
+
+
+def figures(m: Measurement | dict[str, Any]) -> dict[str, Any]:
+    """The headline figures for results.json (bytes; None where not measured)."""
+    r = record(m)
+    nv = nvml_check(r)
+    return {"card_bytes": r.cap.card_bytes, "context_bytes": r.cap.context_bytes, "cap_bytes": r.cap.cap_bytes,
+            "context_end_bytes": max([e for e in (r.training.context_end_bytes, r.inference.context_end_bytes)
+                                      if e is not None], default=None),
+            "training_bytes": training_figure(r), "inference_bytes": inference_figure(r),
+            "model_peak_bytes": model_peaks(r), "workspace_bytes": workspace_bytes(r),
+            "process_bytes": process_figure(r), "nvml_max_process_bytes": nv.max_bytes}
+
+
+def cap_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
+    r = record(m)
+    cap, ctx = r.cap, r.context or {}
+    if not cap.enforced:
+        rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)"),
+                ("CUDA context", None, "none on the CPU"),
+                ("allocator cap", cap.cap_bytes, cap.how),
+                ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
+                ("largest NVML process figure", None, nvml_check(r).note)]
+        return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+    before = (r.context_before_warmup or {}).get("context_bytes")
+    rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
+    if r.warmup is not None:
+        rows.append(("CUDA context before the warm-up", before, "NVML process used − allocator reserved, "
+                     "before any model ran: too small to set the cap on"))
+    rows += [
+        ("CUDA context at the start (sets the cap)", cap.context_bytes,
+         (ctx.get("how", "") + ("; after the warm-up: " + "; ".join(r.warmup["what"]) if r.warmup else
+                                "; measured before the models ran (no warm-up: schema 1)"))),
+        ("allocator cap", cap.cap_bytes,
+         (f"cap_bytes = {cap.cap_bytes:,} bytes" if cap.override else
+          f"card − context = {cap.card_bytes:,} − {cap.context_bytes:,} = {cap.cap_bytes:,} bytes")
+         + f"; {cap.how}"),
+        ("limit the run is checked against", cap.limit_bytes,
+         "cap + context" if cap.override else "cap + context = the card"),
+        ("device memory (the cap's denominator)", cap.device_total_bytes,
+         f"fraction = cap / device memory = {cap.fraction:.6f}"),
     ]
-    if cap["enforced"]:
-        rows.append(("device memory (the cap's denominator)", cap["device_total_bytes"],
-                     f"fraction {cap['fraction']:.6f}"))
+    for phase in ("training", "inference"):
+        p = r.phase(phase)
+        rows.append((f"CUDA context at the end of {phase}", p.context_end_bytes,
+                     "NVML process used − allocator reserved" if p.context_end_bytes is not None else
+                     (p.nvml_end or {}).get("note", "unavailable")))
+    grown = cap.cap_bytes + largest_context_bytes(r)
+    rows.append(("cap + largest CUDA context seen", grown,
+                 f"what the process could reach if the allocator filled its cap: "
+                 f"{'≤' if grown <= cap.card_bytes else 'OVER'} the {cap.card_bytes / MB:,.1f} MB card"
+                 + ("" if grown <= cap.card_bytes else " (the context grew after it was measured)")))
+    nv = nvml_check(r)
+    rows.append(("largest NVML process figure (training and inference)", nv.max_bytes,
+                 f"{nv.n_samples} samples; {nv.note}" if nv.applicable else f"not applicable: {nv.note}"))
+    if nv.applicable:
+        rows.append(("card − largest NVML process figure", nv.headroom_bytes,
+                     f"{NVML_CHECK}: {'PASS' if nv.passed else 'FAIL'}"))
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
 
 
-def configuration_table(m: dict[str, Any]) -> pd.DataFrame:
+def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    r = record(m)
     rows = []
-    for name in m["order"]:
-        info = m["models"][name]
+    for name in r.order:
+        info = r.models[name]
         cfg = info["config"]
         keys = [k for k in ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing",
                             "memory_efficient", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device",
@@ -829,30 +1453,36 @@ def configuration_table(m: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def training_table(m: dict[str, Any]) -> pd.DataFrame:
-    t, label = m["training"], how(m)
+def kept_bytes(m: Measurement | dict[str, Any], name: str) -> int | None:
+    """What a model keeps between its steps: weights, Adam state, its device batch/buffers."""
+    st = record(m).training.detail.get("models", {}).get(name)
+    return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]
+
+
+def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    r = record(m)
+    t, label, peaks = r.training.detail, how(r), model_peaks(r)
     rows = []
-    for name in m["order"]:
-        p, st = t["per_model"][name], t["models"].get(name, {})
-        resident = (st.get("parameters_bytes", 0) + st.get("optimizer_state_bytes", 0)
-                    + st.get("batch_device_bytes", 0)) if st else None
+    for name in r.order:
+        p = t["per_model"][name]
         rows.append({
-            "model": name, "precision": m["models"][name]["precision"],
-            "steps run": f"{p['steps_run']} of {m['steps']}",
+            "model": name, "precision": r.models[name]["precision"],
+            "steps run": f"{p['steps_run']} of {r.steps}",
             "loss first → last": "—" if p["first_loss"] is None else f"{p['first_loss']:.4g} → {p['last_loss']:.4g}",
             "median step (ms)": _ms(p["median_step_s"]),
-            "kept between steps (MB)": _mb(resident),
-            "own step increment (MB)": _mb(p["step_increment_bytes"]),
-            "process peak during its steps (MB)": _mb(p["peak_bytes"]),
+            "kept between steps (MB)": _mb(kept_bytes(r, name)),
+            "model peak (MB)": _mb(peaks[name]),
+            "allocated during its steps, all models (MB)": _mb(p["peak_bytes"]),
             "how": label,
         })
     return pd.DataFrame(rows)
 
 
-def inference_table(m: dict[str, Any]) -> pd.DataFrame:
-    i, label = m["inference"], how(m)
+def inference_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    r = record(m)
+    i, label = r.inference.detail, how(r)
     rows = []
-    for name in m["order"]:
+    for name in r.order:
         v = i["models"].get(name)
         if not v:
             continue
@@ -867,42 +1497,58 @@ def inference_table(m: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def totals_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """The figures the checks use, their parts, the card and the headroom."""
-    cap, t, i = m["cap"], m["training"], m["inference"]
-    card = cap["card_bytes"]
+def totals_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """The figures the checks use, their parts, the process figure, the card and the headroom."""
+    r = record(m)
+    cap, t, i = r.cap, r.training, r.inference
+    card = cap.card_bytes
     head = budgets["ensemble"]["min_headroom_mb"] * MB
-    label = how(m)
-    train, inf = training_figure(m), inference_figure(m)
+    label = how(r)
+    train, inf = training_figure(r), inference_figure(r)
+    peaks, ws, proc = model_peaks(r), workspace_bytes(r), process_figure(r)
     rows = [
-        ("training: peak allocated (live tensors)", t["peak_allocated_bytes"], label),
-        ("training: peak " + ("reserved (what the process took from the card)" if cap["enforced"] else "accounted"),
-         t["peak_bytes"], t["peak_how"]),
+        ("model peaks, summed", None if any(v is None for v in peaks.values()) else sum(peaks.values()),
+         " + ".join(f"{n} {_mb(v)}" for n, v in peaks.items()) + " MB (each step's own tensors)"),
+        ("cuBLAS workspaces (once per stream)", ws,
+         "none on the CPU" if not cap.enforced else
+         ("allocated after the warm-up, everything else freed" if ws is not None else
+          "not measured (measured before the warm-up: schema 1)")),
+        ("CUDA context (largest: start or end)", largest_context_bytes(r) if cap.enforced else None,
+         "NVML process used − allocator reserved" if cap.enforced else "none on the CPU"),
+        ("process figure = model peaks + workspaces + context", proc,
+         "the ensemble as if every model were at its peak at once" + (f"; {label}" if not cap.enforced else "")
+         + ("" if proc is None else f"; {100 * proc / card:.1f} % of the card")),
+        ("training, interleaved: peak allocated (live tensors)", t.peak_allocated_bytes, label),
+        ("training, interleaved: peak " + ("reserved (what the cap limits)" if cap.enforced else "accounted"),
+         t.peak_bytes, t.detail.get("peak_how")),
         ("training: + CUDA context = on the card", train, "checked against the card"),
         ("training: headroom on the card", card - train, f"{100 * train / card:.1f} % of the card used"),
-        ("inference: weights + inputs resident", i.get("resident_bytes"), label),
-        ("inference: peak " + ("reserved" if cap["enforced"] else "accounted"), i.get("peak_bytes"), i["memory_how"]),
+        ("inference: weights + inputs resident", i.detail.get("resident_bytes"), label),
+        ("inference: peak " + ("reserved" if cap.enforced else "accounted"), i.peak_bytes, i.detail.get("memory_how")),
         ("inference: + CUDA context = on the card", inf, f"must leave {head / MB:,.0f} MB free"),
         ("inference: headroom on the card", card - inf, f"{100 * inf / card:.1f} % of the card used"),
     ]
-    if cap["enforced"]:
-        rows.append(("CUDA context at the start (sets the cap)", cap["context_bytes"], (m.get("context") or {}).get("how")))
-    for phase, data in (("training", t), ("inference", i)):
-        nv = (data.get("nvml_end") or {})
-        if nv.get("process_used_bytes") is not None:
-            rows.append((f"{phase}: NVML process used at the end", nv["process_used_bytes"],
+    nv = nvml_check(r)
+    for phase in ("training", "inference"):
+        vals = [v for v in r.nvml.values(phase) if v is not None]
+        if vals:
+            rows.append((f"{phase}: largest NVML process figure", max(vals),
+                         f"{len(vals)} samples; what nvidia-smi shows ≈ context + reserved"))
+    rows.append(("largest NVML process figure", nv.max_bytes, nvml_text(r)))
+    for phase in ("training", "inference"):
+        p = r.phase(phase)
+        nvend = p.nvml_end or {}
+        if nvend.get("process_used_bytes") is not None:
+            rows.append((f"{phase}: NVML process used at the end", nvend["process_used_bytes"],
                          "what nvidia-smi shows ≈ context + reserved"))
-            rows.append((f"{phase}: CUDA context at the end", data.get("context_end_bytes"),
-                         "NVML process used − reserved; grows with lazily loaded kernels and library handles"))
-        elif cap["enforced"]:
-            rows.append((f"{phase}: NVML process used at the end", None, nv.get("note", "unavailable")))
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
 
 
-def oom_table(m: dict[str, Any]) -> pd.DataFrame | None:
+def oom_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
+    r = record(m)
     rows = []
     for phase in ("training", "inference"):
-        oom = m[phase]["oom"]
+        oom = r.phase(phase).oom
         if oom:
             rows.append({"phase": phase, "where": _where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
                          "failed allocation (MB)": _mb(oom.get("requested_bytes")),
@@ -916,46 +1562,54 @@ def oom_table(m: dict[str, Any]) -> pd.DataFrame | None:
 COLOURS = {"dqn": "#4c72b0", "ppo": "#55a868", "mamba2": "#c44e52", "tft": "#8172b2"}
 
 
-def training_chart(m: dict[str, Any]):
+def training_chart(m: Measurement | dict[str, Any]):
+    """Every step of the interleaved run: allocated during it (all models) + context, against the card;
+    NVML's process samples of the training phase beside it where there are any."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    """Every step of the interleaved run: the process's peak during it, against the cap and the card."""
-    t, cap = m["training"], m["cap"]
-    ctx = cap["context_bytes"]
+    r = record(m)
+    steps, cap = r.training.steps or (), r.cap
+    ctx = cap.context_bytes
     fig, ax = plt.subplots(figsize=(9, 4))
-    for name in m["order"]:
-        xs = [k for k, s in enumerate(t["steps"], 1) if s["model"] == name]
-        ys = [(s["peak_bytes"] + ctx) / MB for s in t["steps"] if s["model"] == name]
-        ax.scatter(xs, ys, s=18, color=COLOURS.get(name), label=f"{name} step peak" + (" + context" if ctx else ""))
-        res = [(s["reserved_peak_bytes"] + ctx) / MB for s in t["steps"]
-               if s["model"] == name and s.get("reserved_peak_bytes") is not None]
+    for name in r.order:
+        xs = [k for k, s in enumerate(steps, 1) if s.model == name]
+        ys = [(s.peak_bytes + ctx) / MB for s in steps if s.model == name]
+        ax.scatter(xs, ys, s=18, color=COLOURS.get(name),
+                   label=f"{name} step: allocated, all models" + (" + context" if ctx else ""))
+        res = [(s.reserved_peak_bytes + ctx) / MB for s in steps
+               if s.model == name and s.reserved_peak_bytes is not None]
         if res:
             ax.scatter(xs, res, s=18, marker="_", color=COLOURS.get(name))
-    ax.axhline(cap["limit_bytes"] / MB, color="black", ls="--", lw=1.2)
-    ax.text(0.5, cap["limit_bytes"] / MB, f" card {cap['limit_bytes'] / MB:,.0f} MB", va="bottom", fontsize=8)
+    nv = [v for v in r.nvml.values("training") if v is not None]
+    if nv:
+        ax.axhline(max(nv) / MB, color="#d62728", ls="-.", lw=1)
+        ax.text(0.5, max(nv) / MB, f" largest NVML process figure {max(nv) / MB:,.0f} MB", va="bottom", fontsize=8)
+    ax.axhline(cap.limit_bytes / MB, color="black", ls="--", lw=1.2)
+    ax.text(0.5, cap.limit_bytes / MB, f" card {cap.limit_bytes / MB:,.0f} MB", va="bottom", fontsize=8)
     if ctx:
         ax.axhline(ctx / MB, color="#999", ls=":", lw=1)
         ax.text(0.5, ctx / MB, f" CUDA context {ctx / MB:,.0f} MB (outside the cap)", va="bottom", fontsize=8)
-    if t["oom"]:
-        x = len(t["steps"]) + 1
-        y = min(training_figure(m), 1.05 * cap["limit_bytes"]) / MB
-        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {_where(t['oom'])}")
-    ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(m["order"]) + ")")
-    from matplotlib.ticker import MaxNLocator
+    if r.training.oom:
+        x = len(steps) + 1
+        y = min(training_figure(r), 1.05 * cap.limit_bytes) / MB
+        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {_where(r.training.oom)}")
+    ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(r.order) + ")")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")  # a small model's step and the card on one chart
     ax.set_ylabel("MB (10^6 bytes), log scale")
-    ax.set_title(f"Ensemble training under the cap — {m['device']['name']} — {how(m)}", fontsize=9)
+    ax.set_title(f"Ensemble training under the cap — {r.device['name']} — {how(r)}", fontsize=9)
     ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     return fig
 
 
-def latency_chart(m: dict[str, Any]):
+def latency_chart(m: Measurement | dict[str, Any]):
     import matplotlib.pyplot as plt
 
-    i = m["inference"]
-    names = [n for n in m["order"] if (i["models"].get(n) or {}).get("together")]
+    r = record(m)
+    i = r.inference.detail
+    names = [n for n in r.order if (i["models"].get(n) or {}).get("together")]
     fig, ax = plt.subplots(figsize=(7, 3.5))
     if not names:
         ax.text(0.5, 0.5, "no concurrent inference ran (out of memory)", ha="center", va="center")
