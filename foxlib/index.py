@@ -142,7 +142,7 @@ def write_index(reports_dir: Path | None = None) -> Path:
         answer=answer(found, devs), ledger=ledger.rows(found, devs), devices=devs, waves=waves,
         deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
-                   "differs": ", ".join(f"{k} = {val!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
+                   "differs": ", ".join(f"{k} = {val.get('value')!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
                   for v in collect_variants(reports_dir)])
     out = reports_dir / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
