@@ -39,6 +39,11 @@ MAX_POINTS = 4000  # default size of a downsampled series
 OPTIMIZER_STEP_PREFIX = "Optimizer.step"
 PHASES = ("forward", "backward", "optimizer step")
 _LIBRARY = ("/torch/", "/site-packages/", "<frozen", "/lib/python3")
+_GENERIC = {"forward", "_loop", "_run", "_body", "_batched", "inner", "loss", "step", "__call__", "_call_impl",
+            "_wrapped_call_impl", "profile_step", "measure", "main"}  # frames too common to name an owner
+# composite forward ops that no backward formula calls: under a backward node they are a recompute
+_RECOMPUTE_MARKERS = {"aten::linear", "aten::dropout", "aten::feature_dropout", "aten::layer_norm", "aten::matmul",
+                      "aten::lstm", "aten::glu", "aten::elu", "aten::scaled_dot_product_attention", "aten::einsum"}
 _FACTORY_OPS = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like",
                 "aten::ones", "aten::ones_like", "aten::full", "aten::full_like", "aten::resize_",
                 "aten::resize_as_", "aten::new_empty", "aten::new_empty_strided", "aten::new_zeros",
@@ -256,6 +261,12 @@ def cuda_owner_name(frames: Sequence[dict[str, Any]], in_backward: bool, runner:
         where = _frame_text(frames[0])
     else:
         where = _frame_text(user[0]) + (f" ({torch_fn})" if torch_fn and torch_fn != user[0]["name"] else "")
+        # the nearest enclosing function of the same file with a name of its own (a block's method)
+        outer = next((f["name"] for f in user[1:] if f["filename"] == user[0]["filename"]
+                      and f["name"] not in _GENERIC and f["name"] != user[0]["name"] and not f["name"].startswith("<")),
+                     None)
+        if outer:
+            where += f" in {outer}"
     return ("recompute in backward: " if recompute else "") + where
 
 
@@ -429,6 +440,10 @@ def cpu_owner_name(ops: Sequence[str]) -> str:
     inner, outer = work[0], ops[-1]
     node = outer.split(": ", 1)[1] if outer.startswith("autograd::engine::evaluate_function: ") else ""
     if node:
+        # a forward op under a backward node: checkpointing's recompute (its unpack hook runs the forward again)
+        forward = [o for o in ops[:-1] if o in _RECOMPUTE_MARKERS]
+        if forward:
+            return f"recompute: {forward[-1]} in {node}"
         return f"backward {node}" + ("" if inner in (node, outer) else f" ({inner})")
     if outer.startswith(OPTIMIZER_STEP_PREFIX):
         return f"{outer} ({inner})" if inner != outer else outer

@@ -140,5 +140,28 @@ def caption(series: Sequence[MemoryTimeline], budget_bytes: int | None = None) -
         lo = min(series, key=lambda s: s.peak_bytes)
         hi = max(series, key=lambda s: s.peak_bytes)
         text += (f"Peaks range from {_mb(lo.peak_bytes)} ({lo.label}) to {_mb(hi.peak_bytes)} ({hi.label}). ")
+    text += comparison(series)
+    if "cpu" in devices:
+        text += ("On the CPU the profiler records every op, which slows the step: the times are the profiled "
+                 "step's, for order only, not its speed. ")
     text += f"Device: {', '.join(devices)}. Method: {' / '.join(methods)}."
     return text
+
+
+def comparison(series: Sequence[MemoryTimeline]) -> str:
+    """Each series against the first: what its forward leaves for backward and its peak, in words."""
+    ref = series[0]
+    if len(series) < 2 or ref.forward_end_bytes is None:
+        return ""
+    held = lambda s: s.forward_end_bytes - s.start_bytes  # noqa: E731
+    parts = []
+    for s in series[1:]:
+        if s.forward_end_bytes is None:
+            continue
+        change = (s.peak_bytes - ref.peak_bytes) / ref.peak_bytes if ref.peak_bytes else 0.0
+        parts.append(f"{s.label} leaves {_mb(held(s))} for backward and peaks at {_mb(s.peak_bytes)} "
+                     f"({100 * change:+.1f} %) in {s.peak_phase}")
+    if not parts:
+        return ""
+    return (f"Against {ref.label} (forward leaves {_mb(held(ref))} for backward; peak {_mb(ref.peak_bytes)} in "
+            f"{ref.peak_phase}): " + "; ".join(parts) + ". ")
