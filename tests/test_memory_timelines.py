@@ -9,7 +9,8 @@ import torch
 from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, MemoryTimeline, downsample,
                                        from_cpu_events, from_cuda_snapshot, load, round_size)
 from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.memory.timeline_measure import CASES, GRAPH_NEEDS_CUDA, TimelineCase, measure_timelines, viewer_html_file
+from foxlib.memory.timeline_measure import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, measure_timelines,
+                                           viewer_html_file)
 from foxlib.models import MODELS
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -134,6 +135,8 @@ def test_cpu_path_peak_is_profile_steps_peak(small_runs):
     assert (ckpt.series.forward_end_bytes - ckpt.series.start_bytes
             < (plain.series.forward_end_bytes - plain.series.start_bytes) / 2)
     assert ckpt.series.peak_phase == "backward"
+    assert any(o.name.startswith("recompute: ") and o.phase == "backward" for o in ckpt.series.owners)
+    assert not any(o.name.startswith("recompute") for o in plain.series.owners)
     assert graphed.series is None and graphed.skipped == GRAPH_NEEDS_CUDA
     again = type(plain).from_dict(json.loads(json.dumps(plain.to_dict())))
     assert again.series == plain.series
@@ -157,6 +160,12 @@ def test_chart_has_alt_text_caption_and_a_legend_for_every_mark(small_runs):
         timeline_chart([], "nothing")
 
 
+def test_measure_refuses_two_cases_of_one_name(tmp_path):
+    assert len({c.name for c in ALL_CASES}) == len(ALL_CASES) == 6
+    with pytest.raises(ValueError, match="case names must differ"):
+        measure_timelines(MODELS["tft"].config("small"), "cpu", str(tmp_path), [CASES[0], CASES[0]])
+
+
 def test_load_refuses_what_it_cannot_read(tmp_path):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"format": "something else"}))
@@ -171,10 +180,12 @@ def test_load_refuses_what_it_cannot_read(tmp_path):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
 def test_cuda_timelines_match_the_allocator(tmp_path):
-    runs = measure_timelines(MODELS["tft"].config("small"), "cuda", str(tmp_path), CASES)
+    runs = measure_timelines(MODELS["tft"].config("small"), "cuda", str(tmp_path), ALL_CASES)
     for run in runs.values():
         s = run.series
         assert s.peak_bytes == run.profile_peak_bytes and s.reconstruction_error_bytes == 0
         assert s.phase_source == "annotations"
         assert [p.name for p in s.phases] == ["forward", "backward", "optimizer step"]
         assert os.path.getsize(run.viewer_html_path) > 0
+    # the recompute runs the checkpointed Python function on the autograd engine's thread: its stack names it
+    assert any(o.name.startswith("recompute in backward: ") for o in runs["checkpoint all"].series.owners)

@@ -386,7 +386,8 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
     method = ("CUDA allocator snapshot: its trace replayed on the allocator's address map (blocks: requests "
               "rounded to 512 B; a large block left whole when at most 1 MiB would remain), from the "
               "blocks allocated at the trace's start" + ("" if exact else
-              "; approximate: expandable segments or roundup_power2_divisions are set, blocks taken as rounded requests"))
+              "; approximate: expandable segments or roundup_power2_divisions are set, blocks taken as "
+              "rounded requests"))
     return _finish(replay, label=label, device="cuda", phases=phases, phase_source=phase_source,
                    start_bytes=start_bytes, events=n_events, source=source, method=method, max_points=max_points,
                    reconstruction_error_bytes=live - end_allocated)
@@ -458,7 +459,8 @@ def from_cpu_events(events: dict[str, Any] | str, *, label: str = "", max_points
         with open(events) as f:
             events = json.load(f)
     if events.get("format") != CPU_EVENTS_FORMAT:
-        raise ValueError(f"not a CPU allocation record: format {events.get('format')!r}, expected {CPU_EVENTS_FORMAT!r}")
+        raise ValueError(f"not a CPU allocation record: format {events.get('format')!r}, "
+                         f"expected {CPU_EVENTS_FORMAT!r}")
     allocations = events["allocations"]
     ranges = events.get("ranges", [])
     times = [a[0] for a in allocations] + [r[1] for r in ranges] + [r[2] for r in ranges]

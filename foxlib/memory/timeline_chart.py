@@ -22,8 +22,8 @@ LINE = "#1f4e79"
 PEAK = "#cf222e"
 FORWARD_END = "#7a5195"
 START = "#8c8c8c"
-OWNER_CHARS = 46
-LABEL_CHAR_WIDTH = 0.065  # inches per character of a 7.5 pt phase name (for placing them apart)  # an owner's name is cut to this many characters under its panel
+OWNER_CHARS = 46  # an owner's name is cut to this many characters under its panel
+LABEL_CHAR_WIDTH = 0.065  # inches per character of a 7.5 pt phase name (for placing them apart)
 
 
 @dataclass(frozen=True)

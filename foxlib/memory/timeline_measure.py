@@ -53,6 +53,9 @@ CHECKPOINT_CASES = (
     TimelineCase("checkpoint all", {"checkpointing": "all"}),
 )
 
+# both, each once: what a report draws (the CUDA graph skipped on a CPU)
+ALL_CASES = CHECKPOINT_CASES + (CASES[2], CASES[3])
+
 
 @dataclass(frozen=True)
 class TimelineRun:
@@ -94,6 +97,9 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
     Files written in out_dir: {prefix}-{case}.pickle (CUDA snapshot) or .json (CPU events), and for
     CUDA snapshots {prefix}-{case}.html (PyTorch's viewer; see viewer_html_file)."""
     device = torch.device(device)
+    names = [c.name for c in cases]
+    if len(set(names)) != len(names):
+        raise ValueError(f"case names must differ (they name the files): {', '.join(names)}")
     os.makedirs(out_dir, exist_ok=True)
     runs: dict[str, TimelineRun] = {}
     for case in cases:
