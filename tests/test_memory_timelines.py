@@ -9,8 +9,8 @@ import torch
 from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, MemoryTimeline, downsample,
                                        from_cpu_events, from_cuda_snapshot, load, round_size)
 from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.memory.timeline_measure import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, measure_timelines,
-                                           viewer_html_file)
+from foxlib.memory.timeline_measure import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
+                                           keep_beside, measure_timelines, viewer_html_file)
 from foxlib.models import MODELS
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -112,6 +112,18 @@ def test_viewer_html_embeds_the_snapshot(tmp_path):
     out = viewer_html_file(os.path.join(H200, "memory_snapshot.pickle"), str(tmp_path / "viewer.html"))
     text = open(out).read()
     assert "MemoryViz.js" in text and '"snapshot.pickle"' in text and len(text) > 500_000
+
+
+def test_keep_beside_copies_a_snapshot_found_by_name_and_writes_its_viewer(tmp_path):
+    """As for a measurement made on the GPU machine: the path it names does not exist here; the file
+    lies beside the measurement JSON."""
+    s = load(os.path.join(H200, "memory_snapshot.pickle"), label="plain", max_points=100)
+    run = TimelineRun("plain", {}, s, "/root/out/memory_snapshot.pickle")
+    links = keep_beside({"plain": run.to_dict()}, str(tmp_path / "report"), search_dirs=[H200])
+    assert links == {"plain": {"snapshot": "memory_snapshot.pickle", "viewer_html": "memory_snapshot.html"}}
+    assert (tmp_path / "report" / "memory_snapshot.html").stat().st_size > 500_000
+    missing = keep_beside({"x": TimelineRun("x", {}, None, "/nowhere/x.pickle")}, str(tmp_path / "r2"))
+    assert missing == {"x": {"snapshot": None, "viewer_html": None}}
 
 
 @pytest.fixture(scope="module")

@@ -168,3 +168,36 @@ def viewer_html_file(snapshot_path: str, html_path: str) -> str:
     with open(html_path, "w") as f:
         f.write(trace_plot(snapshot))
     return html_path
+
+
+def keep_beside(runs: dict[str, TimelineRun] | dict[str, dict[str, Any]], out_dir: str,
+                search_dirs: Sequence[str] = ()) -> dict[str, dict[str, str | None]]:
+    """Copy each run's snapshot beside a report (into out_dir) and write PyTorch's viewer HTML for CUDA
+    snapshots there; returns, per run, the file names relative to out_dir (None where there is none).
+
+    A measurement made on another machine names paths there: a file is looked for at its path, then
+    by its name in each of search_dirs (e.g. the folder of the measurement JSON)."""
+    import shutil
+
+    os.makedirs(out_dir, exist_ok=True)
+    links: dict[str, dict[str, str | None]] = {}
+    for name, run in runs.items():
+        if isinstance(run, dict):
+            run = TimelineRun.from_dict(run)
+        links[name] = {"snapshot": None, "viewer_html": None}
+        if not run.snapshot_path:
+            continue
+        base = os.path.basename(run.snapshot_path)
+        found = next((p for p in [run.snapshot_path, *(os.path.join(d, base) for d in search_dirs)]
+                      if os.path.isfile(p)), None)
+        if found is None:
+            continue
+        target = os.path.join(out_dir, base)
+        if os.path.abspath(found) != os.path.abspath(target):
+            shutil.copyfile(found, target)
+        links[name]["snapshot"] = base
+        if base.endswith(".pickle"):
+            html_name = base.rsplit(".", 1)[0] + ".html"
+            viewer_html_file(target, os.path.join(out_dir, html_name))
+            links[name]["viewer_html"] = html_name
+    return links
