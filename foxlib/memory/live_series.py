@@ -8,11 +8,12 @@ Both sources are what `profile_step(..., snapshot_path=...)` writes (foxlib/memo
   `record_function` ranges open meanwhile (`external_annotations`: the forward's end mark and
   the optimizer's `Optimizer.step#...` range). The trace records *requested* sizes, while the
   allocator's `memory_allocated` counts *blocks*: a request rounded up to 512 bytes and, in the
-  large pool, a whole free block when what would remain after the split is at most 1 MiB
-  (c10/cuda/CUDACachingAllocator.cpp, `round_size` and `shouldSplit`). The series replays the trace
-  on the allocator's address map, so its bytes are the allocator's `memory_allocated` and its peak
-  its `max_memory_allocated` (`MemoryTimeline.reconstruction_error_bytes` says how well the replay
-  ends on the snapshot's segments).
+  large pool, a whole free block when what would remain after the split is at most 1 MiB (the
+  caching allocator's `round_size` and `shouldSplit`). The series replays the trace on the
+  allocator's address map, so its bytes are the allocator's `memory_allocated` and its peak its
+  `max_memory_allocated`: on reports/h200/wave-8.10/memory_snapshot.pickle it gives that step's
+  measured start, forward peak and peak to the byte (tests/test_memory_timelines.py);
+  `MemoryTimeline.reconstruction_error_bytes` says how well a replay ends on the snapshot's segments.
 - CPU: the JSON of `CpuTimeline.write` (foxlib/memory/timeline.py): the bytes live at the start and
   every allocation (+) and free (-) of the CPU allocator with the ops it was made in, the same
   events whose running sum gives profile_step's CPU peak.
