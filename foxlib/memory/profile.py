@@ -199,8 +199,10 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     """Warm-up step(s), then one measured training step of `model` on `batch`.
 
     buffers: named replay/rollout storage to report on its own line (it is not part of the step).
-    snapshot_path: CUDA only, write the allocator's memory snapshot of the measured step there
-    (a pickle that opens in https://pytorch.org/memory_viz).
+    snapshot_path: write the measured step's allocation history there: on CUDA the allocator's memory
+    snapshot (a pickle that opens in https://pytorch.org/memory_viz), on the CPU the profiler's
+    allocation events as JSON (CpuTimeline.write); foxlib.memory.live_series.load reads either.
+    Both carry the forward's end (mark_forward_end) and the optimizer's record_function ranges.
     """
     check_precision(precision)
     device = next(model.parameters()).device
@@ -261,6 +263,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             torch.cuda.synchronize(device)
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
+            mark_forward_end()  # an annotation in the snapshot's trace
 
         loss = step(tracker, on_forward_end, "measured")
         torch.cuda.synchronize(device)
@@ -295,6 +298,8 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         forward_peak = own_live + timeline.peak_delta(timeline.forward_end_ns)
         peak = own_live + timeline.peak_delta()
         live_before = own_live
+        if snapshot_path:
+            timeline.write(snapshot_path, live_at_start=own_live)
         cuda = None
         method = ("CPU: tensors live at the start + largest running sum of the CPU allocator's "
                   "allocation events (torch.profiler, profile_memory=True)")

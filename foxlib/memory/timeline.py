@@ -10,12 +10,15 @@ overstate, and profile_step frees gradients before the measured step so there ar
 from __future__ import annotations
 
 import contextlib
+import json
 import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 MARK_FORWARD_END = "foxlib::forward_end"
+CPU_EVENTS_FORMAT = "foxlib.cpu_allocations/1"  # the file CpuTimeline.write makes (JSON)
+_RANGE_PREFIXES = ("foxlib::", "Optimizer.")  # record_function ranges kept (phase boundaries)
 
 
 @dataclass
@@ -23,6 +26,10 @@ class CpuTimeline:
     """Allocation deltas of one region, in time order, and where a forward ended."""
     deltas: list[tuple[int, int]] = field(default_factory=list)  # (time ns, bytes +/-)
     forward_end_ns: int | None = None
+    allocations: list[tuple[int, int, int, tuple[str, ...]]] = field(default_factory=list)
+    """(time ns, bytes +/-, address, names of the ops it was made in, innermost first), in time order."""
+    ranges: list[tuple[str, int, int]] = field(default_factory=list)
+    """(name, start ns, end ns) of the record_function ranges named foxlib::* or Optimizer.* (phases)."""
 
     def peak_delta(self, until_ns: int | None = None) -> int:
         """Largest rise of live bytes above the start, up to `until_ns` (whole region if None)."""
@@ -36,6 +43,14 @@ class CpuTimeline:
 
     def net_delta(self, until_ns: int | None = None) -> int:
         return sum(d for t, d in self.deltas if until_ns is None or t <= until_ns)
+
+    def write(self, path: str, live_at_start: int) -> None:
+        """The events as JSON (format CPU_EVENTS_FORMAT), with the bytes live when the region began:
+        what foxlib.memory.live_series.load reads to draw the region's live memory."""
+        with open(path, "w") as f:
+            json.dump({"format": CPU_EVENTS_FORMAT, "live_at_start_bytes": live_at_start,
+                       "allocations": [[t, d, a, list(ops)] for t, d, a, ops in self.allocations],
+                       "ranges": [list(r) for r in self.ranges]}, f)
 
 
 @contextlib.contextmanager
@@ -51,19 +66,29 @@ def cpu_allocations():
         warnings.simplefilter("ignore")
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             yield timeline
-    events = []
+    events, allocations = [], []
 
     def walk(e):
         if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
             events.append((e.start_time_ns, e.extra_fields.alloc_size))
-        elif e.name == MARK_FORWARD_END:
-            timeline.forward_end_ns = e.start_time_ns
+            ops, p = [], e.parent
+            while p is not None:
+                ops.append(p.name)
+                p = p.parent
+            allocations.append((e.start_time_ns, e.extra_fields.alloc_size, e.extra_fields.ptr, tuple(ops)))
+        else:
+            if e.name == MARK_FORWARD_END:
+                timeline.forward_end_ns = e.start_time_ns
+            if e.name.startswith(_RANGE_PREFIXES):
+                timeline.ranges.append((e.name, e.start_time_ns, e.end_time_ns))
         for c in e.children:
             walk(c)
 
     for root in prof.profiler.kineto_results.experimental_event_tree():
         walk(root)
     timeline.deltas = sorted(events)
+    timeline.allocations = sorted(allocations, key=lambda a: a[0])
+    timeline.ranges.sort(key=lambda r: r[1])
 
 
 def mark_forward_end():
