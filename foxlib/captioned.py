@@ -1,6 +1,6 @@
 """Charts with alt text and a caption, in the notebook, in report.html and in report.md.
 
-`show_figure(fig, alt, caption)` displays a matplotlib figure as one output whose bundle holds
+`show_figure(fig, caption, alt)` displays a matplotlib figure as one output whose bundle holds
 - text/html: a <figure> with the PNG inline (base64, so report.html stays self-contained), its
   alt text and a <figcaption>; HTML export and JupyterLab show this;
 - image/png: the same PNG, which nbconvert's ExtractOutputPreprocessor writes to figures/;
@@ -65,13 +65,60 @@ def bundle(png: bytes, alt: str, caption: str) -> tuple[dict[str, Any], dict[str
     return data, {META: {"alt": alt, "caption": caption}}
 
 
-def show_figure(fig, alt: str, caption: str, dpi: int = DPI) -> None:
-    """Display a matplotlib figure once, with alt text and a caption, and close it.
-    alt: what the chart shows, for a reader who cannot see it; caption: what it shows and how to read it."""
+def _num(v: float) -> str:
+    return f"{v:,.4g}"
+
+
+def _axis(ax, which: str) -> str:
+    label = (ax.get_xlabel() if which == "x" else ax.get_ylabel()) or "unlabelled"
+    scale = ax.get_xscale() if which == "x" else ax.get_yscale()
+    return f"{which} axis {label}" + (f" ({scale} scale)" if scale != "linear" else "")
+
+
+def describe(fig, max_items: int = 12) -> str:
+    """Alt text read from a matplotlib figure: per chart its title, axes (and any log scale), its
+    named series and, for bar charts, each bar's label and value. A fallback for `show_figure`;
+    alt text written for the chart says more."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import BarContainer
+    charts = []
+    for ax in fig.get_axes():
+        if not ax.get_visible() or not ax.has_data():
+            continue
+        parts = [f"chart \"{ax.get_title()}\"" if ax.get_title() else "chart",
+                 _axis(ax, "x") + ", " + _axis(ax, "y")]
+        named = [a.get_label() for a in list(ax.get_lines()) + list(ax.collections)
+                 if not str(a.get_label()).startswith("_")]
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+        for c in bars:
+            named = [n for n in named if n != c.get_label()]
+            ticks = [t.get_text() for t in (ax.get_xticklabels() if c.orientation == "vertical"
+                                             else ax.get_yticklabels())]
+            values = [(r.get_height() if c.orientation == "vertical" else r.get_width()) for r in c.patches]
+            names = ticks if len(ticks) == len(values) and all(ticks) else [str(i + 1) for i in range(len(values))]
+            items = [f"{n} {_num(v)}" for n, v in zip(names, values)][:max_items]
+            label = "" if str(c.get_label()).startswith("_") else f"{c.get_label()}: "
+            parts.append(f"bars {label}" + ", ".join(items) + ("…" if len(values) > max_items else ""))
+        if named:
+            parts.append("series: " + ", ".join(named[:max_items]))
+        points = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
+        if points and not bars:
+            parts.append(f"{points} points")
+        charts.append("; ".join(parts))
+    if not charts:
+        return "an empty figure"
+    return ("A figure of " + str(len(charts)) + " charts. " if len(charts) > 1 else "A ") + " | ".join(charts) + "."
+
+
+def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> None:
+    """Display a matplotlib figure once, with a caption and alt text, and close it.
+    caption: what it shows and how to read it; alt: what the chart shows, for a reader who cannot
+    see it (default: describe(fig), read from the figure)."""
     import matplotlib.pyplot as plt
     from IPython.display import display
-    _require(alt, caption)
     try:
+        alt = alt if alt is not None else describe(fig)
+        _require(alt, caption)
         data, metadata = bundle(png_bytes(fig, dpi), alt, caption)
     finally:
         plt.close(fig)

@@ -105,7 +105,7 @@ def test_show_figure_displays_one_bundle_and_closes(monkeypatch):
     calls = []
     monkeypatch.setattr(IPython.display, "display", lambda *a, **k: calls.append((a, k)))
     fig = _fig()
-    captioned.show_figure(fig, ALT, CAPTION)
+    captioned.show_figure(fig, CAPTION, ALT)
     assert not plt.fignum_exists(fig.number)
     (data,), kwargs = calls[0]
     assert kwargs["raw"] is True and kwargs["metadata"][captioned.META] == {"alt": ALT, "caption": CAPTION}
@@ -116,3 +116,29 @@ def test_show_figure_displays_one_bundle_and_closes(monkeypatch):
 def test_figures_dir_matches_render():
     from foxlib import render
     assert captioned.FIGURES_DIR == render.FIGURES_DIR
+
+
+def test_describe_reads_bars_axes_and_series():
+    fig, ax = plt.subplots()
+    ax.bar(["fp32", "fp16"], [1009.4, 930.0], label="peak")
+    ax.axhline(1000, ls="--", label="budget 1,000 MB")
+    ax.set_title("Peak per precision")
+    ax.set_ylabel("MB (10^6 bytes)")
+    ax.set_yscale("log")
+    ax.legend()
+    text = captioned.describe(fig)
+    plt.close(fig)
+    assert text.startswith('A chart "Peak per precision"')
+    assert "y axis MB (10^6 bytes) (log scale)" in text and "x axis unlabelled" in text
+    assert "bars peak: fp32 1,009, fp16 930" in text and "series: budget 1,000 MB" in text
+
+
+def test_show_figure_without_alt_uses_the_description(monkeypatch):
+    import IPython.display
+    calls = []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: calls.append((a, k)))
+    fig = _fig()
+    expected = captioned.describe(fig)
+    captioned.show_figure(fig, CAPTION)
+    assert calls[0][1]["metadata"][captioned.META]["alt"] == expected
+    assert "bars fp32 1,009, fp16 930, checkpoint all 300" in expected
