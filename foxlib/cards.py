@@ -138,6 +138,8 @@ class CardTable:
     configurations: tuple[str, ...]
     cells: tuple[CardCell, ...]
     min_headroom_bytes: int
+    notes: tuple[str, ...] = ()
+    """What each footprint says about how it was made ("<configuration>, <source>: <note>")."""
 
     def cell(self, configuration: str, memory_gb: int) -> CardCell | None:
         """The cell of a configuration on the card of `memory_gb` GB; None where no figure covers it."""
@@ -172,16 +174,19 @@ def serving_streams(n_models: int) -> int:
 
 
 def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, context_bytes: int,
-                        workspace_bytes: int, streams: int | None = None, note: str = "") -> Footprint:
+                        workspace_bytes: int, streams: int | None = None, training_cache_bytes: int = 0,
+                        serving_cache_bytes: int = 0, note: str = "") -> Footprint:
     """A configuration's predicted process figures: training = the accounted models' peak + one
     workspace (the step runs on the default stream) + the context; serving = every model's serve
-    figure + a workspace per stream (`streams`, default serving_streams) + the context."""
-    if context_bytes < 0 or workspace_bytes < 0:
-        raise ValueError(f"context_bytes and workspace_bytes must not be negative, got {context_bytes}, "
-                         f"{workspace_bytes}")
+    figure + a workspace per stream (`streams`, default serving_streams) + the context. The
+    *_cache_bytes add what the caching allocator holds beyond live tensors (reserved − allocated
+    at the peak), which no prediction of tensors sees; 0 unless given (measured_overheads)."""
+    if min(context_bytes, workspace_bytes, training_cache_bytes, serving_cache_bytes) < 0:
+        raise ValueError(f"context, workspace and cache bytes must not be negative, got {context_bytes}, "
+                         f"{workspace_bytes}, {training_cache_bytes}, {serving_cache_bytes}")
     streams = serving_streams(len(models)) if streams is None else streams
-    training = accounted_training_bytes(models) + workspace_bytes + context_bytes
-    serving = sum(m.serve_bytes for m in models) + streams * workspace_bytes + context_bytes
+    training = accounted_training_bytes(models) + workspace_bytes + training_cache_bytes + context_bytes
+    serving = sum(m.serve_bytes for m in models) + streams * workspace_bytes + serving_cache_bytes + context_bytes
     return Footprint(configuration, "predicted", int(training), int(serving),
                      tuple(sorted({m.precision for m in models})), note=note)
 
@@ -235,30 +240,61 @@ def measured_members(m: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
 
 
 def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, context_bytes: int,
-                          workspace_bytes: int, seed: int = 0, note: str = "") -> Footprint:
+                          workspace_bytes: int, training_cache_bytes: int = 0, serving_cache_bytes: int = 0,
+                          seed: int = 0, note: str = "") -> Footprint:
     """Predict every model's CUDA training step (predict_step, target "cuda": multi-tensor Adam) and
-    sum them into a predicted_footprint. Takes seconds per model; allocates no model memory."""
+    sum them into a predicted_footprint. Takes seconds to a minute per model on a CPU (the seed
+    TFT is the slow one); allocates no model memory."""
     from foxlib.memory.predict import predict_step
     from foxlib.models import MODELS
     figures = [model_figures(name, precision,
                              predict_step(MODELS[name], cfg, precision=precision, seed=seed, target="cuda"))
                for name, (cfg, precision) in members.items()]
-    return predicted_footprint(configuration, figures, context_bytes=context_bytes,
-                               workspace_bytes=workspace_bytes, note=note)
+    return predicted_footprint(configuration, figures, context_bytes=context_bytes, workspace_bytes=workspace_bytes,
+                               training_cache_bytes=training_cache_bytes, serving_cache_bytes=serving_cache_bytes,
+                               note=note)
 
 
 # ----------------------------------------------------------------------------- wave 8.13's measurement
 
-def measured_overheads(m: Mapping[str, Any]) -> tuple[int, int]:
-    """(CUDA context, cuBLAS workspace per stream) in bytes from a wave 8.13 measurement: the larger
-    context of its two phases (wave_8_13.context_bytes) and the workspace its context measurement
-    recorded; (0, 0) on the CPU."""
+@dataclass(frozen=True)
+class Overheads:
+    """What a GPU process holds beyond the models' tensors, as wave 8.13 measured it (bytes)."""
+    context_bytes: int
+    """The CUDA context: the larger of 8.13's two phases (wave_8_13.context_bytes)."""
+    workspace_bytes: int
+    """cuBLAS workspace, per CUDA stream."""
+    training_cache_bytes: int
+    """Training: reserved − allocated at the peaks (the caching allocator's cache and rounding)."""
+    serving_cache_bytes: int
+    device: str
+
+    @property
+    def note(self) -> str:
+        if not (self.context_bytes or self.workspace_bytes):
+            return (f"no CUDA context, workspace or allocator cache was measured on {self.device}: the predicted "
+                    "figures hold the models' tensors only; a GPU adds its context (hundreds of MB)")
+        return (f"CUDA context {self.context_bytes / MB:,.1f} MB, cuBLAS workspace {self.workspace_bytes / MB:,.1f} MB "
+                f"per stream and the allocator's cache (training {self.training_cache_bytes / MB:,.1f} MB, serving "
+                f"{self.serving_cache_bytes / MB:,.1f} MB) as wave 8.13 measured them on {self.device}; another "
+                "card's driver and context differ")
+
+
+def measured_overheads(m: Mapping[str, Any]) -> Overheads:
+    """The context, workspace and allocator cache of a wave 8.13 measurement; all 0 on the CPU."""
     from foxlib.waves import wave_8_13 as wave
+    device = m["device"]["name"]
     if not m["cap"].get("enforced"):
-        return 0, 0
+        return Overheads(0, 0, 0, 0, device)
+    t, i = m["training"], m["inference"]
+
+    def cache(phase: Mapping[str, Any]) -> int:
+        if phase.get("peak_bytes") is None or phase.get("peak_allocated_bytes") is None:
+            return 0
+        return max(0, int(phase["peak_bytes"]) - int(phase["peak_allocated_bytes"]))
     context = max(wave.context_bytes(m, "training"), wave.context_bytes(m, "inference"))
     workspace = int((m.get("context") or {}).get("cublas_workspace_bytes") or 0)
-    return int(context), workspace
+    return Overheads(int(context), workspace, cache(t), cache(i), device)
 
 
 def measured_footprint(configuration: str, m: Mapping[str, Any]) -> Footprint | None:
@@ -317,7 +353,8 @@ def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequ
             chosen = measured[0] if measured else (predicted[0] if predicted else None)
             if chosen is not None:
                 cells.append(_judge(card, chosen, headroom))
-    return CardTable(tuple(cards), configurations, tuple(cells), headroom)
+    notes = tuple(f"{f.configuration}, {f.source}: {f.note}" for f in footprints if f.note)
+    return CardTable(tuple(cards), configurations, tuple(cells), headroom, notes)
 
 
 def _mb(x: int) -> str:
@@ -353,3 +390,49 @@ def card_frame(table: CardTable) -> pd.DataFrame:
                 row[card.label] = cell_text(table.cell(conf, card.memory_gb), phase, table.min_headroom_bytes)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- one call for a report
+
+MODEL_NAMES = {"dqn": "DQN", "ppo": "PPO", "mamba2": "Mamba-2", "tft": "TFT"}
+
+
+def configuration_name(members: Mapping[str, tuple[Any, str]], preset: str = "seed") -> str:
+    """A configuration in words: each model's precision and the fields that differ from the preset."""
+    from foxlib.models import MODELS
+    parts = []
+    for name, (cfg, precision) in members.items():
+        base = MODELS[name].preset(preset)
+        changed = [f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(cfg)
+                   if getattr(cfg, f.name) != getattr(base, f.name)]
+        parts.append(f"{MODEL_NAMES.get(name, name)} {precision}" + (f" ({', '.join(changed)})" if changed else ""))
+    return f"{preset}: " + ", ".join(parts)
+
+
+def alternatives(preset: str = "seed") -> dict[str, dict[str, tuple[Any, str]]]:
+    """Configurations every card table predicts beside the one 8.13 measured: the plain ensemble in
+    fp32, and the TFT in fp16 with every block checkpointed (the lightest TFT the seed's plan named)."""
+    members = {"plain": ensemble_members(preset),
+               "light": ensemble_members(preset, {"checkpointing": "all"}, tft_precision="fp16")}
+    return {configuration_name(v, preset): v for v in members.values()}
+
+
+def table_for_measurement(m: Mapping[str, Any], min_headroom_bytes: float,
+                          extra: Mapping[str, Mapping[str, tuple[Any, str]]] | None = None,
+                          cards: Sequence[Card] = CARDS, seed: int = 0) -> CardTable:
+    """The card table of a wave 8.13 measurement: its configuration measured (on the card it emulated)
+    and predicted (everywhere), and each `extra` configuration ({name: ensemble_members(...)})
+    predicted, all with the context, workspace and allocator cache 8.13 measured."""
+    members = measured_members(m)
+    preset = next(iter(m["models"].values()))["preset"]
+    name = configuration_name(members, preset)
+    over = measured_overheads(m)
+    kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
+              training_cache_bytes=over.training_cache_bytes, serving_cache_bytes=over.serving_cache_bytes,
+              seed=seed, note=over.note)
+    footprints = [f for f in [measured_footprint(name, m)] if f is not None]
+    footprints.append(predict_configuration(name, members, **kw))
+    for extra_name, extra_members in (extra or {}).items():
+        if extra_name != name:
+            footprints.append(predict_configuration(extra_name, extra_members, **kw))
+    return fits(footprints, min_headroom_bytes, cards)

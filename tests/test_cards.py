@@ -84,6 +84,13 @@ def test_predicted_footprint_sums_as_8_13_accounts():
     # steady state: b stepping beside a's 40 = 540 > a stepping beside b's 200 = 300
     assert fp.training_bytes == 540 + 7 + 1000
     assert fp.serving_bytes == 30 + 60 + 3 * 7 + 1000  # default stream + one per model
+    cached = cards.predicted_footprint("c", [a, b], context_bytes=1000, workspace_bytes=7,
+                                       training_cache_bytes=11, serving_cache_bytes=13, streams=1)
+    assert (cached.training_bytes, cached.serving_bytes) == (540 + 7 + 11 + 1000, 30 + 60 + 7 + 13 + 1000)
+    # before a second round the first model's Adam state is missing: a one-step run accounts less
+    # b first: it steps beside a's 40 − 10 = 30; only the second round has a's state beside it
+    assert cards.accounted_training_bytes([b, a], steps=1) == 500 + 30
+    assert cards.accounted_training_bytes([b, a], steps=2) == 500 + 40
     assert fp.source == "predicted" and fp.precisions == ("fp32",)
 
 
@@ -120,14 +127,21 @@ def test_committed_8_13_measurement(device):
     members = cards.measured_members(m)
     assert list(members) == m["order"]
     if not m["cap"]["enforced"]:
-        assert fp is None and cards.measured_overheads(m) == (0, 0)
+        over = cards.measured_overheads(m)
+        assert fp is None and (over.context_bytes, over.workspace_bytes, over.training_cache_bytes) == (0, 0, 0)
+        assert "models' tensors only" in over.note
         return
     by_name = {c["name"]: c["measured"] for c in res["checks"]}
     assert fp.training_bytes == by_name["ensemble trains under the cap"]
     assert fp.serving_bytes == by_name["concurrent inference fits with the headroom"]
     assert fp.card_bytes == 4 * GIB
-    context, workspace = cards.measured_overheads(m)
-    assert context >= m["cap"]["context_bytes"] > 0 and workspace > 0
+    over = cards.measured_overheads(m)
+    assert over.context_bytes >= m["cap"]["context_bytes"] > 0 and over.workspace_bytes > 0
+    t = m["training"]
+    assert over.training_cache_bytes == t["peak_bytes"] - t["peak_allocated_bytes"] >= 0
+    assert "measured them on NVIDIA H200" in over.note
+    name = cards.configuration_name(members, "seed")
+    assert name.startswith("seed: DQN fp32, PPO fp32, Mamba-2 fp32, TFT fp32") and "memory_efficient=True" in name
 
 
 def test_predict_configuration_of_one_small_model():
@@ -139,3 +153,26 @@ def test_predict_configuration_of_one_small_model():
     assert fp.training_bytes == prof.peak + 10 + 1000  # one model: its own step peak
     assert fp.serving_bytes == cards.model_figures("dqn", "fp32", prof).serve_bytes + 2 * 10 + 1000
     assert 0 < prof.parameters < fp.serving_bytes - 1000
+
+
+def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
+    """The one call a report makes: measured on the emulated card, predicted elsewhere, extras predicted."""
+    path = ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json"
+    if not path.is_file():
+        pytest.skip("no committed H200 8.13 measurement")
+    m = json.loads(path.read_text())
+    calls = []
+
+    def fake(name, members, **kw):
+        calls.append((name, kw))
+        return cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9, note=kw["note"])
+    monkeypatch.setattr(cards, "predict_configuration", fake)
+    extra = {"other": {}}
+    t = cards.table_for_measurement(m, HEADROOM, extra=extra)
+    main = t.configurations[0]
+    assert t.configurations == (main, "other")
+    assert t.cell(main, 4).source == "measured" and t.cell(main, 4).trains
+    assert t.cell(main, 6).source == "predicted" and not t.cell(main, 4).reason
+    assert not t.cell("other", 4).trains and t.cell("other", 6).trains
+    assert calls[0][1]["context_bytes"] == cards.measured_overheads(m).context_bytes
+    assert any("measured them on NVIDIA H200" in n for n in t.notes)
