@@ -125,6 +125,12 @@ def answer_block(checks: Iterable[Any], wave: str | None = None) -> Block:
 
 # ----------------------------------------------------------------------------- the glossary
 
+def _definition(quantity: str) -> str:
+    """A figure's definition as foxlib.figures gives it, without its unit suffix."""
+    from foxlib.figures import DEFINITIONS
+    return re.sub(r"\s*\(bytes\)$", "", DEFINITIONS[quantity])
+
+
 GLOSSARY: dict[str, str] = {
     "VSN (variable selection network)":
         "the TFT block that weighs its input variables at every time step: each variable goes through "
@@ -155,9 +161,8 @@ GLOSSARY: dict[str, str] = {
         "caching allocator holds from the driver, allocated plus cached free blocks "
         "(torch.cuda.memory_reserved). nvidia-smi shows reserved plus the CUDA context.",
     "model peak vs process peak":
-        "model peak: the largest total of the step's own tensors during one training step; process "
-        "peak: the model peak + cuBLAS workspaces, once per CUDA stream + the CUDA context, what the "
-        "card must hold. On a CPU the process peak is the model peak.",
+        f"model peak: {_definition('model_peak')}; process peak: {_definition('process_peak')}. "
+        "The card must hold the process peak.",
     "CUDA context":
         "memory the driver and libraries take for a process before any tensor: kernels, cuBLAS/cuDNN "
         "handles; outside PyTorch's allocator, measured as NVML's per-process figure minus reserved.",

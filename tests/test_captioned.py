@@ -142,3 +142,17 @@ def test_show_figure_without_alt_uses_the_description(monkeypatch):
     captioned.show_figure(fig, CAPTION)
     assert calls[0][1]["metadata"][captioned.META]["alt"] == expected
     assert "bars fp32 1,009, fp16 930, checkpoint all 300" in expected
+
+
+def test_render_writes_alt_text_and_caption(tmp_path):
+    """foxlib.render on an executed notebook with a captioned chart: report.html has alt text and a
+    caption on every image; report.md has the caption and alt text (with for_markdown in render: the file)."""
+    from foxlib import render
+    nb = _notebook([_figure_output()])
+    path = tmp_path / "notebook.ipynb"
+    nbformat.write(nb, path)
+    html_path, md_path = render.render(path, tmp_path, "test")
+    page = html_path.read_text()
+    assert captioned.images_without_alt(page) == [] and captioned.figures_without_caption(page) == []
+    md = md_path.read_text()
+    assert CAPTION in md and ALT in md.replace("&#x27;", "'")
