@@ -405,3 +405,32 @@ def style_report(page_html: str) -> str:
     if "</head>" in out:
         return out.replace("</head>", report_css() + "</head>", 1)
     return report_css() + out
+
+
+# ----------------------------------------------------------------------------- one call at each end
+
+def differences(wave: str, parameters: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+    """"batch_size=8 (default 32), preset=small (default seed)": what a run changed, or ""."""
+    defaults = default_parameters(wave) if defaults is None else defaults
+    changed = changed_parameters(parameters, defaults)
+    return ", ".join(f"{k}={_value(v)}" + (f" (default {_value(defaults[k])})" if k in defaults else "")
+                     for k, v in changed.items())
+
+
+def opening(wave: str, checks: Iterable[Any], report_dir: str | Path = ".",
+            parameters: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> Block:
+    """The first lines of a report: the link back to the index, the answer in numbers
+    (answer_first) and, for a run whose parameters differ from the notebook's defaults, what differs."""
+    back, answer = index_link(report_dir), answer_block(checks, wave)
+    diff = differences(wave, parameters, defaults) if parameters else ""
+    note_md = f"\n\n*Not the defaults: {diff}.*" if diff else ""
+    note_html = f'<p class="foxlib-variant"><i>Not the defaults: {html.escape(diff)}.</i></p>' if diff else ""
+    return Block(back.html + answer.html + note_html, back.markdown + "\n\n" + answer.markdown + note_md)
+
+
+def closing(results: Mapping[str, Any], report_dir: str | Path = ".", defaults: Mapping[str, Any] | None = None,
+            dataset: str | None = None) -> Block:
+    """The last lines of a report: how to reproduce it, the glossary and the link back to the index,
+    from results.json's dict (as notebook.finish returns it) and the report's folder."""
+    parts = [reproduce(results, defaults, dataset), glossary(), index_link(report_dir)]
+    return Block("".join(p.html for p in parts), "\n\n".join(p.markdown for p in parts))

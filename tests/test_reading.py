@@ -196,3 +196,15 @@ def test_a_wide_table_fits_a_1400_px_window(tmp_path):
     import re
     widths = json.loads(re.search(r'data-w="([^"]*)"', out.stdout).group(1).replace("&quot;", '"'))
     assert widths and max(widths) <= 1400
+
+
+def test_opening_and_closing():
+    checks = [_check(1_009_400_000, 1_000_000_000)]
+    head = reading.opening("8.10", checks, "reports/h200/variants/wave-8.10-b8",
+                           {**DEFAULTS, "batch_size": 8, "output_dir": "x"}, DEFAULTS)
+    assert head.markdown.startswith("[← all reports (index)](../../../index.html)\n\n**Wave 8.10: NO-GO**")
+    assert head.markdown.endswith("*Not the defaults: batch_size=8 (default 32).*")
+    assert "Not the defaults" not in reading.opening("8.10", checks, ".", DEFAULTS, DEFAULTS).markdown
+    tail = reading.closing(_results(), "reports/cpu/wave-8.10", DEFAULTS, dataset="the data")
+    assert "Reproduce this report" in tail.markdown and "**Glossary**" in tail.markdown
+    assert tail.markdown.endswith("(../../index.html)")
