@@ -27,7 +27,7 @@ from foxlib.config import MB
 MINUS = "\u2212"  # the minus sign of a signed difference ("−9.4 MB")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Block:
     """A piece of a report in both forms a notebook output can carry."""
     html: str
@@ -41,6 +41,8 @@ class Block:
 
     def __str__(self) -> str:
         return self.markdown
+
+    __repr__ = __str__  # text/plain of the display bundle
 
 
 # ----------------------------------------------------------------------------- the answer first

@@ -208,3 +208,10 @@ def test_opening_and_closing():
     tail = reading.closing(_results(), "reports/cpu/wave-8.10", DEFAULTS, dataset="the data")
     assert "Reproduce this report" in tail.markdown and "**Glossary**" in tail.markdown
     assert tail.markdown.endswith("(../../index.html)")
+
+
+def test_a_block_displays_as_html_markdown_and_text():
+    from IPython.core.formatters import DisplayFormatter
+    data, _ = DisplayFormatter().format(reading.index_link("reports/h200/wave-8.10"))
+    assert data["text/html"].startswith('<p class="foxlib-back"><a href="../../index.html">')
+    assert data["text/markdown"] == data["text/plain"] == "[← all reports (index)](../../index.html)"
