@@ -139,11 +139,15 @@ def for_markdown(nb: nbformat.NotebookNode, figures_dir: str = FIGURES_DIR) -> n
     """A copy of `nb` for MarkdownExporter(output_files_dir=figures_dir): every show_figure output
     becomes text/markdown (`![alt](figures_dir/<name>.png)` + caption) with its PNG, the file's name
     set in the output's "filename" metadata (unique in the notebook: a slug of the caption + a
-    hash of the image). Other outputs are untouched."""
+    hash of the image). An output that carries both HTML and its own Markdown (foxlib.reading's
+    blocks) keeps only the Markdown. Other outputs (tables: HTML only) are untouched."""
     nb = nbformat.from_dict(nb)
     used: set[str] = set()
     for cell in nb.cells:
         for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "text/html" in data and "text/markdown" in data and META not in out.get("metadata", {}):
+                del data["text/html"]  # an output with its own Markdown (foxlib.reading's blocks) uses it
             info = out.get("metadata", {}).get(META)
             if out.get("output_type") not in ("display_data", "execute_result") or not info \
                     or "image/png" not in out.get("data", {}):

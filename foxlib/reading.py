@@ -185,6 +185,11 @@ GLOSSARY: dict[str, str] = {
 }
 
 
+def _code(escaped: str) -> str:
+    """`x` in already escaped text as <code>x</code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
 def glossary(terms: Iterable[str] | None = None) -> Block:
     """The glossary (all terms, or those whose name starts with one of `terms`), as a Block."""
     items = list(GLOSSARY.items())
@@ -195,7 +200,7 @@ def glossary(terms: Iterable[str] | None = None) -> Block:
         if unknown:
             raise ValueError(f"unknown glossary term(s) {unknown}; known: {', '.join(GLOSSARY)}")
         items = chosen
-    rows = "".join(f"<dt><b>{html.escape(k)}</b></dt><dd>{html.escape(v)}</dd>" for k, v in items)
+    rows = "".join(f"<dt><b>{html.escape(k)}</b></dt><dd>{_code(html.escape(v))}</dd>" for k, v in items)
     md = "\n".join(f"- **{k}**: {v}" for k, v in items)
     return Block(f'<details class="foxlib-glossary"><summary><b>Glossary</b></summary><dl>{rows}</dl></details>',
                  "**Glossary**\n\n" + md)
@@ -294,7 +299,7 @@ def reproduce(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = N
              ("software", stack or "not recorded"), ("data", dataset)]
     md = ("**Reproduce this report**\n\n```sh\n" + "\n".join(cmds) + "\n```\n\n"
           + "\n".join(f"- {k}: {v}" for k, v in facts))
-    rows = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in facts)
+    rows = "".join(f"<li>{html.escape(k)}: {_code(html.escape(v))}</li>" for k, v in facts)
     return Block('<div class="foxlib-reproduce"><b>Reproduce this report</b>'
                  f"<pre>{html.escape(chr(10).join(cmds))}</pre><ul>{rows}</ul></div>", md)
 

@@ -156,3 +156,14 @@ def test_render_writes_alt_text_and_caption(tmp_path):
     assert captioned.images_without_alt(page) == [] and captioned.figures_without_caption(page) == []
     md = md_path.read_text()
     assert CAPTION in md and ALT in md.replace("&#x27;", "'")
+
+
+def test_for_markdown_prefers_an_output_s_own_markdown():
+    from foxlib import reading
+    block = reading.index_link("reports/h200/wave-8.10")
+    both = nbformat.v4.new_output("display_data", data={"text/html": block.html, "text/markdown": block.markdown})
+    table = nbformat.v4.new_output("display_data", data={"text/html": "<table><tr><td>1</td></tr></table>"})
+    nb = captioned.for_markdown(_notebook([both, table]))
+    body, _ = MarkdownExporter(exclude_input=True).from_notebook_node(nb)
+    assert "[← all reports (index)](../../index.html)" in body and 'class="foxlib-back"' not in body
+    assert "<table><tr><td>1</td></tr></table>" in body
