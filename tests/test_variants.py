@@ -105,7 +105,9 @@ def test_the_index_shows_canonical_reports_only(tmp_path):
             {"wave": "8.10", "verdict": verdict, "device": {"name": "x"}, "generated_at": "t"}))
     assert index.collect(tmp_path)["8.10"]["cpu"]["verdict"] == "NO-GO"
     page = index.write_index(tmp_path).read_text()
-    assert "variants" not in page and ">GO<" not in page.split("Critical path")[1].split("</p>")[0]
+    path_section = page.split('id="path"')[1].split("</table>")[0]
+    assert "variants/" not in path_section and ">GO<" not in path_section and ">NO-GO<" in path_section
+    assert "variants/wave-8.10-preset-small/report.html" in page.split('id="variants"')[1]  # listed on its own
     lines = index.status_lines(tmp_path)
     assert "cpu: NO-GO" in lines[0] and any("variants/wave-8.10-preset-small" in line for line in lines)
 
