@@ -30,6 +30,15 @@ DEFINITIONS = {
     "forward_peak": "the largest total of the step's own live tensors during forward + loss (bytes)",
     "theory_peak": "16 B/parameter (fp32 weights, gradients, two Adam moments) + the model's saved-activation "
                    "count (foxlib.theory) (bytes)",
+    "card": "the memory of the card emulated: card_gb x 2^30 (bytes)",
+    "cap": "the allocator cap the run trained and served under: card - CUDA context after the warm-up (bytes)",
+    "context": "the CUDA context: NVML's per-process figure less the allocator's reserve (bytes)",
+    "context_end": "the CUDA context at the end of the run, the largest of its phases (bytes)",
+    "training_peak": "what the card must hold for the interleaved ensemble training: the allocator's reserved "
+                     "peak under the cap (or what it needed where it ran out) + the CUDA context (bytes)",
+    "inference_peak": "the same for concurrent inference (bytes)",
+    "model_peaks_sum": "the sum of the ensemble members' model peaks in the interleaved run (bytes)",
+    "nvml_max_process": "the largest NVML per-process figure sampled during training and inference (bytes)",
     "step_time": "median wall time of one training step over alternating rounds (seconds)",
 }
 UNITS = ("bytes", "s", "ratio", "fraction", "count", "text")

@@ -133,8 +133,11 @@ doc = deployment.write(params["output_dir"] or ".", m, checks, budgets, params)
 display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this section's
 
 # %%
+from foxlib.figures import as_dict
+
 res = notebook.finish("8.13", params, m.to_dict(), checks, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
-                      enforced=m.cap.enforced, tft_config=m.tft, figures=wave.figures(m))
+                      enforced=m.cap.enforced, tft_config=m.tft,
+                      figures=as_dict(wave.named_figures(m)))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

@@ -123,7 +123,7 @@ def test_the_deployment_document_has_each_model_its_memory_and_the_commands(repo
     assert """'tft_config={"precision":"bf16","checkpointing":"blocks","memory_efficient":true}'""" in doc
     assert "## Headroom on the 4,295.0 MB card" in doc and "## Risks that remain" in doc
     assert "The cap was not enforced" in doc and "not enforced (accounting)" in doc
-    assert f"{(4 * GIB - res['figures']['training_bytes']) / MB:,.1f}" in doc  # the training headroom
+    assert f"{(4 * GIB - res['figures']['deployment/training_peak']['value']) / MB:,.1f}" in doc  # the training headroom
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ Two figures, named the same on every page (foxlib.memory.profile):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,7 @@ import torch
 from foxlib import seed, theory, theory_tft
 from foxlib.budgets import Check
 from foxlib.config import MB
+from foxlib.figures import Figure, key
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import ModelMeasurement, measure_model
 from foxlib.measure import second_opinion as profiler_categories
@@ -53,15 +55,17 @@ def bare_context(device: torch.device) -> dict[str, Any] | None:
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
             precision: str = "fp32", device: str = "auto", seed: int = 0, ensemble: bool = True,
-            ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True) -> dict[str, Any]:
-    """Profile the TFT (and, with `ensemble`, the other models) on `device`."""
+            ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True,
+            target_state: bool = True) -> dict[str, Any]:
+    """Profile the TFT (and, with `ensemble`, the other models) on `device`; with `target_state`, also the
+    seed's target configuration of the ensemble (every model in fp16, the TFT checkpointed)."""
     dev = resolve_device(device)
     context = bare_context(dev)
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context,
                            "snapshot": snapshot_path if dev.type == "cuda" else ""}
-    with progress(1 + second_opinion + len(others), "wave 8.10") as bar:
+    with progress(1 + second_opinion + len(others) + (len(others) + 1) * target_state, "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")
         out["tft"] = measure_model("tft", cfg, dev, precision, seed, snapshot_path or None)
         bar.advance()
@@ -77,9 +81,26 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             if second_opinion:
                 out["ensemble"][name]["second_opinion"] = profiler_categories(name, model_cfg, dev, "fp32", seed)
             bar.advance()
+        if target_state:
+            out["target_state"] = {}
+            for name in others + ["tft"]:
+                bar.describe(f"profiling {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
+                model_cfg = TARGET_TFT(cfg) if name == "tft" else MODELS[name].preset(ensemble_preset)
+                out["target_state"][name] = measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False)
+                bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
     out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)
     return out
+
+
+TARGET_PRECISION = "fp16"
+"""The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
+
+
+def TARGET_TFT(cfg):  # noqa: N802 - a configuration, named as the seed names it
+    """The seed's checkpointed TFT: every block checkpointed (the seed's `gradient_checkpointing: true`)."""
+    import dataclasses
+    return dataclasses.replace(cfg, checkpointing="all")
 
 
 # ----------------------------------------------------------------------------- the record
@@ -89,7 +110,7 @@ SCHEMA_VERSION = 2
 CUDA profile's peaks held the workspaces (MemoryProfile.from_dict takes them out)."""
 
 _TOP = ("wave", "measured_at", "measure_parameters", "device", "environment", "bare_context", "snapshot",
-        "theory", "second_opinion")
+        "theory", "second_opinion", "depends_on")
 
 
 @dataclass(frozen=True)
@@ -100,6 +121,8 @@ class Measurement:
     tft: ModelMeasurement
     theory: dict[str, Any]
     ensemble: dict[str, ModelMeasurement] = field(default_factory=dict)
+    target_state: dict[str, ModelMeasurement] = field(default_factory=dict)
+    """The seed's target configuration (TARGET_PRECISION, TARGET_TFT), each model; empty if not measured."""
     second_opinion: dict[str, Any] | None = None
     bare_context: dict[str, Any] | None = None
     """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context())."""
@@ -107,6 +130,7 @@ class Measurement:
     wave: str = "8.10"
     measured_at: str | None = None
     measure_parameters: dict[str, Any] = field(default_factory=dict)
+    depends_on: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     """Top-level keys this record does not model (e.g. provenance added by the runner), kept as they are."""
     schema_version: int = SCHEMA_VERSION
@@ -126,6 +150,7 @@ class Measurement:
         d |= {k: getattr(self, k) for k in _TOP}
         d["tft"] = self.tft.to_dict()
         d["ensemble"] = {k: v.to_dict() for k, v in self.ensemble.items()}
+        d["target_state"] = {k: v.to_dict() for k, v in self.target_state.items()}
         return d
 
     @classmethod
@@ -135,10 +160,11 @@ class Measurement:
             raise ValueError(f"wave 8.10 measurement of schema {version}: this foxlib reads up to {SCHEMA_VERSION}")
         if d.get("wave", "8.10") != "8.10":
             raise ValueError(f"a measurement of wave {d['wave']!r}, not 8.10")
-        known = set(_TOP) | {"tft", "ensemble", "schema_version"}
+        known = set(_TOP) | {"tft", "ensemble", "target_state", "schema_version"}
         return cls(**{k: d[k] for k in _TOP if k in d},
                    tft=ModelMeasurement.from_dict(d["tft"]),
                    ensemble={k: ModelMeasurement.from_dict(v) for k, v in (d.get("ensemble") or {}).items()},
+                   target_state={k: ModelMeasurement.from_dict(v) for k, v in (d.get("target_state") or {}).items()},
                    extra={k: v for k, v in d.items() if k not in known})
 
     @classmethod
@@ -182,9 +208,13 @@ class EnsembleTotals:
         return card_bytes - self.process_peak
 
 
-def ensemble_totals(m: Measurement | dict[str, Any]) -> EnsembleTotals:
+def ensemble_totals(m: Measurement | dict[str, Any], target_state: bool = False) -> EnsembleTotals | None:
+    """The ensemble as measured (fp32), or in the seed's target state (None where that was not measured)."""
     m = Measurement.coerce(m)
-    profiles = {k: v.profile for k, v in m.models.items()}
+    models = m.target_state if target_state else m.models
+    if not models:
+        return None
+    profiles = {k: v.profile for k, v in models.items()}
     context = 0
     if m.on_cuda:
         context = max(p.context_bytes for p in profiles.values()) or int((m.bare_context or {}).get("context_bytes") or 0)
@@ -435,3 +465,45 @@ def unexplained_by_model(m: Measurement | dict[str, Any]) -> pd.DataFrame:
                      "unexplained (%)": None if share is None else round(100 * share, 2),
                      f"under {UNEXPLAINED_TARGET_PCT:g} %": None if share is None else 100 * share < UNEXPLAINED_TARGET_PCT})
     return pd.DataFrame(rows)
+
+
+def target_state_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame | None:
+    """The seed's target state (every model fp16, the TFT checkpointed) measured, beside the seed's figures."""
+    m = Measurement.coerce(m)
+    e = ensemble_totals(m, target_state=True)
+    if e is None:
+        return None
+    col, proc = f"{MODEL_PEAK} (MB)", f"{PROCESS_PEAK} (MB)"
+    rows = [{"model": name, col: _mb(peak), "seed's target (MB)": seed.ENSEMBLE_TARGET_MB.get(name)}
+            for name, peak in e.model_peaks.items()]
+    if e.on_cuda:
+        rows.append({"model": "+ cuBLAS workspaces and CUDA context (once)", proc: _mb(e.workspace_bytes + e.context_bytes)})
+    card = budgets["ensemble"]["card_mb"] * MB
+    seed_total = sum(seed.ENSEMBLE_TARGET_MB.values())
+    rows.append({"model": PROCESS_PEAK, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
+                 "seed's target (MB)": seed_total})
+    rows.append({"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
+                 "seed's target (MB)": round(100 * seed_total / seed.ENSEMBLE_CARD_MB, 1)})
+    rows.append({"model": "headroom (MB)", proc: _mb(e.headroom(card)),
+                 "seed's target (MB)": seed.ENSEMBLE_CARD_MB - seed_total})
+    return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
+
+
+# ----------------------------------------------------------------------------- named figures
+
+def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+    """The figures this report shows that other pages show too (foxlib.figures), raw."""
+    m = Measurement.coerce(m)
+    p, cfg = m.tft.profile, m.tft.config
+    preset = m.measure_parameters.get("preset", "seed")
+    tft = partial(key, "tft", preset, cfg["batch_size"], cfg["encoder_length"], p.precision)
+    out = [Figure(tft(q), getattr(p, q), "bytes") for q in
+           ("parameters", "gradients", "optimizer_state", "activations", "forward_peak")]
+    out += [Figure(tft("model_peak"), p.peak, "bytes"), Figure(tft("process_peak"), p.process_peak, "bytes"),
+            Figure(tft("theory_peak"), int(m.theory["peak"]), "bytes")]
+    ensemble_preset = m.measure_parameters.get("ensemble_preset", "seed")
+    for state, tag in ((False, "fp32"), (True, f"{TARGET_PRECISION}-checkpoint")):
+        totals = ensemble_totals(m, target_state=state)
+        if totals is not None and len(totals.model_peaks) == len(ENSEMBLE):
+            out.append(Figure(f"ensemble/{ensemble_preset}/{tag}/process_peak", totals.process_peak, "bytes"))
+    return out

@@ -48,6 +48,7 @@ import torch
 from foxlib import config, provenance, results
 from foxlib.budgets import Check
 from foxlib.config import MB
+from foxlib.figures import Figure
 from foxlib.devices import describe, environment, resolve_device, short_name
 from foxlib.measure import measure_model
 from foxlib.memory import accounting
@@ -1389,6 +1390,19 @@ def figures(m: Measurement | dict[str, Any]) -> dict[str, Any]:
             "training_bytes": training_figure(r), "inference_bytes": inference_figure(r),
             "model_peak_bytes": model_peaks(r), "workspace_bytes": workspace_bytes(r),
             "process_bytes": process_figure(r), "nvml_max_process_bytes": nv.max_bytes}
+
+
+def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+    """figures() as named figures (foxlib.figures): `deployment/<quantity>` (the validated configuration)."""
+    f = figures(m)
+    prefix = "deployment"
+    peaks = f["model_peak_bytes"] or {}
+    values = {"card": f["card_bytes"], "cap": f["cap_bytes"], "context": f["context_bytes"],
+              "context_end": f["context_end_bytes"], "training_peak": f["training_bytes"],
+              "inference_peak": f["inference_bytes"], "workspace": f["workspace_bytes"],
+              "process_peak": f["process_bytes"], "nvml_max_process": f["nvml_max_process_bytes"],
+              "model_peaks_sum": None if any(v is None for v in peaks.values()) else sum(peaks.values())}
+    return [Figure(f"{prefix}/{q}", v, "bytes") for q, v in values.items() if v is not None]
 
 
 def cap_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
