@@ -18,6 +18,7 @@ rounded columns; a difference inside the intervals is a tie, settled by memory.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 import gc
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ import torch
 from foxlib import prediction, seed as seed_figures
 from foxlib.budgets import Check
 from foxlib.config import MB
+from foxlib.figures import Figure, key, slug
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
 from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
@@ -536,3 +538,22 @@ def one_warmup_caveat(m: dict[str, Any]) -> str | None:
             "which. `profile_step` now warms up until a step is taken.")
 
 
+
+
+def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
+    """The figures this report shows that other pages show too (foxlib.figures), raw: each strategy's
+    model peak and time per training window against fp32 (with its interval). The plain precisions are
+    keyed as 8.10 and 8.11 key them, so that the consistency check compares them across pages."""
+    preset = m.get("measure_parameters", {}).get("preset", "seed") if isinstance(m, dict) else "seed"
+    r = record(m)
+    cfg = r.base_config
+    out = []
+    for s in r.strategies:
+        plain = s.name in (BASELINE, "fp16", "bf16")
+        k = partial(key, "tft", preset, cfg["batch_size"], cfg["encoder_length"], s.precision,
+                    variant=None if plain else slug(s.name))
+        out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
+        if s.name != BASELINE:
+            w = s.window_ratio
+            out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high))
+    return out
