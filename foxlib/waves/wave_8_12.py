@@ -4,8 +4,9 @@ The seed guessed every cell: FP16 50 % / +20 % faster, checkpointing 75 % / −4
 75 %, sequence 60→30 50 %. Each strategy here is a TFT configuration: its training-step memory
 is profiled, its step time measured with all strategies alternating in one run, and — where it
 changes the numbers the model computes — its accuracy measured with wave 8.11's harness
-(shorter runs). Checkpointing and the memory-efficient path compute the same function (the
-tests prove equal outputs and gradients), so they inherit the accuracy of their precision.
+(its harness, its skill over climatology beside). Checkpointing, the memory-efficient path and
+CUDA graphs compute the same function, so they inherit the accuracy of their precision; the claim is
+shown on the measuring device as max |Δ| of outputs and gradients (same_function_checks).
 
 The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
 the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so), and
