@@ -68,3 +68,13 @@ def test_no_skill_means_no_power():
     # the threshold is the harness's: at 0.5 % two seeds have skill
     runs = [_run("fp32", s, 1.0 - 0.005 * s, min_skill=0.005) for s in range(3)] + [_run("bf16", 1, 1.0)]
     assert accuracy_gate(runs, "bf16")["powered_seeds"] == [1, 2]
+
+
+def test_preflight_refuses_a_bad_target_or_batch_before_anything_runs():
+    from foxlib.preflight import check
+    base = {"precisions": "fp32,fp16", "candidate": "fp16"}
+    check("8.11", {**base, "accuracy_target": "abs_return", "accuracy_batch_size": 64})
+    with pytest.raises(ValueError, match="valid targets: return, abs_return"):
+        check("8.11", {**base, "accuracy_target": "direction"})
+    with pytest.raises(ValueError, match="'accuracy_batch_size' must be at least 1"):
+        check("8.12", {"accuracy_batch_size": 0})
