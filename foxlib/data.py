@@ -6,6 +6,11 @@ first `n_observed` of them. Known-future inputs are calendar features plus the h
 index; the static input is the series id. Windows are split by time: everything a
 training window touches ends before VALIDATION_START, a validation window starts after it.
 Features are z-scored with statistics of the training period only.
+
+Targets (TARGETS): "return", the next days' log returns in percent (the default, what the models
+train on everywhere); "abs_return", their absolute values (realised volatility, day by day). Daily
+returns are close to unpredictable in sign; their size persists (volatility clusters), so a model can
+beat the training period's climatology on "abs_return" by far more than on "return" (foxlib.skill).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ VALIDATION_START = pd.Timestamp("2015-01-01")
 WARMUP_DAYS = 250  # the longest rolling window below; earlier rows have NaN features
 N_KNOWN = 5  # calendar features + horizon index
 TARGET_SCALE = 100.0  # targets are next-day log returns in percent
+TARGETS = ("return", "abs_return")  # what a window's target is: the log return, or its absolute value
 
 
 class MarketDataError(RuntimeError):
@@ -147,11 +153,16 @@ def market_features(n_observed: int = N_FEATURES_MAX) -> MarketFeatures:
 
 class MarketWindows:
     """TFT windows over the market features: encoder_length observed days, then decoder_length
-    days whose log returns (in percent) are the targets. split: "train" or "validation"."""
+    days whose log returns (in percent) are the targets. split: "train" or "validation".
+    target: "return" (the log returns) or "abs_return" (their absolute values); see TARGETS."""
 
-    def __init__(self, n_observed: int, encoder_length: int, decoder_length: int, split: str = "train"):
+    def __init__(self, n_observed: int, encoder_length: int, decoder_length: int, split: str = "train",
+                 target: str = "return"):
         if split not in ("train", "validation"):
             raise ValueError(f"unknown split {split!r}; valid splits: train, validation")
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
+        self.target = target
         if encoder_length < 1 or decoder_length < 1:
             raise ValueError("encoder_length and decoder_length must be at least 1")
         self.features = market_features(n_observed)
@@ -184,6 +195,8 @@ class MarketWindows:
                                 np.broadcast_to(horizon[None, :, None], full.shape + (1,))], axis=-1)
         # target at decoder step j: log return from day t0+Te-1+j to t0+Te+j
         target = f.next_return[s[:, None], (t0 + te - 1)[:, None] + np.arange(td)[None, :]] * TARGET_SCALE
+        if self.target == "abs_return":
+            target = np.abs(target)
         batch = {  # torch.tensor copies: no batch tensor is a view into a larger array
             "static": torch.tensor(s[:, None], dtype=torch.long),
             "known": torch.tensor(known, dtype=torch.float32),
@@ -191,6 +204,13 @@ class MarketWindows:
             "target": torch.tensor(target, dtype=torch.float32),
         }
         return {k: v.to(device) for k, v in batch.items()}
+
+    def targets(self) -> np.ndarray:
+        """Every window's target, (len(self), decoder_length) float64: e.g. for the split's climatology."""
+        f, te, td = self.features, self.encoder_length, self.decoder_length
+        s, t0 = self.index[:, 0], self.index[:, 1]
+        target = f.next_return[s[:, None], (t0 + te - 1)[:, None] + np.arange(td)[None, :]] * TARGET_SCALE
+        return np.abs(target) if self.target == "abs_return" else target
 
     def sample(self, batch_size: int, seed: int = 0, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """A reproducible random batch of `batch_size` windows."""

@@ -26,7 +26,7 @@ from foxlib.models import MODELS
 
 # counts that must be at least 1, and those that may be 0 (0: "none" or "the default")
 POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inference_repeats", "accuracy_seeds",
-            "accuracy_steps", "accuracy_eval_every", "accuracy_val_windows")
+            "accuracy_steps", "accuracy_eval_every", "accuracy_val_windows", "accuracy_batch_size")
 NON_NEGATIVE = ("timing_warmup", "accuracy_patience", "cap_bytes", "inference_batch", "seed")
 MAX_SEED = 2**32 - 1  # numpy's generators take seeds below 2**32
 
@@ -111,6 +111,9 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
                 card.preset(params[key])
     if params.get("accuracy_preset", "auto") != "auto":
         MODELS["tft"].preset(params["accuracy_preset"])
+    if "accuracy_target" in params:
+        from foxlib.training import check_target
+        check_target(params["accuracy_target"])
     for key in ("precision", "candidate"):
         if key in params:
             check_precision(params[key])

@@ -33,11 +33,15 @@ seed: int = 0  # random seed of models and batches for memory and timing
 timing_repeats: int = 15  # timed steps per precision (after 3 warm-up rounds), alternating
 accuracy_preset: str = "auto"  # TFT preset for the accuracy runs; auto: seed on CUDA, small on the CPU
 accuracy_seeds: int = 3  # training seeds per precision
-accuracy_steps: int = 300  # step budget of each accuracy run
+accuracy_steps: int = 400  # step budget of each accuracy run
 accuracy_eval_every: int = 25  # validation every this many steps
-accuracy_patience: int = 4  # early stopping after this many validations without improvement
+accuracy_patience: int = 10  # early stopping after this many validations without improvement
 accuracy_val_windows: int = 512  # validation windows scored
 accuracy_memory_efficient: bool = True  # train the accuracy runs on the batched path (numerically equal, faster)
+accuracy_target: str = "return"  # what the TFT forecasts: return (next days' log returns) or abs_return
+accuracy_batch_size: int = 64  # training batch of the accuracy runs
+accuracy_lr: float = 0.003  # Adam learning rate of the accuracy runs
+accuracy_min_skill_pct: float = 2.0  # fp32 must beat climatology's validation quantile loss by this much (power)
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -105,6 +109,16 @@ display(notebook.table(prediction.summary(pairs, m.device["type"])))
 
 # %%
 display(notebook.table(wave.speed_table(m)))
+
+# %% [markdown]
+# ## Accuracy: skill over the naive forecast first
+# The naive forecast is climatology: the training windows' empirical quantiles of the target, the same
+# every day. A comparison of precisions has power only where fp32 beats it (skill score
+# 1 − QL_model / QL_climatology at least the harness's threshold); the gate counts those seeds only.
+
+# %%
+display(notebook.table(wave.skill_table(m)))
+display(notebook.table(wave.harness_table(m)))
 
 # %% [markdown]
 # ## Accuracy: degradation against fp32, with fp32's own seed-to-seed spread

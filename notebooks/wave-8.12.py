@@ -31,10 +31,14 @@ timing_repeats: int = 10  # timed steps per strategy, alternating
 timing_warmup: int = 2  # untimed rounds first
 accuracy_preset: str = "auto"  # TFT preset for accuracy runs; auto: seed on CUDA, small on the CPU
 accuracy_seeds: int = 2  # training seeds per distinct function
-accuracy_steps: int = 150  # step budget of each accuracy run
+accuracy_steps: int = 400  # step budget of each accuracy run
 accuracy_eval_every: int = 25  # validation every this many steps
-accuracy_patience: int = 3  # early stopping after this many validations without improvement
+accuracy_patience: int = 10  # early stopping after this many validations without improvement
 accuracy_val_windows: int = 512  # validation windows scored
+accuracy_target: str = "return"  # what the TFT forecasts: return (next days' log returns) or abs_return
+accuracy_batch_size: int = 64  # training batch of the accuracy runs (batch ÷4 trains a quarter of it)
+accuracy_lr: float = 0.003  # Adam learning rate of the accuracy runs
+accuracy_min_skill_pct: float = 2.0  # a run has skill when it beats climatology's validation quantile loss by this much
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -94,6 +98,20 @@ if wave.one_warmup_caveat(m):
 if m["accuracy_preset"] != params["preset"]:
     display(Markdown(f"Accuracy runs used the `{m['accuracy_preset']}` TFT preset (batch and sequence scaled "
                      "by the same fractions): the seed preset trains too slowly on the CPU."))
+
+# %% [markdown]
+# ## Accuracy: skill over the naive forecast, and "same function" as numbers
+# An accuracy impact means something only where the fp32 runs beat climatology (the training windows'
+# empirical quantiles of the target). Strategies that claim the same function as the plain step of
+# their precision are checked on this device: same weights and batch, dropout off, max |Δ| of outputs
+# and gradients.
+
+# %%
+display(notebook.table(wave.accuracy_skill(m)))
+if not wave.accuracy_powered(m):
+    display(Markdown("**No power:** an fp32 accuracy run does not beat climatology by the harness's threshold; "
+                     "the accuracy impacts above say nothing about the strategies."))
+display(notebook.table(wave.same_function_table(m)))
 
 # %% [markdown]
 # ## Memory against time per training window

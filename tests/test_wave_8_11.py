@@ -29,11 +29,24 @@ def test_results_and_measurement_agree(report):
     runs = m["accuracy_runs"]
     assert sorted((r["precision"], r["seed"]) for r in runs) == sorted(
         (p, s) for p in ("fp32", "fp16", "bf16") for s in (0, 1))
-    mean = lambda p: sum(r["metrics"]["quantile_loss"] for r in runs if r["precision"] == p) / 2  # noqa: E731
+    # the gate's power: every fp32 run beats climatology by the harness's min_skill, recomputed from the runs
+    fp32 = [r for r in runs if r["precision"] == "fp32"]
+    assert all(r["metrics"]["skill_score"] == pytest.approx(1 - r["metrics"]["quantile_loss"] / r["metrics"]["naive_quantile_loss"])
+               for r in runs)
+    worst = max(r["metrics"]["quantile_loss"] / r["metrics"]["naive_quantile_loss"] for r in fp32)
+    power = next(c for c in res["checks"] if c["name"].startswith("TFT fp32 validation quantile loss / climatology"))
+    assert power["measured"] == pytest.approx(worst) and power["limit"] == pytest.approx(0.98)
+    assert power["passed"] == (worst <= 0.98)
+    # the degradation over the seeds whose fp32 run has skill (all seeds, and failing, when none has: no power)
+    powered = [r["seed"] for r in fp32 if r["has_skill"]]
+    used = powered or [0, 1]
+    mean = lambda p: sum(r["metrics"]["quantile_loss"] for r in runs if r["precision"] == p and r["seed"] in used) / len(used)  # noqa: E731
     expected = 100 * (mean("fp16") - mean("fp32")) / mean("fp32")
     gate = next(c for c in res["checks"] if c["name"].startswith("TFT accuracy degradation in fp16"))
     assert gate["measured"] == pytest.approx(expected)
-    assert gate["limit"] == 5 and gate["passed"] == (expected <= 5)
+    assert gate["limit"] == 5 and gate["passed"] == (bool(powered) and expected <= 5)
+    assert ("no power" in gate["note"]) == (not powered)
+    assert m["accuracy_harness"]["max_steps"] == 10 and m["accuracy_harness"]["target"] == "return"
     peak = next(c for c in res["checks"] if c["name"] == "TFT peak training memory in fp16")
     assert peak["measured"] == m["memory"]["tft"]["fp16"]["peak"] and peak["limit"] == 1000 * MB
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
@@ -45,6 +58,7 @@ def test_report_shows_the_seeds_guesses_and_says_which_preset_trained(report):
     assert "Verdict:" in html and "data:image/png;base64" in html
     assert "seed&#x27;s expectation" in html or "seed's expectation" in html
     assert "+20% faster" in html
+    assert "climatology QL" in html and "skill score per seed (%)" in html and "naive forecast" in html
     m = json.loads((report / "measurement.json").read_text())
     assert m["accuracy_preset"] == "small"  # "auto" on the CPU
     # the note appears only when the accuracy runs trained another preset than the one profiled

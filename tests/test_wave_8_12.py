@@ -267,6 +267,10 @@ def test_notebook_tiny(tmp_path):
     # checkpointing computes the same function: it reuses the baseline's accuracy runs
     assert m["accuracy_source"]["checkpoint blocks"] == "fp32 (baseline)"
     assert set(m["accuracy_runs"]) == {"fp32 (baseline)", "bf16", "batch ÷4"}
+    # ... and says so with numbers: outputs and gradients against the plain step, on this device
+    assert set(m["same_function"]) == {"checkpoint blocks"} and m["same_function"]["checkpoint blocks"]["same"]
+    assert all("skill_score" in r["metrics"] for rs in m["accuracy_runs"].values() for r in rs)
+    assert m["accuracy_harness"]["max_steps"] == 4 and "climatology QL" in (out / "report.md").read_text()
     assert m["memory"]["batch ÷4"]["batch"] < m["memory"]["fp32 (baseline)"]["batch"]
     rec = res["recommended"]
     if rec["strategy"]:

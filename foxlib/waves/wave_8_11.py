@@ -3,7 +3,9 @@
 The seed expected fp16 to take the TFT from 3,096 MB to 1,548 MB (50 %), "+20 % faster" and
 "< 2 % loss". Here every model is re-profiled in each precision, the TFT's step is timed with
 the precisions alternating in one run, and the TFT is trained to a fixed budget of steps with
-early stopping, several seeds per precision, and scored on held-out windows.
+early stopping, several seeds per precision, and scored on held-out windows. The accuracy gate has
+power only if fp32 beats the naive forecast (climatology, foxlib.skill) by the harness's margin:
+that is checked first, and the comparison counts only the seeds whose fp32 run has that skill.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from foxlib.models import MODELS
 from foxlib.progress import progress
 from foxlib.recipe import StepRecipe, build_step
 from foxlib.timing import Timing, time_alternating
-from foxlib.training import compare_precisions, degradation
+from foxlib.training import HARNESS, check_target, accuracy_config, accuracy_gate, compare_precisions, degradation, skill_summary
 
 
 def _split(text: str, valid, what: str) -> list[str]:
@@ -51,16 +53,21 @@ def check_precisions(precisions: list[str], candidate: str) -> None:
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, precisions: str = "fp32,fp16,bf16",
             candidate: str = "fp16", models: str = "tft,dqn,ppo,mamba2", device: str = "auto", seed: int = 0,
             timing_repeats: int = 15, accuracy_preset: str = "auto", accuracy_seeds: int = 3,
-            accuracy_steps: int = 300, accuracy_eval_every: int = 25, accuracy_patience: int = 4,
-            accuracy_val_windows: int = 512, accuracy_memory_efficient: bool = True) -> dict[str, Any]:
+            accuracy_steps: int = HARNESS["max_steps"], accuracy_eval_every: int = HARNESS["eval_every"],
+            accuracy_patience: int = HARNESS["patience"], accuracy_val_windows: int = HARNESS["val_windows"],
+            accuracy_memory_efficient: bool = True, accuracy_target: str = HARNESS["target"],
+            accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
+            accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"]) -> dict[str, Any]:
     precs = _split(precisions, PRECISIONS, "precision(s)")
     check_precisions(precs, candidate)
+    check_target(accuracy_target)
     names = _split(models, list(MODELS), "model(s)")
     dev = resolve_device(device)
     tft = MODELS["tft"]
     cfg = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
-    acc_cfg = tft.config(acc_preset, memory_efficient=accuracy_memory_efficient)
+    acc_cfg = accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr,
+                              memory_efficient=accuracy_memory_efficient)
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "precisions": precs,
                            "candidate": candidate, "tft_config": dataclasses.asdict(cfg),
                            "accuracy_config": dataclasses.asdict(acc_cfg), "accuracy_preset": acc_preset}
@@ -80,11 +87,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     del steps
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    results = compare_precisions(acc_cfg, precs, range(accuracy_seeds), max_steps=accuracy_steps,
-                                 eval_every=accuracy_eval_every, patience=accuracy_patience,
-                                 val_windows=accuracy_val_windows, device=dev)
-    out["accuracy_runs"] = [r.to_dict() for r in results]
-    out["accuracy"] = degradation(results)
+    out.update(accuracy_runs(acc_cfg, precs, accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
+                             patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
+                             min_skill=accuracy_min_skill_pct / 100))
     return out
 
 
@@ -95,7 +100,8 @@ SCHEMA_VERSION = 2
 CUDA profile's peaks held the workspaces (MemoryProfile.from_dict takes them out)."""
 
 _PLAIN = ("wave", "measured_at", "measure_parameters", "device", "environment", "precisions", "candidate",
-          "tft_config", "accuracy_config", "accuracy_preset", "predicted", "accuracy_runs", "accuracy")
+          "tft_config", "accuracy_config", "accuracy_preset", "predicted", "accuracy_runs", "accuracy",
+          "accuracy_harness")
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ class Measurement:
     tft_config: dict[str, Any] = field(default_factory=dict)
     accuracy_config: dict[str, Any] = field(default_factory=dict)
     accuracy_preset: str = ""
+    accuracy_harness: dict[str, Any] = field(default_factory=dict)
+    """The accuracy harness's configuration as run (foxlib.training.HARNESS, resolved)."""
     predicted: dict[str, dict[str, Any]] = field(default_factory=dict)
     wave: str = "8.11"
     measured_at: str | None = None
@@ -147,6 +155,19 @@ class Measurement:
         return m if isinstance(m, cls) else cls.from_dict(m)
 
 
+def accuracy_runs(acc_cfg, precisions: list[str], seeds: int, device: torch.device, **harness) -> dict[str, Any]:
+    """The accuracy part of the measurement: every precision and seed trained by the harness
+    (foxlib.training), the degradation rows, and the harness's configuration as run."""
+    results = compare_precisions(acc_cfg, precisions, range(seeds), device=device, **harness)
+    return {"accuracy_runs": [r.to_dict() for r in results], "accuracy": degradation(results),
+            "accuracy_harness": results[0].harness}
+
+
+def _plain(m: "Measurement | dict[str, Any]") -> dict[str, Any]:
+    """The measurement as plain data (the accuracy tables read the runs' dicts)."""
+    return m.to_dict() if isinstance(m, Measurement) else m
+
+
 # ----------------------------------------------------------------------------- analysis
 
 def _mb(x):
@@ -159,14 +180,37 @@ def headline_degradation(m: Measurement | dict[str, Any], precision: str) -> dic
     return next(r for r in m.accuracy if r["precision"] == precision and r["metric"] == "quantile_loss")
 
 
+def accuracy_checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+    """The accuracy gate, with power. First: every fp32 run beats climatology by the harness's
+    min_skill (its validation quantile loss ≤ (1 − min_skill) × climatology's), else the harness has
+    no power and the wave cannot say that the candidate keeps the accuracy: NO-GO, not GO by default
+    (results.json has no third verdict, and a GO must mean the accuracy was shown). Second: the
+    candidate's degradation against fp32 over the seeds whose fp32 run has skill (training.accuracy_gate);
+    with none it fails and says "no power"."""
+    c = m["candidate"]
+    gate = accuracy_gate(m["accuracy_runs"], c)
+    base = [r for r in m["accuracy_runs"] if r["precision"] == "fp32"]
+    worst = max(base, key=lambda r: r["metrics"]["quantile_loss"] / r["metrics"]["naive_quantile_loss"])
+    wm = worst["metrics"]
+    limit = budgets["accuracy"]["max_degradation_pct"]
+    row = headline_degradation(m, c)
+    skill_note = (f"skill scores (1 − QL / climatology's) per seed: "
+                  + ", ".join(f"{s}: {100 * v:+.2f} %" for s, v in gate["baseline_skill_scores"].items())
+                  + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology {wm['naive_quantile_loss']:.4f}")
+    degradation_note = (f"mean of {len(gate['seeds_compared'])} seed(s) with skill; fp32 seed-to-seed spread "
+                        f"{row['baseline_spread_pct']:.2f} %" if gate["powered"] else gate["reason"])
+    return [
+        Check.at_most("TFT fp32 validation quantile loss / climatology's (worst seed): the accuracy gate's power",
+                      wm["quantile_loss"] / wm["naive_quantile_loss"], 1 - gate["min_skill"], "ratio", note=skill_note),
+        Check(f"TFT accuracy degradation in {c} (validation quantile loss)", gate["degradation_pct"], limit, "%",
+              bool(gate["powered"] and gate["degradation_pct"] <= limit), note=degradation_note),
+    ]
+
+
 def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
     m = Measurement.coerce(m)
     c = m.candidate
-    row = headline_degradation(m, c)
-    return [
-        Check.at_most(f"TFT accuracy degradation in {c} (validation quantile loss)", row["degradation_pct"],
-                      budgets["accuracy"]["max_degradation_pct"], "%",
-                      note=f"mean of {len(row['values'])} seeds; fp32 seed-to-seed spread {row['baseline_spread_pct']:.2f} %"),
+    return accuracy_checks(m.to_dict(), budgets) + [
         Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak, budgets["tft"]["peak_training_mb"] * MB,
                       "bytes", note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
     ]
@@ -270,8 +314,39 @@ def accuracy_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     } for r in m.accuracy])
 
 
+def skill_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    m = _plain(m)
+    """Per precision: the naive forecast's (climatology's) and the model's validation quantile loss, the
+    skill score (1 − QL_model / QL_climatology) per seed, the 10-90 coverage of both, and the seeds with skill."""
+    return pd.DataFrame([{
+        "precision": r["precision"], "climatology QL": round(r["naive_quantile_loss"], 4),
+        "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
+        "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
+        "10-90 coverage (model)": round(r["coverage_10_90"], 3),
+        "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
+        f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}",
+    } for r in skill_summary(m["accuracy_runs"])])
+
+
+def harness_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    m = _plain(m)
+    """The accuracy harness's configuration as run: what the skill and the degradation were measured with."""
+    h = m["accuracy_harness"]
+    cfg = h["tft_config"]
+    rows = {"target": h["target"], "TFT preset": m["accuracy_preset"],
+            "TFT config": ", ".join(f"{k}={cfg[k]}" for k in ("hidden_size", "num_heads", "n_observed", "encoder_length",
+                                                              "decoder_length", "batch_size", "dropout", "lr",
+                                                              "memory_efficient")),
+            "step budget": h["max_steps"], "validation every (steps)": h["eval_every"],
+            "early-stopping patience (evaluations)": h["patience"], "validation windows": h["val_windows"],
+            "gradient clip (norm)": h["grad_clip"], "checkpoint kept": h["selection"],
+            "naive forecast": h["naive_forecast"], "skill needed (%)": 100 * h["min_skill"]}
+    return pd.DataFrame([{"setting": k, "value": str(v)} for k, v in rows.items()])
+
+
 def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
-    m = Measurement.coerce(m)
+    m = _plain(m)
     return pd.DataFrame([{"precision": r["precision"], "seed": r["seed"], "steps run": r["steps"],
                           "best step": r["best_step"], "stopped early": r["stopped_early"],
-                          "seconds": round(r["seconds"], 1)} for r in m.accuracy_runs])
+                          "skill score (%)": round(100 * r["metrics"]["skill_score"], 2),
+                          "seconds": round(r["seconds"], 1)} for r in m["accuracy_runs"]])

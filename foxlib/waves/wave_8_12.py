@@ -4,8 +4,9 @@ The seed guessed every cell: FP16 50 % / +20 % faster, checkpointing 75 % / −4
 75 %, sequence 60→30 50 %. Each strategy here is a TFT configuration: its training-step memory
 is profiled, its step time measured with all strategies alternating in one run, and — where it
 changes the numbers the model computes — its accuracy measured with wave 8.11's harness
-(shorter runs). Checkpointing and the memory-efficient path compute the same function (the
-tests prove equal outputs and gradients), so they inherit the accuracy of their precision.
+(its harness, its skill over climatology beside). Checkpointing, the memory-efficient path and
+CUDA graphs compute the same function, so they inherit the accuracy of their precision; the claim is
+shown on the measuring device as max |Δ| of outputs and gradients (same_function_checks).
 
 The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
 the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so), and
@@ -38,7 +39,8 @@ from foxlib.models.tft import device_loss
 from foxlib.progress import progress
 from foxlib.recipe import StepRecipe, build_step
 from foxlib.timing import time_alternating
-from foxlib.training import compare_precisions, train_tft
+from foxlib.equivalence import reference_run, same_function
+from foxlib.training import HARNESS, accuracy_config, check_target, skill_summary, train_tft
 from foxlib.waves.wave_8_11 import training_step
 from foxlib.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 
@@ -129,9 +131,13 @@ def _accuracy_key(s: Strategy) -> tuple[str, tuple]:
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, strategies: str = "all",
             device: str = "auto", seed: int = 0, timing_repeats: int = 10, timing_warmup: int = 2,
-            accuracy_preset: str = "auto", accuracy_seeds: int = 2, accuracy_steps: int = 150,
-            accuracy_eval_every: int = 25, accuracy_patience: int = 3, accuracy_val_windows: int = 512) -> dict[str, Any]:
+            accuracy_preset: str = "auto", accuracy_seeds: int = 2, accuracy_steps: int = HARNESS["max_steps"],
+            accuracy_eval_every: int = HARNESS["eval_every"], accuracy_patience: int = HARNESS["patience"],
+            accuracy_val_windows: int = HARNESS["val_windows"], accuracy_target: str = HARNESS["target"],
+            accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
+            accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"]) -> dict[str, Any]:
     dev = resolve_device(device)
+    check_target(accuracy_target)
     chosen, skipped = runnable(select(strategies), dev)
     tft = MODELS["tft"]
     base = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
@@ -163,26 +169,101 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
-    acc_base = tft.config(acc_preset, memory_efficient=True)
     out["accuracy_preset"] = acc_preset
+    out.update(accuracy_runs(chosen, accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr),
+                             accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
+                             patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
+                             min_skill=accuracy_min_skill_pct / 100))
+    out["same_function"] = same_function_checks(chosen, base, dev, seed)
+    return out
+
+
+# ----------------------------------------------------------------------------- accuracy runs
+
+def accuracy_runs(chosen: list[Strategy], acc_base, seeds: int, device: torch.device, **harness) -> dict[str, Any]:
+    """One set of accuracy runs (foxlib.training's harness, skill fields included) per distinct
+    function the chosen strategies compute; the strategies that compute the same function share
+    them (accuracy_source). Fractions of batch and sequence apply to the accuracy config alike."""
     runs: dict[str, list[dict]] = {}
     keys: dict[tuple, Strategy] = {}  # one set of runs per distinct function computed
     for s in sorted(chosen, key=lambda s: not s.changes_numerics):
         keys.setdefault(_accuracy_key(s), s)
-    with progress(len(keys) * accuracy_seeds, "wave 8.12 accuracy") as bar:
+    with progress(len(keys) * seeds, "wave 8.12 accuracy") as bar:
         for key, s in keys.items():
-            cfg = configure(acc_base, dict(key[1]))  # fractions apply to the accuracy preset alike
+            cfg = configure(acc_base, dict(key[1]))
             runs[s.name] = []
-            for sd in range(accuracy_seeds):
+            for sd in range(seeds):
                 bar.describe(f"training {s.name} seed {sd}")
-                r = train_tft(cfg, precision=s.precision, seed=sd, max_steps=accuracy_steps,
-                              eval_every=accuracy_eval_every, patience=accuracy_patience,
-                              val_windows=accuracy_val_windows, device=dev, show_progress=False)
+                r = train_tft(cfg, precision=s.precision, seed=sd, device=device, show_progress=False, **harness)
                 runs[s.name].append(r.to_dict())
                 bar.advance()
-    out["accuracy_runs"] = runs
-    out["accuracy_source"] = {s.name: keys[_accuracy_key(s)].name for s in chosen}
+    first = next(iter(runs.values()))[0]
+    return {"accuracy_runs": runs, "accuracy_source": {s.name: keys[_accuracy_key(s)].name for s in chosen},
+            "accuracy_harness": {**first["harness"], "tft_config": dataclasses.asdict(acc_base)}}
+
+
+def accuracy_skill(m: dict[str, Any]) -> pd.DataFrame:
+    """Per set of accuracy runs (one per distinct function): climatology's and the model's validation
+    quantile loss, the skill score per seed, 10-90 coverage, seeds with skill. An accuracy impact means
+    something only where the fp32 baseline's runs have skill."""
+    rows = []
+    for name, rs in m["accuracy_runs"].items():
+        r = skill_summary(rs)[0]
+        rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
+                     "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
+                     "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
+                     "10-90 coverage (model)": round(r["coverage_10_90"], 3),
+                     "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
+                     f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}"})
+    return pd.DataFrame(rows)
+
+
+def accuracy_powered(m: dict[str, Any]) -> bool:
+    """The accuracy impacts have power: every run of the fp32 baseline beats climatology by min_skill."""
+    return all(r["has_skill"] for r in m["accuracy_runs"][BASELINE])
+
+
+# ----------------------------------------------------------------------------- same function, numerically
+
+def same_function_checks(chosen: list[Strategy], base, device: torch.device, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """For every strategy claimed to compute the same function as another (changes_numerics False:
+    checkpointing, the memory-efficient path, a CUDA graph), foxlib.equivalence.same_function on this
+    device: its outputs and gradients against the plain step of its precision from the same weights
+    and batch, dropout off, as max |Δ| (absolute and relative). The report shows these numbers where it
+    says "same function". fp16 CUDA-graph strategies are not captured (GraphedStep refuses fp16)."""
+    out: dict[str, dict[str, Any]] = {}
+    references: dict[str, dict[str, Any]] = {}  # the plain step, once per precision
+    for s in chosen:
+        if s.changes_numerics:
+            continue
+        try:
+            if s.precision not in references:
+                references[s.precision] = reference_run(base, precision=s.precision, device=device, seed=seed)
+            e = same_function(base, configure(base, s.overrides), precision=s.precision, device=device, seed=seed,
+                              cuda_graph=s.cuda_graph, name=s.name, reference=references[s.precision])
+            out[s.name] = e.to_dict()
+        except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
+            out[s.name] = {"variant": s.name, "error": str(exc)}
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    references.clear()
     return out
+
+
+def same_function_table(m: dict[str, Any]) -> pd.DataFrame:
+    """The same-function figures of same_function_checks, one row per strategy claimed equal."""
+    rows = []
+    for name, e in m.get("same_function", {}).items():
+        if "error" in e:
+            rows.append({"strategy": name, "error": e["error"]})
+            continue
+        rows.append({"strategy": name, "precision": e["precision"], "device": e["device"],
+                     "outputs max |Δ|": f"{e['output_max_abs_diff']:.2e}", "outputs max |Δ| / max |ref|": f"{e['output_rel_diff']:.2e}",
+                     "gradients max |Δ|": f"{e['grad_max_abs_diff']:.2e}", "gradients max |Δ| / max |ref|": f"{e['grad_rel_diff']:.2e}",
+                     "worst gradient": e["worst_parameter"], "tolerance (relative)": f"{e['tolerance_rel']:.0e}",
+                     "same function": e["same"]})
+    return pd.DataFrame(rows)
 
 
 def _graph_parts(cfg, device: torch.device, precision: str, seed: int):

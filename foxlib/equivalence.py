@@ -1,0 +1,173 @@
+"""Same function, shown as numbers: max |Δ| of outputs and gradients of a variant against the reference.
+
+Gradient checkpointing (every granularity), the memory-efficient path and a step captured in a
+CUDA graph claim to compute the same function as the plain TFT step of the same precision, only
+with less memory or fewer launches. `same_function` tests the claim on a device: both models
+are built from the same weights with dropout off (dropout=0 in the config, not model.eval(): the
+checkpointed segments run only in training mode), take the same batch, run forward + loss +
+backward in the same precision, and the outputs and every parameter's gradient are compared:
+max |Δ|, absolute and relative to the reference's max |value|. Floating-point rounding differs
+between the paths (another order of sums, fused kernels), so the figures are small, not zero;
+`TOLERANCE_REL` is the relative difference up to which a variant counts as the same function.
+A variant with other weights (another seed) differs at the scale of the values themselves.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from foxlib.memory.profile import autocast, check_precision
+from foxlib.models import MODELS
+from foxlib.models.tft import quantile_loss
+
+TOLERANCE_REL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
+"""Largest max |Δ| / max |reference| (outputs and gradients) of the same function, per precision:
+float32 rounding (~1e-7 per op) through a few hundred ops; 16-bit rounding (bf16: 2^-8, fp16: 2^-11)."""
+EQUIVALENT_FIELDS = ("checkpointing", "memory_efficient", "vsn_chunk")
+"""TFTConfig fields that change how the function is computed, not which function."""
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """A variant's outputs and gradients against the reference's, from the same weights and batch."""
+    variant: str
+    precision: str
+    device: str
+    output_max_abs_diff: float
+    output_ref_max_abs: float
+    output_rel_diff: float
+    """output_max_abs_diff / output_ref_max_abs."""
+    grad_max_abs_diff: float
+    """Over every parameter's gradient."""
+    grad_ref_max_abs: float
+    grad_rel_diff: float
+    """grad_max_abs_diff / grad_ref_max_abs."""
+    worst_parameter: str
+    """The parameter whose gradient differs most (absolutely)."""
+    loss_abs_diff: float
+    tolerance_rel: float
+    same: bool
+    """Both relative differences within tolerance_rel."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_claim(reference_cfg, variant_cfg) -> None:
+    ref, var = dataclasses.asdict(reference_cfg), dataclasses.asdict(variant_cfg)
+    other = sorted(k for k in ref if k not in EQUIVALENT_FIELDS and ref[k] != var[k])
+    if other:
+        raise ValueError(f"the variant changes {other}: it computes another function; only "
+                         f"{', '.join(EQUIVALENT_FIELDS)} may differ from the reference")
+
+
+def _eager(model, batch, precision: str, device: torch.device) -> dict[str, Any]:
+    """Forward + loss + backward in training mode: the prediction, the loss and every gradient (float32)."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    with autocast(device, precision):
+        pred = model(batch)
+        loss = quantile_loss(pred, batch["target"], model.config.quantiles)
+    loss.backward()
+    return _read(model, pred, loss)
+
+
+def _read(model, pred, loss) -> dict[str, Any]:
+    return {"pred": pred.detach().float().clone(), "loss": float(loss.detach().float()),
+            "grads": {n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}}
+
+
+def _graphed(model, batch, precision: str, device: torch.device) -> dict[str, Any]:
+    """The training step captured in one CUDA graph (foxlib.memory.cuda_graph.GraphedStep, the one
+    8.12 times), replayed once from the model's current weights: its prediction, loss and gradients."""
+    from foxlib.memory.cuda_graph import GraphedStep
+
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    levels = torch.tensor(model.config.quantiles, dtype=torch.float32, device=device)
+    kept: dict[str, torch.Tensor] = {}
+
+    def loss_fn(m, b):  # device_loss's loss, keeping the prediction (the graph's static output)
+        kept["pred"] = m(b)
+        return quantile_loss(kept["pred"], b["target"], levels)
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=model.config.lr, capturable=True)
+    step = GraphedStep(model, batch, loss_fn, optimizer, precision).capture()
+    model.load_state_dict(weights)  # the warm-up steps moved the weights: back, in place (the graph reads them)
+    loss = step()
+    torch.cuda.synchronize(device)
+    return _read(model, kept["pred"], loss)  # gradients and prediction of the replay, before its Adam update
+
+
+def compare(reference: dict[str, Any], variant: dict[str, Any], *, name: str, precision: str, device: str,
+            tolerance_rel: float | None = None) -> Equivalence:
+    """Max |Δ| of two runs' predictions and gradients (as _eager returns them)."""
+    tol = TOLERANCE_REL[precision] if tolerance_rel is None else tolerance_rel
+    out_diff = float((variant["pred"] - reference["pred"]).abs().max())
+    out_ref = float(reference["pred"].abs().max())
+    missing = sorted(set(reference["grads"]) ^ set(variant["grads"]))
+    if missing:
+        raise ValueError(f"the variant's gradients are not the reference's parameters: {missing}")
+    worst, grad_diff, grad_ref = "", 0.0, 0.0
+    for n, g in reference["grads"].items():
+        d = float((variant["grads"][n] - g).abs().max())
+        grad_ref = max(grad_ref, float(g.abs().max()))
+        if d >= grad_diff:
+            worst, grad_diff = n, d
+    out_rel = out_diff / out_ref if out_ref else float(out_diff > 0)
+    grad_rel = grad_diff / grad_ref if grad_ref else float(grad_diff > 0)
+    return Equivalence(name, precision, device, out_diff, out_ref, out_rel, grad_diff, grad_ref, grad_rel, worst,
+                       abs(variant["loss"] - reference["loss"]), tol, bool(out_rel <= tol and grad_rel <= tol))
+
+
+def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
+                  seed: int = 0) -> dict[str, Any]:
+    """The plain step of `reference_cfg` (dropout 0, the weights and batch of `seed`): what variants are held to.
+    Compute it once per precision and pass it to same_function(reference=...) for several variants."""
+    check_precision(precision)
+    device = torch.device(device)
+    card = MODELS["tft"]
+    cfg = dataclasses.replace(reference_cfg, dropout=0.0)
+    torch.manual_seed(seed)
+    model = card.build(cfg).to(device)
+    batch = card.example_batch(cfg, device=device, seed=seed)
+    run = _eager(model, batch, precision, device)
+    run.update(cfg=reference_cfg, precision=precision, device=str(device), seed=seed, batch=batch,
+               weights={k: v.detach().clone() for k, v in model.state_dict().items()})
+    return run
+
+
+def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
+                  seed: int = 0, cuda_graph: bool = False, name: str = "", variant_seed: int | None = None,
+                  tolerance_rel: float | None = None, reference: dict[str, Any] | None = None) -> Equivalence:
+    """The TFT of `variant_cfg` (a checkpointing, the memory-efficient path; `cuda_graph`: its step as one
+    CUDA graph) against the plain step of `reference_cfg`, both with dropout 0, the weights of `seed`,
+    one training batch of `reference_cfg`, in `precision`. `variant_seed`: give the variant another
+    seed's weights instead (a different function, for testing the test). `reference`: reference_run's
+    result for these arguments, to reuse."""
+    check_precision(precision)
+    device = torch.device(device)
+    _check_claim(reference_cfg, variant_cfg)
+    if cuda_graph and device.type != "cuda":
+        raise ValueError(f"a CUDA graph needs a CUDA device, not {device}")
+    if reference is None:
+        reference = reference_run(reference_cfg, precision=precision, device=device, seed=seed)
+    elif (reference["cfg"], reference["precision"], reference["device"], reference["seed"]) != (
+            reference_cfg, precision, str(device), seed):
+        raise ValueError("the reference run was made with other arguments (config, precision, device or seed)")
+    var_cfg = dataclasses.replace(variant_cfg, dropout=0.0)
+    torch.manual_seed(seed if variant_seed is None else variant_seed)
+    variant = MODELS["tft"].build(var_cfg).to(device)
+    if variant_seed is None:
+        variant.load_state_dict(reference["weights"])
+    batch = {k: v.clone() for k, v in reference["batch"].items()}  # a graph refills its inputs: a copy
+    run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
+    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph), precision=precision,
+                   device=str(device), tolerance_rel=tolerance_rel)
+
+
+def _describe(cfg, cuda_graph: bool) -> str:
+    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}", f"vsn_chunk={cfg.vsn_chunk}"]
+    return ", ".join(parts) + (", CUDA graph" if cuda_graph else "")

@@ -1,0 +1,56 @@
+"""The accuracy harness: skill fields of a run, evaluate against climatology, the stated configuration."""
+import numpy as np
+import pytest
+import torch
+
+from foxlib import skill
+from foxlib.data import MarketWindows
+from foxlib.models import MODELS
+from foxlib.training import HARNESS, accuracy_config, evaluate, train_tft
+
+
+class _Constant(torch.nn.Module):
+    """Forecasts the same quantiles for every window: climatology, when given its levels."""
+
+    def __init__(self, cfg, levels):
+        super().__init__()
+        self.config, self.levels = cfg, torch.tensor(levels, dtype=torch.float32)
+
+    def forward(self, batch):
+        return self.levels.expand(*batch["target"].shape, len(self.levels))
+
+
+def test_climatology_scores_zero_skill_and_a_wider_band_scores_worse():
+    cfg = MODELS["tft"].preset("small")
+    train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train")
+    val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation")
+    levels = skill.climatology(train, cfg.quantiles)
+    rows = np.arange(0, len(val), 5)
+    out = evaluate(_Constant(cfg, levels), val, rows, "fp32", torch.device("cpu"), climatology=levels)
+    assert out["skill_score"] == pytest.approx(0.0, abs=1e-7)
+    assert out["quantile_loss"] == pytest.approx(out["naive_quantile_loss"])
+    assert out["coverage_10_90"] == out["naive_coverage_10_90"] > 0.8  # the validation years are calmer
+    wide = evaluate(_Constant(cfg, 3 * levels), val, rows, "fp32", torch.device("cpu"), climatology=levels)
+    assert wide["skill_score"] < -0.1 and wide["naive_quantile_loss"] == out["naive_quantile_loss"]
+
+
+def test_a_run_records_its_skill_and_its_harness():
+    cfg = accuracy_config("small", batch_size=8)
+    r = train_tft(cfg, max_steps=6, eval_every=3, patience=2, val_windows=32, show_progress=False,
+                  target="abs_return", min_skill=0.05)
+    m = r.metrics
+    assert m["skill_score"] == pytest.approx(1 - m["quantile_loss"] / m["naive_quantile_loss"])
+    assert 0 < m["naive_coverage_10_90"] < 1 and all("val_skill_score" in h for h in r.history)
+    assert r.has_skill == (m["skill_score"] >= 0.05)
+    d = r.to_dict()
+    assert d["has_skill"] == r.has_skill and d["harness"]["target"] == "abs_return"
+    assert d["harness"]["min_skill"] == 0.05 and d["harness"]["max_steps"] == 6
+    assert d["harness"]["tft_config"]["batch_size"] == 8 and d["harness"]["tft_config"]["memory_efficient"] is True
+
+
+def test_accuracy_config_applies_the_harness():
+    cfg = accuracy_config("small")
+    assert cfg.batch_size == HARNESS["batch_size"] and cfg.lr == HARNESS["lr"] and cfg.memory_efficient
+    assert accuracy_config("small", memory_efficient=False, batch_size=16).batch_size == 16
+    with pytest.raises(ValueError, match="valid presets"):
+        accuracy_config("tiny")
