@@ -122,7 +122,7 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
     if wave_id == "8.11":
         from foxlib.waves.wave_8_11 import check_precisions
         check_precisions(_names(params["precisions"]), params["candidate"])
-        if "tft" not in _names(params["models"]):
+        if "tft" not in _names(params.get("models", "tft")):
             raise ValueError(f"parameter 'models' must include tft (the wave's subject), got {params['models']!r}")
     for name in _names(params.get("models", "")):
         MODELS[name]  # noqa: B018 — the registry raises a ValueError naming the valid models
