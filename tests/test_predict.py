@@ -206,3 +206,13 @@ def test_largest_fitting_search_and_bad_field():
     assert res["probes"][ans] <= budget < res["probes"][ans + 1]
     with pytest.raises(ValueError, match="no config field"):
         largest_fitting(card, base, "seq_len", 1 << 30, confirm=False)
+
+
+def test_kernel_scratch_probe_allocates_little_for_a_large_call():
+    """A call whose inputs exceed PROBE_MAX_BYTES is not run (a prediction of a configuration too
+    large for this machine must not allocate it): its scratch counts 0."""
+    from foxlib.memory.predict import PROBE_MAX_BYTES
+    n = int((PROBE_MAX_BYTES // 4) ** 0.5) + 1  # two bf16 n x n operands, 4 n² bytes: just over the limit
+    spec = (("tensor", (n, n), (n, 1), torch.bfloat16), ("tensor", (n, n), (n, 1), torch.bfloat16))
+    key = (torch.ops.aten.mm.default, spec)
+    assert probe_kernel_scratch([key]) == {key: 0}

@@ -55,29 +55,42 @@ each card's op-by-op log with the CPU allocator's events):
   (at::isTensorSubclassLike), which adds a transient buffer (+133 kB, 7 % of the TFT's bf16
   peak). LiveStorages recognises those adds and counts them as in place (see its docstring);
 - torch.tensor(...) inside the step (allocated before dispatch) is counted when fake mode
-  lifts it; torch.as_tensor(numpy) (numpy's memory, not the allocator's) is not.
+  lifts it; torch.as_tensor(numpy) (numpy's memory, not the allocator's) is not;
+- memory a CPU kernel allocates and frees inside itself, which no dispatch mode sees and
+  which depends on the CPU: oneDNN's scratchpad of a 16-bit matmul (none on the AVX2 path,
+  14-26 kB a call on the small presets with avx512_bf16 and with AMX, of different sizes:
+  without it a bf16 DQN step was predicted 11-12 % under its measured peak there), the LSTM's
+  and the convolution's scratch, the float32 accumulator of a 16-bit mean (51 kB, 3.3 % of
+  the memory-efficient TFT's bf16 forward peak). For the ops in SCRATCH_OPS each call's
+  argument shapes, strides and dtypes are recorded, and after the step one profiler session
+  runs each distinct call once for real on zeros (probe_kernel_scratch, cached per process):
+  the bytes live before the call plus the call's own high-water mark (outputs and scratch)
+  can raise the peaks (LiveStorages.add_kernel_scratch). Like the LSTM workspace, this is
+  this CPU's figure (its ISA, threads and oneDNN), the one the step runs on.
 
-Prediction vs CPU measurement, the four "small" presets (tests/test_predict.py): parameters,
-gradients, optimizer state, batch and activations equal to the byte (fp32; also bf16 and
-fp16); forward_peak and peak equal to within 20 bytes in fp32. What is left is what the
-CPU allocator sees and no dispatch mode can:
+Prediction vs CPU measurement, the four "small" presets in fp32, bf16 and fp16, on the AVX2,
+avx512_bf16 (DNNL_MAX_CPU_ISA=AVX512_CORE_BF16) and AMX paths (tests/test_predict.py,
+scripts/test-isa.sh): parameters, gradients, optimizer state, batch and activations equal to
+the byte; forward_peak and peak equal to within 20 bytes. What is left is what the CPU
+allocator sees and no dispatch mode can:
 - Python numbers passed to ops become 8-byte 0-dim tensors before dispatch (a few bytes
   when one is alive at the peak);
-- memory an ATen kernel allocates and frees inside itself. On the small presets: 6.6 kB of
-  the TFT's bf16 forward peak (0.4 %); with the TFT's memory_efficient path 20 kB of scratch
-  in the CPU flash-attention backward (1.0 % of the peak) and, under bf16, 51 kB in
-  aten::mean of a 16-bit tensor (3.3 % of the forward peak); group_norm's backward (164 kB)
-  and the LSTM kernels (61-72 kB) have scratch too, away from the peak here. A
-  convolution's im2col buffer would show here as well;
+- scratch of kernels outside SCRATCH_OPS (the CPU flash-attention backward of the TFT's
+  memory_efficient path, group_norm's backward: 164 kB, layer_norm's backward: 10 kB), away
+  from the peak on these presets;
 - torch.utils.checkpoint stashes the CPU RNG state (torch.get_rng_state: 5,056 bytes per
   checkpointed segment, made by no op): 10-15 kB (0.1-0.8 %) on the checkpointed presets.
-So the prediction is a lower bound of profile_step's CPU peak, tight on these models.
+So the prediction is a lower bound of profile_step's CPU peak, tight on these models; the
+reports and the tests hold it to foxlib.prediction's named tolerances, not to the byte.
 
 Limitations: the prediction models the CPU (CPU kernels, CPU autocast op lists, oneDNN);
-on CUDA the cuDNN/cuBLAS workspaces, the allocator's 512-byte rounding and caching, and the
-CUDA context are outside it. Code that reads tensor values cannot run on fake tensors (the
-loss's finiteness is not checked; torch.distributions' argument validation is switched off
-during a prediction). The batch and the LSTM workspace probe are the only real memory.
+on CUDA the cuDNN/cuBLAS workspaces (the cuDNN LSTM's reserve and workspace among them), the
+allocator's 512-byte rounding and caching, and the CUDA context are outside it, and the CPU
+kernels' scratch is not added (predict_step(target="cuda")). Code that reads tensor values
+cannot run on fake tensors (the loss's finiteness is not checked; torch.distributions'
+argument validation is switched off during a prediction). The batch and the probes (the LSTM
+workspace; the kernels' scratch, one call at a time, freed at once, calls whose inputs exceed
+PROBE_MAX_BYTES not probed) are the only real memory.
 """
 from __future__ import annotations
 
@@ -391,6 +404,10 @@ SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT
                          _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
                          _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
 _PROBE_MARK = "foxlib::probe_kernel_scratch"
+PROBE_MAX_BYTES = 64 * 2**20
+"""A call whose real inputs would exceed this many bytes is not probed (its scratch counts 0), so
+that a prediction of a configuration too large for this machine allocates little. oneDNN's
+scratchpads are blocking buffers, small beside such tensors."""
 _inner_peaks: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
 
 
@@ -404,6 +421,17 @@ def _probe_spec(x):
     if isinstance(x, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return ("const", str(x), x)
     return x
+
+
+def _probe_bytes(spec) -> int:
+    """Bytes of the real zeros _probe_args makes for a spec."""
+    if isinstance(spec, tuple) and len(spec) == 4 and spec[0] == "tensor":
+        _, shape, stride, dtype = spec
+        n = 0 if 0 in shape else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+        return n * dtype.itemsize
+    if isinstance(spec, tuple) and not (len(spec) == 3 and spec[0] == "const"):
+        return sum(_probe_bytes(v) for v in spec)
+    return 0
 
 
 def _probe_args(spec):
@@ -426,8 +454,12 @@ def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
     up oneDNN's primitive cache, outside every mode and autocast. Cached per key for the process:
     the size is this CPU's (its ISA, its thread count, its oneDNN), which is the one the predicted
     step runs on. All keys not yet known are probed in one profiler session. A key whose probe
-    fails counts 0; none is probed while another profiler runs (then the result is not cached)."""
+    fails, or whose inputs exceed PROBE_MAX_BYTES, counts 0; none is probed while another
+    profiler runs (then the result is not cached)."""
     keys = set(keys)
+    for k in keys:
+        if k not in _inner_peaks and _probe_bytes(k[1]) > PROBE_MAX_BYTES:
+            _inner_peaks[k] = 0
     todo = sorted((k for k in keys if k not in _inner_peaks), key=repr)
     if todo and not torch._C._autograd._profiler_enabled():
         from torch._C._profiler import _EventType
