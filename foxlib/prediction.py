@@ -34,11 +34,12 @@ bytes), not a wrong prediction: within, whatever the %."""
 CUDA_LSTM_TOLERANCE_PCT = 15.0
 """On CUDA, for a model with an LSTM (the TFT): the tolerance of the activations and the
 forward peak. cuDNN's LSTM saves a reserve for backward whose size is cuDNN's choice, and the
-prediction runs oneDNN's LSTM, whose workspace it probes on the CPU instead: measured on an
-H200, the TFT's activations were +3.9 % off at the seed configuration and +10.7 % (fp32) /
-+8.1 % (bf16) at a small one. The step's peak keeps PEAK_TOLERANCE_PCT: cuDNN's backward
-workspace is not modelled at all (a small TFT's step peak was 11.1 MB measured against 2.9 MB
-predicted), and a gap beyond it is named by CUDA_LSTM_REASON."""
+prediction runs oneDNN's LSTM, whose workspace it probes on the CPU instead: on an H200 the
+TFT's predicted activations were +3.9 % off at the seed configuration
+(reports/h200/wave-8.10/measurement.json) and 10.7 % (fp32) / 8.1 % (bf16) off at a small one.
+The step's peak keeps PEAK_TOLERANCE_PCT: cuDNN's backward workspace is not modelled at all (a
+small TFT's step peak less the cuBLAS workspace was 11.1 MB measured against 2.9 MB predicted),
+and a gap beyond it is named by CUDA_LSTM_REASON."""
 
 PEAKS = ("forward_peak", "peak")
 NON_TENSOR_LABEL = "non-tensor allocations at the step's start (cuBLAS workspaces; measured)"
