@@ -3,6 +3,7 @@ its budget table printed, and the measurement checked against itself and against
 import pytest
 import torch
 
+from foxlib import prediction
 from foxlib.budgets import load_budgets
 from foxlib.config import MB
 from foxlib.measure import measure_model
@@ -55,3 +56,13 @@ def test_tft_gpu_memory_profiling():
     mismatched = {k: (v, theory[k]) for k, v in p["activations_by_module"].items()
                   if not k.startswith("lstm") and v != theory[k]}
     assert not mismatched
+
+    # the prediction made before the step (target CUDA): within the tolerances its report claims
+    # (foxlib.prediction: CUDA_LSTM_TOLERANCE_PCT on activations and forward peak, the TFT's
+    # cuDNN LSTM reserve not being modelled; PEAK_TOLERANCE_PCT on the step's peak, less the
+    # cuBLAS workspaces allocated before the step)
+    table = prediction.compare(m["predicted"], p, "cuda")
+    print(table.to_string())
+    assert prediction.runs_lstm(m["predicted"], p)
+    rows = table[table["category"].isin([prediction.LABELS[c] for c in prediction.CATEGORIES])]
+    assert len(rows) == len(prediction.CATEGORIES) and rows["within"].eq(True).all(), rows[~rows["within"].eq(True)]

@@ -1,10 +1,17 @@
 """predict_step (fake tensors, nothing allocated) against profile_step (measured on the CPU),
-a hand-counted MLP, and largest_fitting (screening by prediction, confirmed by one measurement)."""
+a hand-counted MLP, and largest_fitting (screening by prediction, confirmed by one measurement).
+
+Figures counted from the tensors themselves (parameters, gradients, optimizer state, batch, saved
+activations of hand-countable models) are asserted to the byte; what depends on the CPU's kernels
+(peaks, the 16-bit kernels' scratch, the oneDNN LSTM's workspace) within the tolerances the
+reports claim (foxlib.prediction.within). scripts/test-isa.sh runs this file under ISA caps."""
 import pytest
 import torch
 
+from foxlib import prediction
 from foxlib.memory import profile_step
-from foxlib.memory.predict import build_fake, is_fake, predict_model_step, unique_storage_bytes
+from foxlib.memory.predict import (SCRATCH_OPS, build_fake, is_fake, predict_model_step, probe_kernel_scratch,
+                                   unique_storage_bytes, _probe_spec)
 from foxlib.models import MODELS
 from foxlib.screening import largest_fitting, predicted_profile
 
@@ -36,14 +43,34 @@ def test_prediction_matches_measurement(small_pairs, name):
                   "saved_tensor_saves"):
         assert getattr(pred, field) == getattr(meas, field), field
     assert pred.buffers == meas.buffers
-    # saved for backward: within 5 % (measured: equal, the LSTM's oneDNN workspace included)
-    assert pred.activations == pytest.approx(meas.activations, rel=0.05)
+    # kernel-dependent (the LSTM's oneDNN workspace, the kernels' scratch): within the report's
+    # tolerances (measured on the AVX2, avx512_bf16 and AMX paths: equal to within a few bytes;
+    # the allocator also sees the 8-byte tensors Python numbers become, which no dispatch mode sees)
     assert set(pred.activations_by_module) == set(meas.activations_by_module)
-    # peaks: within 10 % (measured: equal to within a few bytes; the allocator also sees the
-    # 8-byte tensors Python numbers become before dispatch, which no dispatch mode sees)
-    assert pred.forward_peak == pytest.approx(meas.forward_peak, rel=0.10)
-    assert pred.peak == pytest.approx(meas.peak, rel=0.10)
-    assert pred.peak <= meas.peak  # nothing the prediction counts is absent from the allocator
+    for field in ("activations", "forward_peak", "peak"):
+        assert prediction.within(field, getattr(pred, field), getattr(meas, field)), \
+            (field, getattr(pred, field), getattr(meas, field))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("name", ["dqn", "ppo"])
+def test_16bit_prediction_matches_measurement(name, precision):
+    """Under autocast the matmuls run oneDNN's 16-bit kernels where the CPU has them, whose
+    scratchpad is on the peak of these small MLPs: without it the DQN's bf16 peak was predicted
+    11-12 % low with avx512_bf16 or AMX, the PPO's fp16 peak 12 % low with AMX (none on AVX2)."""
+    card = MODELS[name]
+    cfg = card.config("small")
+    batch = card.example_batch(cfg, device="cpu", seed=0)
+    torch.manual_seed(0)
+    model = card.build(cfg)
+    meas = profile_step(model, batch, card.loss, torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3)),
+                        precision, buffers=card.buffers(batch))
+    pred = predicted_profile(card, cfg, precision=precision, batch=batch)
+    for field in ("parameters", "gradients", "optimizer_state", "batch", "activations"):
+        assert getattr(pred, field) == getattr(meas, field), field
+    for field in ("forward_peak", "peak"):
+        assert prediction.within(field, getattr(pred, field), getattr(meas, field)), \
+            (field, getattr(pred, field), getattr(meas, field))
 
 
 def test_fake_built_model_holds_no_memory():
@@ -90,12 +117,13 @@ def test_mlp_prediction_equals_hand_count(foreach):
     adam = 2 * w1 if foreach is None else sum(sizes)
     assert pred.peak == pred.live_before_step + pred.gradients + F32 * B * O + adam
 
-    # and the measurement agrees (the allocator also sees an 8-byte Python-scalar tensor or two)
+    # and the measurement agrees: the tensors' own bytes exactly, the peaks within the report's tolerances
     model = build()
     meas = profile_step(model, batch, mse, torch.optim.Adam(model.parameters(), foreach=foreach))
-    for field in ("parameters", "gradients", "optimizer_state", "activations", "live_before_step", "forward_peak"):
+    for field in ("parameters", "gradients", "optimizer_state", "activations", "live_before_step"):
         assert getattr(pred, field) == getattr(meas, field), field
-    assert 0 <= meas.peak - pred.peak <= 32
+    for field in ("forward_peak", "peak"):
+        assert prediction.within(field, getattr(pred, field), getattr(meas, field)), field
 
 
 def test_fused_dropout_saves_a_one_byte_mask_where_the_cpu_saves_float_noise():
@@ -123,7 +151,8 @@ def test_fused_dropout_saves_a_one_byte_mask_where_the_cpu_saves_float_noise():
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_autocast_prediction_matches_measurement(precision):
     """Under autocast: 16-bit saved inputs and weight casts, the LayerNorm's float32 statistics
-    (the meta kernel says 16-bit), and for fp16 the GradScaler."""
+    (the meta kernel says 16-bit), for fp16 the GradScaler, and the 16-bit matmuls' oneDNN
+    scratchpad (none on the AVX2 path; 14-26 kB a call with avx512_bf16 or AMX)."""
     B, I, H = 16, 64, 128
     torch.manual_seed(0)
     batch = {"x": torch.randn(B, I), "y": torch.randn(B, 1)}
@@ -138,8 +167,22 @@ def test_autocast_prediction_matches_measurement(precision):
     for field in ("parameters", "gradients", "optimizer_state", "activations", "live_before_step"):
         assert getattr(pred, field) == getattr(meas, field), field
     assert pred.activations_by_module == meas.activations_by_module
-    assert 0 <= meas.forward_peak - pred.forward_peak <= 32
-    assert 0 <= meas.peak - pred.peak <= 32
+    for field in ("forward_peak", "peak"):
+        assert prediction.within(field, getattr(pred, field), getattr(meas, field)), field
+    # the scratch is what the CPU's kernels hold beyond their outputs: never negative
+    bare = predict_model_step(build, batch, mse, precision=precision, kernel_scratch=False)
+    assert bare.forward_peak <= pred.forward_peak and bare.peak <= pred.peak
+    assert (bare.parameters, bare.activations) == (pred.parameters, pred.activations)
+
+
+def test_kernel_scratch_probe_counts_outputs_and_scratch():
+    """probe_kernel_scratch: a real call's high-water mark, at least its output; cached per spec."""
+    a, b = torch.zeros(32, 64, dtype=torch.bfloat16), torch.zeros(64, 96, dtype=torch.bfloat16)
+    key = (torch.ops.aten.mm.default, _probe_spec((a, b.t().contiguous().t())))  # a transposed operand
+    assert key[0] in SCRATCH_OPS
+    got = probe_kernel_scratch([key])
+    assert got[key] >= 32 * 96 * 2  # the bf16 output, and oneDNN's scratchpad where it has one
+    assert probe_kernel_scratch([key]) == got  # cached: the same CPU gives the same size
 
 
 def test_sgd_has_no_state_and_unknown_optimizer_is_refused():
@@ -168,7 +211,7 @@ def test_largest_fitting_batch_size_tft_small(small_pairs):
     assert res["probes"] == peaks  # 8 was probed (memoised) and did not fit
     conf = res["confirmation"]
     assert conf["fits"] and conf["measured_peak"] <= budget
-    assert abs(conf["relative_error"]) < 0.10
+    assert abs(conf["relative_error"]) <= prediction.PEAK_TOLERANCE_PCT / 100
     assert conf["error_bytes"] == res["predicted_peak"] - conf["measured_peak"]
 
 
@@ -185,3 +228,13 @@ def test_largest_fitting_search_and_bad_field():
     assert res["probes"][ans] <= budget < res["probes"][ans + 1]
     with pytest.raises(ValueError, match="no config field"):
         largest_fitting(card, base, "seq_len", 1 << 30, confirm=False)
+
+
+def test_kernel_scratch_probe_allocates_little_for_a_large_call():
+    """A call whose inputs exceed PROBE_MAX_BYTES is not run (a prediction of a configuration too
+    large for this machine must not allocate it): its scratch counts 0."""
+    from foxlib.memory.predict import PROBE_MAX_BYTES
+    n = int((PROBE_MAX_BYTES // 4) ** 0.5) + 1  # two bf16 n x n operands, 4 n² bytes: just over the limit
+    spec = (("tensor", (n, n), (n, 1), torch.bfloat16), ("tensor", (n, n), (n, 1), torch.bfloat16))
+    key = (torch.ops.aten.mm.default, spec)
+    assert probe_kernel_scratch([key]) == {key: 0}

@@ -18,7 +18,8 @@ def test_errors_and_tolerances_per_category():
     assert not df.loc["activations (saved for backward)", "within"]
     assert df.loc["activations (saved for backward)", "why"] == "unexplained"
     assert df.loc["step peak (tensors)", "error (%)"] == 9.5 and df.loc["step peak (tensors)", "within"]
-    assert df.loc["step peak (tensors)", "tolerance (%)"] == 10.0 and df.loc["gradients", "tolerance (%)"] == 5.0
+    assert df.loc["step peak (tensors)", "tolerance (%)"] == prediction.PEAK_TOLERANCE_PCT == 10.0
+    assert df.loc["gradients", "tolerance (%)"] == prediction.CATEGORY_TOLERANCE_PCT == 5.0
     assert df.loc["gradients", "error (%)"] == 0.0 and df.loc["gradients", "predicted (MB)"] == 10.0
 
 
@@ -72,3 +73,31 @@ def test_a_skipped_fp16_optimizer_step_is_named():
     measured["warmup_steps"] = 2  # a measurement that warmed up properly: a gap is not explained away
     df = prediction.compare(profile(peak=100 * MB), measured, "cuda").set_index("category")
     assert df.loc["step peak (tensors)", "why"] == prediction.CUDA_REASONS["peak"]
+
+
+def test_cuda_lstm_gaps_are_named_with_their_own_tolerance():
+    """On CUDA, a model with an LSTM (the TFT): the cuDNN LSTM's reserve and workspace are not
+    modelled; activations and forward peak get CUDA_LSTM_TOLERANCE_PCT, a gap beyond is named."""
+    lstm = {"activations_by_module": {"lstm_encoder": 1, "loss": 1}}
+    measured = profile(activations=100 * MB, forward_peak=100 * MB, peak=11 * MB) | lstm
+    predicted = profile(activations=110 * MB, forward_peak=120 * MB, peak=3 * MB) | lstm
+    df = prediction.compare(predicted, measured, "cuda").set_index("category")
+    act, fwd, peak = (df.loc[prediction.LABELS[c]] for c in ("activations", "forward_peak", "peak"))
+    assert act["tolerance (%)"] == prediction.CUDA_LSTM_TOLERANCE_PCT and act["within"]  # +10 % < 15 %
+    assert not fwd["within"] and fwd["why"].startswith(prediction.CUDA_LSTM_REASON)  # +20 %
+    assert peak["tolerance (%)"] == prediction.PEAK_TOLERANCE_PCT and not peak["within"]
+    assert "not modelled: cuDNN LSTM workspace/reserve" in peak["why"]
+    # the same gaps on the CPU: the CPU tolerance, unexplained
+    cpu = prediction.compare(predicted, measured, "cpu").set_index("category")
+    assert cpu.loc[prediction.LABELS["activations"], "tolerance (%)"] == prediction.CATEGORY_TOLERANCE_PCT
+    assert cpu.loc[prediction.LABELS["activations"], "why"] == "unexplained"
+    # a model without an LSTM on CUDA: the common tolerance and reasons
+    plain = prediction.compare(profile(activations=110 * MB), profile(activations=100 * MB), "cuda")
+    assert not plain.set_index("category").loc[prediction.LABELS["activations"], "within"]
+    assert prediction.CUDA_LSTM_REASON not in " ".join(plain["why"])
+    # the prediction says it ran an LSTM (measurements without block names still get the reason)
+    assert prediction.runs_lstm({"peak_method": f"...; {prediction.LSTM_MARK} oneDNN's"}, None)
+    assert not prediction.runs_lstm({"peak_method": "...", "activations_by_module": {"q_network": 1}})
+    note = prediction.tolerance_note("cuda", lstm=True)
+    assert f"{prediction.CUDA_LSTM_TOLERANCE_PCT:g} %" in note and prediction.CUDA_LSTM_REASON in note
+    assert "5 % per category, 10 % on the step's peak" in prediction.tolerance_note("cpu")

@@ -4,6 +4,7 @@ import json
 import pytest
 import torch
 
+from foxlib import prediction
 from foxlib.memory import NonFiniteLossError, profile_step
 
 F32 = 4
@@ -38,8 +39,10 @@ def test_mlp_matches_hand_count():
     assert prof.batch == F32 * (B * I + B * O)
     # live at the start: weights, Adam state, batch (gradients were set to None)
     assert prof.live_before_step == prof.parameters + prof.optimizer_state + prof.batch
-    # the forward's high-water mark: Linear 0's output and ReLU's output live together
-    assert prof.forward_peak == prof.live_before_step + 2 * F32 * B * H
+    # the forward's high-water mark: Linear 0's output and ReLU's output live together (a peak
+    # depends on the CPU's kernels, which may hold scratch: within the reports' tolerance)
+    assert prof.forward_peak >= prof.live_before_step + 2 * F32 * B * H
+    assert prediction.within("forward_peak", prof.live_before_step + 2 * F32 * B * H, prof.forward_peak)
     # the step's peak holds at least everything that is live when backward ends
     assert prof.peak >= prof.live_before_step + prof.gradients
     assert prof.peak >= prof.forward_peak

@@ -55,29 +55,42 @@ each card's op-by-op log with the CPU allocator's events):
   (at::isTensorSubclassLike), which adds a transient buffer (+133 kB, 7 % of the TFT's bf16
   peak). LiveStorages recognises those adds and counts them as in place (see its docstring);
 - torch.tensor(...) inside the step (allocated before dispatch) is counted when fake mode
-  lifts it; torch.as_tensor(numpy) (numpy's memory, not the allocator's) is not.
+  lifts it; torch.as_tensor(numpy) (numpy's memory, not the allocator's) is not;
+- memory a CPU kernel allocates and frees inside itself, which no dispatch mode sees and
+  which depends on the CPU: oneDNN's scratchpad of a 16-bit matmul (none on the AVX2 path,
+  14-26 kB a call on the small presets with avx512_bf16 and with AMX, of different sizes:
+  without it a bf16 DQN step was predicted 11-12 % under its measured peak there), the LSTM's
+  and the convolution's scratch, the float32 accumulator of a 16-bit mean (51 kB, 3.3 % of
+  the memory-efficient TFT's bf16 forward peak). For the ops in SCRATCH_OPS each call's
+  argument shapes, strides and dtypes are recorded, and after the step one profiler session
+  runs each distinct call once for real on zeros (probe_kernel_scratch, cached per process):
+  the bytes live before the call plus the call's own high-water mark (outputs and scratch)
+  can raise the peaks (LiveStorages.add_kernel_scratch). Like the LSTM workspace, this is
+  this CPU's figure (its ISA, threads and oneDNN), the one the step runs on.
 
-Prediction vs CPU measurement, the four "small" presets (tests/test_predict.py): parameters,
-gradients, optimizer state, batch and activations equal to the byte (fp32; also bf16 and
-fp16); forward_peak and peak equal to within 20 bytes in fp32. What is left is what the
-CPU allocator sees and no dispatch mode can:
+Prediction vs CPU measurement, the four "small" presets in fp32, bf16 and fp16, on the AVX2,
+avx512_bf16 (DNNL_MAX_CPU_ISA=AVX512_CORE_BF16) and AMX paths (tests/test_predict.py,
+scripts/test-isa.sh): parameters, gradients, optimizer state, batch and activations equal to
+the byte; forward_peak and peak equal to within 20 bytes. What is left is what the CPU
+allocator sees and no dispatch mode can:
 - Python numbers passed to ops become 8-byte 0-dim tensors before dispatch (a few bytes
   when one is alive at the peak);
-- memory an ATen kernel allocates and frees inside itself. On the small presets: 6.6 kB of
-  the TFT's bf16 forward peak (0.4 %); with the TFT's memory_efficient path 20 kB of scratch
-  in the CPU flash-attention backward (1.0 % of the peak) and, under bf16, 51 kB in
-  aten::mean of a 16-bit tensor (3.3 % of the forward peak); group_norm's backward (164 kB)
-  and the LSTM kernels (61-72 kB) have scratch too, away from the peak here. A
-  convolution's im2col buffer would show here as well;
+- scratch of kernels outside SCRATCH_OPS (the CPU flash-attention backward of the TFT's
+  memory_efficient path, group_norm's backward: 164 kB, layer_norm's backward: 10 kB), away
+  from the peak on these presets;
 - torch.utils.checkpoint stashes the CPU RNG state (torch.get_rng_state: 5,056 bytes per
   checkpointed segment, made by no op): 10-15 kB (0.1-0.8 %) on the checkpointed presets.
-So the prediction is a lower bound of profile_step's CPU peak, tight on these models.
+So the prediction is a lower bound of profile_step's CPU peak, tight on these models; the
+reports and the tests hold it to foxlib.prediction's named tolerances, not to the byte.
 
 Limitations: the prediction models the CPU (CPU kernels, CPU autocast op lists, oneDNN);
-on CUDA the cuDNN/cuBLAS workspaces, the allocator's 512-byte rounding and caching, and the
-CUDA context are outside it. Code that reads tensor values cannot run on fake tensors (the
-loss's finiteness is not checked; torch.distributions' argument validation is switched off
-during a prediction). The batch and the LSTM workspace probe are the only real memory.
+on CUDA the cuDNN/cuBLAS workspaces (the cuDNN LSTM's reserve and workspace among them), the
+allocator's 512-byte rounding and caching, and the CUDA context are outside it, and the CPU
+kernels' scratch is not added (predict_step(target="cuda")). Code that reads tensor values
+cannot run on fake tensors (the loss's finiteness is not checked; torch.distributions'
+argument validation is switched off during a prediction). The batch and the probes (the LSTM
+workspace; the kernels' scratch, one call at a time, freed at once, calls whose inputs exceed
+PROBE_MAX_BYTES not probed) are the only real memory.
 """
 from __future__ import annotations
 
@@ -96,6 +109,7 @@ from torch.utils._pytree import tree_flatten
 
 from foxlib.memory import accounting
 from foxlib.memory.profile import MemoryProfile, autocast, check_precision
+from foxlib.prediction import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
 PEAK_METHOD = ("predicted: model, autograd and optimizer on fake tensors (FakeTensorMode, no memory "
@@ -197,6 +211,8 @@ class LiveStorages(TorchDispatchMode):
         self._pending = None  # (live after an accumulation, weakref to its first operand's storage)
         self._handles = []
         self._paused = False
+        # calls of SCRATCH_OPS: (probe key, live bytes before the op, in the forward?)
+        self.kernel_calls: list[tuple[tuple, int, bool]] = []
 
     # -- storages
     def _freed(self, key: int, ref: weakref.ref) -> None:
@@ -276,6 +292,8 @@ class LiveStorages(TorchDispatchMode):
         live_before = self.live
         out = func(*args, **kwargs)
         self.ops += 1
+        if func in SCRATCH_OPS and not kwargs:
+            self.kernel_calls.append(((func, _probe_spec(args)), live_before, self.marked_peak is None))
         if func is _LIFT_FRESH:
             # torch.tensor(data) / torch.as_tensor(numpy): the tensor was made before this op,
             # outside every mode. torch.tensor allocated it (a resizable storage: count it once
@@ -302,6 +320,20 @@ class LiveStorages(TorchDispatchMode):
     def mark(self) -> None:
         self._settle()
         self.marked_peak = self.peak
+
+    def add_kernel_scratch(self, inner_peaks: Mapping[tuple, int]) -> int:
+        """Raise the peaks by what the real kernels of the recorded SCRATCH_OPS calls hold inside
+        themselves: at such a call the allocator holds the bytes live before it plus the call's
+        own high-water mark (outputs and scratch; `inner_peaks`, from probe_kernel_scratch).
+        Returns how many calls raised a peak."""
+        raised = 0
+        for key, live_before, in_forward in self.kernel_calls:
+            at = live_before + inner_peaks.get(key, 0)
+            if at > self.peak:
+                self.peak, raised = at, raised + 1
+            if in_forward and self.marked_peak is not None and at > self.marked_peak:
+                self.marked_peak = at
+        return raised
 
     @contextlib.contextmanager
     def paused(self):
@@ -360,6 +392,126 @@ def onednn_rnn_workspace_bytes(spec: tuple) -> int:
         return out[3].untyped_storage().nbytes()
 
 
+# ----------------------------------------------------------------------------- kernel scratch
+
+# ops whose CPU kernel may allocate memory inside itself and free it before it returns (a fake
+# or meta kernel allocates nothing, and no dispatch mode sees it): oneDNN's scratchpad of the
+# 16-bit matmuls (mm/addmm/bmm/baddbmm under autocast: 14-26 kB a call on these models, and
+# whether there is one depends on the CPU: on the AVX2 path a 16-bit matmul has none, on the
+# avx512_bf16 path and with AMX it has one, of different sizes), the LSTM's and the
+# convolution's scratch, and the float32 accumulator of a 16-bit mean
+SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT.baddbmm.default,
+                         _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
+                         _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
+_PROBE_MARK = "foxlib::probe_kernel_scratch"
+PROBE_MAX_BYTES = 64 * 2**20
+"""A call whose real inputs would exceed this many bytes is not probed (its scratch counts 0), so
+that a prediction of a configuration too large for this machine allocates little. oneDNN's
+scratchpads are blocking buffers, small beside such tensors."""
+_inner_peaks: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
+
+
+def _probe_spec(x):
+    """Hashable description of an op's arguments for a probe: tensors by (shape, stride, dtype)
+    (a transposed operand can make a kernel copy it), lists element-wise, the rest as it is."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), tuple(x.stride()), x.dtype)
+    if isinstance(x, (list, tuple)):
+        return tuple(_probe_spec(v) for v in x)
+    if isinstance(x, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return ("const", str(x), x)
+    return x
+
+
+def _probe_bytes(spec) -> int:
+    """Bytes of the real zeros _probe_args makes for a spec."""
+    if isinstance(spec, tuple) and len(spec) == 4 and spec[0] == "tensor":
+        _, shape, stride, dtype = spec
+        n = 0 if 0 in shape else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+        return n * dtype.itemsize
+    if isinstance(spec, tuple) and not (len(spec) == 3 and spec[0] == "const"):
+        return sum(_probe_bytes(v) for v in spec)
+    return 0
+
+
+def _probe_args(spec):
+    """Real zeros for a _probe_spec: each tensor on a storage just large enough for its strides."""
+    if isinstance(spec, tuple) and len(spec) == 4 and spec[0] == "tensor":
+        _, shape, stride, dtype = spec
+        n = 0 if 0 in shape else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+        return torch.zeros(n, dtype=dtype).as_strided(shape, stride)
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "const":
+        return spec[2]
+    if isinstance(spec, tuple):
+        return [_probe_args(v) for v in spec]
+    return spec
+
+
+def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
+    """For each (op, _probe_spec of its arguments): the largest total of bytes the real CPU
+    kernel holds while it runs (its outputs and its scratch), measured from the CPU allocator's
+    events (torch.profiler, profile_memory=True) of one call on zeros, after one call that warms
+    up oneDNN's primitive cache, outside every mode and autocast. Cached per key for the process:
+    the size is this CPU's (its ISA, its thread count, its oneDNN), which is the one the predicted
+    step runs on. All keys not yet known are probed in one profiler session. A key whose probe
+    fails, or whose inputs exceed PROBE_MAX_BYTES, counts 0; none is probed while another
+    profiler runs (then the result is not cached)."""
+    keys = set(keys)
+    for k in keys:
+        if k not in _inner_peaks and _probe_bytes(k[1]) > PROBE_MAX_BYTES:
+            _inner_peaks[k] = 0
+    todo = sorted((k for k in keys if k not in _inner_peaks), key=repr)
+    if todo and not torch._C._autograd._profiler_enabled():
+        from torch._C._profiler import _EventType
+        from torch.profiler import ProfilerActivity, profile
+        import warnings
+
+        failed = set()
+        with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                for key in todo:
+                    func, spec = key
+                    try:
+                        args = _probe_args(spec)
+                        func(*args)  # warm-up: oneDNN creates and caches its primitive
+                        with torch.profiler.record_function(_PROBE_MARK):
+                            out = func(*args)
+                        del out, args
+                    except Exception:  # an argument the zeros cannot stand for: count nothing
+                        failed.add(key)
+                        with torch.profiler.record_function(_PROBE_MARK):
+                            pass
+        peaks = []
+
+        def allocations(e, acc):
+            if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
+                acc.append((e.start_time_ns, e.extra_fields.alloc_size))
+            for c in e.children:
+                allocations(c, acc)
+            return acc
+
+        def walk(e):
+            if e.name == _PROBE_MARK:
+                total = best = 0
+                for _, size in sorted(allocations(e, [])):
+                    total += size
+                    best = max(best, total)
+                peaks.append((e.start_time_ns, best))
+                return
+            for c in e.children:
+                walk(c)
+
+        for root in prof.profiler.kineto_results.experimental_event_tree():
+            walk(root)
+        peaks.sort()
+        if len(peaks) == len(todo):
+            for key, (_, best) in zip(todo, peaks):
+                _inner_peaks[key] = 0 if key in failed else best
+    return {k: _inner_peaks.get(k, 0) for k in keys}
+
+
 # elementwise losses whose CPU kernel, with a reduction, may return the scalar as a view into
 # the elementwise buffer (so the buffer lives as long as the loss); checked at run time
 _REDUCING_LOSSES = {_AT.mse_loss.default, _AT.smooth_l1_loss.default, _AT.huber_loss.default,
@@ -411,13 +563,16 @@ class RealKernelSizes(TorchDispatchMode):
       scalar loss holds B x ... bytes until it dies (after backward).
 
     Sits between the fake mode and LiveStorages, so that both the live-storage count and the
-    saved-tensor hooks see the real sizes."""
+    saved-tensor hooks see the real sizes. `lstm_calls` counts the LSTM layers run."""
+
+    lstm_calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if kwargs:
             return out
         if func is _MKLDNN_RNN:
+            self.lstm_calls += 1
             nbytes = onednn_rnn_workspace_bytes(tuple(_spec(a) for a in args))
             if out[3].untyped_storage().nbytes() != nbytes:
                 out = (*out[:3], torch.empty(nbytes, dtype=torch.uint8, device=out[3].device))
@@ -521,7 +676,8 @@ def fused_dropout():
 
 def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", optimizer: str = "adam",
                        lr: float = 1e-3, foreach: bool | None = None, warmup: str = "optimizer",
-                       buffers: Mapping[str, Any] | None = None, dropout: str = "cpu") -> MemoryProfile:
+                       buffers: Mapping[str, Any] | None = None, dropout: str = "cpu",
+                       kernel_scratch: bool = True) -> MemoryProfile:
     """Predict profile_step(build(), batch, loss_fn, <optimizer>, precision) without allocating.
 
     build: a zero-argument callable returning the model; it runs under FakeTensorMode, so its
@@ -540,7 +696,11 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
       one gets the full warm-up).
 
     dropout: "cpu" (torch's CPU composite, a float mask) or "fused" (CUDA's native_dropout, a
-    1-byte mask: see fused_dropout)."""
+    1-byte mask: see fused_dropout).
+
+    kernel_scratch: add what the CPU kernels of SCRATCH_OPS hold inside themselves (oneDNN's
+    scratchpads, ...), probed on this CPU (probe_kernel_scratch). False for a step that will run
+    on CUDA, whose kernels are others (cuBLAS/cuDNN workspaces are not modelled)."""
     check_precision(precision)
     if dropout not in DROPOUTS:
         raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
@@ -554,7 +714,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         raise ValueError("predict: the batch must be on the CPU (it is real data; the model is not)")
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     seen: dict[str, Any] = {}
-    with torch.random.fork_rng(devices=[]), _no_distribution_validation(), fake_mode, RealKernelSizes(), \
+    kernel_sizes = RealKernelSizes()
+    with torch.random.fork_rng(devices=[]), _no_distribution_validation(), fake_mode, kernel_sizes, \
             (fused_dropout() if dropout == "fused" else contextlib.nullcontext()):
         model = build()
         params = list(model.parameters())
@@ -605,6 +766,10 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
 
         with live:
             step(tracker, on_forward_end, make_state=warmup == "optimizer")
+        # what the real kernels hold inside themselves (oneDNN scratchpads...): one probe each
+        if kernel_scratch:
+            scratch = probe_kernel_scratch(k for k, _, _ in live.kernel_calls)
+            live.add_kernel_scratch(scratch)
         # live at the start of the step: weights, buffers, optimizer state, the batch
         state = list(accounting.iter_tensors(list(opt.state.values())))
         own_live = (unique_storage_bytes(list(model.parameters()) + list(model.buffers()) + state)
@@ -628,7 +793,10 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             peak=own_live + live.peak,
             loss=float("nan"),  # fake tensors have no values
             peak_method=f"{PEAK_METHOD}; optimizer: {_optimizer_label(optimizer, foreach)}; warm-up: {warmup}; "
-                        f"dropout: {'fused, 1-byte mask (as on CUDA)' if dropout == 'fused' else 'CPU composite'}",
+                        f"dropout: {'fused, 1-byte mask (as on CUDA)' if dropout == 'fused' else 'CPU composite'}; "
+                        + (f"kernels' own scratch: probed on this CPU ({len(scratch)} op shapes)" if kernel_scratch
+                           else "kernels' own scratch: not counted")
+                        + (f"; {LSTM_MARK} oneDNN's, workspace probed on this CPU" if kernel_sizes.lstm_calls else ""),
         )
     if not seen["parameters_fake"]:
         raise AssertionError("predict: parameters became real during the step")
@@ -647,7 +815,8 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     Adam; True: the multi-tensor Adam, CUDA's default).
     batch: a real batch from card.example_batch(config, "cpu", seed), made here if None.
     target: the device type the step will run on: "cpu", or "cuda" (then Adam is the multi-tensor
-    one unless foreach says otherwise, and dropout the fused kernel with its 1-byte mask).
+    one unless foreach says otherwise, and dropout the fused kernel with its 1-byte mask; the CPU
+    kernels' scratch is not probed).
     """
     if target not in ("cpu", "cuda"):
         raise ValueError(f"unknown target {target!r}; valid: cpu, cuda")
@@ -657,4 +826,5 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
         batch = card.example_batch(config, device="cpu", seed=seed)
     return predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
                               optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach, warmup=warmup,
-                              buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu")
+                              buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu",
+                              kernel_scratch=target == "cpu")

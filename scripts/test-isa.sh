@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The prediction and profiler tests under capped CPU instruction sets: the kernels a user's CPU
+# takes (oneDNN's and ATen's paths for bf16/fp16 matmuls, LSTMs, convolutions) differ with its
+# ISA, and the predictions must hold on each within foxlib/prediction.py's tolerances.
+#
+#   AVX2              DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2: no 16-bit oneDNN matmul
+#   AVX512_CORE_BF16  DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 ATEN_CPU_CAPABILITY=avx512: avx512_bf16
+#                     without AMX (as on an AMD EPYC)
+#
+# (The uncapped path is what `make test` runs.) A cap is a ceiling: on a CPU without the ISA the
+# libraries take the best path it has; the line before each run prints the paths taken.
+# One pytest run per cap; exits non-zero if any run fails. CUDA is hidden: these are CPU paths.
+#
+#   scripts/test-isa.sh                 # with .venv/bin/python (the Makefile's), else python3
+#   PYTHON=/path/to/python scripts/test-isa.sh [extra pytest arguments]
+set -u
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-.venv/bin/python}"
+[ -x "$PYTHON" ] || PYTHON=python3
+export CUDA_VISIBLE_DEVICES=
+FILES="tests/test_predict.py tests/test_profiler.py tests/test_prediction_table.py tests/test_precision.py"
+CAPS="AVX2:avx2 AVX512_CORE_BF16:avx512"
+failed=""
+for cap in $CAPS; do
+  dnnl="${cap%%:*}" aten="${cap##*:}"
+  echo "=== ISA cap: DNNL_MAX_CPU_ISA=$dnnl ATEN_CPU_CAPABILITY=$aten"
+  DNNL_MAX_CPU_ISA="$dnnl" ATEN_CPU_CAPABILITY="$aten" "$PYTHON" -c \
+    "import torch; print('torch', torch.__version__, '| ATen CPU capability:', torch.backends.cpu.get_cpu_capability())"
+  start=$(date +%s)
+  if DNNL_MAX_CPU_ISA="$dnnl" ATEN_CPU_CAPABILITY="$aten" "$PYTHON" -m pytest -q -p no:cacheprovider $FILES "$@"; then
+    echo "=== ISA cap $dnnl: passed in $(( $(date +%s) - start )) s"
+  else
+    echo "=== ISA cap $dnnl: FAILED (after $(( $(date +%s) - start )) s)"
+    failed="$failed $dnnl"
+  fi
+done
+if [ -n "$failed" ]; then
+  echo "test-isa: failed under:$failed"
+  exit 1
+fi
+echo "test-isa: passed under every cap ($CAPS)"
