@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import torch
 
 from foxlib.memory import MemoryProfile, profile_step
-from foxlib.memory.predict import config_lr, make_optimizer, predict_step
+from foxlib.memory.predict import make_optimizer, predict_step
 
 FIELDS = ("batch_size", "encoder_length", "seq_len")
 
@@ -63,7 +63,7 @@ def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "ada
     torch.manual_seed(seed)
     model = card.build(config).to(device)
     batch = card.example_batch(config, device=device, seed=seed)
-    opt = make_optimizer(optimizer, model.parameters(), config_lr(config))
+    opt = make_optimizer(optimizer, model.parameters(), card.learning_rate(config))
     prof = profile_step(model, batch, card.loss, opt, precision=precision, buffers=card.buffers(batch))
     out = {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
            "device_name": prof.device_name, "peak_method": prof.peak_method}

@@ -620,14 +620,6 @@ def make_optimizer(name: str, params, lr: float, foreach: bool | None = None) ->
     raise ValueError(f"unknown optimizer {name!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
 
 
-def config_lr(config: Any) -> float:
-    """The learning rate a card's config names (lr or learning_rate), 1e-3 otherwise (as measure.py)."""
-    for name in ("lr", "learning_rate"):
-        if hasattr(config, name):
-            return float(getattr(config, name))
-    return 1e-3
-
-
 # ----------------------------------------------------------------------------- prediction
 
 def build_fake(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module, FakeTensorMode]:
