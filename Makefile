@@ -21,7 +21,7 @@ REPEATS ?= 10
 # a folder of measurement files from scripts/h200.sh (the device tool's $OUT, copied here)
 MEASURED ?= device-out/h200
 
-.PHONY: help venv report reports test test-fast browser screenshot lab waves clean-venv peer-bench peer-test render
+.PHONY: help venv report reports test test-isa test-fast browser screenshot lab waves clean-venv peer-bench peer-test render
 
 help: ## list the targets with what they do
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
@@ -56,8 +56,12 @@ render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make
 waves: $(STAMP) ## list the waves with their titles and verdicts
 	$(PYTHON) -m foxlib waves
 
-test: $(STAMP) browser ## run the test suite (what CI runs)
+test: $(STAMP) browser ## run the test suite (what CI runs), then the prediction tests under two capped CPU ISAs
 	$(PYTHON) -m pytest -q -rs
+	PYTHON=$(PYTHON) bash scripts/test-isa.sh -m "not slow"
+
+test-isa: $(STAMP) ## the prediction and profiler tests under the AVX2 and avx512_bf16 (no AMX) caps
+	PYTHON=$(PYTHON) bash scripts/test-isa.sh
 
 test-fast: $(STAMP) ## the unit tier only: no notebook runs, no browser (under a minute on 2 cores)
 	$(PYTHON) -m pytest -q -rs -m "not slow"
