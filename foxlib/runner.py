@@ -30,7 +30,6 @@ from typing import Any
 from foxlib import config, preflight, provenance, results
 from foxlib.index import write_index
 from foxlib.parameters import RunKind, device_defaults, read_parameters, resolve, run_kind
-from foxlib.render import render
 from foxlib.waves import Wave, get_wave
 
 log = logging.getLogger("foxlib")
@@ -265,6 +264,7 @@ def _execute(p: Plan, progress: bool) -> dict[str, Any]:
         res = results.read_json(work / results.RESULTS_FILE)
         title = f"foxlib wave {p.wave.id}: {p.wave.title} ({p.device})" + \
             (f" — variant {p.kind.variant}" if p.kind.variant else "")
+        from foxlib.render import render  # nbconvert: not needed to measure on a bare GPU machine
         render(work / "notebook.ipynb", work, title)
         _publish(work, p)
         shutil.rmtree(p.failed, ignore_errors=True)
