@@ -39,6 +39,8 @@ accuracy_target: str = "return"  # what the TFT forecasts: return (next days' lo
 accuracy_batch_size: int = 64  # training batch of the accuracy runs (batch ÷4 trains a quarter of it)
 accuracy_lr: float = 0.003  # Adam learning rate of the accuracy runs
 accuracy_min_skill_pct: float = 2.0  # a run has skill when it beats climatology's validation quantile loss by this much
+timelines: bool = True  # also record live memory through one step (plain, checkpointed, memory-efficient)
+timeline_dir: str = ""  # where the timelines' snapshot files go (a temporary folder if empty)
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -122,6 +124,39 @@ display(Markdown("Pareto front (no other strategy is both lighter and faster per
                  + ", ".join(front)))
 notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"], budgets["speed"]["max_slowdown"],
                               recommended["strategy"], f"TFT strategies — {m['device']['name']}"))
+
+# %% [markdown]
+# ## Where the peak is: live memory through one step
+# Live tensor bytes through forward, backward and the optimizer step (CUDA: the allocator's snapshot;
+# CPU: the profiler's allocation events), the peak marked and its largest owners named. Checkpointing
+# empties what the forward keeps for backward, but the recompute and the backward's temporaries come back
+# when gradients already exist, so the step's peak moves into backward instead of falling.
+
+# %%
+import os
+
+from foxlib.memory.timeline_chart import timeline_chart
+from foxlib.memory.timeline_measure import TimelineRun, keep_beside
+
+runs = {n: TimelineRun.from_dict(d) for n, d in m.get("timelines", {}).items()}
+shown = [r.series for r in runs.values() if r.series is not None]
+if shown:
+    tf = timeline_chart(shown, f"TFT step, live memory — {m['device']['name']}",
+                        budget_bytes=int(budgets["tft"]["peak_training_mb"] * 10**6))
+    display(HTML(tf.to_html()))
+    import matplotlib.pyplot as plt
+    plt.close(tf.figure)
+    search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
+        if params["measurements"] else []
+    links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
+    lines = [f"- {n}: peak {r.series.peak_bytes / 1e6:,.1f} MB in {r.series.peak_phase}"
+             + (f" · [snapshot]({links[n]['snapshot']})" if links[n]["snapshot"] else "")
+             + (f" · [PyTorch's viewer]({links[n]['viewer_html']})" if links[n]["viewer_html"] else "")
+             for n, r in runs.items() if r.series is not None]
+    display(Markdown("\n".join(lines) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
+                     "https://pytorch.org/memory_viz."))
+else:
+    display(Markdown("No timelines in this measurement (`timelines=False`, or measured before they existed)."))
 
 # %% [markdown]
 # ## Predicted before running

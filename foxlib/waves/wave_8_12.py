@@ -37,6 +37,7 @@ from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
 from foxlib.models import MODELS
 from foxlib.models.tft import device_loss
 from foxlib.progress import progress
+from foxlib.memory.timeline_measure import ALL_CASES, measure_timelines
 from foxlib.recipe import StepRecipe, build_step
 from foxlib.timing import time_alternating
 from foxlib.equivalence import reference_run, same_function
@@ -135,7 +136,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             accuracy_eval_every: int = HARNESS["eval_every"], accuracy_patience: int = HARNESS["patience"],
             accuracy_val_windows: int = HARNESS["val_windows"], accuracy_target: str = HARNESS["target"],
             accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
-            accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"]) -> dict[str, Any]:
+            accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"], timelines: bool = True,
+            timeline_dir: str = "") -> dict[str, Any]:
     dev = resolve_device(device)
     check_target(accuracy_target)
     chosen, skipped = runnable(select(strategies), dev)
@@ -175,7 +177,26 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                              patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
                              min_skill=accuracy_min_skill_pct / 100))
     out["same_function"] = same_function_checks(chosen, base, dev, seed)
+    if timelines:
+        out["timelines"] = measure_timeline_cases(base, dev, timeline_dir, seed)
     return out
+
+
+TIMELINE_CASES = tuple(c for c in ALL_CASES if not c.cuda_graph)
+"""Live memory through one step: plain, checkpointed (VSNs, blocks, all), memory-efficient. The graphed
+step is left out: recording the allocator's history while capturing a graph broke the backward on the H200
+(torch 2.11)."""
+
+
+def measure_timeline_cases(base, dev: torch.device, timeline_dir: str, seed: int) -> dict[str, Any]:
+    """The seed TFT's live-memory timelines (foxlib.memory.timeline_measure) as plain data; snapshot files
+    in `timeline_dir` (a temporary folder if empty)."""
+    import tempfile
+    runs = measure_timelines(base, dev, timeline_dir or tempfile.mkdtemp(prefix="foxlib-timelines-"),
+                             TIMELINE_CASES, seed=seed, max_points=1500, viewer_html=False)
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return {n: r.to_dict() for n, r in runs.items()}
 
 
 # ----------------------------------------------------------------------------- accuracy runs
