@@ -109,14 +109,22 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
             continue
         path = os.path.join(out_dir, f"{prefix}-{_slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
-        if case.cuda_graph:
-            peak, activations = _record_graphed(recipe, device, path), None
-        else:
-            step = build_step(recipe, device)
-            profile = profile_step(step.model, step.batch, step.loss_fn, step.optimizer, case.precision,
-                                   buffers=step.buffers, snapshot_path=path)
-            peak, activations = profile.peak, profile.activations
-            step.free()
+        try:
+            if case.cuda_graph:
+                peak, activations = _record_graphed(recipe, device, path), None
+            else:
+                step = build_step(recipe, device)
+                profile = profile_step(step.model, step.batch, step.loss_fn, step.optimizer, case.precision,
+                                       buffers=step.buffers, snapshot_path=path)
+                peak, activations = profile.peak, profile.activations
+                step.free()
+        except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
+            if device.type == "cuda":
+                torch.cuda.memory._record_memory_history(enabled=None)
+                torch.cuda.empty_cache()
+            runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None,
+                                          skipped=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+            continue
         series = load(path, label=case.name, max_points=max_points)
         html_path = None
         if viewer_html and device.type == "cuda":
