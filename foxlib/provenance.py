@@ -1,7 +1,7 @@
 """Where a figure comes from: the revision it was measured and rendered at, and the files it cites.
 
 A revision is a commit of a clean tree (`git rev-parse --short HEAD`); a tree with uncommitted
-changes to tracked files is `<commit>+dirty`. A report that depends on another (8.13 and the
+changes to tracked files outside reports/ (what the runs themselves write) is `<commit>+dirty`. A report that depends on another (8.13 and the
 peer benchmark on 8.12's results.json) carries a citation {path, revision, sha256} of the file it
 read, and `verify` fails when the published file is no longer that one.
 """
@@ -31,7 +31,8 @@ def git_revision(root: Path | None = None) -> str | None:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        # reports/ is what runs write: a report folder being replaced does not make the code dirty
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"], cwd=root,
                                capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
