@@ -131,7 +131,9 @@ notebook.figure(charts.accuracy_by_precision(m.accuracy_runs, "quantile_loss",
 display(notebook.table(wave.training_table(m)))
 
 # %%
-res = notebook.finish("8.11", params, raw, checks,
+from foxlib.figures import as_dict
+
+res = notebook.finish("8.11", params, raw, checks, figures=as_dict(wave.named_figures(m)),
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

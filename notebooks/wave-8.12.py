@@ -168,7 +168,10 @@ pairs = prediction.pairs(m)
 display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
 
 # %%
+from foxlib.figures import as_dict
+
 res = notebook.finish("8.12", params, m, checks, recommended=recommended, record=record.to_dict(),
+                      figures=as_dict(wave.named_figures(m)),
                       prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

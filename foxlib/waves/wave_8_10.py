@@ -502,6 +502,7 @@ def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
     out += [Figure(tft("model_peak"), p.peak, "bytes"), Figure(tft("process_peak"), p.process_peak, "bytes"),
             Figure(tft("theory_peak"), int(m.theory["peak"]), "bytes")]
     ensemble_preset = m.measure_parameters.get("ensemble_preset", "seed")
+    out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes") for name, mm in m.ensemble.items()]
     for state, tag in ((False, "fp32"), (True, f"{TARGET_PRECISION}-checkpoint")):
         totals = ensemble_totals(m, target_state=state)
         if totals is not None and len(totals.model_peaks) == len(ENSEMBLE):

@@ -19,6 +19,7 @@ import torch
 from foxlib import seed as seed_figures
 from foxlib.budgets import Check
 from foxlib.config import MB
+from foxlib.figures import Figure, key
 from foxlib.devices import describe, environment, resolve_device
 from foxlib.measure import measure_model
 from foxlib.memory.profile import PRECISIONS, MemoryProfile, check_precision
@@ -350,3 +351,32 @@ def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
                           "best step": r["best_step"], "stopped early": r["stopped_early"],
                           "skill score (%)": round(100 * r["metrics"]["skill_score"], 2),
                           "seconds": round(r["seconds"], 1)} for r in m["accuracy_runs"]])
+
+
+def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+    """The figures this report shows that other pages show too (foxlib.figures), raw: every model's
+    model peak per precision (keyed as 8.10 and 8.12 key them), the TFT's step-time ratio to fp32 with
+    its interval, and the accuracy harness's skill and degradation per precision."""
+    m = Measurement.coerce(m)
+    preset = m.measure_parameters.get("preset", "seed")
+    cfg = m.tft_config
+    out = []
+    for name, per in m.memory.items():
+        for precision, prof in per.items():
+            k = (key("tft", preset, cfg["batch_size"], cfg["encoder_length"], precision, "model_peak") if name == "tft"
+                 else f"{name}/{preset}/{precision}/model_peak")
+            out.append(Figure(k, prof.peak, "bytes"))
+    for precision in m.timing:
+        if precision != "fp32":
+            median, low, high = speed_ratio(m, precision)
+            out.append(Figure(key("tft", preset, cfg["batch_size"], cfg["encoder_length"], precision, "step_time_ratio"),
+                              median, "ratio", low=low, high=high))
+    acc = f"tft/{m.accuracy_preset or preset}/accuracy"
+    runs = [r for r in m.accuracy_runs if "skill_score" in r.get("metrics", {})]
+    base = [r["metrics"]["skill_score"] for r in runs if r["precision"] == "fp32"]
+    if base:
+        out.append(Figure(f"{acc}/fp32/skill_margin", sum(base) / len(base), "fraction"))
+        for precision in {r["precision"] for r in runs} - {"fp32"}:
+            gate = accuracy_gate(m.accuracy_runs, precision)
+            out.append(Figure(f"{acc}/{precision}/accuracy_change", gate["degradation_pct"] / 100, "fraction"))
+    return out

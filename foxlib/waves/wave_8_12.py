@@ -658,4 +658,7 @@ def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
         if s.name != BASELINE:
             w = s.window_ratio
             out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high))
+        same = (m.get("same_function", {}) if isinstance(m, dict) else {}).get(s.name)
+        if same and "error" not in same:
+            out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))
     return out
