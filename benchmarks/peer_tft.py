@@ -582,7 +582,9 @@ table{{border-collapse:collapse;margin:.6em 0}}td,th{{border:1px solid #d0d7de;p
 td:first-child,th:first-child{{text-align:left}}small{{color:#57606a}}</style></head><body>
 <h1>{e(res.get('title', 'Peer benchmark'))}</h1>
 <p><span style="color:#fff;background:{verdict[1]};padding:2px 8px;border-radius:4px">{verdict[0]}</span>
- on {e(dev.get('name', '?'))} ({e(dev.get('type', '?'))}) · {e(res.get('generated_at', ''))}</p>
+ on {e(dev.get('name', '?'))} ({e(dev.get('type', '?'))}) · {e(res.get('generated_at', ''))} · measured at
+ {e(str(res.get('measured_at_revision') or res.get('environment', {}).get('git_revision')))}, rendered at
+ {e(str(res.get('rendered_at_revision')))} · <a href="../index.html">all reports</a></p>
 <p>{e(res.get('same_configuration', ''))}</p>
 <h2>Results</h2>{table}
 <p><small>Memory in MB = 10^6 bytes. Activations: bytes autograd saves for backward (each storage once, parameters
@@ -635,7 +637,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.render:
+        from foxlib.provenance import git_revision
         res = read_json(args.render)
+        # provenance: the revision it was measured at (older files name it in their environment) and this one
+        res["measured_at_revision"] = res.get("measured_at_revision") or res.get("environment", {}).get("git_revision")
+        res["rendered_at_revision"] = git_revision()
+        write_json(Path(args.render), res)
         html_path = Path(args.html if args.html and args.html != "auto" else Path(args.render).with_suffix(".html"))
         html_path.parent.mkdir(parents=True, exist_ok=True)
         html_path.write_text(render_html(res))
