@@ -34,6 +34,13 @@ from foxlib.waves import Wave, get_wave
 
 log = logging.getLogger("foxlib")
 
+
+def render(*args, **kwargs):
+    """foxlib.render.render, imported when a report is rendered: nbconvert is not needed to measure on a
+    bare GPU machine (`python -m foxlib measure`)."""
+    from foxlib.render import render as _render
+    return _render(*args, **kwargs)
+
 VARIANTS_DIR = "variants"
 
 
@@ -264,7 +271,6 @@ def _execute(p: Plan, progress: bool) -> dict[str, Any]:
         res = results.read_json(work / results.RESULTS_FILE)
         title = f"foxlib wave {p.wave.id}: {p.wave.title} ({p.device})" + \
             (f" — variant {p.kind.variant}" if p.kind.variant else "")
-        from foxlib.render import render  # nbconvert: not needed to measure on a bare GPU machine
         render(work / "notebook.ipynb", work, title)
         _publish(work, p)
         shutil.rmtree(p.failed, ignore_errors=True)
