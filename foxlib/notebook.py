@@ -153,12 +153,16 @@ def table(df: pd.DataFrame):
                            formatters=formatters, escape=True))
 
 
-def figure(fig) -> None:
-    """Show a chart once, whatever matplotlib backend the kernel has, and free it."""
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-    display(fig)
-    plt.close(fig)
+def figure(fig, caption: str | None = None, alt: str | None = None) -> None:
+    """Show a chart once, with alt text and a caption (foxlib.captioned), and free it. caption: what it
+    shows (default: its title); alt: what it shows for a reader who cannot see it (default: read from the
+    chart's title, axes and marks)."""
+    from foxlib import captioned
+    if caption is None:
+        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "Chart")
+        caption = f"{title}. Memory in MB = 10^6 bytes."
+    captioned.show_figure(fig, caption, alt)
 
 
 SNAPSHOT_FILE = "memory_snapshot.pickle"

@@ -37,6 +37,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
+from foxlib import reading
 from foxlib import charts, notebook, prediction
 from foxlib.waves import wave_8_10 as wave
 
@@ -47,6 +48,7 @@ raw = m.to_dict()
 checks = wave.checks(m, budgets)
 profile = raw["tft"]["profile"]
 display(HTML(notebook.verdict_banner("8.10", checks, raw)))
+display(reading.opening("8.10", checks, params["output_dir"] or "."))
 
 # %% [markdown]
 # ## Checks against the budgets
@@ -166,3 +168,6 @@ res = notebook.finish("8.10", params, raw, checks, figures=as_dict(wave.named_fi
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
+
+# %%
+display(reading.closing(res, params["output_dir"] or "."))

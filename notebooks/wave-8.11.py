@@ -49,6 +49,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
+from foxlib import reading
 from foxlib import charts, notebook, prediction, seed as seed_figures
 from foxlib.waves import wave_8_11 as wave
 
@@ -58,6 +59,7 @@ m = wave.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # type
 raw = m.to_dict()
 checks = wave.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.11", checks, raw)))
+display(reading.opening("8.11", checks, params["output_dir"] or "."))
 
 # %% [markdown]
 # ## Checks
@@ -137,3 +139,6 @@ res = notebook.finish("8.11", params, raw, checks, figures=as_dict(wave.named_fi
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
+
+# %%
+display(reading.closing(res, params["output_dir"] or "."))

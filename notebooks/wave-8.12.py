@@ -48,6 +48,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
+from foxlib import reading
 from foxlib import charts, notebook, prediction
 from foxlib.waves import wave_8_12 as wave
 
@@ -58,6 +59,7 @@ record = wave.record(m)  # raw bytes, seconds and each ratio's interval: what ev
 checks = wave.checks(record, budgets)
 recommended = wave.recommend(record, budgets)
 display(HTML(notebook.verdict_banner("8.12", checks, m)))
+display(reading.opening("8.12", checks, params["output_dir"] or "."))
 
 # %% [markdown]
 # ## The recommendation
@@ -175,3 +177,6 @@ res = notebook.finish("8.12", params, m, checks, recommended=recommended, record
                       prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
+
+# %%
+display(reading.closing(res, params["output_dir"] or "."))

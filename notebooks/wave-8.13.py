@@ -47,6 +47,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
+from foxlib import reading
 from foxlib import deployment, notebook, provenance
 from foxlib.budgets import verdict
 from foxlib.waves import wave_8_13 as wave
@@ -57,6 +58,7 @@ m = wave.record(notebook.measure_or_load("8.13", params))
 provenance.verify(wave.citations(m))  # the cited 8.12 results must be the published ones: else this fails here
 checks = wave.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))
+display(reading.opening("8.13", checks, params["output_dir"] or "."))
 display(Markdown(wave.depends_on_text(m) + "  \n" + wave.nvml_text(m) + "  \n" + wave.cap_text(m)))
 
 # %% [markdown]
@@ -141,3 +143,6 @@ res = notebook.finish("8.13", params, m.to_dict(), checks, deployment=deployment
                       figures=as_dict(wave.named_figures(m)))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
+
+# %%
+display(reading.closing(res, params["output_dir"] or "."))
