@@ -71,3 +71,10 @@ def problems(reports_dir: Path | None = None) -> list[str]:
             if text is not None and value is not None and unit == "bytes" and _number(value, unit) not in text:
                 out.append(f"{rel}: figure {key} = {display(value, unit)} is not shown on {page.relative_to(base)}")
     return out
+
+
+if __name__ == "__main__":
+    import sys
+    found = problems()
+    print("\n".join(found) or "the committed reports agree")
+    sys.exit(1 if found else 0)
