@@ -205,12 +205,14 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
     raw = json.loads((folder / "measurement.json").read_text())
     committed = json.loads((folder / "results.json").read_text())
     r = wave.Measurement.from_dict(raw)
-    assert r.schema_version == 1 and r.depends_on == () and r.order == tuple(raw["order"])
+    assert r.order == tuple(raw["order"])
     assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
-    assert not r.nvml.applicable and "schema 1" in r.nvml.note
+    if r.schema_version == 1:  # measured before the warm-up, NVML sampling and citations
+        assert r.depends_on == () and not r.nvml.applicable
+    else:  # a GPU run samples NVML; a CPU run has none, and cites the CPU 8.12 it validated
+        assert r.nvml.applicable == (device != "cpu") and len(r.depends_on) == 1
     again = wave.Measurement.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again == r
-    assert {k: v for k, v in r.to_dict().items() if k not in ("schema_version", "depends_on", "nvml")} == raw
     got = {c.name: c for c in wave.checks(r, load_budgets())}
     for c in committed["checks"]:
         assert (got[c["name"]].measured, got[c["name"]].limit, got[c["name"]].passed) == \
