@@ -30,6 +30,13 @@ window.addEventListener('load', () => {
     verdict_top_px: box ? box.top : null,
     tables: document.querySelectorAll('table').length,
     title: document.title,
+    images_without_alt: imgs.filter(i => !(i.getAttribute('alt') || '').trim()).map(i => i.src.slice(0, 60)),
+    images_without_caption: imgs.filter(i => !(i.closest('figure') && i.closest('figure').querySelector('figcaption')))
+                                .map(i => i.src.slice(0, 60)),
+    widest_table_px: Math.max(0, ...[...document.querySelectorAll('table')].map(t => t.getBoundingClientRect().width)),
+    window_px: window.innerWidth,
+    links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+    ledger_rows: document.querySelectorAll('#ledger + p + table tr').length - 1,
   }));
 });
 </script>"""
@@ -43,13 +50,15 @@ def chromium() -> str:
     raise FileNotFoundError("no Chromium found: install it with `apt-get install -y chromium` (make test does)")
 
 
-def check_page(html_path: Path, timeout_s: int = 120) -> dict:
-    """Load `html_path` in headless Chromium and return what the page showed (see _PROBE)."""
+def check_page(html_path: Path, timeout_s: int = 120, width_px: int = 1400) -> dict:
+    """Load `html_path` in headless Chromium, in a window `width_px` wide, and return what the page
+    showed (see _PROBE)."""
     html = Path(html_path).read_text()
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "page.html"
         probe.write_text(html.replace("</body>", _PROBE + "</body>", 1))
-        out = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp}/profile", "--dump-dom",
+        out = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--window-size={width_px},1000",
+                              f"--user-data-dir={tmp}/profile", "--dump-dom",
                               probe.as_uri()], capture_output=True, text=True, timeout=timeout_s)
     m = re.search(r'data-foxlib-check="([^"]*)"', out.stdout)
     if not m:

@@ -34,3 +34,30 @@ def test_index_page_links_reports():
     index = (ROOT / "reports" / "index.html").read_text()
     for report in COMMITTED:
         assert report.relative_to(ROOT / "reports").as_posix() in index
+
+
+def _local(page, href):
+    """The file a relative link of `page` points to (None for a link off the page's folder tree)."""
+    if href.startswith(("http:", "https:", "#", "mailto:")):
+        return None
+    return (page.parent / href.split("#")[0]).resolve()
+
+
+@pytest.mark.slow
+def test_the_index_opens_with_a_ledger_row_per_seed_claim_whose_links_resolve():
+    from foxlib.ledger import CLAIMS
+    index = ROOT / "reports" / "index.html"
+    seen = check_page(index)
+    assert seen["ledger_rows"] == len(CLAIMS)
+    targets = [_local(index, h) for h in seen["links"]]
+    missing = [str(t) for t in targets if t is not None and not t.exists()]
+    assert missing == [] and any("wave-8.10/report.html" in str(t) for t in targets)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_every_figure_has_alt_text_and_a_caption_tables_fit_and_the_index_is_linked(report):
+    seen = check_page(report, width_px=1400)
+    assert seen["images_without_alt"] == [] and seen["images_without_caption"] == []
+    assert seen["widest_table_px"] <= 1400
+    assert (ROOT / "reports" / "index.html").resolve() in [_local(report, h) for h in seen["links"]]
