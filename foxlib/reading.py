@@ -340,11 +340,12 @@ _NUMBER = re.compile(r"^[+\-\u2212]?\d[\d,]*(\.\d+)?(e[+\-]?\d+)?\s?(%|x|×|MB|M
 
 REPORT_CSS = f"""
 .jp-RenderedHTMLCommon table, table.dataframe, table.foxlib-table {{
-  max-width: 100%; border-collapse: collapse; table-layout: auto; }}
+  max-width: 100%; border-collapse: collapse; table-layout: auto; font-size: 12px; }}
+.jp-RenderedHTMLCommon table th {{ white-space: normal; }}
 .jp-RenderedHTMLCommon table td, .jp-RenderedHTMLCommon table th,
 table.dataframe td, table.dataframe th, table.foxlib-table td, table.foxlib-table th {{
   text-align: left; vertical-align: top; white-space: normal; overflow-wrap: anywhere;
-  max-width: 36em; padding: 0.25em 0.6em; }}
+  max-width: 22em; padding: 0.25em 0.5em; }}
 .jp-RenderedHTMLCommon table .{NUMERIC_CLASS}, table .{NUMERIC_CLASS} {{
   text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }}
 .jp-OutputArea-output {{ max-width: 100%; overflow-x: auto; }}
