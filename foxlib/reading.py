@@ -345,9 +345,9 @@ REPORT_CSS = f"""
 .jp-RenderedHTMLCommon table td, .jp-RenderedHTMLCommon table th,
 table.dataframe td, table.dataframe th, table.foxlib-table td, table.foxlib-table th {{
   text-align: left; vertical-align: top; white-space: normal; overflow-wrap: anywhere;
-  max-width: 22em; padding: 0.25em 0.5em; }}
+  max-width: 18em; padding: 0.2em 0.4em; }}
 .jp-RenderedHTMLCommon table .{NUMERIC_CLASS}, table .{NUMERIC_CLASS} {{
-  text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }}
+  text-align: right; white-space: normal; font-variant-numeric: tabular-nums; }}
 .jp-OutputArea-output {{ max-width: 100%; overflow-x: auto; }}
 .jp-Notebook {{ max-width: {MAX_PAGE_WIDTH_PX}px; box-sizing: border-box; }}
 figure.foxlib-figure img {{ max-width: 100%; height: auto; }}
