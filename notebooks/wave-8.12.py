@@ -151,10 +151,14 @@ if shown:
     search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
         if params["measurements"] else []
     links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
-    lines = [f"- {n}: peak {r.series.peak_bytes / 1e6:,.1f} MB in {r.series.peak_phase}"
+    lines = [f"- {n}: live peak {r.series.peak_bytes / 1e6:,.1f} MB in {r.series.peak_phase}, of which "
+             f"{r.series.start_bytes / 1e6:,.1f} MB were live before the step began (weights, Adam state, batch, "
+             "and on CUDA what earlier measurements in this process keep: workspaces, CUDA-graph pools); "
+             f"its rise in the step {(r.series.peak_bytes - r.series.start_bytes) / 1e6:,.1f} MB"
              + (f" · [snapshot]({links[n]['snapshot']})" if links[n]["snapshot"] else "")
              + (f" · [PyTorch's viewer]({links[n]['viewer_html']})" if links[n]["viewer_html"] else "")
              for n, r in runs.items() if r.series is not None]
+    lines += [f"- {n}: not recorded ({r.skipped})" for n, r in runs.items() if r.series is None]
     display(Markdown("\n".join(lines) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:
