@@ -71,8 +71,8 @@ browser: ## install headless Chromium for the report tests if it is missing (Deb
 	  (echo "installing chromium for the browser tests"; apt-get update -q && apt-get install -y -q chromium >/dev/null) || \
 	  echo "could not install chromium: the browser tests will fail; install it by hand"
 
-screenshot: $(STAMP) ## screenshot of the H200 wave 8.10 report into reports/
-	$(PYTHON) -c "from foxlib.browser import screenshot; screenshot('reports/h200/wave-8.10/report.html', 'reports/screenshot-h200-wave-8.10.png')"
+screenshot: $(STAMP) ## screenshots of the index and the H200 wave 8.12 report into reports/
+	$(PYTHON) -c "from foxlib.browser import screenshot; screenshot('reports/index.html', 'reports/screenshot-index.png'); screenshot('reports/h200/wave-8.12/report.html', 'reports/screenshot-h200-wave-8.12.png')"
 
 $(PEER_STAMP): requirements-peer.txt pyproject.toml
 	@echo "setting up $(PEER_VENV) for the peer benchmark (pytorch-forecasting; not needed by the workbook)"
