@@ -125,9 +125,10 @@ def test_interrupted_run_leaves_the_last_report(tiny_8_10, sig, exit_codes):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partials = lambda: list((reports / "cpu").glob(f".{tiny_8_10.name}.*.partial"))  # noqa: E731 — the run's own
     deadline = time.time() + 120
-    while not partials() and time.time() < deadline:  # wait until the run is writing
-        time.sleep(0.2)
-    time.sleep(0.5)  # the tiny run takes a few seconds: interrupt it early, while it runs
+    executing = lambda: any((p / "notebook.ipynb").exists() for p in partials())  # noqa: E731 — papermill started
+    while not executing() and time.time() < deadline:  # wait until the notebook runs in its kernel
+        time.sleep(0.1)
+    time.sleep(0.3)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode in exit_codes, err
