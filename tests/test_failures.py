@@ -122,13 +122,14 @@ def test_interrupted_run_leaves_the_last_report(tiny_8_10, sig, exit_codes):
     args = [a for k, v in TINY_8_10.items() for a in ("-p", f"{k}={v}")]
     env = {**os.environ, "FOXLIB_REPORTS": str(reports), "FOXLIB_PROGRESS": "0", "FOXLIB_ALLOW_DIRTY": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "foxlib", "report", "--wave", "8.10", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a test runner started in the background inherits SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     partials = lambda: list((reports / "cpu").glob(f".{tiny_8_10.name}.*.partial"))  # noqa: E731 — the run's own
     deadline = time.time() + 120
-    executing = lambda: any((p / "notebook.ipynb").exists() for p in partials())  # noqa: E731 — papermill started
-    while not executing() and time.time() < deadline:  # wait until the notebook runs in its kernel
-        time.sleep(0.1)
-    time.sleep(0.3)
+    while not partials() and time.time() < deadline:  # wait until the run is writing
+        time.sleep(0.2)
+    time.sleep(3)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode in exit_codes, err
