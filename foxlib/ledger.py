@@ -81,9 +81,9 @@ def _forward(figs):
     return f"forward peak {_mb(fwd)}", "holds" if fwd < 500 * MB else "fails"
 
 
-def _reduction(key_of: Callable[[], str], seed_pct: float):
+def _reduction(key: str, seed_pct: float):
     def judge(figs):
-        base, ours = _v(figs, f"{TFT}/fp32/model_peak"), _v(figs, key_of())
+        base, ours = _v(figs, f"{TFT}/fp32/model_peak"), _v(figs, key)
         if base is None or ours is None:
             return None
         pct = 100 * (1 - ours / base)
@@ -160,22 +160,22 @@ CLAIMS = (
     Claim("615x overhead vs theory", "4.8 MB theory -> 2,952 MB", "8.10", _overhead),
     Claim("Forward memory budget", "should be < 500 MB", "8.10", _forward),
     Claim("FP16: memory", "-50 % (3,096 -> 1,548 MB)", "8.11",
-          _reduction(lambda: f"{TFT}/fp16/model_peak", seed.STRATEGY_GUESSES["fp16"]["memory_reduction_pct"])),
+          _reduction(f"{TFT}/fp16/model_peak", seed.STRATEGY_GUESSES["fp16"]["memory_reduction_pct"])),
     Claim("FP16: speed", "+20 % faster", "8.11", _speed(f"{TFT}/fp16/step_time_ratio", 1 / 1.2, "fp32's step time")),
     Claim("FP16: accuracy", "< 2 % loss", "8.11", _accuracy("tft/*/accuracy/fp16/accuracy_change", 2.0)),
     Claim("Checkpointing: memory", "-75 % (-> 774 MB)", "8.12",
-          _reduction(lambda: f"{TFT}/fp32/{slug('checkpoint all')}/model_peak",
+          _reduction(f"{TFT}/fp32/{slug('checkpoint all')}/model_peak",
                      seed.STRATEGY_GUESSES["checkpointing"]["memory_reduction_pct"])),
     Claim("Checkpointing: speed", "-40 % slower", "8.12",
           _speed(f"{TFT}/fp32/{slug('checkpoint all')}/time_per_window_ratio", 1.4, "fp32's time per window")),
     Claim("Checkpointing: accuracy", "no cost", "8.12", _same_function(f"{TFT}/fp32/{slug('checkpoint all')}/grad_rel_diff")),
     Claim("Batch 32 -> 8: memory", "-75 %", "8.12",
-          _reduction(lambda: f"{TFT}/fp32/{slug('batch ÷4')}/model_peak",
+          _reduction(f"{TFT}/fp32/{slug('batch ÷4')}/model_peak",
                      seed.STRATEGY_GUESSES["batch_8"]["memory_reduction_pct"])),
     Claim("Batch 32 -> 8: speed", "-75 % slower", "8.12",
           _speed(f"{TFT}/fp32/{slug('batch ÷4')}/time_per_window_ratio", 4.0, "fp32's time per window")),
     Claim("Sequence 60 -> 30: memory", "-50 %", "8.12",
-          _reduction(lambda: f"{TFT}/fp32/{slug('sequence ÷2')}/model_peak",
+          _reduction(f"{TFT}/fp32/{slug('sequence ÷2')}/model_peak",
                      seed.STRATEGY_GUESSES["sequence_30"]["memory_reduction_pct"])),
     Claim("Sequence 60 -> 30: speed", "no change", "8.12",
           _speed(f"{TFT}/fp32/{slug('sequence ÷2')}/time_per_window_ratio", 1.0, "fp32's time per window")),

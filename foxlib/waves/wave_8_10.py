@@ -402,11 +402,15 @@ def ensemble_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str,
              f"{PROCESS_PEAK}: the model peaks' sum (CPU: no context or workspaces)")
     rows.append({"model": total, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
                  "seed (MB)": seed_total})
-    rows.append({"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
-                 "seed (MB)": round(100 * seed_total / seed.ENSEMBLE_CARD_MB, 1)})
-    rows.append({"model": "headroom (MB)", proc: _mb(e.headroom(card)),
-                 "seed (MB)": seed.ENSEMBLE_CARD_MB - seed_total})
+    rows += _card_rows(e, card, seed_total, proc, "seed (MB)")
     return pd.DataFrame(rows, columns=[*rows[0].keys(), proc])
+
+
+def _card_rows(e: EnsembleTotals, card_bytes: float, seed_total_mb: float, proc: str, seed_col: str) -> list[dict]:
+    """The ensemble's process peak as a share of the card and the headroom it leaves, beside the seed's."""
+    return [{"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card_bytes), 1),
+             seed_col: round(100 * seed_total_mb / seed.ENSEMBLE_CARD_MB, 1)},
+            {"model": "headroom (MB)", proc: _mb(e.headroom(card_bytes)), seed_col: seed.ENSEMBLE_CARD_MB - seed_total_mb}]
 
 
 def second_opinion_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
@@ -482,10 +486,7 @@ def target_state_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[
     seed_total = sum(seed.ENSEMBLE_TARGET_MB.values())
     rows.append({"model": PROCESS_PEAK, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
                  "seed's target (MB)": seed_total})
-    rows.append({"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
-                 "seed's target (MB)": round(100 * seed_total / seed.ENSEMBLE_CARD_MB, 1)})
-    rows.append({"model": "headroom (MB)", proc: _mb(e.headroom(card)),
-                 "seed's target (MB)": seed.ENSEMBLE_CARD_MB - seed_total})
+    rows += _card_rows(e, card, seed_total, proc, "seed's target (MB)")
     return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
 
 
