@@ -195,7 +195,8 @@ MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler
 
 def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
                  optimizer: torch.optim.Optimizer, precision: str = "fp32", *, warmup: int = 1,
-                 buffers: Mapping[str, Any] | None = None, snapshot_path: str | None = None) -> MemoryProfile:
+                 buffers: Mapping[str, Any] | None = None, snapshot_path: str | None = None,
+                 snapshot_stacks: str = "python") -> MemoryProfile:
     """Warm-up step(s), then one measured training step of `model` on `batch`.
 
     buffers: named replay/rollout storage to report on its own line (it is not part of the step).
@@ -203,6 +204,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     snapshot (a pickle that opens in https://pytorch.org/memory_viz), on the CPU the profiler's
     allocation events as JSON (CpuTimeline.write); foxlib.memory.live_series.load reads either.
     Both carry the forward's end (mark_forward_end) and the optimizer's record_function ranges.
+    snapshot_stacks: the CUDA history's call stacks, "python" or "all" (Python and C++).
     """
     check_precision(precision)
     device = next(model.parameters()).device
@@ -257,7 +259,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         # not the step's tensors: cuBLAS workspaces (per stream and thread) held for the process
         workspace = max(0, allocated_at_start - cuda_block_bytes(own, device))
         if snapshot_path:
-            torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
+            torch.cuda.memory._record_memory_history(max_entries=200_000, stacks=snapshot_stacks)
 
         def on_forward_end():
             torch.cuda.synchronize(device)

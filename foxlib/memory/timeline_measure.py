@@ -20,13 +20,16 @@ from typing import Any, Sequence
 import torch
 
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
-from foxlib.memory.profile import profile_step
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.recipe import StepRecipe, build_step
 
 MEMORY_VIZ_URL = "https://pytorch.org/memory_viz"
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
+# the CUDA history's call stacks, tried in order: on the H200's torch 2.11 one checkpointed step's
+# backward failed once with Python stacks ("run_backward returned NULL without setting an exception"),
+# so a failed case is tried again with Python and C++ stacks before it is reported as failed
+STACKS_TRIED = ("python", "all")
 
 
 @dataclass(frozen=True)
@@ -109,22 +112,22 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
             continue
         path = os.path.join(out_dir, f"{prefix}-{_slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
-        try:
-            if case.cuda_graph:
-                peak, activations = _record_graphed(recipe, device, path), None
-            else:
-                step = build_step(recipe, device)
-                profile = profile_step(step.model, step.batch, step.loss_fn, step.optimizer, case.precision,
-                                       buffers=step.buffers, snapshot_path=path)
-                peak, activations = profile.peak, profile.activations
-                step.free()
-        except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
-            if device.type == "cuda":
-                torch.cuda.memory._record_memory_history(enabled=None)
-                torch.cuda.empty_cache()
+        result, failures = None, []
+        for stacks in STACKS_TRIED if device.type == "cuda" else STACKS_TRIED[:1]:
+            try:
+                result = _record(recipe, case, device, path, stacks)
+                break
+            except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
+                if device.type == "cuda":
+                    torch.cuda.memory._record_memory_history(enabled=None)
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                failures.append(f"stacks={stacks}: {type(exc).__name__}: {str(exc)[:160]}")
+        if result is None:
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None,
-                                          skipped=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+                                          skipped="failed: " + "; ".join(failures))
             continue
+        peak, activations = result
         series = load(path, label=case.name, max_points=max_points)
         html_path = None
         if viewer_html and device.type == "cuda":
@@ -134,7 +137,20 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
     return runs
 
 
-def _record_graphed(recipe: StepRecipe, device: torch.device, path: str) -> int:
+def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: str,
+            stacks: str) -> tuple[int, int | None]:
+    """One case's step with the allocation history on: (peak bytes, activations bytes or None)."""
+    if case.cuda_graph:
+        return _record_graphed(recipe, device, path, stacks), None
+    step = build_step(recipe, device)
+    try:
+        profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
+    finally:
+        step.free()
+    return profile.peak, profile.activations
+
+
+def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> int:
     """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, and
     write the snapshot; returns max_memory_allocated over capture and replay."""
     from foxlib.memory.cuda_graph import GraphedStep
@@ -152,7 +168,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str) -> int:
     gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
-    torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks="python")
+    torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks=stacks)
     try:
         graphed.capture()()
         torch.cuda.synchronize(device)
