@@ -197,13 +197,19 @@ from foxlib.budgets import load_budgets  # noqa: E402
 from foxlib.config import ROOT  # noqa: E402
 
 
-@pytest.mark.parametrize("device", ["cpu", "h200"])
+FIXTURES = ROOT / "tests" / "fixtures"
+BEFORE_WARMUP = (FIXTURES / "h200-wave-8.13-before-warmup.json", FIXTURES / "h200-wave-8.13-before-warmup-results.json")
+
+
+@pytest.mark.parametrize("device", ["cpu", "h200", "h200-before-warmup"])
 def test_the_committed_measurements_load_as_records_and_give_their_checks(device):
     """Schema 1 files (before the warm-up and NVML sampling) load; the checks computed from the record
     are the committed results' checks; to_dict / from_dict is a round trip."""
     folder = ROOT / "reports" / device / "wave-8.13"
-    raw = json.loads((folder / "measurement.json").read_text())
-    committed = json.loads((folder / "results.json").read_text())
+    measurement, results = BEFORE_WARMUP if device == "h200-before-warmup" else \
+        (folder / "measurement.json", folder / "results.json")
+    raw = json.loads(measurement.read_text())
+    committed = json.loads(results.read_text())
     r = wave.Measurement.from_dict(raw)
     assert r.order == tuple(raw["order"])
     assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
@@ -217,7 +223,10 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
     for c in committed["checks"]:
         assert (got[c["name"]].measured, got[c["name"]].limit, got[c["name"]].passed) == \
                (c["measured"], c["limit"], c["passed"])
-    assert wave.NVML_CHECK not in got  # not sampled then: not applicable, said so
+    if r.nvml.applicable:  # sampled: checked against the card
+        assert got[wave.NVML_CHECK].measured == wave.nvml_check(r).max_bytes and got[wave.NVML_CHECK].passed
+    else:  # not sampled (schema 1) or no NVML (the CPU): not applicable, said so
+        assert wave.NVML_CHECK not in got
     with pytest.raises(ValueError, match="newer than this foxlib"):
         wave.Measurement.from_dict({**raw, "schema_version": wave.SCHEMA_VERSION + 1})
 
@@ -227,7 +236,12 @@ def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up()
     peaks = wave.model_peaks(raw)
     assert peaks == {n: p["peak"] for n, p in raw["step_profiles"].items()}  # profile_step's peak, model by model
     assert wave.workspace_bytes(raw) == 0 and wave.process_figure(raw) == sum(peaks.values())
-    gpu = json.loads((ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json").read_text())
+    now = json.loads((ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json").read_text())
+    if now.get("schema_version", 1) >= 2:  # measured after the warm-up: what it left allocated is the workspaces
+        ctx = max(now["cap"]["context_bytes"], now["training"]["context_end_bytes"], now["inference"]["context_end_bytes"])
+        assert wave.workspace_bytes(now) == now["warmup"]["allocated_after_bytes"] > 0
+        assert wave.process_figure(now) == sum(wave.model_peaks(now).values()) + wave.workspace_bytes(now) + ctx
+    gpu = json.loads(BEFORE_WARMUP[0].read_text())
     assert wave.workspace_bytes(gpu) is None and wave.process_figure(gpu) is None  # measured before the warm-up
     warmed = {**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}}
     ctx = max(gpu["cap"]["context_bytes"], gpu["training"]["context_end_bytes"], gpu["inference"]["context_end_bytes"])
