@@ -72,7 +72,7 @@ browser: ## install headless Chromium for the report tests if it is missing (Deb
 	  echo "could not install chromium: the browser tests will fail; install it by hand"
 
 screenshot: $(STAMP) ## screenshots of the index and the H200 wave 8.12 report into reports/
-	$(PYTHON) -c "from foxlib.browser import screenshot; screenshot('reports/index.html', 'reports/screenshot-index.png'); screenshot('reports/h200/wave-8.12/report.html', 'reports/screenshot-h200-wave-8.12.png')"
+	$(PYTHON) -c "from foxlib.report.browser import screenshot; screenshot('reports/index.html', 'reports/screenshot-index.png'); screenshot('reports/h200/wave-8.12/report.html', 'reports/screenshot-h200-wave-8.12.png')"
 
 $(PEER_STAMP): requirements-peer.txt pyproject.toml
 	@echo "setting up $(PEER_VENV) for the peer benchmark (pytorch-forecasting; not needed by the workbook)"

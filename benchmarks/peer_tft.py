@@ -8,7 +8,7 @@ S&P 500 / NASDAQ features, in one process run:
   step, measured by foxlib's `profile_step` (forward + loss, backward, Adam step; fp32 unless
   the variant says otherwise), each model profiled alone;
 - step time: median of `--repeats` full training steps, the variants alternating in one run
-  (`foxlib.timing.time_alternating`).
+  (`foxlib.harness.timing.time_alternating`).
 
 Variants: `peer` (pytorch-forecasting, fp32), `foxlib_default` (the same config, plain, fp32)
 and `foxlib_best` (foxlib's best configuration from wave 8.12: `--best` JSON, else
@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere, foxlib installed
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from foxlib.results import read_json, write_json  # noqa: E402
+from foxlib.core.results import read_json, write_json  # noqa: E402
 
 MB = 10**6
 VARIANTS = ("peer", "foxlib_default", "foxlib_best")
@@ -52,7 +52,7 @@ LABELS = {"peer": "pytorch-forecasting TFT", "foxlib_default": "foxlib TFT, defa
 DEFAULT_BEST = {"precision": "bf16", "memory_efficient": True, "checkpointing": "blocks"}
 # fields of a best configuration that keep the computed function (and the comparison) at equal configuration
 SAME_FUNCTION_FIELDS = {"memory_efficient", "checkpointing", "vsn_chunk"}
-CALENDAR = ("day_of_week", "month", "day_of_month", "week_of_year")  # foxlib.data._known's order
+CALENDAR = ("day_of_week", "month", "day_of_month", "week_of_year")  # foxlib.data.market._known's order
 # targets: foxlib's default must be no heavier and no slower than the peer; its best at most half
 TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
 
@@ -128,7 +128,7 @@ def market_frame(n_observed: int):
     the four calendar features (known) and the n_observed observed features (unknown)."""
     import pandas as pd
 
-    from foxlib.data import SERIES, TARGET_SCALE, market_features
+    from foxlib.data.market import SERIES, TARGET_SCALE, market_features
     f = market_features(n_observed)
     n = f.train_end
     frames = []
@@ -170,7 +170,7 @@ def same_batches(cfg, ds, seed: int):
 
     The windows are those foxlib's example_batch draws (MarketWindows.sample with `seed`); the peer's
     samples are looked up by (series, first day) and collated by the dataset. Inputs are checked equal."""
-    from foxlib.data import SERIES, MarketWindows
+    from foxlib.data.market import SERIES, MarketWindows
     windows = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train")
     rows = np.random.default_rng(seed).integers(0, len(windows), size=cfg.batch_size)  # as sample()
     fox = windows.get(rows)
@@ -205,9 +205,9 @@ def check_same_inputs(fox, x, y, ds, cfg) -> None:
 
 
 def check_recipe_batch(batch: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
-    """foxlib.recipe's batch must be the windows compared with the peer's (same keys, equal tensors)."""
+    """foxlib.harness.recipe's batch must be the windows compared with the peer's (same keys, equal tensors)."""
     if set(batch) != set(expected) or not all(torch.equal(batch[k].cpu(), expected[k].cpu()) for k in batch):
-        raise RuntimeError("foxlib.recipe's batch differs from the windows given to the peer: the recipe's "
+        raise RuntimeError("foxlib.harness.recipe's batch differs from the windows given to the peer: the recipe's "
                            "example_batch no longer draws the windows same_batches picks")
 
 
@@ -334,9 +334,9 @@ def architecture_notes(arch: dict[str, Any], fox_cfg, peer_params: dict, fox_par
 def measure(args) -> dict[str, Any]:
     import pytorch_forecasting
 
-    from foxlib.devices import describe, environment, resolve_device, short_name
+    from foxlib.memory.devices import describe, environment, resolve_device, short_name
     from foxlib.memory import profile_step
-    from foxlib.timing import time_alternating
+    from foxlib.harness.timing import time_alternating
 
     chosen = [n for n in VARIANTS if n in getattr(args, "variants", VARIANTS)]
     device = resolve_device(args.device)
@@ -359,14 +359,14 @@ def measure(args) -> dict[str, Any]:
             (cfg.batch_size, cfg.encoder_length, cfg.decoder_length, cfg.n_observed):
         best_batch = card.example_batch(best_cfg, seed=args.seed)
 
-    from foxlib.recipe import StepRecipe, build_step
+    from foxlib.harness.recipe import StepRecipe, build_step
     recipes = {  # foxlib's side: the recipe every wave measures (Adam at the card's learning rate)
         "foxlib_default": (StepRecipe("tft", cfg, "fp32", args.seed), fox_batch),
         "foxlib_best": (StepRecipe("tft", best_cfg, best["precision"], args.seed), best_batch),
     }
 
     def instantiate(name):
-        """(model, batch, loss_fn, optimizer, precision) on `device`: foxlib's from foxlib.recipe (its batch
+        """(model, batch, loss_fn, optimizer, precision) on `device`: foxlib's from foxlib.harness.recipe (its batch
         checked to be the windows the peer gets), the peer's at the same seed and learning rate."""
         if name == "peer":
             torch.manual_seed(args.seed)
@@ -637,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.render:
-        from foxlib.provenance import git_revision
+        from foxlib.core.provenance import git_revision
         res = read_json(args.render)
         # provenance: the revision it was measured at (older files name it in their environment) and this one
         res["measured_at_revision"] = res.get("measured_at_revision") or res.get("environment", {}).get("git_revision")

@@ -35,13 +35,15 @@ import dataclasses
 import pandas as pd
 from IPython.display import Markdown, display
 
-from foxlib import charts, notebook
-from foxlib.budgets import load_budgets
-from foxlib.config import MB
-from foxlib.devices import resolve_device
+from foxlib.report import charts
+
+from foxlib.run import notebook_cells as notebook
+from foxlib.core.budgets import load_budgets
+from foxlib.core.config import MB
+from foxlib.memory.devices import resolve_device
 from foxlib.memory.predict import predict_step
 from foxlib.models import MODELS
-from foxlib.recipe import StepRecipe, build_step
+from foxlib.harness.recipe import StepRecipe, build_step
 
 card = MODELS[model]
 overrides = {"batch_size": batch_size} if batch_size else {}

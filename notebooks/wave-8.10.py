@@ -37,8 +37,10 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import reading
-from foxlib import charts, notebook, prediction
+from foxlib.report import reading
+from foxlib.report import charts
+from foxlib.run import notebook_cells as notebook
+from foxlib.memory import tolerances as prediction
 from foxlib.waves import wave_8_10 as wave
 
 params = notebook.parameters("8.10", globals())
@@ -69,7 +71,7 @@ display(notebook.table(notebook.checks_table(checks)))
 
 # %%
 display(notebook.table(wave.breakdown_table(m, budgets)))
-lr = m.tft.learning_rate if m.tft.learning_rate is not None else "the config's lr (measured before foxlib.recipe)"
+lr = m.tft.learning_rate if m.tft.learning_rate is not None else "the config's lr (measured before foxlib.harness.recipe)"
 display(Markdown(f"Configuration: `{m.tft.config}`, Adam at learning rate {lr}  \n"
                  f"Model peak measured by: {m.tft.profile.peak_method}."))
 
@@ -162,7 +164,7 @@ display(notebook.table(target) if target is not None else
         Markdown("Not measured in this run (`target_state=False`)."))
 
 # %%
-from foxlib.figures import as_dict
+from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.10", params, raw, checks, figures=as_dict(wave.named_figures(m)),
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))

@@ -49,8 +49,11 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import reading
-from foxlib import charts, notebook, prediction, seed as seed_figures
+from foxlib.report import reading
+from foxlib.report import charts
+from foxlib.run import notebook_cells as notebook
+from foxlib.memory import tolerances as prediction
+from foxlib.core import seed_claims
 from foxlib.waves import wave_8_11 as wave
 
 params = notebook.parameters("8.11", globals())
@@ -81,7 +84,7 @@ if m.accuracy_preset != m.measure_parameters.get("preset", "seed"):
 # %%
 display(notebook.table(wave.memory_table(m)))
 notebook.figure(charts.precision_memory(raw["memory"]["tft"], budgets["tft"]["peak_training_mb"],
-                                        {"fp16": seed_figures.FP16_EXPECTED_PEAK_MB},
+                                        {"fp16": seed_claims.FP16_EXPECTED_PEAK_MB},
                                         f"TFT training step by precision — {m.device['name']}"))
 
 # %% [markdown]
@@ -133,7 +136,7 @@ notebook.figure(charts.accuracy_by_precision(m.accuracy_runs, "quantile_loss",
 display(notebook.table(wave.training_table(m)))
 
 # %%
-from foxlib.figures import as_dict
+from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.11", params, raw, checks, figures=as_dict(wave.named_figures(m)),
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))

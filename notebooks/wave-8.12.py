@@ -48,8 +48,10 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import reading
-from foxlib import charts, notebook, prediction
+from foxlib.report import reading
+from foxlib.report import charts
+from foxlib.run import notebook_cells as notebook
+from foxlib.memory import tolerances as prediction
 from foxlib.waves import wave_8_12 as wave
 
 params = notebook.parameters("8.12", globals())
@@ -138,7 +140,7 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 import os
 
 from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.memory.timeline_measure import TimelineRun, keep_beside
+from foxlib.harness.timelines import TimelineRun, keep_beside
 
 runs = {n: TimelineRun.from_dict(d) for n, d in m.get("timelines", {}).items()}
 shown = [r.series for r in runs.values() if r.series is not None]
@@ -174,7 +176,7 @@ pairs = prediction.pairs(m)
 display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
 
 # %%
-from foxlib.figures import as_dict
+from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.12", params, m, checks, recommended=recommended, record=record.to_dict(),
                       figures=as_dict(wave.named_figures(m)),

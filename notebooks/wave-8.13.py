@@ -47,9 +47,11 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
-from foxlib import reading
-from foxlib import deployment, notebook, provenance
-from foxlib.budgets import verdict
+from foxlib.report import reading
+from foxlib.waves.wave_8_13 import deployment
+from foxlib.run import notebook_cells as notebook
+from foxlib.core import provenance
+from foxlib.core.budgets import verdict
 from foxlib.waves import wave_8_13 as wave
 
 params = notebook.parameters("8.13", globals())
@@ -135,7 +137,7 @@ doc = deployment.write(params["output_dir"] or ".", m, checks, budgets, params)
 display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this section's
 
 # %%
-from foxlib.figures import as_dict
+from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.13", params, m.to_dict(), checks, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},

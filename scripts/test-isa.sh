@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prediction and profiler tests under capped CPU instruction sets: the kernels a user's CPU
 # takes (oneDNN's and ATen's paths for bf16/fp16 matmuls, LSTMs, convolutions) differ with its
-# ISA, and the predictions must hold on each within foxlib/prediction.py's tolerances.
+# ISA, and the predictions must hold on each within foxlib/memory/tolerances.py's tolerances.
 #
 #   AVX2              DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2: no 16-bit oneDNN matmul
 #   AVX512_CORE_BF16  DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 ATEN_CPU_CAPABILITY=avx512: avx512_bf16

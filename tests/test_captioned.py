@@ -9,7 +9,7 @@ import nbformat  # noqa: E402
 import pytest  # noqa: E402
 from nbconvert import HTMLExporter, MarkdownExporter  # noqa: E402
 
-from foxlib import captioned  # noqa: E402
+from foxlib.report import captioned  # noqa: E402
 
 ALT = "Bar chart of the peak memory of three strategies in MB; checkpoint all is lowest at 300 MB."
 CAPTION = "Peak memory per strategy (MB = 10^6 bytes); the dashed line is the 1,000 MB budget."
@@ -114,7 +114,7 @@ def test_show_figure_displays_one_bundle_and_closes(monkeypatch):
 
 
 def test_figures_dir_matches_render():
-    from foxlib import render
+    from foxlib.report import render
     assert captioned.FIGURES_DIR == render.FIGURES_DIR
 
 
@@ -145,9 +145,9 @@ def test_show_figure_without_alt_uses_the_description(monkeypatch):
 
 
 def test_render_writes_alt_text_and_caption(tmp_path):
-    """foxlib.render on an executed notebook with a captioned chart: report.html has alt text and a
+    """foxlib.report.render on an executed notebook with a captioned chart: report.html has alt text and a
     caption on every image; report.md has the caption and alt text (with for_markdown in render: the file)."""
-    from foxlib import render
+    from foxlib.report import render
     nb = _notebook([_figure_output()])
     path = tmp_path / "notebook.ipynb"
     nbformat.write(nb, path)
@@ -159,7 +159,7 @@ def test_render_writes_alt_text_and_caption(tmp_path):
 
 
 def test_for_markdown_prefers_an_output_s_own_markdown():
-    from foxlib import reading
+    from foxlib.report import reading
     block = reading.index_link("reports/h200/wave-8.10")
     both = nbformat.v4.new_output("display_data", data={"text/html": block.html, "text/markdown": block.markdown})
     table = nbformat.v4.new_output("display_data", data={"text/html": "<table><tr><td>1</td></tr></table>"})

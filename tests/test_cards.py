@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from foxlib import cards
-from foxlib.cards import CARDS, GIB, Footprint, ModelFigures
+from foxlib.waves.wave_8_13 import cards
+from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
 
 HEADROOM = 500 * 10**6
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from foxlib import config
-from foxlib.consistency import problems
-from foxlib.figures import Figure, as_dict, display, key
-from foxlib.provenance import sha256_of
+from foxlib.core import config
+from foxlib.report.consistency import problems
+from foxlib.core.figures import Figure, as_dict, display, key
+from foxlib.core.provenance import sha256_of
 
 
 def test_committed_reports_agree():

@@ -1,10 +1,10 @@
-"""foxlib.equivalence: the strategies claimed to compute the same function, shown as max |Δ| numbers."""
+"""foxlib.harness.equivalence: the strategies claimed to compute the same function, shown as max |Δ| numbers."""
 import dataclasses
 
 import pytest
 import torch
 
-from foxlib.equivalence import TOLERANCE_REL, compare, reference_run, same_function
+from foxlib.harness.equivalence import TOLERANCE_REL, compare, reference_run, same_function
 from foxlib.models import MODELS
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

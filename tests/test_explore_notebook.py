@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from foxlib.config import KERNEL_NAME, ROOT
+from foxlib.core.config import KERNEL_NAME, ROOT
 
 
 @pytest.mark.parametrize("params", [
@@ -16,7 +16,7 @@ def test_explore_notebook_shows_predicted_and_measured(tmp_path, params):
     import nbformat
     import papermill
 
-    from foxlib.runner import ensure_kernel
+    from foxlib.run.runner import ensure_kernel
     ensure_kernel()
     source = tmp_path / "explore.ipynb"
     jupytext.write(jupytext.read(ROOT / "notebooks" / "explore.py"), source)

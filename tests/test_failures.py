@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from foxlib.config import ROOT
+from foxlib.core.config import ROOT
 
 
 def _snapshot(folder):
@@ -49,7 +49,7 @@ def reports(tmp_path, monkeypatch):
     (["report", "--wave", "8.10", "-p", "measurements=/no/such/file.json"], 2, "measurement file /no/such/file.json not found"),
 ])
 def test_bad_input_fails_clearly_and_touches_nothing(reports, args, exit_code, message, capsys):
-    from foxlib.__main__ import main
+    from foxlib.run.cli import main
     before = _snapshot(reports)
     assert main([*args, "--reports-dir", str(reports)]) == exit_code
     assert message in capsys.readouterr().err
@@ -57,7 +57,7 @@ def test_bad_input_fails_clearly_and_touches_nothing(reports, args, exit_code, m
 
 
 def test_malformed_budgets_file(reports, tmp_path, capsys):
-    from foxlib.__main__ import main
+    from foxlib.run.cli import main
     bad = tmp_path / "budgets.toml"
     bad.write_text("[tft]\npeak_training_mb = 'lots'\n")
     before = _snapshot(reports)
@@ -69,7 +69,7 @@ def test_malformed_budgets_file(reports, tmp_path, capsys):
 
 
 def test_corrupt_measurement_file(reports, tmp_path, capsys):
-    from foxlib.__main__ import main
+    from foxlib.run.cli import main
     bad = tmp_path / "m.json"
     bad.write_text('{"wave": "8.10", "device": {"short": "h2')  # cut off mid-write
     before = _snapshot(reports)
@@ -82,7 +82,7 @@ def test_corrupt_measurement_file(reports, tmp_path, capsys):
 def test_missing_or_corrupt_market_data(monkeypatch):
     import arch.data.sp500
 
-    from foxlib import data
+    from foxlib.data import market as data
     data.load_ohlcv.cache_clear()
     data.market_features.cache_clear()
     monkeypatch.setattr(arch.data.sp500, "load", lambda: (_ for _ in ()).throw(FileNotFoundError("sp500.csv.gz")))
@@ -97,7 +97,7 @@ def test_missing_or_corrupt_market_data(monkeypatch):
 
 
 def test_cuda_asked_for_where_there_is_none():
-    from foxlib.devices import DeviceError, resolve_device
+    from foxlib.memory.devices import DeviceError, resolve_device
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(DeviceError, match="no CUDA GPU.*device=cpu"):
@@ -107,7 +107,7 @@ def test_cuda_asked_for_where_there_is_none():
 def test_loss_turning_nan_during_training():
     from foxlib.memory import NonFiniteLossError
     from foxlib.models import MODELS
-    from foxlib.training import train_tft
+    from foxlib.harness.training import train_tft
     cfg = MODELS["tft"].config("small", lr=1e30)
     with pytest.raises(NonFiniteLossError, match="lower the learning rate"):
         train_tft(cfg, max_steps=50, eval_every=25, val_windows=16, show_progress=False, grad_clip=1e30)

@@ -3,12 +3,12 @@ its budget table printed, and the measurement checked against itself and against
 import pytest
 import torch
 
-from foxlib import prediction
-from foxlib.budgets import load_budgets
-from foxlib.config import MB
-from foxlib.measure import measure_model
+from foxlib.memory import tolerances as prediction
+from foxlib.core.budgets import load_budgets
+from foxlib.core.config import MB
+from foxlib.harness.measure_step import measure_model
 from foxlib.models import MODELS
-from foxlib.theory_tft import activation_theory_by_block
+from foxlib.memory.theory_tft import activation_theory_by_block
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")]
@@ -58,7 +58,7 @@ def test_tft_gpu_memory_profiling():
     assert not mismatched
 
     # the prediction made before the step (target CUDA): within the tolerances its report claims
-    # (foxlib.prediction: CUDA_LSTM_TOLERANCE_PCT on activations and forward peak, the TFT's
+    # (foxlib.memory.tolerances: CUDA_LSTM_TOLERANCE_PCT on activations and forward peak, the TFT's
     # cuDNN LSTM reserve not being modelled; PEAK_TOLERANCE_PCT on the step's peak, less the
     # cuBLAS workspaces allocated before the step)
     table = prediction.compare(m["predicted"], p, "cuda")

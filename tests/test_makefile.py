@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from foxlib.config import ROOT
+from foxlib.core.config import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -34,8 +34,8 @@ def _make(stub, *args, rc=0):
 
 
 def _overrides(argv):
-    from foxlib.__main__ import _parser
-    from foxlib.parameters import parse_assignments, split_parameters
+    from foxlib.run.cli import _parser
+    from foxlib.core.parameters import parse_assignments, split_parameters
     args = _parser().parse_args(argv[2:])
     return parse_assignments(split_parameters(args.parameters) + args.parameter)
 

@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from foxlib.budgets import load_budgets, verdict
-from foxlib.config import MB
+from foxlib.core.budgets import load_budgets, verdict
+from foxlib.core.config import MB
 from foxlib.waves import wave_8_13 as wave
 
 TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"precision": "fp32"}'}
@@ -145,7 +145,7 @@ def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
 import json  # noqa: E402
 import threading  # noqa: E402
 
-from foxlib.config import ROOT  # noqa: E402
+from foxlib.core.config import ROOT  # noqa: E402
 
 GIB = 2**30
 H200 = 150_109_880_320

@@ -9,7 +9,7 @@ import torch
 from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, MemoryTimeline, downsample,
                                        from_cpu_events, from_cuda_snapshot, load, round_size)
 from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.memory.timeline_measure import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
+from foxlib.harness.timelines import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
                                            keep_beside, measure_timelines, viewer_html_file)
 from foxlib.models import MODELS
 

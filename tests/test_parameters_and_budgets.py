@@ -1,9 +1,9 @@
 import pytest
 
-from foxlib.config import ROOT
-from foxlib.budgets import BudgetsError, Check, load_budgets, verdict
-from foxlib.parameters import ParameterError, read_parameters, resolve
-from foxlib.waves import WAVES, get_wave
+from foxlib.core.config import ROOT
+from foxlib.core.budgets import BudgetsError, Check, load_budgets, verdict
+from foxlib.core.parameters import ParameterError, read_parameters, resolve
+from foxlib.core.critical_path import WAVES, get_wave
 
 
 def test_wave_8_10_declares_its_parameters_with_types_and_help():

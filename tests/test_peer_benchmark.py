@@ -122,7 +122,7 @@ def test_render_needs_no_peer(tmp_path):
     assert "<table>" in page and "0.750" in page and "a &lt;note&gt;" in page and "<script" not in page
     assert "FAIL" in peer_tft.text_table(res) and "PASS" in peer_tft.text_table(res)
     # the index links every peer page of a device folder
-    from foxlib import index
+    from foxlib.report import index
     (tmp_path / "cpu").mkdir()
     (tmp_path / "page.html").rename(tmp_path / "cpu" / "peer-benchmark.html")
     (tmp_path / "cpu" / "wave-8.10").mkdir()
@@ -138,9 +138,9 @@ def test_foxlibs_side_is_the_recipes_step_on_the_windows_the_peer_gets():
     import numpy as np
     import torch
 
-    from foxlib.data import MarketWindows
+    from foxlib.data.market import MarketWindows
     from foxlib.models import MODELS
-    from foxlib.recipe import StepRecipe, build_step
+    from foxlib.harness.recipe import StepRecipe, build_step
     cfg = dataclasses.replace(MODELS["tft"].preset("small"), batch_size=4)
     step = build_step(StepRecipe("tft", cfg, seed=5), "cpu")
     windows = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train")

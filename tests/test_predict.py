@@ -4,23 +4,23 @@ a hand-counted MLP, and largest_fitting (screening by prediction, confirmed by o
 Figures counted from the tensors themselves (parameters, gradients, optimizer state, batch, saved
 activations of hand-countable models) are asserted to the byte; what depends on the CPU's kernels
 (peaks, the 16-bit kernels' scratch, the oneDNN LSTM's workspace) within the tolerances the
-reports claim (foxlib.prediction.within). scripts/test-isa.sh runs this file under ISA caps."""
+reports claim (foxlib.memory.tolerances.within). scripts/test-isa.sh runs this file under ISA caps."""
 import pytest
 import torch
 
-from foxlib import prediction
+from foxlib.memory import tolerances as prediction
 from foxlib.memory import profile_step
 from foxlib.memory.predict import (SCRATCH_OPS, build_fake, is_fake, predict_model_step, probe_kernel_scratch,
                                    unique_storage_bytes, _probe_spec)
 from foxlib.models import MODELS
-from foxlib.screening import largest_fitting, predicted_profile
+from foxlib.harness.screening import largest_fitting, predicted_profile
 
 F32 = 4
 
 
 @pytest.fixture(scope="module")
 def small_pairs():
-    """(predicted, measured) for every card's "small" preset, fp32, Adam as foxlib.measure makes it."""
+    """(predicted, measured) for every card's "small" preset, fp32, Adam as foxlib.harness.measure_step makes it."""
     out = {}
     for name, card in MODELS.items():
         cfg = card.config("small")

@@ -1,8 +1,8 @@
-"""The predicted-beside-measured table (foxlib/prediction.py) on hand-made profiles."""
+"""The predicted-beside-measured table (foxlib/memory/tolerances.py) on hand-made profiles."""
 import math
 
-from foxlib import prediction
-from foxlib.config import MB
+from foxlib.memory import tolerances as prediction
+from foxlib.core.config import MB
 
 
 def profile(**kw):

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from foxlib import prediction
+from foxlib.memory import tolerances as prediction
 from foxlib.memory import NonFiniteLossError, profile_step
 
 F32 = 4

@@ -4,9 +4,11 @@ import json
 
 import pytest
 
-from foxlib import notebook, provenance, results
-from foxlib.budgets import Check
-from foxlib.config import ROOT
+from foxlib.run import notebook_cells as notebook
+
+from foxlib.core import provenance, results
+from foxlib.core.budgets import Check
+from foxlib.core.config import ROOT
 
 MEASUREMENT = ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json"
 
@@ -86,6 +88,6 @@ def test_banner_names_the_cpu_defaults_it_used(clean):
 
 
 def test_environment_revision_is_provenances(monkeypatch):
-    from foxlib import devices
+    from foxlib.memory import devices
     monkeypatch.setenv("FOXLIB_GIT_REVISION", "cafe123")
     assert devices.environment()["git_revision"] == "cafe123" == provenance.git_revision()

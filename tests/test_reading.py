@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from foxlib import reading
-from foxlib.budgets import Check
+from foxlib.report import reading
+from foxlib.core.budgets import Check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,9 +71,9 @@ def test_glossary_defines_the_terms_the_reports_use():
     for term in ("VSN", "GRN", "memory-efficient path", "16 B/parameter", "CUDA graph", "saved for backward",
                  "reserved", "IQR", "confidence interval", "model peak vs process peak", "MB", "skill margin"):
         assert term in block.markdown and term in block.html
-    from foxlib.figures import DEFINITIONS
+    from foxlib.core.figures import DEFINITIONS
     peaks = reading.GLOSSARY["model peak vs process peak"]
-    assert DEFINITIONS["process_peak"].removesuffix(" (bytes)") in peaks  # one definition, foxlib.figures'
+    assert DEFINITIONS["process_peak"].removesuffix(" (bytes)") in peaks  # one definition, foxlib.core.figures'
     assert "workspaces once per stream" in peaks and "CUDA context" in peaks
     assert "4,294,967,296" in block.markdown
     assert reading.glossary(["VSN", "IQR"]).markdown.count("- **") == 2

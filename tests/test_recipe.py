@@ -7,7 +7,7 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.models import MODELS
-from foxlib.recipe import StepRecipe, build_step, optimizer_for
+from foxlib.harness.recipe import StepRecipe, build_step, optimizer_for, timed_step
 
 CPU = torch.device("cpu")
 
@@ -36,7 +36,7 @@ def adam_rates(monkeypatch):
 
 @pytest.mark.parametrize("model", ["dqn", "ppo"])
 def test_measure_model_and_second_opinion_use_the_cards_learning_rate(model, adam_rates):
-    from foxlib.measure import measure_model, second_opinion
+    from foxlib.harness.measure_step import measure_model, second_opinion
     cfg = _small(model)
     assert cfg.learning_rate != 1e-3  # the default the old copies fell back to
     out = measure_model(model, cfg, CPU, predict=False)
@@ -48,7 +48,7 @@ def test_measure_model_and_second_opinion_use_the_cards_learning_rate(model, ada
 def test_timed_and_ensemble_steps_use_the_cards_learning_rate(adam_rates):
     from foxlib.waves import wave_8_11, wave_8_13
     cfg = _small("dqn")
-    wave_8_11.training_step(MODELS["dqn"], cfg, CPU, "fp32")
+    timed_step(MODELS["dqn"], cfg, CPU, "fp32")
     member = wave_8_13._Member("dqn", cfg, "fp32")
     wave_8_13._load(member, CPU, seed=0)
     assert adam_rates == [cfg.learning_rate] * 2
@@ -61,7 +61,7 @@ def test_timed_and_ensemble_steps_use_the_cards_learning_rate(adam_rates):
 
 def test_training_and_the_predictor_use_the_cards_learning_rate(adam_rates):
     from foxlib.memory.predict import predict_step
-    from foxlib.training import train_tft
+    from foxlib.harness.training import train_tft
     cfg = dataclasses.replace(_small("tft"), lr=3e-4)
     train_tft(cfg, max_steps=1, eval_every=1, val_windows=4, show_progress=False)
     assert adam_rates == [3e-4]

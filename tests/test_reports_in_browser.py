@@ -1,8 +1,8 @@
 """Every committed report, opened in headless Chromium: charts load, the verdict shows, nothing broken."""
 import pytest
 
-from foxlib.browser import check_page
-from foxlib.config import ROOT
+from foxlib.report.browser import check_page
+from foxlib.core.config import ROOT
 
 COMMITTED = sorted((ROOT / "reports").glob("*/wave-*/report.html"))
 
@@ -45,7 +45,7 @@ def _local(page, href):
 
 @pytest.mark.slow
 def test_the_index_opens_with_a_ledger_row_per_seed_claim_whose_links_resolve():
-    from foxlib.ledger import CLAIMS
+    from foxlib.report.ledger import CLAIMS
     index = ROOT / "reports" / "index.html"
     seen = check_page(index)
     assert seen["ledger_rows"] == len(CLAIMS)

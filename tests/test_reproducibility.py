@@ -9,7 +9,7 @@ pytestmark = pytest.mark.slow  # every test here runs wave 8.10's notebook
 
 
 def test_second_run_gives_the_same_figures_and_verdict(tiny_8_10, tmp_path):
-    from foxlib.runner import run_wave
+    from foxlib.run.runner import run_wave
     again = run_wave("8.10", TINY_8_10, reports_dir=tmp_path, progress=False, allow_dirty=True)
     first = json.loads((tiny_8_10 / "results.json").read_text())
     second = json.loads((again / "results.json").read_text())
@@ -37,7 +37,7 @@ def test_reports_record_versions_device_and_revision(tiny_8_10):
 def test_a_report_rendered_from_a_measurement_records_the_measured_parameters(tiny_8_10, tmp_path):
     """Rendering from a measurement file (a GPU run) must not record the notebook's defaults as if they
     had been measured: the measurement's own parameters win, the run parameters stay."""
-    from foxlib.runner import run_wave
+    from foxlib.run.runner import run_wave
     source = tmp_path / "m.json"
     source.write_bytes((tiny_8_10 / "measurement.json").read_bytes())
     out = run_wave("8.10", {"measurements": str(source)}, reports_dir=tmp_path / "r", progress=False,

@@ -1,11 +1,11 @@
-"""foxlib.skill and the accuracy gate's power: climatology, skill scores, and the gate on hand-made runs."""
+"""foxlib.harness.skill and the accuracy gate's power: climatology, skill scores, and the gate on hand-made runs."""
 import numpy as np
 import pytest
 import torch
 
-from foxlib import skill
-from foxlib.data import MarketWindows
-from foxlib.training import accuracy_gate, check_target, skill_summary
+from foxlib.harness import skill
+from foxlib.data.market import MarketWindows
+from foxlib.harness.training import accuracy_gate, check_target, skill_summary
 
 
 def test_abs_return_target_is_the_absolute_return_and_bad_targets_name_the_valid_ones():
@@ -71,7 +71,7 @@ def test_no_skill_means_no_power():
 
 
 def test_preflight_refuses_a_bad_target_or_batch_before_anything_runs():
-    from foxlib.preflight import check
+    from foxlib.run.preflight import check
     base = {"precisions": "fp32,fp16", "candidate": "fp16"}
     check("8.11", {**base, "accuracy_target": "abs_return", "accuracy_batch_size": 64})
     with pytest.raises(ValueError, match="valid targets: return, abs_return"):

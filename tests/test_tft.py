@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from foxlib.data import N_KNOWN
+from foxlib.data.market import N_KNOWN
 from foxlib.memory.accounting import SavedTensorTracker
 from foxlib.memory.timeline import cpu_allocations
 from foxlib.models import MODELS

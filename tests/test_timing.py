@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from foxlib.timing import RatioInterval, Timing, interval_of_samples, paired_ratios, ratio_interval
+from foxlib.harness.timing import RatioInterval, Timing, interval_of_samples, paired_ratios, ratio_interval
 
 
 def _timings(**samples):

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from foxlib.data import market_features
-from foxlib.trading_env import POSITIONS, REWARD_SCALE, TradingEnv, backtest
+from foxlib.data.market import market_features
+from foxlib.data.trading_env import POSITIONS, REWARD_SCALE, TradingEnv, backtest
 
 WINDOW, N_FEATURES, LENGTH = 5, 4, 8
 

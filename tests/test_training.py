@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from foxlib import skill
-from foxlib.data import MarketWindows
+from foxlib.harness import skill
+from foxlib.data.market import MarketWindows
 from foxlib.models import MODELS
-from foxlib.training import HARNESS, accuracy_config, evaluate, train_tft
+from foxlib.harness.training import HARNESS, accuracy_config, evaluate, train_tft
 
 
 class _Constant(torch.nn.Module):

@@ -7,12 +7,14 @@ import re
 
 import pytest
 
-from foxlib import preflight, results
-from foxlib.__main__ import main
-from foxlib.budgets import BudgetsError, load_budgets
-from foxlib.config import ROOT
-from foxlib.parameters import ParameterError, read_parameters, resolve
-from foxlib.waves import WAVES
+from foxlib.run import preflight
+
+from foxlib.core import results
+from foxlib.run.cli import main
+from foxlib.core.budgets import BudgetsError, load_budgets
+from foxlib.core.config import ROOT
+from foxlib.core.parameters import ParameterError, read_parameters, resolve
+from foxlib.core.critical_path import WAVES
 
 COMMITTED = {w: ROOT / "reports" / "cpu" / f"wave-{w}" / "measurement.json" for w in WAVES}
 
@@ -55,8 +57,8 @@ def test_harmless_looking_input_is_refused(reports, args, message, capsys):
 
 
 def test_reports_checks_every_wave_before_running_any(reports, capsys, monkeypatch):
-    import foxlib.runner
-    monkeypatch.setattr(foxlib.runner, "run_wave", lambda *a, **k: pytest.fail("a wave ran"))
+    import foxlib.run.runner
+    monkeypatch.setattr(foxlib.run.runner, "run_wave", lambda *a, **k: pytest.fail("a wave ran"))
     assert main(["reports", "-p", "card_gb=0", "--reports-dir", str(reports)]) == 2  # 8.13's, found before 8.10 runs
     assert "card_gb" in capsys.readouterr().err
 

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from foxlib import index, runner
-from foxlib.__main__ import main
-from foxlib.config import ROOT
-from foxlib.parameters import (CPU_DEFAULTS, CPU_8_12_STRATEGIES, defaults_for, read_parameters, run_kind,
+from foxlib.report import index
+
+from foxlib.run import runner
+from foxlib.run.cli import main
+from foxlib.core.config import ROOT
+from foxlib.core.parameters import (CPU_DEFAULTS, CPU_8_12_STRATEGIES, defaults_for, read_parameters, run_kind,
                                variant_name)
-from foxlib.waves import WAVES
+from foxlib.core.critical_path import WAVES
 
 COMMITTED = ROOT / "reports"
 
@@ -218,7 +220,7 @@ def test_a_report_folder_that_cannot_be_replaced_is_found_before_the_run(tmp_pat
 
 
 def test_a_dirty_tree_is_refused_unless_allowed(monkeypatch, tmp_path, capsys):
-    from foxlib import provenance
+    from foxlib.core import provenance
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234+dirty")
     monkeypatch.delenv("FOXLIB_ALLOW_DIRTY")
     source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
@@ -231,7 +233,7 @@ def test_a_dirty_tree_is_refused_unless_allowed(monkeypatch, tmp_path, capsys):
 
 
 def test_a_dirty_measurement_is_refused_unless_allowed(monkeypatch, tmp_path):
-    from foxlib import provenance
+    from foxlib.core import provenance
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234")
     m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
     m["environment"]["git_revision"] = "0ld0ne+dirty"

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from foxlib.config import MB, ROOT
+from foxlib.core.config import MB, ROOT
 from foxlib.models import MODELS
 
 
@@ -205,8 +205,8 @@ def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
     check, table and chart give one process peak = model peaks + workspaces once + context once."""
     import matplotlib
     matplotlib.use("Agg")
-    from foxlib import charts
-    from foxlib.budgets import load_budgets
+    from foxlib.report import charts
+    from foxlib.core.budgets import load_budgets
     budgets = load_budgets()
     w810, _, m810 = _record("8.10", "h200")
     w811, _, m811 = _record("8.11", "h200")

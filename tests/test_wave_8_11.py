@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from foxlib.config import MB
+from foxlib.core.config import MB
 
 TINY_8_11 = {"preset": "small", "batch_size": 4, "encoder_length": 10, "timing_repeats": 3,
              "accuracy_seeds": 2, "accuracy_steps": 10, "accuracy_eval_every": 5, "accuracy_val_windows": 64,
@@ -12,7 +12,7 @@ TINY_8_11 = {"preset": "small", "batch_size": 4, "encoder_length": 10, "timing_r
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    from foxlib.runner import run_wave
+    from foxlib.run.runner import run_wave
     return run_wave("8.11", TINY_8_11, reports_dir=tmp_path_factory.mktemp("r"), progress=False, allow_dirty=True)
 
 

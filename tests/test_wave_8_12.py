@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from foxlib.budgets import load_budgets
-from foxlib.config import MB
-from foxlib.timing import RatioInterval
+from foxlib.core.budgets import load_budgets
+from foxlib.core.config import MB
+from foxlib.harness.timing import RatioInterval
 from foxlib.waves import wave_8_12 as wave
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
@@ -219,7 +219,7 @@ def test_the_committed_measurements_load(device):
 def test_the_chart_reads_the_record():
     import matplotlib
     matplotlib.use("Agg")
-    from foxlib import charts
+    from foxlib.report import charts
     rec = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.71)), _sr("graph", 820.0, (0.2, 0.18, 0.23), cuda_graph=True))
     fig = charts.pareto(rec, wave.pareto(rec), 1000, 2.0, "efficient", "test")
     ax = fig.axes[0]
@@ -253,7 +253,7 @@ def test_unknown_strategy_names_the_valid_ones():
 
 @pytest.mark.slow
 def test_notebook_tiny(tmp_path):
-    from foxlib.runner import run_wave
+    from foxlib.run.runner import run_wave
     params = {"preset": "small", "batch_size": 8, "encoder_length": 10, "device": "cpu",
               "strategies": "fp32 (baseline);bf16;checkpoint blocks;batch ÷4;CUDA graph", "timing_repeats": 2,
               "timing_warmup": 1, "accuracy_seeds": 1, "accuracy_steps": 4, "accuracy_eval_every": 2,

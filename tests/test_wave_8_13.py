@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from foxlib import index
-from foxlib.config import MB
+from foxlib.report import index
+from foxlib.core.config import MB
 from foxlib.models import MODELS
 from foxlib.waves import wave_8_13 as wave
 
@@ -28,7 +28,7 @@ def _write_8_12(reports_dir, recommended=RECOMMENDED, device="cpu"):
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     """The notebook through papermill; "auto" finds a wave 8.12 report in FOXLIB_REPORTS (the kernel inherits it)."""
-    from foxlib.runner import run_wave
+    from foxlib.run.runner import run_wave
     earlier = tmp_path_factory.mktemp("reports-with-8.12")
     _write_8_12(earlier)
     with pytest.MonkeyPatch.context() as mp:
@@ -153,8 +153,8 @@ def test_a_json_tft_config_overrides_and_is_validated(tmp_path):
 
 
 def test_parameter_values_are_checked_before_anything_runs():
-    from foxlib.parameters import read_parameters, resolve
-    from foxlib.waves import get_wave
+    from foxlib.core.parameters import read_parameters, resolve
+    from foxlib.core.critical_path import get_wave
     declared = read_parameters(get_wave("8.13").notebook)
     ok = resolve(declared, {"preset": "small", "device": "cpu", "tft_config": '{"precision": "bf16"}'})
     wave.check_parameters(ok)
@@ -192,9 +192,9 @@ def test_auto_rejects_a_recommendation_with_an_unknown_field(tmp_path):
 
 # ----------------------------------------------------------------------------- the typed record and depends_on
 
-from foxlib import provenance  # noqa: E402
-from foxlib.budgets import load_budgets  # noqa: E402
-from foxlib.config import ROOT  # noqa: E402
+from foxlib.core import provenance  # noqa: E402
+from foxlib.core.budgets import load_budgets  # noqa: E402
+from foxlib.core.config import ROOT  # noqa: E402
 
 
 FIXTURES = ROOT / "tests" / "fixtures"

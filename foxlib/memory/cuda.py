@@ -80,3 +80,22 @@ def nvml_view(device: torch.device) -> dict[str, Any]:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def bare_context(device: torch.device) -> dict[str, Any] | None:
+    """NVML's usage of this process with almost nothing allocated (the CUDA context itself), and
+    what the first matrix product leaves allocated (cuBLAS's workspace, held by the allocator)."""
+    if device.type != "cuda":
+        return None
+    x = torch.ones(8, 8, device=device)  # creates the context
+    torch.cuda.synchronize(device)
+    nvml = nvml_view(device)
+    reserved = allocator_stats(device)["reserved_bytes"]
+    used = nvml.get("process_used_bytes")
+    before = torch.cuda.memory_allocated(device)
+    (x @ x).sum().item()
+    workspace = torch.cuda.memory_allocated(device) - before - 512  # the product's result: one 512 B block
+    del x
+    return {"process_used_bytes": used, "reserved_bytes": reserved,
+            "context_bytes": None if used is None else used - reserved, "note": nvml.get("note"),
+            "cublas_workspace_bytes": max(workspace, 0)}

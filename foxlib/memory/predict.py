@@ -81,7 +81,7 @@ allocator sees and no dispatch mode can:
 - torch.utils.checkpoint stashes the CPU RNG state (torch.get_rng_state: 5,056 bytes per
   checkpointed segment, made by no op): 10-15 kB (0.1-0.8 %) on the checkpointed presets.
 So the prediction is a lower bound of profile_step's CPU peak, tight on these models; the
-reports and the tests hold it to foxlib.prediction's named tolerances, not to the byte.
+reports and the tests hold it to foxlib.memory.tolerances's named tolerances, not to the byte.
 
 Limitations: the prediction models the CPU (CPU kernels, CPU autocast op lists, oneDNN);
 on CUDA the cuDNN/cuBLAS workspaces (the cuDNN LSTM's reserve and workspace among them), the
@@ -109,7 +109,7 @@ from torch.utils._pytree import tree_flatten
 
 from foxlib.memory import accounting
 from foxlib.memory.profile import MemoryProfile, autocast, check_precision
-from foxlib.prediction import LSTM_MARK
+from foxlib.memory.tolerances import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
 PEAK_METHOD = ("predicted: model, autograd and optimizer on fake tensors (FakeTensorMode, no memory "
@@ -799,7 +799,7 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
                  foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
                  batch: Any = None, target: str = "cpu") -> MemoryProfile:
     """Predict what profile_step measures for one training step of `card` built from `config`
-    (as foxlib.measure does it: Adam at the config's learning rate over all parameters), on
+    (as foxlib.harness.measure_step does it: Adam at the config's learning rate over all parameters), on
     the CPU, without allocating the model, its gradients, optimizer state or activations.
 
     Returns a MemoryProfile (device "predicted (cpu)", loss NaN). optimizer: "adam" or "sgd".

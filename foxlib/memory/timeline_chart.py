@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from foxlib.config import MB
+from foxlib.core.config import MB
 from foxlib.memory.live_series import PHASES, MemoryTimeline
 
 PHASE_COLOURS = {"forward": "#dbe9f6", "backward": "#fbe3d6", "optimizer step": "#e2f0d9"}

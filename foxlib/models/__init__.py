@@ -12,6 +12,7 @@ class _Registry(dict):
         raise ValueError(f"unknown model {key!r}; valid models: {', '.join(self)}")
 
 
+ENSEMBLE = ("dqn", "ppo", "mamba2", "tft")  # the ensemble's members, in the order the waves list them
 MODELS = _Registry((card.name, card) for card in (tft.CARD, dqn.CARD, ppo.CARD, mamba2.CARD))
 
-__all__ = ["MODELS", "ModelCard"]
+__all__ = ["ENSEMBLE", "MODELS", "ModelCard"]

@@ -40,7 +40,7 @@ class ModelCard:
 
     def learning_rate(self, cfg: Any) -> float:
         """The learning rate the config names (`lr`, or `learning_rate` for the RL agents): the one
-        every training step of foxlib uses for this card (foxlib.recipe)."""
+        every training step of foxlib uses for this card (foxlib.harness.recipe)."""
         for name in ("lr", "learning_rate"):
             if hasattr(cfg, name):
                 return float(getattr(cfg, name))

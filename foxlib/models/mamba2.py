@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from foxlib.data import TARGET_SCALE, market_features
+from foxlib.data.market import TARGET_SCALE, market_features
 from foxlib.models.card import ModelCard
 
 # Initialisation ranges of the reference implementation (mamba_ssm, Mamba2 defaults).
@@ -39,7 +39,7 @@ NORM_EPS = 1e-5
 @dataclass(frozen=True)
 class Mamba2Config:
     n_features: int = 53
-    """Input market features per day (the first n of foxlib.data's feature library, 1..53)."""
+    """Input market features per day (the first n of foxlib.data.market's feature library, 1..53)."""
     d_model: int = 256
     """Model width D (the residual stream)."""
     n_layers: int = 4

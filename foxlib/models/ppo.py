@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from foxlib.models.card import ModelCard
-from foxlib.trading_env import N_ACTIONS, TradingEnv, backtest
+from foxlib.data.trading_env import N_ACTIONS, TradingEnv, backtest
 
 BUFFER_DEVICES = ("device", "host")
 
@@ -28,7 +28,7 @@ class PPOConfig:
     window: int = 10
     """days of market features in one observation"""
     n_features: int = 8
-    """market features per day (the first n of foxlib.data's feature library)"""
+    """market features per day (the first n of foxlib.data.market's feature library)"""
     episode_length: int = 64
     """trading days per episode"""
     cost: float = 1e-4

@@ -32,7 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from foxlib.data import N_FEATURES_MAX, N_KNOWN, SERIES, MarketWindows
+from foxlib.data.market import N_FEATURES_MAX, N_KNOWN, SERIES, MarketWindows
 from foxlib.models.card import ModelCard
 
 CHECKPOINTING = ("none", "vsn", "blocks", "all", "variables", "vsn_variables")
@@ -46,7 +46,7 @@ class TFTConfig:
     num_heads: int = 2
     """H attention heads; each has its own Q and K projection d -> d/H (paper: 1 or 4)."""
     n_observed: int = 8
-    """Observed past inputs: the first n_observed market features of foxlib.data (1..53)."""
+    """Observed past inputs: the first n_observed market features of foxlib.data.market (1..53)."""
     encoder_length: int = 20
     """T_e: past days seen by the encoder LSTM."""
     decoder_length: int = 3

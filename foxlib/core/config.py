@@ -1,0 +1,13 @@
+"""Paths and names the whole project shares."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # foxlib/core/config.py -> the repository
+NOTEBOOKS_DIR = ROOT / "notebooks"
+REPORTS_DIR = Path(os.environ.get("FOXLIB_REPORTS", ROOT / "reports"))
+BUDGETS_FILE = Path(os.environ.get("FOXLIB_BUDGETS", ROOT / "budgets.toml"))
+KERNEL_NAME = "foxlib"  # the Jupyter kernel `make venv` registers for papermill
+
+MB = 10**6  # reports show MB = 10^6 bytes throughout; JSON holds bytes

@@ -1,0 +1,224 @@
+"""A wave notebook's parameters: read from its `parameters` cell, and user overrides checked.
+
+The notebooks live as jupytext py:percent files; the cell tagged `parameters` holds plain
+`name: type = value  # help` lines. Reading it with `ast` needs no Jupyter at all, so the
+same validation serves `make report`, `python -m foxlib measure` on a bare GPU machine, and
+the tests. papermill only warns about unknown names: here they are errors.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+_CELL = re.compile(r"^# %%.*\btags=\[[^\]]*\"parameters\"[^\]]*\].*$", re.M)
+
+
+class ParameterError(ValueError):
+    """An unknown or ill-typed notebook parameter."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    default: Any
+    help: str
+
+
+def read_parameters(notebook_py: Path) -> dict[str, Parameter]:
+    """The parameters declared in the notebook's `parameters` cell, in order."""
+    text = notebook_py.read_text()
+    m = _CELL.search(text)
+    if not m:
+        raise ParameterError(f"{notebook_py} has no cell tagged 'parameters'")
+    body = text[m.end():]
+    nxt = re.search(r"^# %%", body, re.M)
+    cell = body[: nxt.start()] if nxt else body
+    lines = cell.splitlines()
+    params: dict[str, Parameter] = {}
+    for node in ast.parse(cell).body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(node.annotation, ast.Name) and node.annotation.id in _TYPES):
+            raise ParameterError(f"{notebook_py}: parameters cell line {node.lineno} is not "
+                                 "`name: int|float|str|bool = value  # help`")
+        line = lines[node.lineno - 1]
+        help_text = line.split("#", 1)[1].strip() if "#" in line else ""
+        params[node.target.id] = Parameter(node.target.id, node.annotation.id,
+                                           ast.literal_eval(node.value), help_text)
+    return params
+
+
+def coerce(param: Parameter, value: Any) -> Any:
+    """`value` (a string from the command line, or a Python value) as the parameter's type."""
+    kind = _TYPES[param.type]
+    if isinstance(value, str) and kind is not str:
+        text = value.strip()
+        if kind is bool:
+            if text.lower() in ("true", "1", "yes"):
+                return True
+            if text.lower() in ("false", "0", "no"):
+                return False
+        else:
+            try:
+                return coerce(param, kind(text))
+            except ValueError as exc:
+                if isinstance(exc, ParameterError):
+                    raise
+        raise ParameterError(f"parameter {param.name!r} must be {param.type} ({param.help}), got {value!r}")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if type(value) is not kind:
+        raise ParameterError(f"parameter {param.name!r} must be {param.type} ({param.help}), "
+                             f"got {type(value).__name__} {value!r}")
+    if kind is float and not math.isfinite(value):
+        raise ParameterError(f"parameter {param.name!r} must be a finite number ({param.help}), got {value!r}")
+    return value
+
+
+def resolve(declared: dict[str, Parameter], overrides: dict[str, Any],
+            defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Defaults (the notebook's, then `defaults`: the device's, see `device_defaults`) with
+    `overrides` applied; ParameterError for an unknown name or a bad value."""
+    unknown = sorted(set(overrides) - set(declared))
+    if unknown:
+        listing = "; ".join(f"{p.name} ({p.type}, default {p.default!r}): {p.help}" for p in declared.values())
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid parameters: {listing}")
+    values = {name: p.default for name, p in declared.items()}
+    values.update({k: v for k, v in (defaults or {}).items() if k in declared})
+    for name, value in overrides.items():
+        values[name] = coerce(declared[name], value)
+    return values
+
+
+def split_parameters(text: str) -> list[str]:
+    """'a=1 b="x y"' -> ["a=1", "b=x y"]: a line of assignments split as a shell would (make's P)."""
+    import shlex
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:
+        raise ParameterError(f"parameters {text!r} cannot be split ({exc}): close every quote, e.g. "
+                             "P=\"strategies='fp32 (baseline);bf16' timing_repeats=3\"") from None
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """["name=value", ...] from the command line -> {name: "value"}."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ParameterError(f"parameter {item!r} is not of the form name=value")
+        name, value = item.split("=", 1)
+        out[name.strip()] = value
+    return out
+
+
+# ------------------------------------------------------------------ defaults that depend on the device
+# A wave's canonical report comes from its default parameters. Some defaults are sized for a GPU and
+# would take hours on a 2-core CPU; on the CPU these values replace the notebook's (whatever `device`
+# was asked: auto on a machine without CUDA, or cpu). They are the values the CPU reports were made with.
+CPU_8_12_STRATEGIES = ";".join((  # the eager fp32 strategies, fp16 and bf16, and the CUDA-graph ones
+    "fp32 (baseline)", "fp16", "bf16", "checkpoint VSNs", "checkpoint blocks", "checkpoint all",
+    "memory-efficient path", "batch ÷4", "sequence ÷2", "efficient + checkpoint blocks", "checkpoint variables",
+    "efficient + checkpoint variables", "efficient + checkpoint VSN variables",
+    "efficient + checkpoint VSN variables (8 per chunk)", "CUDA graph", "memory-efficient path + CUDA graph",
+    "efficient + checkpoint VSN variables + CUDA graph",
+    "efficient + checkpoint VSN variables (8 per chunk) + CUDA graph"))  # (skipped on the CPU, and said so)
+CPU_DEFAULTS: dict[str, dict[str, Any]] = {
+    "8.11": {"timing_repeats": 5},
+    # a 16-bit precision combined with checkpointing costs minutes per step on the CPU: not in the default set
+    "8.12": {"timing_repeats": 2, "timing_warmup": 1, "strategies": CPU_8_12_STRATEGIES},
+}
+
+# parameters that say where or how a run is done, not what is measured: they never make a variant
+NOT_COMPARED = ("measurements", "output_dir", "snapshot_path", "timeline_dir", "device")
+VARIANT_NAME_MAX = 40  # characters of a variant's folder name after "wave-<N>-"
+
+
+def device_defaults(wave_id: str, device_type: str) -> dict[str, Any]:
+    """The parameter values that replace the notebook's defaults on this device type ("cpu", "cuda")."""
+    return dict(CPU_DEFAULTS.get(wave_id, {})) if device_type == "cpu" else {}
+
+
+def defaults_for(wave_id: str, declared: dict[str, Parameter], device_type: str) -> dict[str, Any]:
+    """Every declared parameter's default on this device type."""
+    return resolve(declared, {}, device_defaults(wave_id, device_type))
+
+
+def _same(name: str, value: Any, default: Any) -> bool:
+    if name == "strategies" and isinstance(value, str) and isinstance(default, str):
+        # "all" and an explicit list of every strategy are one set: the wave that has strategies reads them
+        from foxlib.core.critical_path import get_wave
+        select = get_wave("8.12").module.select
+        try:
+            return [s.name for s in select(value)] == [s.name for s in select(default)]
+        except ValueError:
+            return False
+    if name == "budgets_file":
+        from foxlib.core import config
+        norm = lambda v: str(Path(v).resolve()) if v else str(config.BUDGETS_FILE.resolve())  # noqa: E731
+        return norm(value) == norm(default)
+    return value == default and type(value) is type(default)
+
+
+def differences(wave_id: str, declared: dict[str, Parameter], values: dict[str, Any],
+                device_type: str) -> dict[str, dict[str, Any]]:
+    """{name: {"value", "default"}} for each parameter of `values` that is not its default on this
+    device type (run parameters excluded: see NOT_COMPARED), in the notebook's order."""
+    base = defaults_for(wave_id, declared, device_type)
+    return {name: {"value": values[name], "default": base[name]} for name in declared
+            if name in values and name not in NOT_COMPARED and not _same(name, values[name], base[name])}
+
+
+def _slug(value: Any) -> str:
+    text = re.sub(r"[^a-z0-9.]+", "-", str(value).lower())
+    return re.sub(r"[-.]*-[-.]*|\.{2,}", "-", text).strip("-.") or "empty"  # no "..", no "-.-"
+
+
+def variant_name(differs: dict[str, dict[str, Any]]) -> str | None:
+    """A short, filesystem-safe name for a run that differs from the defaults (None: it does not):
+    `name-value` pairs joined by `_`; cut and suffixed with a hash of the exact values when long or
+    when a value had characters a folder name cannot hold."""
+    if not differs:
+        return None
+    parts = [f"{name}-{_slug(d['value'])}" for name, d in differs.items()]
+    name = "_".join(parts)
+    lossy = any(_slug(d["value"]) != str(d["value"]).lower() for d in differs.values())
+    if len(name) > VARIANT_NAME_MAX or lossy:
+        digest = hashlib.sha1(json.dumps({k: d["value"] for k, d in differs.items()}, sort_keys=True,
+                                         ensure_ascii=False).encode()).hexdigest()[:8]
+        name = name[:VARIANT_NAME_MAX - 9].rstrip("-_.") + "-" + digest
+    return name
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """What a run is against its defaults: the device type whose defaults apply, those of them that
+    are not the notebook's, and the parameters that differ (a variant when any do)."""
+    device_type: str
+    device_defaults: dict[str, Any] = field(default_factory=dict)
+    differs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def variant(self) -> str | None:
+        return variant_name(self.differs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device_type": self.device_type, "device_defaults": self.device_defaults,
+                "variant": self.variant, "differs": self.differs}
+
+
+def run_kind(wave_id: str, params: dict[str, Any], measurement: dict[str, Any] | None,
+             device_type: str) -> RunKind:
+    """Canonical or variant: `params` as run, the measurement's own parameters (a measurement file
+    made elsewhere) taking precedence, against the defaults of `device_type`."""
+    from foxlib.core.critical_path import get_wave
+    declared = read_parameters(get_wave(wave_id).notebook)
+    values = {**params, **((measurement or {}).get("measure_parameters") or {})}
+    return RunKind(device_type, device_defaults(wave_id, device_type),
+                   differences(wave_id, declared, values, device_type))

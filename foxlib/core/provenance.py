@@ -1,0 +1,86 @@
+"""Where a figure comes from: the revision it was measured and rendered at, and the files it cites.
+
+A revision is a commit of a clean tree (`git rev-parse --short HEAD`); a tree with uncommitted
+changes to tracked files outside reports/ (what the runs themselves write) is `<commit>+dirty`. A report that depends on another (8.13 and the
+peer benchmark on 8.12's results.json) carries a citation {path, revision, sha256} of the file it
+read, and `verify` fails when the published file is no longer that one.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from foxlib.core import config
+
+DIRTY = "+dirty"
+
+
+class ProvenanceError(ValueError):
+    """A dirty tree where a clean one is needed, or a cited file that changed."""
+
+
+def git_revision(root: Path | None = None) -> str | None:
+    """The short commit of the tree at `root` (+dirty with uncommitted changes to tracked files);
+    FOXLIB_GIT_REVISION where there is no .git (a copy of the tree on a GPU machine); None if unknown."""
+    if os.environ.get("FOXLIB_GIT_REVISION"):
+        return os.environ["FOXLIB_GIT_REVISION"]
+    root = Path(root or config.ROOT)
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=10)
+        # reports/ is what runs write: a report folder being replaced does not make the code dirty
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if rev.returncode != 0 or not rev.stdout.strip():
+        return None
+    return rev.stdout.strip() + (DIRTY if dirty.stdout.strip() else "")
+
+
+def is_clean(revision: str | None) -> bool:
+    return bool(revision) and not revision.endswith(DIRTY)
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _display_path(path: Path) -> str:
+    path = Path(path).resolve()
+    for base in (config.REPORTS_DIR.resolve().parent, config.ROOT):
+        try:
+            return str(path.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A citation of the results file at `path`: its path (relative to the reports' parent where it
+    lies under it), the revision it was measured at, and the sha256 of its bytes."""
+    path = Path(path)
+    if data is None:
+        import json
+        data = json.loads(path.read_text())
+    revision = data.get("measured_at_revision") or (data.get("environment") or {}).get("git_revision")
+    return {"path": _display_path(path), "revision": revision, "sha256": sha256_of(path)}
+
+
+def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:
+    """ProvenanceError unless every cited file exists (relative paths under `base`, default the
+    reports' parent folder) with the cited sha256."""
+    base = Path(base or config.REPORTS_DIR.resolve().parent)
+    for c in citations:
+        path = Path(c["path"])
+        path = path if path.is_absolute() else base / path
+        if not path.is_file():
+            raise ProvenanceError(f"the cited file {c['path']} is missing (revision {c.get('revision')})")
+        actual = sha256_of(path)
+        if actual != c["sha256"]:
+            raise ProvenanceError(f"the cited file {c['path']} changed since it was used: sha256 {actual[:12]} "
+                                  f"is not the cited {c['sha256'][:12]} (revision {c.get('revision')}); "
+                                  "re-run the wave that depends on it")

@@ -1,0 +1,82 @@
+"""results.json: the machine-readable outcome of a wave (schema in shared/reference/contract.md)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from foxlib.core.budgets import Check, verdict
+from foxlib.core.critical_path import WAVES
+
+RESULTS_FILE = "results.json"
+MEASUREMENT_FILE = "measurement.json"
+SCHEMA_VERSION = 2  # 2: measured_at_revision, rendered_at_revision, depends_on
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: NaN and infinities become null, tuples lists, numpy scalars Python numbers."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def measured_revision(measurement: dict[str, Any]) -> str | None:
+    """The revision a measurement was made at (its environment's git_revision)."""
+    return measurement.get("measured_at_revision") or (measurement.get("environment") or {}).get("git_revision")
+
+
+def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], checks: list[Check],
+          **extra: Any) -> dict[str, Any]:
+    from foxlib.core import provenance
+    return _clean({
+        "wave": wave,
+        "title": WAVES[wave].title,
+        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": measurement.get("measured_at"),
+        "device": measurement["device"],
+        "environment": measurement.get("environment", {}),
+        # measured elsewhere (the measurements parameter): the parameters of that measurement, not the defaults
+        "parameters": {k: v for k, v in {**parameters, **measurement.get("measure_parameters", {})}.items()
+                       if k != "output_dir"},
+        "schema_version": SCHEMA_VERSION,
+        "measured_at_revision": measured_revision(measurement),
+        "rendered_at_revision": provenance.git_revision(),
+        # the published results this measurement read (wave 8.13: 8.12's recommendation), by path, revision, sha256
+        "depends_on": list(measurement.get("depends_on") or []),
+        "verdict": verdict(checks),
+        "checks": [c.to_dict() for c in checks],
+        **extra,
+    })
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    """Write `data` to `path` atomically (a temporary file beside it, then renamed; removed on failure)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); it may be truncated") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a JSON file") from None

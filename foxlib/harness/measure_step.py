@@ -1,0 +1,84 @@
+"""Measuring one model card's training step (foxlib.harness.recipe: model, batch, Adam at the card's learning rate) -> plain data."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from foxlib.memory.profile import MemoryProfile
+from foxlib.models import MODELS
+from foxlib.harness.recipe import StepRecipe, build_step
+
+
+def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
+    """predict_step for the step measure_model measures (Adam in the device's default form), as a dict;
+    {"error": ...} if the prediction fails: a failed prediction must not cost the measurement."""
+    from foxlib.memory.predict import predict_step
+    try:
+        return predict_step(MODELS[model], cfg, precision=precision, seed=seed, target=device.type).to_dict()
+    except Exception as exc:  # noqa: BLE001 - reported beside the measurement, never raised
+        return {"error": f"prediction failed: {type(exc).__name__}: {exc}"}
+
+
+def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0,
+                  snapshot_path: str | None = None, predict: bool = True) -> dict[str, Any]:
+    """Profile one training step of `model` (a MODELS key) built from `cfg` on `device`: the step of
+    foxlib.harness.recipe (Adam at the card's learning rate).
+
+    Returns JSON-able data: the config, the learning rate, the profile (bytes) and, with `predict`, the
+    same step predicted beforehand without allocating it ("predicted": foxlib.memory.predict).
+    The model and its optimizer are freed before returning, so measurements can follow each other
+    in one process without counting each other's memory."""
+    recipe = StepRecipe(model, cfg, precision, seed)
+    predicted = predict_model(model, cfg, device, precision, seed) if predict else None
+    step = build_step(recipe, device)
+    prof = step.profile(snapshot_path=snapshot_path)
+    out = {"model": model, "title": recipe.card.title, "config": dataclasses.asdict(cfg),
+           "learning_rate": recipe.learning_rate, "profile": prof.to_dict()}
+    if predicted is not None:
+        out["predicted"] = predicted
+    step.free()
+    return out
+
+
+def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
+    """The same training step as measure_model's (foxlib.harness.recipe), categorised by PyTorch's own memory profiler."""
+    from foxlib.memory.second_opinion import torch_memory_categories
+    step = build_step(StepRecipe(model, cfg, precision, seed), device)
+    out = torch_memory_categories(step.model, step.batch, step.loss_fn, step.optimizer, precision)
+    step.free()
+    return out
+
+
+@dataclass(frozen=True)
+class ModelMeasurement:
+    """measure_model's data, typed: one model's measured step (and its prediction, second opinion)."""
+    model: str
+    title: str
+    config: dict[str, Any]
+    profile: MemoryProfile
+    predicted: dict[str, Any] | None = None
+    """predict_step's profile as a dict, or {"error": ...}; None when not predicted."""
+    second_opinion: dict[str, Any] | None = None
+    """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
+    learning_rate: float | None = None
+    """Adam's learning rate of the step (the card's); None in measurements made before foxlib.harness.recipe."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"model": self.model, "title": self.title, "config": self.config,
+                             "learning_rate": self.learning_rate, "profile": self.profile.to_dict()}
+        if self.predicted is not None:
+            d["predicted"] = self.predicted
+        if self.second_opinion is not None:
+            d["second_opinion"] = self.second_opinion
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelMeasurement":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown ModelMeasurement field(s) {unknown}; valid: {', '.join(sorted(names))}")
+        return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"])})

@@ -1,0 +1,106 @@
+"""The one training-step recipe: what "a training step of this model" means everywhere in foxlib.
+
+A recipe names the model card, its config, the precision and the seed. `build_step` turns it into
+the model, one batch of real market data, Adam at the card's own learning rate
+(`ModelCard.learning_rate`) and the step itself (zero_grad, forward + loss under autocast, backward,
+optimizer step; fp16 through a GradScaler). The waves, the explore notebook, the peer benchmark,
+training and the profilers all start from here, so that they measure, time and train the same step.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from foxlib.memory.profile import check_precision, training_step_fn
+from foxlib.models import MODELS
+
+
+@dataclass(frozen=True)
+class StepRecipe:
+    """One training step of one model: which card, which config, which precision, which seed."""
+    model: str
+    """A MODELS key: "tft", "dqn", "ppo" or "mamba2"."""
+    cfg: Any
+    """The card's config dataclass (a preset, possibly with fields replaced)."""
+    precision: str = "fp32"
+    """"fp32", "fp16" or "bf16" (autocast; fp16 with a GradScaler)."""
+    seed: int = 0
+    """Seeds the weights' initialisation and the batch drawn."""
+
+    def __post_init__(self):
+        MODELS[self.model]  # noqa: B018 - the registry raises a ValueError naming the valid models
+        check_precision(self.precision)
+
+    @property
+    def card(self):
+        return MODELS[self.model]
+
+    @property
+    def learning_rate(self) -> float:
+        return self.card.learning_rate(self.cfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "config": dataclasses.asdict(self.cfg), "precision": self.precision,
+                "seed": self.seed, "learning_rate": self.learning_rate}
+
+
+@dataclass
+class TrainingStep:
+    """A recipe built on a device: the live model, batch and optimizer, and `step()` (returns the loss, detached)."""
+    recipe: StepRecipe
+    model: torch.nn.Module
+    batch: Any
+    optimizer: torch.optim.Optimizer
+    step: Callable[[], torch.Tensor]
+    device: torch.device
+
+    @property
+    def loss_fn(self):
+        return self.recipe.card.loss
+
+    @property
+    def buffers(self):
+        """The card's named replay/rollout buffers of this batch (reported on their own line)."""
+        return self.recipe.card.buffers(self.batch)
+
+    def profile(self, *, snapshot_path: str | None = None, **kwargs: Any):
+        """profile_step of this very step (model, batch, loss, optimizer, precision; the card's buffers
+        on their own line): a MemoryProfile."""
+        from foxlib.memory import profile_step
+        return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
+                            buffers=self.buffers, snapshot_path=snapshot_path, **kwargs)
+
+    def free(self) -> None:
+        """Drop the model, batch and optimizer, so that a next measurement does not count them."""
+        self.model = self.batch = self.optimizer = self.step = None  # type: ignore[assignment]
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, **adam: Any) -> torch.optim.Optimizer:
+    """Adam over the model's parameters at the card's learning rate (extra Adam options, e.g.
+    capturable=True for a CUDA graph, pass through)."""
+    return torch.optim.Adam(model.parameters(), lr=recipe.learning_rate, **adam)
+
+
+def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> TrainingStep:
+    """The recipe's model (seeded), batch and optimizer on `device`, and its step callable."""
+    device = torch.device(device)
+    card = recipe.card
+    torch.manual_seed(recipe.seed)
+    model = card.build(recipe.cfg).to(device)
+    model.train()
+    batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
+    optimizer = optimizer_for(recipe, model, **adam)
+    step = training_step_fn(model, batch, card.loss, optimizer, recipe.precision, device)
+    return TrainingStep(recipe, model, batch, optimizer, step, device)
+
+
+def timed_step(card, cfg, device: torch.device, precision: str, seed: int = 0):
+    """A zero-argument callable running one full training step of the recipe (for timing)."""
+    return build_step(StepRecipe(card.name, cfg, precision, seed), device).step

@@ -1,0 +1,172 @@
+"""Screening configurations by predicted memory: the largest batch (or sequence) that fits.
+
+`largest_fitting(card, base_config, field, budget)` answers "the largest batch size (or
+encoder/sequence length) of this model and precision whose training step fits in this many
+bytes" by prediction (foxlib.memory.predict.predict_step: fake tensors, no memory allocated),
+one predicted step per probed value, then confirms the answer with ONE real measurement
+(foxlib.memory.profile_step on `device`).
+
+What "fits" means: the step's peak (`MemoryProfile.peak`: everything live at the start of the
+step -- weights, optimizer state, the batch -- plus the largest rise during forward, backward
+and optimizer step) is at most the budget. Host-side RL buffers (a replay buffer in numpy)
+are outside it, as in profile_step. On CUDA the measured peak is the caching allocator's
+max_memory_allocated: the CUDA context (hundreds of MB, memory.md) and the allocator's
+reserve are NOT in it; add them before comparing with a card's size.
+
+The predictions model torch's CPU kernels (see predict.py); for a CUDA target the Adam step
+is predicted in its multi-tensor form (CUDA's default), and the confirmation's relative
+error says how well the CPU model carries over to that device.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+from typing import Any, Iterable
+
+import torch
+
+from foxlib.memory import MemoryProfile, profile_step
+from foxlib.memory.predict import make_optimizer, predict_step
+
+FIELDS = ("batch_size", "encoder_length", "seq_len")
+
+# predictions, by (card name, card identity, config, precision, optimizer, foreach): a prediction
+# is deterministic, and screening the same ladder twice (a budget chosen from a first pass)
+# should not pay for it twice
+_PREDICTED: dict[tuple, MemoryProfile] = {}
+
+
+def _config_with(card, base_config, field: str, value: int):
+    names = {f.name for f in dataclasses.fields(base_config)}
+    if field not in names:
+        raise ValueError(f"model {card.name!r} has no config field {field!r}; "
+                         f"screenable fields: {', '.join(f for f in FIELDS if f in names)}")
+    return dataclasses.replace(base_config, **{field: value})
+
+
+def predicted_profile(card, config, *, precision: str = "fp32", optimizer: str = "adam",
+                      foreach: bool | None = None, batch: Any = None) -> MemoryProfile:
+    """predict_step(card, config, ...), memoised per (card, config, precision, optimizer, foreach).
+
+    batch: the real batch card.example_batch(config, "cpu", 0) if already made (not part of the key)."""
+    key = (card.name, id(card), config, precision, optimizer, foreach)
+    if key not in _PREDICTED:
+        _PREDICTED[key] = predict_step(card, config, precision=precision, optimizer=optimizer,
+                                       foreach=foreach, batch=batch)
+    return _PREDICTED[key]
+
+
+def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "adam",
+                 device: str | torch.device = "cpu", seed: int = 0) -> dict[str, Any]:
+    """One real profile_step of `card` at `config` on `device` (as foxlib.harness.measure_step builds it)."""
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    model = card.build(config).to(device)
+    batch = card.example_batch(config, device=device, seed=seed)
+    opt = make_optimizer(optimizer, model.parameters(), card.learning_rate(config))
+    prof = profile_step(model, batch, card.loss, opt, precision=precision, buffers=card.buffers(batch))
+    out = {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
+           "device_name": prof.device_name, "peak_method": prof.peak_method}
+    del model, batch, opt, prof
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precision: str = "fp32",
+                    candidates: Iterable[int] | None = None, confirm: bool = True,
+                    device: str | torch.device = "cpu", optimizer: str = "adam",
+                    max_value: int | None = None) -> dict[str, Any]:
+    """The largest value of `field` ("batch_size", "encoder_length" or "seq_len") for which the
+    predicted step peak of `card` at `base_config` (that field replaced) is within budget_bytes.
+
+    candidates: a ladder of values to try, in increasing order, stopping at the first that does
+    not fit; None: search -- double from the base config's value while it fits (halve while it
+    does not), then bisect between the last fitting and the first failing value (a config the
+    model refuses, e.g. a sequence longer than the data, counts as failing). Peaks are assumed
+    to grow with the field. max_value caps the search (default 1024 x the base value): the
+    batch is real data, so huge probes cost real memory for the batch only.
+
+    confirm: measure the answer once with profile_step on `device`.
+
+    Returns {"model", "field", "budget_bytes", "precision", "device", "probes" ({value:
+    predicted peak, None for a refused config}, in probing order), "answer" (None if nothing
+    fits), "predicted_peak", "confirmation" (None, or {"measured_peak", "fits",
+    "error_bytes" (predicted - measured), "relative_error", "device_name", "peak_method"})}.
+    """
+    budget_bytes = int(budget_bytes)
+    device = torch.device(device)
+    foreach = True if device.type == "cuda" else None  # the Adam implementation torch picks there
+    base_value = getattr(base_config, field) if hasattr(base_config, field) else None
+    _config_with(card, base_config, field, base_value)  # validates the field name
+    probes: dict[int, int | None] = {}
+
+    def peak_of(value: int) -> int | None:
+        if value not in probes:
+            try:
+                cfg = _config_with(card, base_config, field, value)
+                probes[value] = predicted_profile(card, cfg, precision=precision, optimizer=optimizer,
+                                                  foreach=foreach).peak
+            except ValueError:  # the model or its data refuse this value
+                probes[value] = None
+        return probes[value]
+
+    def fits(value: int) -> bool:
+        peak = peak_of(value)
+        return peak is not None and peak <= budget_bytes
+
+    answer = None
+    if candidates is not None:
+        for value in sorted(set(int(v) for v in candidates)):
+            if not fits(value):
+                break
+            answer = value
+    else:
+        cap = max_value or 1024 * max(1, base_value)
+        value = max(1, min(base_value, cap))
+        if fits(value):
+            lo, hi = value, None
+            while hi is None:
+                if lo >= cap:
+                    break
+                nxt = min(2 * lo, cap)
+                if fits(nxt):
+                    lo = nxt
+                else:
+                    hi = nxt
+        else:
+            lo, hi = None, value
+            while lo is None and hi > 1:
+                nxt = hi // 2
+                if fits(nxt):
+                    lo = nxt
+                else:
+                    hi = nxt
+        if lo is not None and hi is not None:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    lo = mid
+                else:
+                    hi = mid
+        answer = lo
+
+    result: dict[str, Any] = {
+        "model": card.name, "field": field, "budget_bytes": budget_bytes, "precision": precision,
+        "optimizer": optimizer, "device": str(device), "probes": probes, "answer": answer,
+        "predicted_peak": probes.get(answer) if answer is not None else None, "confirmation": None,
+    }
+    if confirm and answer is not None:
+        cfg = _config_with(card, base_config, field, answer)
+        measured = measure_peak(card, cfg, precision=precision, optimizer=optimizer, device=device)
+        predicted = result["predicted_peak"]
+        result["confirmation"] = {
+            "measured_peak": measured["peak"],
+            "fits": measured["peak"] <= budget_bytes,
+            "error_bytes": predicted - measured["peak"],
+            "relative_error": (predicted - measured["peak"]) / measured["peak"],
+            "device_name": measured["device_name"],
+            "peak_method": measured["peak_method"],
+        }
+    return result

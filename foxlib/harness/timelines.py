@@ -1,0 +1,227 @@
+"""Measure live-memory timelines of TFT training steps: one per configuration, each with the file
+it was read from and, for CUDA snapshots, PyTorch's own interactive viewer as an HTML file.
+
+Each eager step is the recipe's step (foxlib.harness.recipe.build_step) profiled by
+foxlib.memory.profile_step with a snapshot_path: on CUDA the allocator's snapshot (a pickle that
+opens in https://pytorch.org/memory_viz), on the CPU the profiler's allocation events (JSON). A
+CUDA-graph step (CUDA only) is recorded while it is captured: a replay allocates nothing, so the
+capture's allocations in the graph's private pool are the step's memory (foxlib/memory/cuda_graph.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import pickle
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
+from foxlib.memory.timeline import mark_forward_end
+from foxlib.harness.recipe import StepRecipe, build_step
+
+MEMORY_VIZ_URL = "https://pytorch.org/memory_viz"
+HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
+GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
+# the CUDA history's call stacks, tried in order: on the H200's torch 2.11 one checkpointed step's
+# backward failed once with Python stacks ("run_backward returned NULL without setting an exception"),
+# so a failed case is tried again with Python and C++ stacks before it is reported as failed
+STACKS_TRIED = ("python", "all")
+
+
+@dataclass(frozen=True)
+class TimelineCase:
+    """One configuration to draw: a name, the TFT config's overrides, the precision, eager or graphed."""
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
+    cuda_graph: bool = False
+
+
+# the issue's four: the plain step, checkpointing (blocks), the memory-efficient path, the step as a CUDA graph
+CASES = (
+    TimelineCase("plain"),
+    TimelineCase("checkpoint blocks", {"checkpointing": "blocks"}),
+    TimelineCase("memory-efficient path", {"memory_efficient": True}),
+    TimelineCase("CUDA graph", cuda_graph=True),
+)
+# 8.12's checkpointing result: VSNs, blocks, everything
+CHECKPOINT_CASES = (
+    TimelineCase("plain"),
+    TimelineCase("checkpoint VSNs", {"checkpointing": "vsn"}),
+    TimelineCase("checkpoint blocks", {"checkpointing": "blocks"}),
+    TimelineCase("checkpoint all", {"checkpointing": "all"}),
+)
+
+# both, each once: what a report draws (the CUDA graph skipped on a CPU)
+ALL_CASES = CHECKPOINT_CASES + (CASES[2], CASES[3])
+
+
+@dataclass(frozen=True)
+class TimelineRun:
+    """One configuration's timeline and where its files are (None where skipped, with why)."""
+    name: str
+    recipe: dict[str, Any]
+    series: MemoryTimeline | None
+    snapshot_path: str | None
+    viewer_html_path: str | None = None
+    profile_peak_bytes: int | None = None
+    """profile_step's peak of the same step (CUDA: max_memory_allocated; CPU: its running sum)."""
+    activations_bytes: int | None = None
+    """Bytes saved for backward (profile_step; None for a CUDA graph)."""
+    skipped: str | None = None
+    seconds: float = 0.0
+    """Wall time this configuration took to build, profile and read (not the step's time)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["series"] = self.series.to_dict() if self.series is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TimelineRun":
+        d = dict(d)
+        d["series"] = MemoryTimeline.from_dict(d["series"]) if d.get("series") else None
+        return cls(**d)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequence[TimelineCase] = CASES, *,
+                      seed: int = 0, max_points: int = MAX_POINTS, viewer_html: bool = True,
+                      prefix: str = "timeline") -> dict[str, TimelineRun]:
+    """Profile one step of the TFT `cfg` with each case's overrides on `device` and read its timeline.
+
+    Files written in out_dir: {prefix}-{case}.pickle (CUDA snapshot) or .json (CPU events), and for
+    CUDA snapshots {prefix}-{case}.html (PyTorch's viewer; see viewer_html_file)."""
+    device = torch.device(device)
+    names = [c.name for c in cases]
+    if len(set(names)) != len(names):
+        raise ValueError(f"case names must differ (they name the files): {', '.join(names)}")
+    os.makedirs(out_dir, exist_ok=True)
+    runs: dict[str, TimelineRun] = {}
+    for case in cases:
+        started = time.perf_counter()
+        recipe = StepRecipe("tft", dataclasses.replace(cfg, **case.overrides), case.precision, seed)
+        if case.cuda_graph and device.type != "cuda":
+            runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
+            continue
+        path = os.path.join(out_dir, f"{prefix}-{_slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
+        result, failures = None, []
+        for stacks in STACKS_TRIED if device.type == "cuda" else STACKS_TRIED[:1]:
+            try:
+                result = _record(recipe, case, device, path, stacks)
+                break
+            except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
+                if device.type == "cuda":
+                    torch.cuda.memory._record_memory_history(enabled=None)
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                failures.append(f"stacks={stacks}: {type(exc).__name__}: {str(exc)[:160]}")
+        if result is None:
+            runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None,
+                                          skipped="failed: " + "; ".join(failures))
+            continue
+        peak, activations = result
+        series = load(path, label=case.name, max_points=max_points)
+        html_path = None
+        if viewer_html and device.type == "cuda":
+            html_path = viewer_html_file(path, path.rsplit(".", 1)[0] + ".html")
+        runs[case.name] = TimelineRun(case.name, recipe.to_dict(), series, path, html_path, peak, activations,
+                                      seconds=time.perf_counter() - started)
+    return runs
+
+
+def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: str,
+            stacks: str) -> tuple[int, int | None]:
+    """One case's step with the allocation history on: (peak bytes, activations bytes or None)."""
+    if case.cuda_graph:
+        return _record_graphed(recipe, device, path, stacks), None
+    step = build_step(recipe, device)
+    try:
+        profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
+    finally:
+        step.free()
+    return profile.peak, profile.activations
+
+
+def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> int:
+    """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, and
+    write the snapshot; returns max_memory_allocated over capture and replay."""
+    from foxlib.memory.cuda_graph import GraphedStep
+    from foxlib.models.tft import device_loss
+
+    step = build_step(recipe, device, capturable=True)
+    loss = device_loss(recipe.cfg, device)
+
+    def marked_loss(model, batch):
+        value = loss(model, batch)
+        mark_forward_end()
+        return value
+
+    graphed = GraphedStep(step.model, step.batch, marked_loss, step.optimizer, recipe.precision)
+    gc.collect()
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks=stacks)
+    try:
+        graphed.capture()()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        torch.cuda.memory._dump_snapshot(path)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    del graphed
+    step.free()
+    return peak
+
+
+def viewer_html_file(snapshot_path: str, html_path: str) -> str:
+    """PyTorch's interactive memory viewer for a CUDA snapshot, as one HTML file (torch.cuda._memory_viz
+    .trace_plot: the snapshot embedded; the page loads the viewer's script, MemoryViz.js, from
+    cdn.jsdelivr.net when opened). The pickle itself opens in https://pytorch.org/memory_viz."""
+    from torch.cuda._memory_viz import trace_plot
+
+    with open(snapshot_path, "rb") as f:
+        snapshot = pickle.load(f)
+    with open(html_path, "w") as f:
+        f.write(trace_plot(snapshot))
+    return html_path
+
+
+def keep_beside(runs: dict[str, TimelineRun] | dict[str, dict[str, Any]], out_dir: str,
+                search_dirs: Sequence[str] = ()) -> dict[str, dict[str, str | None]]:
+    """Copy each run's snapshot beside a report (into out_dir) and write PyTorch's viewer HTML for CUDA
+    snapshots there; returns, per run, the file names relative to out_dir (None where there is none).
+
+    A measurement made on another machine names paths there: a file is looked for at its path, then
+    by its name in each of search_dirs (e.g. the folder of the measurement JSON)."""
+    import shutil
+
+    os.makedirs(out_dir, exist_ok=True)
+    links: dict[str, dict[str, str | None]] = {}
+    for name, run in runs.items():
+        if isinstance(run, dict):
+            run = TimelineRun.from_dict(run)
+        links[name] = {"snapshot": None, "viewer_html": None}
+        if not run.snapshot_path:
+            continue
+        base = os.path.basename(run.snapshot_path)
+        found = next((p for p in [run.snapshot_path, *(os.path.join(d, base) for d in search_dirs)]
+                      if os.path.isfile(p)), None)
+        if found is None:
+            continue
+        target = os.path.join(out_dir, base)
+        if os.path.abspath(found) != os.path.abspath(target):
+            shutil.copyfile(found, target)
+        links[name]["snapshot"] = base
+        if base.endswith(".pickle"):
+            html_name = base.rsplit(".", 1)[0] + ".html"
+            viewer_html_file(target, os.path.join(out_dir, html_name))
+            links[name]["viewer_html"] = html_name
+    return links

@@ -1,0 +1,298 @@
+"""The TFT accuracy harness: train to a fixed budget of steps with validation-based early
+stopping, in a given precision and seed, and score the best checkpoint on held-out windows.
+
+Scores on the validation split (windows after foxlib.data.market.VALIDATION_START):
+- quantile_loss: mean pinball loss summed over the quantiles (lower is better; the headline);
+- p50_mae: mean absolute error of the median forecast, in percent return;
+- directional_accuracy: share of windows and horizons where the median forecast has the sign
+  of the realised return;
+- coverage_10_90: share of realised returns inside the predicted 10-90 % band (ideal 0.8);
+- naive_quantile_loss, naive_coverage_10_90: the same scores of climatology (foxlib.harness.skill: the
+  training windows' empirical quantiles of the target, constant over time) on the same windows;
+- skill_score: 1 − quantile_loss / naive_quantile_loss (foxlib.harness.skill): the margin over the naive forecast.
+
+The target (foxlib.data.market.TARGETS) is "return" (next days' log returns) or "abs_return" (their absolute
+values: realised volatility, which persists). `harness_config` states every setting of a run.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+
+from foxlib.harness import skill
+from foxlib.data.market import TARGETS, MarketWindows
+from foxlib.memory.profile import NonFiniteLossError, autocast, check_precision
+from foxlib.models import MODELS
+from foxlib.models.tft import quantile_loss
+from foxlib.core.progress import progress
+from foxlib.harness.recipe import StepRecipe, optimizer_for
+
+LOWER_IS_BETTER = {"quantile_loss": True, "p50_mae": True, "directional_accuracy": False,
+                   "coverage_error": True}
+
+
+HARNESS = {"target": "return", "batch_size": 64, "lr": 3e-3, "max_steps": 400, "eval_every": 25, "patience": 10,
+           "val_windows": 512, "min_skill": skill.DEFAULT_MIN_SKILL}
+"""The accuracy harness's defaults (waves 8.11 and 8.12 take them as their accuracy_* parameters). Chosen on
+the CPU, small preset: with the preset's batch of 8 and lr 1e-3, runs stop at the noise (val skill 0-3 %,
+best step 25-50); with batch 64 and lr 3e-3 the TFT leaves climatology after 100-200 steps and reaches a
+validation skill score of 8.9-9.7 % (seeds 0-2) by step 250-350; patience 10 × 25 steps outlasts the
+plateau before it. The seed preset at the same batch and lr (fp32, seed 0, 100 steps, 128 validation
+windows, CPU) reached 9.3 % by step 80."""
+
+
+def check_target(target: str) -> str:
+    """A valid accuracy target (foxlib.data.market.TARGETS), or a ValueError naming them."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown accuracy target {target!r}; valid targets: {', '.join(TARGETS)}")
+    return target
+
+
+def accuracy_config(preset: str, *, batch_size: int = HARNESS["batch_size"], lr: float = HARNESS["lr"], **overrides):
+    """The TFT config of the accuracy runs: `preset` on the memory-efficient path (the same function,
+    faster) with the harness's batch size and learning rate; other fields via `overrides`."""
+    return MODELS["tft"].config(preset, **{"memory_efficient": True, "batch_size": batch_size, "lr": lr, **overrides})
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    precision: str
+    seed: int
+    steps: int
+    best_step: int
+    stopped_early: bool
+    seconds: float
+    history: list[dict[str, float]]
+    metrics: dict[str, float]
+    """evaluate()'s scores of the best checkpoint, skill_score against climatology included."""
+    harness: dict[str, Any] | None = None
+    """harness_config(): target, TFT config, step budget, evaluation cadence, skill threshold."""
+
+    @property
+    def has_skill(self) -> bool:
+        """The best checkpoint beats climatology by the harness's min_skill."""
+        return skill.has_skill(self.metrics, (self.harness or {}).get("min_skill", skill.DEFAULT_MIN_SKILL))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "has_skill": self.has_skill}
+
+
+def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
+                   val_windows: int, grad_clip: float = 1.0, min_skill: float = skill.DEFAULT_MIN_SKILL) -> dict[str, Any]:
+    """Every setting an accuracy run depends on, as plain data (the report states it)."""
+    return {"target": target, "tft_config": asdict(cfg), "max_steps": max_steps, "eval_every": eval_every,
+            "patience": patience, "val_windows": val_windows, "grad_clip": grad_clip, "min_skill": min_skill,
+            "selection": "best validation quantile loss among the evaluations (early stopping)",
+            "naive_forecast": "climatology: the training windows' empirical quantiles of the target"}
+
+
+@torch.no_grad()
+def evaluate(model, windows: MarketWindows, rows: np.ndarray, precision: str, device: torch.device,
+             batch_size: int = 256, climatology: np.ndarray | None = None) -> dict[str, float]:
+    """Validation scores of `model` on the windows at `rows` (see the module docstring); with
+    `climatology` (skill.climatology's levels), the naive forecast's scores and the skill score too."""
+    model.eval()
+    qs = list(model.config.quantiles)
+    preds, targets = [], []
+    for start in range(0, len(rows), batch_size):
+        batch = windows.get(rows[start:start + batch_size], device=device)
+        with autocast(device, precision):
+            preds.append(model(batch).float())
+        targets.append(batch["target"].float())
+    model.train()
+    pred, target = torch.cat(preds), torch.cat(targets)
+    p50 = pred[..., qs.index(0.5)] if 0.5 in qs else pred.median(-1).values
+    out = {
+        "quantile_loss": float(quantile_loss(pred, target, qs)),
+        "p50_mae": float((p50 - target).abs().mean()),
+        "directional_accuracy": float((torch.sign(p50) == torch.sign(target)).float()[target != 0].mean()),
+    }
+    if 0.1 in qs and 0.9 in qs:
+        lo, hi = pred[..., qs.index(0.1)], pred[..., qs.index(0.9)]
+        out["coverage_10_90"] = float(((target >= lo) & (target <= hi)).float().mean())
+        out["coverage_error"] = abs(out["coverage_10_90"] - 0.8)
+    if climatology is not None:
+        naive = skill.naive_prediction(climatology, target)
+        out["naive_quantile_loss"] = float(quantile_loss(naive, target, qs))
+        out["naive_coverage_10_90"] = skill.coverage(naive, target, qs)
+        out["skill_score"] = skill.skill_score(out["quantile_loss"], out["naive_quantile_loss"])
+    return out
+
+
+def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 200, eval_every: int = 20,
+              patience: int = 3, val_windows: int = 512, device: str | torch.device = "cpu",
+              grad_clip: float = 1.0, show_progress: bool = True, target: str = "return",
+              min_skill: float = skill.DEFAULT_MIN_SKILL) -> TrainResult:
+    """Train the TFT of `cfg` on `target` for at most `max_steps` Adam steps; evaluate every `eval_every`
+    steps on a fixed set of `val_windows` validation windows; stop after `patience` evaluations
+    without improvement; score the best checkpoint, and climatology on the same windows."""
+    check_precision(precision)
+    device = torch.device(device)
+    card = MODELS["tft"]
+    harness = harness_config(cfg, target=target, max_steps=max_steps, eval_every=eval_every, patience=patience,
+                             val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill)
+    train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train", target=target)
+    val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation", target=target)
+    levels = skill.climatology(train, cfg.quantiles)
+    rng = np.random.default_rng(seed)
+    val_rows = np.sort(np.random.default_rng(12345).choice(len(val), min(val_windows, len(val)), replace=False))
+    torch.manual_seed(seed)
+    model = card.build(cfg).to(device)
+    optimizer = optimizer_for(StepRecipe("tft", cfg, precision, seed), model)  # Adam at the card's learning rate
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
+    started = time.perf_counter()
+    step = 0
+    with progress(max_steps, f"train tft {precision} seed {seed}") if show_progress else _silent() as bar:
+        while step < max_steps:
+            batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)
+            optimizer.zero_grad(set_to_none=True)
+            with autocast(device, precision):
+                loss = card.loss(model, batch)
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(f"the TFT's loss became {float(loss.detach())} at step {step} "
+                                         f"({precision}, seed {seed}); lower the learning rate or use bf16")
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            step += 1
+            if step % eval_every == 0 or step == max_steps:
+                scores = evaluate(model, val, val_rows, precision, device, climatology=levels)
+                history.append({"step": step, "train_loss": float(loss.detach()), "val_quantile_loss": scores["quantile_loss"],
+                                "val_skill_score": scores["skill_score"]})
+                if scores["quantile_loss"] < best:
+                    best, best_step, since_best = scores["quantile_loss"], step, 0
+                    best_state = copy.deepcopy(model.state_dict())
+                else:
+                    since_best += 1
+                if since_best >= patience:
+                    bar.advance(max_steps - step + 1)
+                    break
+            bar.advance(1, loss=f"{float(loss.detach()):.3f}")
+    model.load_state_dict(best_state)
+    metrics = evaluate(model, val, val_rows, precision, device, climatology=levels)
+    return TrainResult(precision, seed, step, best_step, step < max_steps, time.perf_counter() - started,
+                       history, metrics, harness)
+
+
+class _silent:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def advance(self, *a, **k):
+        pass
+
+    def describe(self, *a):
+        pass
+
+
+def compare_precisions(cfg, precisions: Iterable[str] = ("fp32", "fp16", "bf16"), seeds: Iterable[int] = (0, 1, 2),
+                       **kwargs) -> list[TrainResult]:
+    """train_tft for every precision and seed, precisions interleaved within each seed. Every result
+    carries the skill fields (metrics: naive_quantile_loss, skill_score, coverage_10_90,
+    naive_coverage_10_90; harness; has_skill); `skill_summary` and `accuracy_gate` read them."""
+    return [train_tft(cfg, precision=p, seed=s, **kwargs) for s in seeds for p in precisions]
+
+
+def _as_dicts(runs) -> list[dict[str, Any]]:
+    return [r.to_dict() if isinstance(r, TrainResult) else r for r in runs]
+
+
+def _min_skill(runs: list[dict[str, Any]]) -> float:
+    return ((runs[0].get("harness") or {}) if runs else {}).get("min_skill", skill.DEFAULT_MIN_SKILL)
+
+
+def skill_summary(runs, group: str = "precision") -> list[dict[str, Any]]:
+    """Per precision (or another key of the runs): climatology's and the model's validation quantile
+    loss, the skill score (mean, per seed, lowest), 10-90 coverage of both, and how many seeds have skill.
+    runs: TrainResult objects or their to_dict()."""
+    runs = _as_dicts(runs)
+    threshold = _min_skill(runs)
+    by: dict[Any, list[dict[str, Any]]] = {}
+    for r in runs:
+        by.setdefault(r[group], []).append(r)
+    rows = []
+    for key, rs in by.items():
+        m = [r["metrics"] for r in rs]
+        rows.append({group: key, "seeds": [r["seed"] for r in rs],
+                     "naive_quantile_loss": statistics.fmean(x["naive_quantile_loss"] for x in m),
+                     "quantile_loss": statistics.fmean(x["quantile_loss"] for x in m),
+                     "skill_scores": [x["skill_score"] for x in m],
+                     "skill_score": statistics.fmean(x["skill_score"] for x in m),
+                     "min_skill_score": min(x["skill_score"] for x in m),
+                     "coverage_10_90": statistics.fmean(x["coverage_10_90"] for x in m),
+                     "naive_coverage_10_90": statistics.fmean(x["naive_coverage_10_90"] for x in m),
+                     "with_skill": sum(skill.has_skill(x, threshold) for x in m), "min_skill": threshold})
+    return rows
+
+
+def accuracy_gate(runs, candidate: str, baseline: str = "fp32") -> dict[str, Any]:
+    """The accuracy comparison, with power: the candidate's validation quantile loss against the
+    baseline's over the seeds whose baseline run beats climatology by the harness's min_skill
+    (skill.powered_seeds), paired by seed. `powered` is False when no baseline run has skill:
+    then the degradation (over every seed, for the record) says nothing, and the gate fails."""
+    runs = _as_dicts(runs)
+    threshold = _min_skill(runs)
+    seeds = skill.powered_seeds(runs, baseline, threshold)
+    used = seeds or sorted({r["seed"] for r in runs if r["precision"] == baseline})
+
+    def mean_loss(precision: str) -> float:
+        return statistics.fmean(r["metrics"]["quantile_loss"] for r in runs
+                                if r["precision"] == precision and r["seed"] in used)
+
+    base, cand = mean_loss(baseline), mean_loss(candidate)
+    base_runs = [r for r in runs if r["precision"] == baseline]
+    return {"candidate": candidate, "baseline": baseline, "min_skill": threshold, "powered": bool(seeds),
+            "powered_seeds": seeds, "seeds_compared": used, "baseline_quantile_loss": base,
+            "candidate_quantile_loss": cand, "degradation_pct": 100 * (cand - base) / base,
+            "baseline_skill_scores": {r["seed"]: r["metrics"]["skill_score"] for r in base_runs},
+            "reason": (f"compared on the {len(seeds)} seed(s) whose {baseline} run beats climatology by "
+                       f"≥ {100 * threshold:g} %" if seeds else
+                       f"no power: no {baseline} run beats climatology by ≥ {100 * threshold:g} % "
+                       "(validation quantile loss), so an unskilled model's degradation says nothing")}
+
+
+def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[dict[str, Any]]:
+    """Per precision and metric: mean over seeds, degradation in % against the baseline's mean
+    (positive = worse), and the baseline's own seed-to-seed spread in % for scale."""
+    by_precision: dict[str, list[TrainResult]] = {}
+    for r in results:
+        by_precision.setdefault(r.precision, []).append(r)
+    base = by_precision[baseline]
+    rows = []
+    for metric, lower_better in LOWER_IS_BETTER.items():
+        if metric not in base[0].metrics:
+            continue
+        base_values = [r.metrics[metric] for r in base]
+        base_mean = statistics.fmean(base_values)
+        spread = 100 * (max(base_values) - min(base_values)) / abs(base_mean) if base_mean else 0.0
+        for precision, runs in by_precision.items():
+            values = [r.metrics[metric] for r in runs]
+            mean = statistics.fmean(values)
+            worse = (mean - base_mean) if lower_better else (base_mean - mean)
+            rows.append({"precision": precision, "metric": metric, "mean": mean,
+                         "values": values, "degradation_pct": 100 * worse / abs(base_mean) if base_mean else 0.0,
+                         "baseline_spread_pct": spread, "seeds": [r.seed for r in runs]})
+    return rows
+
+
+def smaller(cfg, **changes):
+    """A copy of a TFT config with fields replaced (for shorter accuracy runs)."""
+    return replace(cfg, **changes)

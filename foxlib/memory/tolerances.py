@@ -1,0 +1,216 @@
+"""Predicted beside measured: what `predict_step` said before the step ran, against `profile_step`.
+
+Every wave measures its steps through `foxlib.harness.measure_step.measure_model`, which also predicts the
+same step (fake tensors, nothing allocated) and keeps both. This module turns the pair into
+the table the reports show: per category the predicted and measured MB, the error, and whether
+it is within the tolerance, with the reason where a known one applies. The tolerances are the
+named constants below; the tests (tests/test_predict.py, tests/test_gpu_profile.py) assert
+with `within`, so a report never claims a tolerance the tests do not hold.
+
+The prediction models torch's CPU kernels (foxlib/memory/predict.py), including what the
+CPU's own kernels hold inside themselves (oneDNN's scratchpads, probed on this CPU: they
+differ between the AVX2, avx512_bf16 and AMX paths). On the CPU a gap is unexplained and shown
+as such. On CUDA some kernels save other tensors than their CPU counterparts, and the gaps they
+cause are named in CUDA_REASONS (CUDA_LSTM_REASON for a model with an LSTM) rather than hidden.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from foxlib.core.config import MB
+
+CATEGORY_TOLERANCE_PCT = 5.0
+"""Largest |error| of a category (parameters, gradients, optimizer state, activations, batch,
+forward peak) that counts as predicted, in % of the measured bytes. On the CPU the four models'
+categories are within a few bytes on every ISA path tried (AVX2, avx512_bf16, AMX)."""
+PEAK_TOLERANCE_PCT = 10.0
+"""Largest |error| of the step's peak, in % of the measured bytes (tensors only on CUDA: the
+workspaces allocated before the step are taken out, see non_tensor_bytes)."""
+ABSOLUTE_SLACK_BYTES = 64 * 1024
+"""Below this many bytes a difference is the allocator's granularity (CUDA rounds blocks to 512
+bytes), not a wrong prediction: within, whatever the %."""
+CUDA_LSTM_TOLERANCE_PCT = 15.0
+"""On CUDA, for a model with an LSTM (the TFT): the tolerance of the activations and the
+forward peak. cuDNN's LSTM saves a reserve for backward whose size is cuDNN's choice, and the
+prediction runs oneDNN's LSTM, whose workspace it probes on the CPU instead: on an H200 the
+TFT's predicted activations were +3.9 % off at the seed configuration
+(reports/h200/wave-8.10/measurement.json) and 10.7 % (fp32) / 8.1 % (bf16) off at a small one.
+The step's peak keeps PEAK_TOLERANCE_PCT: cuDNN's backward workspace is not modelled at all (a
+small TFT's step peak less the cuBLAS workspace was 11.1 MB measured against 2.9 MB predicted),
+and a gap beyond it is named by CUDA_LSTM_REASON."""
+
+PEAKS = ("forward_peak", "peak")
+NON_TENSOR_LABEL = "non-tensor allocations at the step's start (cuBLAS workspaces; measured)"
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "batch", "forward_peak", "peak")
+LABELS = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
+          "activations": "activations (saved for backward)", "batch": "batch",
+          "forward_peak": "forward peak (tensors)", "peak": "step peak (tensors)"}
+
+CUDA_REASONS = {
+    "activations": "the prediction runs torch's CPU kernels (with CUDA's fused 1-byte dropout mask): cuDNN's LSTM "
+                   "keeps another reserve than oneDNN's workspace, fused attention (SDPA) saves log-sum-exp rows, "
+                   "not probabilities, and autocast picks other 16-bit ops on CUDA",
+    "forward_peak": "follows the activations (CPU kernels predicted); the CUDA allocator rounds blocks to 512 bytes",
+    "peak": "follows the activations (CPU kernels predicted); the CUDA allocator rounds blocks to 512 bytes",
+}
+
+
+CUDA_LSTM_REASON = ("not modelled: cuDNN LSTM workspace/reserve (cuDNN picks their sizes; the prediction runs "
+                    "oneDNN's LSTM, whose workspace differs)")
+LSTM_MARK = "LSTM layers:"  # in a prediction's peak_method when the step ran an LSTM kernel (foxlib.memory.predict)
+
+
+SKIPPED_STEP_REASON = ("fp16: the GradScaler skipped the measured step's optimizer step (its gradients overflowed); "
+                       "the prediction always takes it, with the optimizer's temporaries")
+
+
+FP16_ONE_WARMUP_REASON = ("measured by a profiler that ran one warm-up step: in fp16 the GradScaler skipped it "
+                          "(gradients overflowed at its initial scale), so Adam's state was made inside the measured "
+                          "step and is missing from its peaks; profile_step now warms up until a step is taken")
+
+
+def one_warmup_fp16(profile: dict[str, Any]) -> bool:
+    """An fp16 profile from before profile_step warmed up until the GradScaler took a step (it has no
+    "warmup_steps"): its peaks may lack Adam's state (FP16_ONE_WARMUP_REASON)."""
+    return profile.get("precision") == "fp16" and "warmup_steps" not in profile
+
+
+def runs_lstm(*profiles: dict[str, Any] | None) -> bool:
+    """Did the step run an LSTM? Said by the prediction (LSTM_MARK in its peak_method) or by a
+    block named like one among the saved activations (measurements made before the mark)."""
+    for p in profiles:
+        if not p or "error" in p:
+            continue
+        if LSTM_MARK in (p.get("peak_method") or ""):
+            return True
+        if any("lstm" in k.lower() for k in (p.get("activations_by_module") or {})):
+            return True
+    return False
+
+
+def tolerance_pct(category: str, device_type: str = "cpu", lstm: bool = False) -> float:
+    """The tolerance of `category` in %: PEAK_TOLERANCE_PCT for the step's peak,
+    CUDA_LSTM_TOLERANCE_PCT for activations and forward peak on CUDA with an LSTM,
+    CATEGORY_TOLERANCE_PCT otherwise."""
+    if category == "peak":
+        return PEAK_TOLERANCE_PCT
+    if device_type == "cuda" and lstm and category in ("activations", "forward_peak"):
+        return CUDA_LSTM_TOLERANCE_PCT
+    return CATEGORY_TOLERANCE_PCT
+
+
+def tolerance_note(device_type: str, lstm: bool = False) -> str:
+    """The tolerances the prediction table applies, in words, from the constants above."""
+    note = (f"Tolerance: {CATEGORY_TOLERANCE_PCT:g} % per category, {PEAK_TOLERANCE_PCT:g} % on the step's peak, "
+            f"any difference under {ABSOLUTE_SLACK_BYTES:,} bytes")
+    if device_type == "cuda" and lstm:
+        note += (f"; on CUDA with an LSTM {CUDA_LSTM_TOLERANCE_PCT:g} % on the activations and the forward peak "
+                 f"({CUDA_LSTM_REASON})")
+    return note + ". A gap outside it is named, never hidden."
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    """(predicted − measured) / measured in %; 0 when both are 0, inf when only the measurement is 0."""
+    if measured == 0:
+        return 0.0 if predicted == 0 else float("inf")
+    return 100.0 * (predicted - measured) / measured
+
+
+def within(category: str, predicted: float, measured: float, device_type: str = "cpu", lstm: bool = False) -> bool:
+    """The report's test of one category: |difference| <= ABSOLUTE_SLACK_BYTES, or |error| <= its tolerance."""
+    if abs(predicted - measured) <= ABSOLUTE_SLACK_BYTES:
+        return True
+    return abs(error_pct(predicted, measured)) <= tolerance_pct(category, device_type, lstm)
+
+
+def reason(category: str, device_type: str, lstm: bool = False) -> str:
+    """Why a category can be outside its tolerance: "unexplained" on the CPU; on CUDA the kernels
+    the prediction does not model (CUDA_LSTM_REASON for activations and peaks with an LSTM)."""
+    if device_type != "cuda":
+        return "unexplained"
+    if lstm and category in ("activations", "forward_peak", "peak"):
+        return CUDA_LSTM_REASON + "; " + CUDA_REASONS[category]
+    return CUDA_REASONS.get(category, "unexplained")
+
+
+def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_type: str) -> pd.DataFrame:
+    """One row per category: predicted MB, measured MB, error %, tolerance %, within, reason.
+
+    `predicted` is measure_model's "predicted" entry: a profile dict, or {"error": ...} when the
+    prediction failed (then one row says so)."""
+    cols = ["category", "predicted (MB)", "measured (MB)", "error (%)", "tolerance (%)", "within", "why"]
+    if not predicted or "error" in predicted:
+        why = (predicted or {}).get("error", "no prediction in this measurement (made before predictions existed)")
+        return pd.DataFrame([{c: None for c in cols} | {"category": "all", "within": False, "why": why}], columns=cols)
+    rows = []
+    foreign = non_tensor_bytes(measured)
+    lstm = runs_lstm(predicted, measured)
+    for c in CATEGORIES:
+        p, m = float(predicted[c]), float(measured[c])
+        if c in PEAKS and "workspace_bytes" not in measured:
+            m -= foreign  # a profile from before workspace_bytes: its measured peaks also held the workspaces
+        ok = within(c, p, m, device_type, lstm)
+        why = "" if ok else reason(c, device_type, lstm)
+        if not ok and c in PEAKS and measured.get("optimizer_step_skipped"):
+            why = SKIPPED_STEP_REASON
+        elif not ok and c in PEAKS and one_warmup_fp16(measured):
+            why = FP16_ONE_WARMUP_REASON
+        rows.append({"category": LABELS[c], "predicted (MB)": p / MB, "measured (MB)": m / MB,
+                     "error (%)": round(error_pct(p, m), 2), "tolerance (%)": tolerance_pct(c, device_type, lstm),
+                     "within": ok,
+                     "why": why})
+    if foreign:
+        rows.append({"category": NON_TENSOR_LABEL, "predicted (MB)": None, "measured (MB)": foreign / MB,
+                     "error (%)": None, "tolerance (%)": None, "within": "—",
+                     "why": "not a tensor of the step: taken out of the measured peaks above, shown here"})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def non_tensor_bytes(measured: dict[str, Any]) -> int:
+    """On CUDA: what the allocator held at the step's start that no tensor of the step owns (cuBLAS
+    workspaces, made by the first matmul on a stream, held for the process): part of the measured
+    peaks, never of a tensor prediction. 0 on the CPU."""
+    if "workspace_bytes" in measured:  # MemoryProfile.workspace_bytes: already out of its peaks
+        return int(measured["workspace_bytes"] or 0)
+    return int((measured.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0)
+
+
+def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], device_type: str) -> pd.DataFrame:
+    """One row per measured step (name -> (predicted, measured)): the tensors' peak and its error, the
+    non-tensor bytes measured beside (CUDA), and the categories outside tolerance."""
+    rows = []
+    for name, (pred, meas) in pairs.items():
+        df = compare(pred, meas, device_type)
+        if df["category"].iloc[0] == "all":
+            rows.append({"step": name, "predicted peak (MB)": None, "measured peak (MB)": meas["peak"] / MB,
+                         "peak error (%)": None, "non-tensor (MB)": non_tensor_bytes(meas) / MB,
+                         "categories outside tolerance": df["why"].iloc[0]})
+            continue
+        peak = df[df["category"] == LABELS["peak"]].iloc[0]
+        outside = df[df["within"].eq(False)]
+        off = ", ".join(f"{r['category']} {r['error (%)']:+.1f} %" for _, r in outside.iterrows())
+        rows.append({"step": name, "predicted peak (MB)": peak["predicted (MB)"],
+                     "measured peak (MB)": peak["measured (MB)"], "peak error (%)": peak["error (%)"],
+                     "non-tensor (MB)": non_tensor_bytes(meas) / MB, "categories outside tolerance": off or "none"})
+    return pd.DataFrame(rows)
+
+
+def pairs(m: dict[str, Any]) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+    """Every (predicted, measured) pair in a wave's measurement, named for the summary table:
+    8.10's TFT and ensemble ("tft", "dqn", ...), 8.11's models by precision and 8.12's strategies
+    ("tft fp16", "checkpoint blocks", ...)."""
+    out: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
+    if "tft" in m and "profile" in m["tft"]:  # wave 8.10
+        out["tft"] = (m["tft"].get("predicted"), m["tft"]["profile"])
+        for name, e in (m.get("ensemble") or {}).items():
+            out[name] = (e.get("predicted"), e["profile"])
+    predicted = m.get("predicted") or {}
+    for name, entry in (m.get("memory") or {}).items():
+        if "peak" in entry:  # wave 8.12: strategy -> profile
+            out[name] = (predicted.get(name), entry)
+        else:  # wave 8.11: model -> precision -> profile
+            for precision, prof in entry.items():
+                out[f"{name} {precision}"] = ((predicted.get(name) or {}).get(precision), prof)
+    return out

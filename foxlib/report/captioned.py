@@ -1,0 +1,186 @@
+"""Charts with alt text and a caption, in the notebook, in report.html and in report.md.
+
+`show_figure(fig, caption, alt)` displays a matplotlib figure as one output whose bundle holds
+- text/html: a <figure> with the PNG inline (base64, so report.html stays self-contained), its
+  alt text and a <figcaption>; HTML export and JupyterLab show this;
+- image/png: the same PNG, which nbconvert's ExtractOutputPreprocessor writes to figures/;
+- text/plain: the caption, for a terminal;
+and the alt text and caption in the output's metadata under "foxlib_figure".
+
+nbconvert's MarkdownExporter prefers text/html, so an unchanged export writes the <figure> into
+report.md with the image inline: alt text and caption survive, but the PNG in figures/ is not
+referenced. `for_markdown(nb)` makes the Markdown export use the file: it rewrites each such
+output to text/markdown `![alt](figures/<name>.png)` + the caption, naming the extracted file
+(the output's "filename" metadata, which ExtractOutputPreprocessor honours).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import re
+from typing import Any
+
+import nbformat
+
+META = "foxlib_figure"
+FIGURES_DIR = "figures"  # the folder beside report.md (foxlib.report.render.FIGURES_DIR)
+DPI = 110
+# what nbconvert's HTMLExporter writes into an <img> that has no alt text (and warns about)
+NBCONVERT_PLACEHOLDER = "No description has been provided for this image"
+
+
+def _require(alt: str, caption: str) -> None:
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("a figure needs alt text: one or two sentences saying what the chart shows "
+                         "(its axes, the marks and the values a reader should see)")
+    if not isinstance(caption, str) or not caption.strip():
+        raise ValueError("a figure needs a caption: what it shows and how to read it")
+
+
+def png_bytes(fig, dpi: int = DPI) -> bytes:
+    """The figure as PNG bytes (tight bounding box)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def figure_html(png: bytes, alt: str, caption: str) -> str:
+    """A self-contained <figure>: the PNG inline with its alt text, and a <figcaption>."""
+    _require(alt, caption)
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure class="foxlib-figure" style="margin:1em 0">'
+            f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt, quote=True)}" '
+            f'style="max-width:100%;height:auto">'
+            f'<figcaption style="font-size:0.95em;max-width:60em">{html.escape(caption)}</figcaption></figure>')
+
+
+def bundle(png: bytes, alt: str, caption: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of the display_data output for one figure."""
+    _require(alt, caption)
+    data = {"text/html": figure_html(png, alt, caption),
+            "image/png": base64.b64encode(png).decode("ascii"),
+            "text/plain": f"Figure: {caption}"}
+    return data, {META: {"alt": alt, "caption": caption}}
+
+
+def _num(v: float) -> str:
+    return f"{v:,.4g}"
+
+
+def _axis(ax, which: str) -> str:
+    label = (ax.get_xlabel() if which == "x" else ax.get_ylabel()) or "unlabelled"
+    scale = ax.get_xscale() if which == "x" else ax.get_yscale()
+    return f"{which} axis {label}" + (f" ({scale} scale)" if scale != "linear" else "")
+
+
+def describe(fig, max_items: int = 12) -> str:
+    """Alt text read from a matplotlib figure: per chart its title, axes (and any log scale), its
+    named series and, for bar charts, each bar's label and value. A fallback for `show_figure`;
+    alt text written for the chart says more."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import BarContainer
+    charts = []
+    for ax in fig.get_axes():
+        if not ax.get_visible() or not ax.has_data():
+            continue
+        parts = [f"chart \"{ax.get_title()}\"" if ax.get_title() else "chart",
+                 _axis(ax, "x") + ", " + _axis(ax, "y")]
+        named = [a.get_label() for a in list(ax.get_lines()) + list(ax.collections)
+                 if not str(a.get_label()).startswith("_")]
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+        for c in bars:
+            named = [n for n in named if n != c.get_label()]
+            ticks = [t.get_text() for t in (ax.get_xticklabels() if c.orientation == "vertical"
+                                             else ax.get_yticklabels())]
+            values = [(r.get_height() if c.orientation == "vertical" else r.get_width()) for r in c.patches]
+            names = ticks if len(ticks) == len(values) and all(ticks) else [str(i + 1) for i in range(len(values))]
+            items = [f"{n} {_num(v)}" for n, v in zip(names, values)][:max_items]
+            label = "" if str(c.get_label()).startswith("_") else f"{c.get_label()}: "
+            parts.append(f"bars {label}" + ", ".join(items) + ("…" if len(values) > max_items else ""))
+        if named:
+            parts.append("series: " + ", ".join(named[:max_items]))
+        points = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
+        if points and not bars:
+            parts.append(f"{points} points")
+        charts.append("; ".join(parts))
+    if not charts:
+        return "an empty figure"
+    return ("A figure of " + str(len(charts)) + " charts. " if len(charts) > 1 else "A ") + " | ".join(charts) + "."
+
+
+def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> None:
+    """Display a matplotlib figure once, with a caption and alt text, and close it.
+    caption: what it shows and how to read it; alt: what the chart shows, for a reader who cannot
+    see it (default: describe(fig), read from the figure)."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+    try:
+        alt = alt if alt is not None else describe(fig)
+        _require(alt, caption)
+        data, metadata = bundle(png_bytes(fig, dpi), alt, caption)
+    finally:
+        plt.close(fig)
+    display(data, metadata=metadata, raw=True)
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-") or "figure"
+
+
+def markdown_figure(path: str, alt: str, caption: str) -> str:
+    """The Markdown for one figure: the image with its alt text, then the caption in italics."""
+    alt_md = alt.replace("[", "(").replace("]", ")").replace("\n", " ")
+    return f"![{alt_md}]({path})\n\n*Figure: {caption.strip()}*\n"
+
+
+def for_markdown(nb: nbformat.NotebookNode, figures_dir: str = FIGURES_DIR) -> nbformat.NotebookNode:
+    """A copy of `nb` for MarkdownExporter(output_files_dir=figures_dir): every show_figure output
+    becomes text/markdown (`![alt](figures_dir/<name>.png)` + caption) with its PNG, the file's name
+    set in the output's "filename" metadata (unique in the notebook: a slug of the caption + a
+    hash of the image). An output that carries both HTML and its own Markdown (foxlib.report.reading's
+    blocks) keeps only the Markdown. Other outputs (tables: HTML only) are untouched."""
+    nb = nbformat.from_dict(nb)
+    used: set[str] = set()
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "text/html" in data and "text/markdown" in data and META not in out.get("metadata", {}):
+                del data["text/html"]  # an output with its own Markdown (foxlib.report.reading's blocks) uses it
+            info = out.get("metadata", {}).get(META)
+            if out.get("output_type") not in ("display_data", "execute_result") or not info \
+                    or "image/png" not in out.get("data", {}):
+                continue
+            digest = hashlib.sha1(out["data"]["image/png"].encode("ascii")).hexdigest()[:8]
+            name, k = f"{_slug(info['caption'])}-{digest}", 1
+            while name in used:
+                k += 1
+                name = f"{_slug(info['caption'])}-{digest}-{k}"
+            used.add(name)
+            out["metadata"]["filename"] = f"{name}.png"
+            path = f"{figures_dir}/{name}.png" if figures_dir else f"{name}.png"
+            out["data"] = {"text/markdown": markdown_figure(path, info["alt"], info["caption"]),
+                           "image/png": out["data"]["image/png"]}
+    return nb
+
+
+def images_without_alt(page_html: str) -> list[str]:
+    """The <img> tags of an HTML page that have no alt text or an empty one (their first 80 characters)."""
+    from bs4 import BeautifulSoup
+    soup = BeautifulSoup(page_html, "html.parser")
+    return [str(img)[:80] for img in soup.find_all("img")
+            if not (img.get("alt") or "").strip() or img.get("alt") == NBCONVERT_PLACEHOLDER]
+
+
+def figures_without_caption(page_html: str) -> list[str]:
+    """The <img> tags of an HTML page that are not inside a <figure> with a non-empty <figcaption>."""
+    from bs4 import BeautifulSoup
+    soup = BeautifulSoup(page_html, "html.parser")
+    out = []
+    for img in soup.find_all("img"):
+        fig = img.find_parent("figure")
+        cap = fig.find("figcaption") if fig else None
+        if cap is None or not cap.get_text(strip=True):
+            out.append(str(img)[:80])
+    return out

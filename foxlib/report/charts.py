@@ -1,0 +1,212 @@
+"""Charts for the reports. Each takes measurement data (bytes) and returns a matplotlib Figure in MB."""
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.ticker
+import matplotlib.pyplot as plt
+
+from foxlib.core import seed_claims
+from foxlib.core.config import MB
+
+CATEGORY_COLOURS = {
+    "parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
+    "activations": "#c44e52", "buffers (device)": "#8172b3", "temporaries": "#937860",
+    "CUDA context": "#8c8c8c", "workspaces": "#bcbd22",
+}
+
+
+def breakdown(profile: dict[str, Any], budgets_mb: dict[str, float], title: str) -> plt.Figure:
+    """Measured categories (bars) with their budgets (red lines) and the seed's figures (hollow marks)."""
+    rows = [("parameters", profile["parameters"], budgets_mb["parameters_mb"], seed_claims.TFT_8_10_MB["parameters"]),
+            ("forward activations", profile["activations"], budgets_mb["forward_activations_mb"],
+             seed_claims.TFT_8_10_MB["activations"]),
+            ("gradients", profile["gradients"], budgets_mb["gradients_mb"], seed_claims.TFT_8_10_MB["gradients"]),
+            ("optimizer state", profile["optimizer_state"], budgets_mb["optimizer_state_mb"],
+             seed_claims.TFT_8_10_MB["optimizer_state"]),
+            ("model peak", profile["peak"], budgets_mb["peak_training_mb"], seed_claims.TFT_8_10_MB["peak"])]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for i, (name, measured, budget, seed_mb) in enumerate(rows):
+        ok = measured <= budget * MB
+        ax.barh(i, measured / MB, color="#1a7f37" if ok else "#cf222e", alpha=0.85,
+                label="measured (foxlib)" if i == 0 else None)
+        ax.plot([budget, budget], [i - 0.4, i + 0.4], color="black", lw=2, label="budget" if i == 0 else None)
+        ax.plot(seed_mb, i, marker="o", mfc="none", mec="#555", ms=9, ls="none",
+                label="seed (nvidia-smi)" if i == 0 else None)
+        ax.text(measured / MB, i, f" {measured / MB:,.0f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("memory (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def activations_by_module(by_module: dict[str, int], title: str) -> plt.Figure:
+    items = sorted(by_module.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(items) + 1.2))
+    ax.barh([k for k, _ in items], [v / MB for _, v in items], color=CATEGORY_COLOURS["activations"])
+    total = sum(by_module.values()) or 1
+    for i, (_, v) in enumerate(items):
+        ax.text(v / MB, i, f" {v / MB:,.1f} MB ({100 * v / total:.0f} %)", va="center", fontsize=8)
+    ax.set_xlabel("saved for backward (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.set_xlim(0, max(v for _, v in items) / MB * 1.35 if items else 1)
+    fig.tight_layout()
+    return fig
+
+
+def ensemble(profiles: dict[str, dict[str, Any]], totals, card_mb: float, title: str) -> plt.Figure:
+    """Per model its categories stacked, its model peak marked (from `totals`, the table's figures); the
+    process's cuBLAS workspaces and CUDA context once each; the card's size as a line; the seed's per-model
+    figures as hollow bars beside. The title's process peak and share are `totals`' (never recomputed)."""
+    names = list(profiles)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottoms = [0.0] * len(names)
+    parts = {
+        "parameters": lambda p: p["parameters"],
+        "gradients": lambda p: p["gradients"],
+        "optimizer state": lambda p: p["optimizer_state"],
+        "activations": lambda p: p["activations"],
+        "buffers (device)": lambda p: sum(b["device_bytes"] for b in p["buffers"].values()),
+        "temporaries": lambda p: p["temporaries"],
+    }
+    x = list(range(len(names)))
+    for label, get in parts.items():
+        vals = [get(profiles[n]) / MB for n in names]
+        ax.bar([i - 0.2 for i in x], vals, 0.4, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    for i, n in enumerate(names):
+        peak = totals.model_peaks[n] / MB
+        ax.plot([i - 0.4, i], [peak, peak], color="black", lw=1.5, label="model peak" if i == 0 else None)
+        ax.text(i - 0.2, peak, f"{peak:,.0f}", ha="center", va="bottom", fontsize=7)
+    seed_vals = [seed_claims.ENSEMBLE_CURRENT_MB.get(n, 0) for n in names]
+    ax.bar([i + 0.2 for i in x], seed_vals, 0.4, fill=False, edgecolor="#555", hatch="//", label="seed (nvidia-smi)")
+    for label, value, colour in (("cuBLAS workspaces (once)", totals.workspace_bytes, CATEGORY_COLOURS["workspaces"]),
+                                 ("CUDA context (once)", totals.context_bytes, CATEGORY_COLOURS["CUDA context"])):
+        if value:
+            ax.bar(len(names) - 0.2, value / MB, 0.4, color=colour, label=label)
+            names = names + [label.split(" (")[0].replace("cuBLAS ", "")]
+    ax.axhline(card_mb, color="black", lw=1.5, ls="--")
+    ax.text(-0.4, card_mb, f"4 GB card: {card_mb:,.0f} MB", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("training memory (MB = 10^6 bytes)")
+    what = "model peaks + workspaces + context" if totals.on_cuda else "model peaks' sum (CPU)"
+    ax.set_title(f"{title}\nprocess peak ({what}) {totals.process_peak / MB:,.0f} MB = "
+                 f"{100 * totals.share_of(card_mb * MB):.1f} % of the card")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed_expectation_mb: dict[str, float],
+                     title: str) -> plt.Figure:
+    """Per precision: the step's categories stacked, the model peak marked, the seed's expectation beside."""
+    names = list(profiles)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottoms = [0.0] * len(names)
+    parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
+             "activations": "activations", "temporaries": "temporaries"}
+    for label, key in parts.items():
+        vals = [profiles[n][key] / MB for n in names]
+        ax.bar(names, vals, 0.5, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    for i, n in enumerate(names):
+        ax.text(i, profiles[n]["peak"] / MB, f"model peak {profiles[n]['peak'] / MB:,.0f}", ha="center", va="bottom",
+                fontsize=8)
+        if n in seed_expectation_mb:
+            ax.plot([i - 0.3, i + 0.3], [seed_expectation_mb[n]] * 2, color="#555", ls=":", lw=2,
+                    label="seed's expectation")
+    ax.axhline(budget_mb, color="black", lw=1.5, ls="--", label=f"budget {budget_mb:,.0f} MB")
+    ax.set_ylabel("memory of one training step (MB = 10^6 bytes)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_by_precision(runs: list[dict[str, Any]], metric: str, title: str) -> plt.Figure:
+    """Each seed's score per precision (dots) and their mean (bar)."""
+    precisions = list(dict.fromkeys(r["precision"] for r in runs))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, p in enumerate(precisions):
+        vals = [r["metrics"][metric] for r in runs if r["precision"] == p]
+        ax.bar(i, sum(vals) / len(vals), 0.5, color="#4c72b0", alpha=0.5)
+        ax.plot([i] * len(vals), vals, "o", color="#1f2d4d")
+    ax.set_xticks(range(len(precisions)), precisions)
+    lo = min(r["metrics"][metric] for r in runs)
+    hi = max(r["metrics"][metric] for r in runs)
+    ax.set_ylim(lo - 0.5 * (hi - lo + 1e-9) - 0.01 * abs(lo), hi + 0.5 * (hi - lo + 1e-9) + 0.01 * abs(hi))
+    ax.set_ylabel(f"validation {metric.replace('_', ' ')}")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+LOG_AXIS_SPREAD = 30  # ratios spanning more than this factor get a log axis (the axis label says so)
+
+
+def pareto(record, front: list[str], budget_mb: float, max_slowdown: float, recommended: str | None,
+           title: str) -> plt.Figure:
+    """Peak memory against time per training window (ratio to fp32, bar: its confidence interval) per
+    strategy, from a wave 8.12 record (its StrategyResults' peak_bytes and window_ratio, read as they
+    are); eager steps as circles, CUDA-graph steps as squares; the Pareto front joined, the peak budget
+    and the slowdown limit as lines, the recommended point ringed."""
+    from matplotlib.lines import Line2D
+
+    strategies = list(record.strategies)
+    fig, ax = plt.subplots(figsize=(14, 6.5))
+    key = []  # every point is numbered; the names are listed beside the plot (22 labels would overlap)
+    for i, s in enumerate(strategies, start=1):
+        iv, y = s.window_ratio, s.peak_bytes / MB
+        on_front = s.name in front
+        colour = "#cf222e" if s.name == recommended else ("#1a7f37" if on_front else "#8c8c8c")
+        ax.errorbar(iv.median, y, xerr=[[iv.median - iv.low], [iv.high - iv.median]], fmt="s" if s.cuda_graph else "o",
+                    ms=8 if on_front else 6, color=colour, ecolor=colour, elinewidth=1.2, capsize=3)
+        if s.name == recommended:
+            ax.plot(iv.median, y, "o", ms=18, mfc="none", mec="#cf222e", mew=2)
+        ax.annotate(str(i), (iv.median, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+        mark = " (recommended)" if s.name == recommended else (" (Pareto front)" if on_front else "")
+        key.append(f"{i:>2}  {s.name}{mark}  {iv}")
+    ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, fontsize=7, va="top", family="monospace")
+    f = sorted((s for s in strategies if s.name in front), key=lambda s: s.window_ratio.median)
+    ax.plot([s.window_ratio.median for s in f], [s.peak_bytes / MB for s in f], "-", color="#1a7f37", lw=1)
+    ax.axhline(budget_mb, color="black", ls="--", lw=1.2)
+    ax.axvline(max_slowdown, color="#cf222e", ls="--", lw=1.2)
+    ax.annotate(f"slowdown limit {max_slowdown:g}x", (max_slowdown, 1.0), xycoords=("data", "axes fraction"),
+                xytext=(3, -12), textcoords="offset points", fontsize=8, color="#cf222e")
+    ax.axvline(1.0, color="#555", ls=":", lw=1)
+    lows = [s.window_ratio.low for s in strategies]
+    highs = [s.window_ratio.high for s in strategies] + [max_slowdown]
+    log = max(highs) / min(lows) > LOG_AXIS_SPREAD
+    if log:
+        ax.set_xscale("log")
+        ticks = [t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if min(lows) / 1.5 <= t <= max(highs) * 1.5]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    else:
+        ax.set_xlim(0, max(highs) * 1.05)
+    ax.set_ylim(bottom=0)
+    pct = f"{100 * record.confidence:.0f} %"
+    ax.set_xlabel("time per training window / fp32 baseline's (ratio, linear scale)" if not log else
+                  f"time per training window / fp32 baseline's (ratio, log scale: the ratios span more than "
+                  f"{LOG_AXIS_SPREAD}x)")
+    ax.text(0.0, -0.13, f"point: median of the per-round ratios to fp32 (alternating rounds); bar: {pct} bootstrap "
+            "interval", transform=ax.transAxes, fontsize=7.5, va="top", color="#555")
+    ax.set_ylabel("peak training memory (MB = 10^6 bytes)")
+    ax.set_title(title)
+    grey = "#8c8c8c"
+    handles = [Line2D([], [], marker="o", ls="none", color=grey, label="eager step")]
+    if any(s.cuda_graph for s in strategies):
+        handles.append(Line2D([], [], marker="s", ls="none", color=grey, label="CUDA-graph step"))
+    handles += [Line2D([], [], marker="o", color="#1a7f37", lw=1, label="Pareto front"),
+               Line2D([], [], marker="o", ls="none", ms=12, mfc="none", mec="#cf222e", mew=2,
+                      label=f"recommended: {recommended}" if recommended else "recommended: none"),
+               Line2D([], [], color="black", ls="--", label=f"peak budget {budget_mb:,.0f} MB"),
+               Line2D([], [], color="#cf222e", ls="--", label=f"slowdown limit {max_slowdown:g}x (interval's upper "
+                                                              "end must be under it)"),
+               Line2D([], [], color="#555", ls=":", label="fp32 baseline (1x)")]
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    fig.subplots_adjust(left=0.06, right=0.55, bottom=0.15, top=0.93)
+    return fig

@@ -1,0 +1,80 @@
+"""Do the committed reports agree with each other? One figure, one value; citations that hold.
+
+Checked over every canonical report of each device (`reports/<device>/wave-<N>/` and the peer
+benchmark's pages; variants are not compared):
+- a figure key (foxlib.core.figures) listed by several reports of one device has one value;
+- each report's page (report.md) shows each of its memory figures as `figures.display` writes it (MB, one
+  decimal; other units are formatted by their tables);
+- every dependency citation ({path, revision, sha256}) matches the published file;
+- every report names a clean measured-at and rendered-at revision.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from foxlib.core import config
+from foxlib.core.figures import display
+from foxlib.core.provenance import DIRTY, sha256_of
+
+
+def _results(reports_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    for path in sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json")):
+        if any(part.startswith(".") for part in path.relative_to(reports_dir).parts):
+            continue
+        found.append((path, json.loads(path.read_text())))
+    return found
+
+
+def _number(value: Any, unit: str) -> str:
+    """The figure's number as a page shows it, without its unit (tables carry the unit in the header)."""
+    if unit == "ratio":
+        return f"{value:,.2f}"
+    return display(value, unit).rsplit(" ", 1)[0] if unit in ("bytes", "s", "fraction") else display(value, unit)
+
+
+def problems(reports_dir: Path | None = None) -> list[str]:
+    """Every disagreement found, one line each; [] when the reports agree."""
+    reports_dir = Path(reports_dir or config.REPORTS_DIR).resolve()
+    base = reports_dir.parent
+    out: list[str] = []
+    seen: dict[tuple[str, str], tuple[Any, Path]] = {}
+    for path, res in _results(reports_dir):
+        rel = path.relative_to(base)
+        device = path.relative_to(reports_dir).parts[0]
+        for rev_key in ("measured_at_revision", "rendered_at_revision"):
+            rev = res.get(rev_key)
+            if not rev or str(rev).endswith(DIRTY):
+                out.append(f"{rel}: {rev_key} is {rev!r}, not a clean commit")
+        for c in res.get("depends_on") or []:
+            cited = base / c["path"]
+            if not cited.is_file():
+                out.append(f"{rel}: cites {c['path']}, which does not exist")
+            elif sha256_of(cited) != c.get("sha256"):
+                out.append(f"{rel}: cites {c['path']} at sha256 {str(c.get('sha256'))[:12]}, but the published file "
+                           f"is {sha256_of(cited)[:12]}")
+        figures = res.get("figures") or {}
+        page = path.parent / "report.md" if path.name == "results.json" else path.with_suffix(".md")
+        text = page.read_text() if page.is_file() else None
+        for key, fig in figures.items():
+            if not (isinstance(fig, dict) and "value" in fig and "unit" in fig):
+                out.append(f"{rel}: figure {key} is {fig!r}, not {{value, unit}} (foxlib.core.figures)")
+                continue
+            value, unit = fig["value"], fig["unit"]
+            if (device, key) in seen and seen[(device, key)][0] != value:  # intervals come with their value
+                other_value, other = seen[(device, key)]
+                out.append(f"{key} ({device}): {display(value, unit)} in {rel} but {display(other_value, unit)} in "
+                           f"{other.relative_to(base)}")
+            seen.setdefault((device, key), (value, path))
+            if text is not None and value is not None and unit == "bytes" and _number(value, unit) not in text:
+                out.append(f"{rel}: figure {key} = {display(value, unit)} is not shown on {page.relative_to(base)}")
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+    found = problems()
+    print("\n".join(found) or "the committed reports agree")
+    sys.exit(1 if found else 0)

@@ -1,0 +1,155 @@
+"""reports/index.html and `python -m foxlib waves`: every wave's canonical verdict on each device.
+
+Only canonical reports (`reports/<device>/wave-<N>/`, made with the defaults) count: a variant
+(`reports/<device>/variants/wave-<N>-<name>/`) never enters the ledger, the table or the critical
+path; it is listed on its own."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from foxlib.core import config, results
+from foxlib.core.figures import display
+from foxlib.core.critical_path import DEPLOYMENT, WAVES
+
+PEER_PAGES = "peer-benchmark*.html"  # benchmarks/peer_tft.py's pages, per device folder
+
+
+def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{wave: {device: results}} for every report under reports_dir/<device>/wave-<N>/."""
+    reports_dir = Path(reports_dir or config.REPORTS_DIR)
+    found: dict[str, dict[str, dict[str, Any]]] = {w: {} for w in WAVES}
+    for path in sorted(reports_dir.glob(f"*/wave-*/{results.RESULTS_FILE}")):
+        try:
+            res = results.read_json(path)
+        except ValueError:
+            continue
+        wave, device = res.get("wave"), path.parent.parent.name
+        if wave in found:
+            found[wave][device] = {**res, "_dir": path.parent.relative_to(reports_dir).as_posix()}
+    return found
+
+
+def collect_variants(reports_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Every variant report's results, with "_dir" (relative to reports_dir) and "_device"."""
+    reports_dir = Path(reports_dir or config.REPORTS_DIR)
+    out = []
+    for path in sorted(reports_dir.glob(f"*/variants/wave-*/{results.RESULTS_FILE}")):
+        try:
+            res = results.read_json(path)
+        except ValueError:
+            continue
+        if res.get("wave") in WAVES:
+            out.append({**res, "_dir": path.parent.relative_to(reports_dir).as_posix(),
+                        "_device": path.parent.parent.parent.name})
+    return out
+
+
+def devices(found: dict[str, dict[str, Any]]) -> list[str]:
+    names = sorted({d for per in found.values() for d in per})
+    return sorted(names, key=lambda d: (d == "cpu", d))  # GPUs first
+
+
+def deployment_verdicts(found: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """8.14 (ensemble deployment) follows 8.13 on each device."""
+    return {d: found.get("8.13", {}).get(d, {}).get("verdict", "not run") for d in devices(found)}
+
+
+def status_lines(reports_dir: Path | None = None) -> list[str]:
+    found = collect(reports_dir)
+    devs = devices(found)
+    lines = []
+    for wave in WAVES.values():
+        state = "built" if wave.built else "not built yet"
+        per = ", ".join(f"{d}: {found[wave.id][d]['verdict']}" for d in devs if d in found[wave.id]) or "no report yet"
+        lines.append(f"{wave.id}  {wave.title:<28} [{state}]  {per}")
+    dep = deployment_verdicts(found)
+    lines.append(f"{DEPLOYMENT}  {'Ensemble deployment':<28} [follows 8.13]  "
+                 + (", ".join(f"{d}: {v}" for d, v in dep.items()) or "no report yet"))
+    variants = collect_variants(reports_dir)
+    if variants:
+        lines.append("variants (other parameters than the defaults; never on the critical path):")
+        lines += [f"  {v['wave']}  {v['_device']}: {v['verdict']}  {v['_dir']}" for v in variants]
+    return lines
+
+
+def margin(check: dict[str, Any]) -> str:
+    """A check as a reader needs it: measured against the limit, and by how much it passes or fails."""
+    unit, measured, limit = check.get("unit", ""), check.get("measured"), check.get("limit")
+    result = "PASS" if check.get("passed") else "FAIL"
+    if measured is None or limit is None:
+        return f"{check['name']}: {result}"
+
+    def shown(value):
+        return display(value, unit) if unit in ("bytes", "s") else f"{value:,.3g} {unit}".strip()
+    off = f", {abs(100 * (measured - limit) / limit):.1f} % {'over' if measured > limit else 'under'}" if limit else ""
+    return f"{check['name']}: {shown(measured)} vs limit {shown(limit)} ({result}{off})"
+
+
+def headline(res: dict[str, Any], most: int = 3) -> list[str]:
+    """The failing checks first, then the rest, each with its margin."""
+    checks = sorted(res.get("checks", []), key=lambda c: c.get("passed", False))
+    return [margin(c) for c in checks[:most]]
+
+
+def answer(found: dict[str, dict[str, Any]], devs: list[str]) -> list[str]:
+    """The page's first lines: the deployment verdict per device and what decides it."""
+    lines = []
+    for d in devs:
+        res = found.get("8.13", {}).get(d)
+        if res is None:
+            lines.append(f"{d}: wave 8.13 (production validation) has not run: no deployment verdict.")
+            continue
+        failing = [margin(c) for c in res.get("checks", []) if not c.get("passed")]
+        lines.append(f"{d}: deployment (8.14) {res['verdict']}"
+                     + (f" — failing: {'; '.join(failing)}" if failing else f" — all {len(res.get('checks', []))} checks of 8.13 pass")
+                     + f" (measured on {res['device']['name']}).")
+    return lines
+
+
+def write_index(reports_dir: Path | None = None) -> Path:
+    """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
+    import jinja2
+    from foxlib.report import ledger
+    reports_dir = Path(reports_dir or config.REPORTS_DIR)
+    found = collect(reports_dir)
+    devs = devices(found)
+    waves = []
+    for wave in WAVES.values():
+        cells = {}
+        for d in devs:
+            res = found[wave.id].get(d)
+            cells[d] = None if res is None else {
+                "verdict": res["verdict"], "link": f"{res['_dir']}/report.html", "md": f"{res['_dir']}/report.md",
+                "headline": headline(res), "device_name": res["device"]["name"],
+                "measured_at_revision": res.get("measured_at_revision", "?"),
+                "rendered_at_revision": res.get("rendered_at_revision", "?")}
+        waves.append({"id": wave.id, "title": wave.title, "question": wave.question, "cells": cells})
+    dep = deployment_verdicts(found)
+    waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
+                  "cells": {d: {"verdict": dep[d], "link": found["8.13"][d]["_dir"] + "/report.html",
+                                "md": found["8.13"][d]["_dir"] + "/deployment.md", "headline": [],
+                                "device_name": found["8.13"][d]["device"]["name"],
+                                "measured_at_revision": found["8.13"][d].get("measured_at_revision", "?"),
+                                "rendered_at_revision": found["8.13"][d].get("rendered_at_revision", "?")}
+                            if d in found.get("8.13", {}) else None for d in devs}})
+    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"} for p in sorted((reports_dir / d).glob(PEER_PAGES))]
+            for d in devs}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    page = env.get_template("index.html.j2").render(
+        answer=answer(found, devs), ledger=ledger.rows(found, devs), devices=devs, waves=waves,
+        deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
+        variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
+                   "differs": ", ".join(f"{k} = {val.get('value')!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
+                  for v in collect_variants(reports_dir)])
+    out = reports_dir / "index.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".index.html.{os.getpid()}.tmp")  # two runs finishing together: each writes whole
+    try:
+        tmp.write_text(page)
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out

@@ -1,0 +1,204 @@
+"""The front page's ledger: every claim the seed made, its figure beside ours, a verdict, the evidence.
+
+Each row reads named figures (foxlib.core.figures) from the canonical reports' results.json, so the
+index can never show another number than the report it links to. A claim whose figures no report
+has yet says "not measured", never a guess. The seed's figures are its own (foxlib.core.seed_claims).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from foxlib.core import seed_claims
+from foxlib.core.config import MB
+from foxlib.core.figures import display, slug
+
+TFT = "tft/seed/b32/t60"
+ENSEMBLE = "ensemble/seed"
+WIDE_INTERVAL = 1.5  # high / low of a timing interval past which it confirms nothing
+CARD_BYTES = 4 * 2**30  # the seed's "4GB GPU"; its own percentages use 4,096 MB
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    verdict: str | None = None  # "holds", "wrong", "partly", "untested" ...
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    seed: str
+    wave: str
+    judge: Callable[[dict[str, dict[str, Any]]], tuple[str, str] | None]
+    """figures of one device -> (our figure, verdict) or None where not measured."""
+
+
+def _v(figs: dict[str, dict[str, Any]], key: str) -> Any:
+    """The value of figure `key` (a glob pattern may stand for a configuration part), None if absent."""
+    import fnmatch
+    found = [k for k in figs if fnmatch.fnmatchcase(k, key)]
+    return figs[found[0]]["value"] if found else None
+
+
+def _mb(value: float) -> str:
+    return display(value, "bytes")
+
+
+def _within(ours: float, theirs_mb: float, tolerance: float = 0.10) -> bool:
+    return abs(ours / MB - theirs_mb) <= tolerance * max(theirs_mb, 1)
+
+
+def _category(quantity: str, seed_mb: float):
+    def judge(figs):
+        ours = _v(figs, f"{TFT}/fp32/{quantity}")
+        if ours is None:
+            return None
+        return _mb(ours), "holds" if _within(ours, seed_mb) else "wrong"
+    return judge
+
+
+def _peak(figs):
+    model, process = _v(figs, f"{TFT}/fp32/model_peak"), _v(figs, f"{TFT}/fp32/process_peak")
+    if model is None:
+        return None
+    text = f"model peak {_mb(model)}" + (f"; process peak {_mb(process)}" if process not in (None, model) else "")
+    return text, "holds" if _within(model, seed_claims.TFT_8_10_MB["peak"]) else "wrong"
+
+
+def _overhead(figs):
+    theory, peak = _v(figs, f"{TFT}/fp32/theory_peak"), _v(figs, f"{TFT}/fp32/model_peak")
+    if theory is None or peak is None:
+        return None
+    return f"theory {_mb(theory)}, measured {_mb(peak)}: {peak / theory:,.2f}x", "wrong"
+
+
+def _forward(figs):
+    fwd = _v(figs, f"{TFT}/fp32/forward_peak")
+    if fwd is None:
+        return None
+    return f"forward peak {_mb(fwd)}", "holds" if fwd < 500 * MB else "fails"
+
+
+def _reduction(key: str, seed_pct: float):
+    def judge(figs):
+        base, ours = _v(figs, f"{TFT}/fp32/model_peak"), _v(figs, key)
+        if base is None or ours is None:
+            return None
+        pct = 100 * (1 - ours / base)
+        return f"{_mb(ours)}: {pct:+.1f} % less", "holds" if abs(pct - seed_pct) <= 10 else "wrong"
+    return judge
+
+
+def _speed(key: str, seed_ratio: float, what: str):
+    """seed_ratio: the seed's step-time ratio against fp32 (+20 % faster = 1/1.2)."""
+    def judge(figs):
+        fig = figs.get(key)
+        if fig is None:
+            return None
+        low, high = fig.get("low"), fig.get("high")
+        interval = f" [{low:,.2f}, {high:,.2f}]" if low is not None and high is not None else ""
+        text = f"{fig['value']:,.2f}x {what}{interval}"
+        if low is None or high is None:
+            return text, "untested"
+        if low <= seed_ratio <= high:
+            # an interval this wide (a few timed rounds on a noisy machine) cannot confirm the seed's figure
+            return text, "holds" if high / low <= WIDE_INTERVAL else "inconclusive"
+        return text, "wrong"
+    return judge
+
+
+def _accuracy(key: str, limit_pct: float | None):
+    def judge(figs):
+        change, margin = _v(figs, key), _v(figs, "tft/*/accuracy/fp32/skill_margin")
+        if change is None:
+            return None
+        skill = f"; skill over the naive forecast {margin * 100:+.1f} %" if margin is not None else ""
+        if margin is not None and margin <= 0:
+            return f"{change * 100:+.2f} % quantile loss{skill}", "no power"
+        verdict = "holds" if limit_pct is None or change * 100 <= limit_pct else "wrong"
+        return f"{change * 100:+.2f} % quantile loss{skill}", verdict
+    return judge
+
+
+def _same_function(key: str):
+    def judge(figs):
+        diff = _v(figs, key)
+        if diff is None:
+            return None
+        return (f"same function: gradients differ by at most {diff:.1e} of their largest value (dropout off, "
+                "same weights and batch)", "holds" if diff <= 1e-4 else "wrong")
+    return judge
+
+
+def _ensemble(config: str, seed_total_mb: float):
+    def judge(figs):
+        total = _v(figs, f"{ENSEMBLE}/{config}/process_peak")
+        if total is None:
+            return None
+        free = CARD_BYTES - total
+        return (f"{_mb(total)} = {100 * total / CARD_BYTES:.1f} % of 4 GiB, {_mb(free)} free",
+                "holds" if _within(total, seed_total_mb) else "wrong")
+    return judge
+
+
+def _candle(figs):
+    acts, peak = _v(figs, f"{TFT}/fp32/activations"), _v(figs, f"{TFT}/fp32/model_peak")
+    if acts is None:
+        return None
+    return (f"not testable here (Candle is not PyTorch); in PyTorch the saved activations are {_mb(acts)}, "
+            f"the whole step {_mb(peak)}: retained activations cannot explain 2,880 MB", "untested")
+
+
+CLAIMS = (
+    Claim("Model parameters", "72 MB", "8.10", _category("parameters", seed_claims.TFT_8_10_MB["parameters"])),
+    Claim("Forward activations", "2,880 MB", "8.10", _category("activations", seed_claims.TFT_8_10_MB["activations"])),
+    Claim("Backward gradients", "0 MB", "8.10", _category("gradients", seed_claims.TFT_8_10_MB["gradients"])),
+    Claim("Optimizer state", "144 MB", "8.10", _category("optimizer_state", seed_claims.TFT_8_10_MB["optimizer_state"])),
+    Claim("Peak training", "3,096 MB", "8.10", _peak),
+    Claim("615x overhead vs theory", "4.8 MB theory -> 2,952 MB", "8.10", _overhead),
+    Claim("Forward memory budget", "should be < 500 MB", "8.10", _forward),
+    Claim("FP16: memory", "-50 % (3,096 -> 1,548 MB)", "8.11",
+          _reduction(f"{TFT}/fp16/model_peak", seed_claims.STRATEGY_GUESSES["fp16"]["memory_reduction_pct"])),
+    Claim("FP16: speed", "+20 % faster", "8.11", _speed(f"{TFT}/fp16/step_time_ratio", 1 / 1.2, "fp32's step time")),
+    Claim("FP16: accuracy", "< 2 % loss", "8.11", _accuracy("tft/*/accuracy/fp16/accuracy_change", 2.0)),
+    Claim("Checkpointing: memory", "-75 % (-> 774 MB)", "8.12",
+          _reduction(f"{TFT}/fp32/{slug('checkpoint all')}/model_peak",
+                     seed_claims.STRATEGY_GUESSES["checkpointing"]["memory_reduction_pct"])),
+    Claim("Checkpointing: speed", "-40 % slower", "8.12",
+          _speed(f"{TFT}/fp32/{slug('checkpoint all')}/time_per_window_ratio", 1.4, "fp32's time per window")),
+    Claim("Checkpointing: accuracy", "no cost", "8.12", _same_function(f"{TFT}/fp32/{slug('checkpoint all')}/grad_rel_diff")),
+    Claim("Batch 32 -> 8: memory", "-75 %", "8.12",
+          _reduction(f"{TFT}/fp32/{slug('batch ÷4')}/model_peak",
+                     seed_claims.STRATEGY_GUESSES["batch_8"]["memory_reduction_pct"])),
+    Claim("Batch 32 -> 8: speed", "-75 % slower", "8.12",
+          _speed(f"{TFT}/fp32/{slug('batch ÷4')}/time_per_window_ratio", 4.0, "fp32's time per window")),
+    Claim("Sequence 60 -> 30: memory", "-50 %", "8.12",
+          _reduction(f"{TFT}/fp32/{slug('sequence ÷2')}/model_peak",
+                     seed_claims.STRATEGY_GUESSES["sequence_30"]["memory_reduction_pct"])),
+    Claim("Sequence 60 -> 30: speed", "no change", "8.12",
+          _speed(f"{TFT}/fp32/{slug('sequence ÷2')}/time_per_window_ratio", 1.0, "fp32's time per window")),
+    Claim("Ensemble today (fp32)", "3,411 MB = 83 % of 4 GB, 685 MB free", "8.10",
+          _ensemble("fp32", sum(seed_claims.ENSEMBLE_CURRENT_MB.values()))),
+    Claim("Ensemble target (FP16 + checkpointing)", "932 MB = 23 %, 3,164 MB free (DQN 3, PPO 73, Mamba-2 82, TFT 774)",
+          "8.10", _ensemble("fp16-checkpoint", sum(seed_claims.ENSEMBLE_TARGET_MB.values()))),
+    Claim("Root cause: Candle retains activations", "hypothesis", "8.10", _candle),
+)
+
+
+def rows(found: dict[str, dict[str, dict[str, Any]]], devices: list[str]) -> list[dict[str, Any]]:
+    """One row per seed claim: {"claim", "seed", "wave", "cells": {device: Cell}}; `found` is
+    {wave: {device: results (with "_dir")}} as foxlib.report.index collects it."""
+    out = []
+    for claim in CLAIMS:
+        cells = {}
+        for d in devices:
+            res = found.get(claim.wave, {}).get(d)
+            judged = claim.judge((res or {}).get("figures") or {}) if res else None
+            if judged is None:
+                cells[d] = Cell("not measured", None, None)
+            else:
+                cells[d] = Cell(judged[0], judged[1], f"{res['_dir']}/report.html")
+        out.append({"claim": claim.name, "seed": claim.seed, "wave": claim.wave, "cells": cells})
+    return out

@@ -1,0 +1,42 @@
+"""From an executed notebook to report.html (self-contained, no code) and report.md (+ figures)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter, MarkdownExporter
+
+from foxlib.report import captioned, reading
+
+FIGURES_DIR = "figures"
+
+
+def _for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop what a reader should not see: stderr (progress bars, warnings) and empty code cells."""
+    nb = nbformat.from_dict(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+    return nb
+
+
+def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple[Path, Path]:
+    """Write report.html and report.md (figures under figures/) from the executed notebook."""
+    nb = _for_readers(nbformat.read(executed, as_version=4))
+    html_exporter = HTMLExporter(template_name="lab", exclude_input=True,
+                                 exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = html_exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    body = reading.style_report(body)  # text columns left, numbers right, tables within the window
+    html_path = out_dir / "report.html"
+    html_path.write_text(body)
+
+    md_exporter = MarkdownExporter(exclude_input=True)
+    body, resources = md_exporter.from_notebook_node(captioned.for_markdown(nb),
+                                                     resources={"output_files_dir": FIGURES_DIR})
+    for name, data in resources.get("outputs", {}).items():
+        path = out_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    md_path = out_dir / "report.md"
+    md_path.write_text(body)
+    return html_path, md_path

@@ -1,0 +1,136 @@
+"""The command line behind `python -m foxlib {report,reports,waves,measure,index}` (see --help)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from foxlib.core import config
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--parameters", default="", metavar="'NAME=VALUE ...'",
+                   help="several overrides in one string, split like a shell line (what make's P passes): "
+                        "quote a value that holds spaces or ';', e.g. \"strategies='fp32 (baseline);bf16'\"")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="run from a tree with uncommitted changes (FOXLIB_ALLOW_DIRTY=1); the report says so")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the predicted peak exceeds the device's free memory (FOXLIB_FORCE=1)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m foxlib", description="foxlib: the ensemble's memory workbook")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("report", help="run one wave's notebook and write its report")
+    r.add_argument("--wave", required=True, help="wave id, e.g. 8.10")
+    r.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a notebook parameter (repeatable); other than the defaults: a variant, "
+                        "written to reports/<device>/variants/wave-<N>-<name>/")
+    r.add_argument("--reports-dir", type=Path, default=None, help=f"default: {config.REPORTS_DIR}")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    _run_flags(r)
+    a = sub.add_parser("reports", help="run every built wave in dependency order, then the index page")
+    a.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a parameter in every wave that has it")
+    a.add_argument("--reports-dir", type=Path, default=None)
+    a.add_argument("--quiet", action="store_true")
+    _run_flags(a)
+    sub.add_parser("waves", help="list the waves with their titles and status").add_argument(
+        "--reports-dir", type=Path, default=None)
+    m = sub.add_parser("measure", help="measure a wave without Jupyter and write the measurement JSON "
+                                       "(for a GPU machine; render it later with report -p measurements=FILE)")
+    m.add_argument("--wave", required=True)
+    m.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE")
+    m.add_argument("--out", type=Path, required=True, help="the measurement JSON to write")
+    _run_flags(m)
+    sub.add_parser("index", help="rewrite reports/index.html").add_argument("--reports-dir", type=Path, default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
+                        format="%(message)s", stream=sys.stderr)
+    from foxlib.core.budgets import BudgetsError
+    from foxlib.data.market import MarketDataError
+    from foxlib.memory.devices import DeviceError
+    from foxlib.memory import NonFiniteLossError
+    from foxlib.core.parameters import ParameterError
+    from foxlib.run.runner import os_error_line
+    try:
+        return _run(args)
+    except (ParameterError, BudgetsError, DeviceError, ValueError) as exc:
+        print(f"foxlib: error: {exc}", file=sys.stderr)
+        return 2
+    except (MarketDataError, NonFiniteLossError, FileNotFoundError, RuntimeError) as exc:
+        print(f"foxlib: failed: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # read-only folder, disk full, permission: one line, no traceback
+        print(f"foxlib: failed: {os_error_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("foxlib: interrupted; the previous reports are untouched", file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
+    from foxlib.report import index
+    from foxlib.core.parameters import parse_assignments, split_parameters
+    if args.command == "waves":
+        print("\n".join(index.status_lines(args.reports_dir)))
+        return 0
+    if args.command == "index":
+        print(index.write_index(args.reports_dir))
+        return 0
+    from foxlib.run.runner import env_flag, run_wave
+    allow_dirty = args.allow_dirty or env_flag("FOXLIB_ALLOW_DIRTY")
+    force = args.force or env_flag("FOXLIB_FORCE")
+    overrides = parse_assignments(split_parameters(args.parameters) + args.parameter)
+    if args.command == "measure":
+        return _measure(args.wave, overrides, args.out, allow_dirty, force)
+    if args.command == "report":
+        out = run_wave(args.wave, overrides, args.reports_dir, progress=not args.quiet, allow_dirty=allow_dirty,
+                       force=force)
+        print(out / "report.html")
+        return 0
+    from foxlib.core.parameters import ParameterError, read_parameters
+    from foxlib.run.runner import check_revision, plan
+    from foxlib.core.critical_path import WAVES
+    built = [w for w in WAVES.values() if w.built]  # WAVES is in dependency order: 8.13 reads 8.12's report
+    declared = {w.id: read_parameters(w.notebook) for w in built}
+    unknown = sorted(set(overrides) - {name for names in declared.values() for name in names})
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}: no wave has them; valid parameters: "
+                             + "; ".join(f"{w}: {', '.join(names)}" for w, names in declared.items()))
+    mine = {w.id: {k: v for k, v in overrides.items() if k in declared[w.id]} for w in built}
+    check_revision(allow_dirty)
+    for wave in built:  # every wave's parameters checked before the first one runs
+        plan(wave.id, mine[wave.id], args.reports_dir)
+    for i, wave in enumerate(built, 1):
+        print(f"[{i}/{len(built)}] wave {wave.id}: {wave.title}", file=sys.stderr, flush=True)
+        print(run_wave(wave.id, mine[wave.id], args.reports_dir, progress=not args.quiet, allow_dirty=allow_dirty,
+                       force=force) / "report.html")
+    print(index.write_index(args.reports_dir))
+    return 0
+
+
+def _measure(wave_id: str, overrides: dict, out: Path, allow_dirty: bool, force: bool) -> int:
+    from foxlib.run import notebook_cells as notebook, preflight
+    from foxlib.core import results
+    from foxlib.memory.devices import resolve_device
+    from foxlib.core.parameters import device_defaults, read_parameters, resolve
+    from foxlib.run.runner import check_revision
+    from foxlib.core.critical_path import get_wave
+    declared = read_parameters(get_wave(wave_id).notebook)
+    first = resolve(declared, overrides)
+    if first.get("measurements"):
+        raise ValueError("measure takes no measurements parameter: it makes the measurement")
+    params = resolve(declared, overrides, device_defaults(wave_id, resolve_device(first["device"]).type))
+    preflight.check(wave_id, params)
+    check_revision(allow_dirty)
+    preflight.check_memory(wave_id, params, force)
+    data = notebook.measure(wave_id, params)
+    print(results.write_json(out, data))
+    return 0
+

@@ -1,0 +1,184 @@
+"""The few calls every wave notebook makes, so notebooks stay thin."""
+from __future__ import annotations
+
+import datetime as dt
+import html
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from foxlib.core import results
+from foxlib.core.budgets import Check, load_budgets, verdict
+from foxlib.core.parameters import read_parameters
+from foxlib.core.critical_path import get_wave
+
+# parameters that steer the run rather than the measurement
+RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")
+
+# the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
+_RUN: dict[str, Any] = {}
+
+
+def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """The wave's declared parameters, with the values they have in the notebook's namespace."""
+    params = {name: namespace[name] for name in read_parameters(get_wave(wave_id).notebook)}
+    _RUN.clear()
+    _RUN.update(wave=wave_id, params=dict(params))
+    return params
+
+
+def run_kind(wave_id: str, measurement: dict[str, Any], params: dict[str, Any] | None = None):
+    """Canonical or variant (foxlib.core.parameters.RunKind) of this run, against the defaults of the device
+    the measurement was made on."""
+    from foxlib.core.parameters import run_kind as kind
+    if params is None:
+        params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
+    return kind(wave_id, params, measurement, measurement["device"]["type"])
+
+
+def provenance_facts(measurement: dict[str, Any]) -> dict[str, Any]:
+    """Where a report comes from: the revisions it was measured and rendered at, clean or not."""
+    from foxlib.core import provenance
+    measured, rendered = results.measured_revision(measurement), provenance.git_revision()
+    return {"measured_at_revision": measured, "rendered_at_revision": rendered,
+            "clean": provenance.is_clean(measured) and provenance.is_clean(rendered)}
+
+
+def _value(v: Any) -> str:
+    return html.escape(repr(v) if isinstance(v, str) else str(v))
+
+
+def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Run the wave's measurement here with the notebook's parameters."""
+    kwargs = {k: v for k, v in params.items() if k not in RUN_PARAMETERS}
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    data = get_wave(wave_id).module.measure(**kwargs)
+    return {"wave": wave_id, "measured_at": started, "measure_parameters": kwargs, **data}
+
+
+def measure_or_load(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The measurement: loaded from `params["measurements"]` when given (a GPU run made with
+    `python -m foxlib measure`), else measured now."""
+    if params.get("measurements"):
+        data = results.read_json(params["measurements"])
+        if data.get("wave") != wave_id:
+            raise ValueError(f"{params['measurements']} holds wave {data.get('wave')!r}, not {wave_id}")
+        return data
+    return measure(wave_id, params)
+
+
+def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return load_budgets(params.get("budgets_file") or None)
+
+
+def verdict_banner(wave_id: str, checks: list[Check], measurement: dict[str, Any]) -> str:
+    """HTML for the top of the report: verdict, device, the revisions it was measured and rendered
+    at (and a warning when either had uncommitted changes), the failing checks, and for a variant
+    what differs from the defaults."""
+    v = verdict(checks)
+    colour = "#1a7f37" if v == "GO" else "#cf222e"
+    dev = measurement["device"]
+    failed = [c for c in checks if not c.passed]
+    lines = "".join(f"<li>{html.escape(c.name)}: {_fmt(c.measured, c.unit)} &gt; limit {_fmt(c.limit, c.unit)}</li>"
+                    for c in failed)
+    prov = provenance_facts(measurement)
+    rev = lambda r: html.escape(r or "unknown")  # noqa: E731
+    notes = []
+    if not prov["clean"]:
+        notes.append('<p class="foxlib-dirty" style="color:#9a6700"><b>Not a commit\'s report:</b> made from '
+                     "uncommitted changes (measured at "
+                     f"{rev(prov['measured_at_revision'])}, rendered at {rev(prov['rendered_at_revision'])}; "
+                     "run with --allow-dirty). Its figures may not be reproducible from any revision.</p>")
+    kind = run_kind(wave_id, measurement)
+    if kind.variant:
+        diffs = "; ".join(f"<b>{html.escape(k)}</b> = {_value(d['value'])} (default {_value(d['default'])})"
+                          for k, d in kind.differs.items())
+        notes.append(f'<p class="foxlib-variant" style="color:#9a6700"><b>Variant <code>{html.escape(kind.variant)}'
+                     f"</code>, not the canonical report.</b> It differs from the defaults in: {diffs}.</p>")
+    if kind.device_defaults:
+        applied = "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
+                            if k not in kind.differs)
+        if applied:
+            notes.append(f"<p><small>Defaults for the {html.escape(kind.device_type.upper())} (sized for two cores): "
+                         f"{applied}.</small></p>")
+    return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
+            f'<h2 style="color:{colour};margin:0">Verdict: {v}</h2>'
+            f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
+            f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}, <code>{html.escape(dev.get('short', ''))}"
+            f"</code>) · {measurement.get('measured_at', '')} · measured at revision "
+            f"<code>{rev(prov['measured_at_revision'])}</code>, rendered at "
+            f"<code>{rev(prov['rendered_at_revision'])}</code></p>"
+            + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / 1e6:,.1f} MB"
+    return f"{value:,.3g} {unit}"
+
+
+def checks_table(checks: list[Check]) -> pd.DataFrame:
+    return pd.DataFrame([{"check": c.name, "measured": _fmt(c.measured, c.unit), "limit": _fmt(c.limit, c.unit),
+                          "result": "PASS" if c.passed else "FAIL", "note": c.note} for c in checks])
+
+
+def finish(wave_id: str, params: dict[str, Any], measurement: dict[str, Any], checks: list[Check],
+           **extra: Any) -> dict[str, Any]:
+    """Write results.json and the raw measurement into the output folder (last cell of a wave).
+    The files the measurement cites (depends_on) must still be the ones it read (ProvenanceError)."""
+    from foxlib.core import provenance
+    kind = run_kind(wave_id, measurement, params)
+    res = results.build(wave_id, params, measurement, checks, run=kind.to_dict(), **extra)
+    provenance.verify(res["depends_on"])
+    out = Path(params.get("output_dir") or ".")
+    _keep_snapshot(measurement, params, out)
+    results.write_json(out / results.MEASUREMENT_FILE, measurement)
+    results.write_json(out / results.RESULTS_FILE, res)
+    return res
+
+
+def table(df: pd.DataFrame):
+    """A DataFrame as a clean HTML table: no index, missing values as "—", thousands separated."""
+    from IPython.display import HTML
+
+    def fmt(x):
+        return f"{x:,.1f}" if isinstance(x, float) else str(x)
+
+    def ratio(x):  # ratios near 1 need their second decimal (0.99 is not 1.0)
+        return f"{x:,.2f}" if isinstance(x, float) and x == x else ("—" if isinstance(x, float) else str(x))
+
+    formatters = {c: ratio for c in df.columns if "ratio" in str(c) or " / " in str(c)}
+    return HTML(df.to_html(index=False, na_rep="—", border=0, classes="foxlib-table", float_format=fmt,
+                           formatters=formatters, escape=True))
+
+
+def figure(fig, caption: str | None = None, alt: str | None = None) -> None:
+    """Show a chart once, with alt text and a caption (foxlib.report.captioned), and free it. caption: what it
+    shows (default: its title); alt: what it shows for a reader who cannot see it (default: read from the
+    chart's title, axes and marks)."""
+    from foxlib.report import captioned
+    if caption is None:
+        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "Chart")
+        caption = f"{title}. Memory in MB = 10^6 bytes."
+    captioned.show_figure(fig, caption, alt)
+
+
+SNAPSHOT_FILE = "memory_snapshot.pickle"
+
+
+def _keep_snapshot(measurement: dict[str, Any], params: dict[str, Any], out: Path) -> None:
+    """Copy the CUDA allocator snapshot of the measured step (if one was taken) beside the report.
+    A measurement made elsewhere names a path on that machine: look for the file beside it here."""
+    import shutil
+    snapshot = measurement.get("snapshot") or measurement.get("measure_parameters", {}).get("snapshot_path")
+    if not snapshot:
+        return
+    candidates = [Path(snapshot)]
+    if params.get("measurements"):
+        candidates.append(Path(params["measurements"]).parent / Path(snapshot).name)
+    for path in candidates:
+        if path.is_file():
+            shutil.copyfile(path, out / SNAPSHOT_FILE)
+            return

@@ -1,0 +1,290 @@
+"""Everything that comes in, checked before anything runs or is written: one validation layer.
+
+- parameters: the notebook's parameters cell fixes names and types (foxlib.core.parameters, which also
+  rejects nan and inf); here the values whose valid set lives in the code: counts and ranges,
+  presets, precisions, models, strategies, non-empty lists, the encoder length the market data
+  can hold, the budgets file;
+- a measurement file (`measurements=FILE`): valid JSON of this wave, a schema version this code
+  reads, the keys its notebook reads, a device whose short name is a plain folder name, finite
+  numbers and no negative memory figure, the parameters it was made with, the files it cites;
+- memory: the run's largest training step predicted (foxlib.memory.predict_step, nothing
+  allocated) against the free memory of the device it will run on (`check_memory`).
+
+Each failure is a ValueError (exit 2) whose message names what is valid.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from foxlib.core import results
+from foxlib.core.budgets import load_budgets
+from foxlib.memory.profile import check_precision
+from foxlib.models import MODELS
+
+# counts that must be at least 1, and those that may be 0 (0: "none" or "the default")
+POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inference_repeats", "accuracy_seeds",
+            "accuracy_steps", "accuracy_eval_every", "accuracy_val_windows", "accuracy_batch_size")
+NON_NEGATIVE = ("timing_warmup", "accuracy_patience", "cap_bytes", "inference_batch", "seed")
+MAX_SEED = 2**32 - 1  # numpy's generators take seeds below 2**32
+
+# measurement files: the schema versions this code reads (1: files written before the version was recorded)
+MEASUREMENT_SCHEMAS = (1, 2)
+DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+DEVICE_TYPES = ("cpu", "cuda")
+# the keys each wave's notebook reads from its measurement
+REQUIRED_KEYS = {
+    "8.10": ("tft",),
+    "8.11": ("memory", "timing", "accuracy_runs", "accuracy_preset", "accuracy_config", "precisions", "candidate",
+             "predicted"),
+    "8.12": ("memory", "timing", "accuracy_runs", "accuracy_source", "accuracy_preset", "base_config", "strategies",
+             "predicted"),
+    "8.13": ("cap", "training", "inference", "tft", "models", "order", "steps"),
+}
+# memory figures of a step profile (bytes; never negative)
+PROFILE_BYTES = ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak",
+                 "live_before_step", "batch")
+
+
+# what a run needs beyond its largest step's tensors: the allocator's and the predictor's slack, and the
+# process itself (interpreter, torch, the kernel, the market data; on CUDA the context is of that order too)
+MEMORY_SLACK = 1.10
+PROCESS_BYTES = 1_000_000_000
+
+
+class MemoryRefused(ValueError):
+    """The run's predicted peak is more than the free memory of its device."""
+
+
+def _counts(params: dict[str, Any]) -> None:
+    for key in POSITIVE + NON_NEGATIVE:
+        value = params.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            low = 1 if key in POSITIVE else 0
+            if value < low:
+                raise ValueError(f"parameter {key!r} must be at least {low}, got {value}")
+    if isinstance(params.get("seed"), int) and params["seed"] > MAX_SEED:
+        raise ValueError(f"parameter 'seed' must be at most {MAX_SEED}, got {params['seed']}")
+    for key, value in params.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"parameter {key!r} must be a finite number, got {value!r}")
+
+
+def _names(text: str, sep: str = ",") -> list[str]:
+    return [x.strip() for x in text.split(sep) if x.strip()]
+
+
+def _non_empty(params: dict[str, Any]) -> None:
+    lists = {"precisions": ("precisions separated by ','", "fp32,fp16,bf16"),
+             "models": ("model names separated by ','", ",".join(MODELS)),
+             "strategies": ("'all', or strategy names separated by ';'", "all")}
+    for key, (what, example) in lists.items():
+        if key in params and not _names(params[key], ";" if key == "strategies" else ","):
+            raise ValueError(f"parameter {key!r} is empty; it takes {what} (e.g. {key}={example})")
+
+
+def _encoder_fits_the_data(params: dict[str, Any]) -> None:
+    """The longest encoder whose windows exist in both the training and the validation period."""
+    if "encoder_length" not in params or "preset" not in params:
+        return
+    from foxlib.data.market import market_features
+    cfg = MODELS["tft"].preset(params["preset"])
+    features = market_features(cfg.n_observed)
+    n, train_end = len(features.dates), features.train_end
+    longest = min(train_end, n - train_end - 1) - cfg.decoder_length
+    if params["encoder_length"] > longest:
+        raise ValueError(f"parameter 'encoder_length' must be at most {longest} trading days (the longest window "
+                         f"that fits both the training and the validation period of the market data), "
+                         f"got {params['encoder_length']}")
+
+
+def check(wave_id: str, params: dict[str, Any]) -> None:
+    """Raise a ValueError (or BudgetsError) naming the valid choices for the first bad value."""
+    load_budgets(params.get("budgets_file") or None)
+    _counts(params)
+    _non_empty(params)
+    for key in ("preset", "ensemble_preset"):
+        if key in params:
+            for card in MODELS.values():
+                card.preset(params[key])
+    if params.get("accuracy_preset", "auto") != "auto":
+        MODELS["tft"].preset(params["accuracy_preset"])
+    if "accuracy_target" in params:
+        from foxlib.harness.training import check_target
+        check_target(params["accuracy_target"])
+    for key in ("precision", "candidate"):
+        if key in params:
+            check_precision(params[key])
+    for p in _names(params.get("precisions", "")):
+        check_precision(p)
+    if wave_id == "8.11":
+        from foxlib.waves.wave_8_11 import check_precisions
+        check_precisions(_names(params["precisions"]), params["candidate"])
+        if "tft" not in _names(params.get("models", "tft")):
+            raise ValueError(f"parameter 'models' must include tft (the wave's subject), got {params['models']!r}")
+    for name in _names(params.get("models", "")):
+        MODELS[name]  # noqa: B018 — the registry raises a ValueError naming the valid models
+    if "strategies" in params:
+        from foxlib.waves.wave_8_12 import select
+        select(params["strategies"])
+    if params.get("snapshot_path"):
+        parent = Path(params["snapshot_path"]).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise ValueError(f"parameter 'snapshot_path': its folder {parent} does not exist")
+    if params.get("measurements"):
+        check_measurement(wave_id, params["measurements"])
+        return  # nothing is measured: the file's own parameters are checked by check_measurement
+    if "device" in params:
+        from foxlib.memory.devices import resolve_device
+        resolve_device(params["device"])
+    _encoder_fits_the_data(params)
+    if wave_id == "8.13":
+        from foxlib.waves.wave_8_13 import check_parameters
+        check_parameters(params)
+
+
+# ----------------------------------------------------------------------------- measurement files
+
+def _walk(obj: Any, path: str = ""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def _is_bytes_key(path: str) -> bool:
+    key = re.sub(r"\[\d+\]$", "", path.rsplit(".", 1)[-1])
+    return "bytes" in key or key in PROFILE_BYTES
+
+
+def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> None:
+    """ValueError unless `data` is a wave `wave_id` measurement this code can render."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
+    if data.get("wave") != wave_id:
+        raise ValueError(f"{source} is not a wave {wave_id} measurement (it holds wave {data.get('wave')!r})")
+    version = data.get("schema_version", 1)
+    if version not in MEASUREMENT_SCHEMAS or isinstance(version, bool):
+        raise ValueError(f"{source} has measurement schema_version {version!r}; this foxlib reads "
+                         f"{', '.join(map(str, MEASUREMENT_SCHEMAS))}: measure it again with this revision")
+    dev = data.get("device")
+    if not isinstance(dev, dict):
+        raise ValueError(f"{source} has no device record (device: {{type, name, short}})")
+    short = dev.get("short")
+    if not isinstance(short, str) or not DEVICE_NAME.fullmatch(short):
+        raise ValueError(f"{source}: device.short {short!r} is not a plain device name (lower-case letters, digits "
+                         "and '-', starting with a letter or digit, e.g. cpu, h200): it names the report's folder")
+    if dev.get("type") not in DEVICE_TYPES:
+        raise ValueError(f"{source}: device.type {dev.get('type')!r} is not one of {', '.join(DEVICE_TYPES)}")
+    if not isinstance(dev.get("name"), str) or not dev["name"].strip():
+        raise ValueError(f"{source}: device.name is missing")
+    missing = [k for k in ("environment", *REQUIRED_KEYS.get(wave_id, ())) if k not in data or data[k] is None]
+    if missing:
+        raise ValueError(f"{source} lacks {', '.join(missing)}: a wave {wave_id} measurement holds "
+                         f"{', '.join(('device', 'environment', *REQUIRED_KEYS.get(wave_id, ()))) }")
+    for path, value in _walk(data):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{source}: {path} is {value} (every figure must be a finite number)")
+        if value < 0 and _is_bytes_key(path):
+            raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
+    mp = data.get("measure_parameters") or {}
+    if not isinstance(mp, dict):
+        raise ValueError(f"{source}: measure_parameters must be an object of the wave's parameters")
+    from foxlib.core.parameters import ParameterError, read_parameters, resolve
+    from foxlib.core.critical_path import get_wave
+    try:
+        made_with = resolve(read_parameters(get_wave(wave_id).notebook), mp)
+    except ParameterError as exc:
+        raise ValueError(f"{source}: the parameters it was measured with do not check out: {exc}") from None
+    _counts(made_with)
+    if data.get("depends_on"):
+        from foxlib.core import provenance
+        provenance.verify(data["depends_on"])
+
+
+def check_measurement(wave_id: str, path: str | Path) -> dict[str, Any]:
+    """The measurement file at `path`, read and checked (check_measurement_data)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"measurement file {path} not found (make one with `python -m foxlib measure "
+                         f"--wave {wave_id} --out FILE`)")
+    data = results.read_json(path)
+    check_measurement_data(wave_id, data, str(path))
+    return data
+
+
+# ----------------------------------------------------------------------------- memory
+
+def free_bytes(device) -> tuple[int | None, str]:
+    """(free bytes, what that figure is) of the device a run will use: on the CPU the kernel's
+    MemAvailable; on CUDA NVML's free figure of the GPU (no CUDA context is created in this process,
+    which would sit beside the run's own), else torch.cuda.mem_get_info."""
+    if device.type == "cuda":
+        from foxlib.memory.cuda import nvml_view
+        view = nvml_view(device)
+        if view.get("available"):
+            return view["device_total_bytes"] - view["device_used_bytes"], "free GPU memory (NVML)"
+        import torch
+        return int(torch.cuda.mem_get_info(device)[0]), "free GPU memory (cudaMemGetInfo)"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "available RAM (MemAvailable, /proc/meminfo)"
+    except OSError:
+        pass
+    return None, "available RAM (unknown: no /proc/meminfo)"
+
+
+def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, str]:
+    """(bytes, what) of the run's largest training step, predicted on fake tensors: the TFT at the
+    run's preset, batch, encoder length and precision (waves 8.10-8.12: the fp32 baseline is their
+    largest step); for 8.13 the four models of the ensemble together (the sum of their step peaks)."""
+    from foxlib.memory import predict_step
+    tft = MODELS["tft"]
+    target = "cuda" if device.type == "cuda" else "cpu"
+    seed = params.get("seed", 0)
+    if wave_id == "8.13":
+        from foxlib.memory.devices import short_name
+        from foxlib.models import ENSEMBLE
+        from foxlib.waves.wave_8_13 import resolve_tft
+        t = resolve_tft(params["tft_config"], params["preset"], short_name(device))
+        total = 0
+        for name in [n for n in ENSEMBLE if n in MODELS]:
+            cfg, precision = (t["config"], t["precision"]) if name == "tft" else \
+                (MODELS[name].preset(params["preset"]), params["ensemble_precision"])
+            total += predict_step(MODELS[name], cfg, precision=precision, target=target, seed=seed).peak
+        return total, f"the ensemble's four training steps together (preset {params['preset']})"
+    cfg = tft.config(params["preset"], batch_size=params["batch_size"], encoder_length=params["encoder_length"])
+    precision = params.get("precision", "fp32")
+    peak = predict_step(tft, cfg, precision=precision, target=target, seed=seed).peak
+    return peak, (f"the TFT's training step at preset {params['preset']}, batch {params['batch_size']}, "
+                  f"encoder length {params['encoder_length']}, {precision}")
+
+
+def check_memory(wave_id: str, params: dict[str, Any], force: bool = False) -> dict[str, Any] | None:
+    """MemoryRefused when the run's predicted peak is more than the free memory of its device, naming
+    both figures, unless `force`. None when nothing is measured (a measurement file is rendered)."""
+    if params.get("measurements"):
+        return None
+    from foxlib.memory.devices import resolve_device
+    device = resolve_device(params.get("device", "auto"))
+    predicted, what = predicted_peak(wave_id, params, device)
+    needed = int(predicted * MEMORY_SLACK) + PROCESS_BYTES
+    free, free_what = free_bytes(device)
+    out = {"predicted_bytes": predicted, "needed_bytes": needed, "predicted": what, "free_bytes": free,
+           "free": free_what}
+    if free is not None and needed > free and not force:
+        raise MemoryRefused(
+            f"wave {wave_id} would not fit: {what} is predicted to peak at {predicted / 1e6:,.1f} MB "
+            f"(with {MEMORY_SLACK - 1:.0%} slack and {PROCESS_BYTES / 1e6:,.0f} MB for the process: "
+            f"{needed / 1e6:,.1f} MB), more than the {free / 1e6:,.1f} MB of {free_what} on {device}; make it "
+            "smaller (batch_size, encoder_length, preset) or run anyway with --force (FOXLIB_FORCE=1)")
+    return out

@@ -1,0 +1,301 @@
+"""deployment.md: the ensemble's deployment document, written by wave 8.13 beside its results.json.
+
+Everything in it comes from the wave's measurement and checks: each model's configuration, its
+memory in training and in inference, the headroom on the card, the exact commands that reproduce
+the figures, and the risks that remain. It is what 8.14 (ensemble deployment) goes on.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from foxlib.core.budgets import Check, verdict
+from foxlib.core.config import MB
+from foxlib.core.critical_path import DEPLOYMENT
+from foxlib.waves import wave_8_13 as wave
+
+FILE = "deployment.md"
+WAVE = "8.13"
+
+
+def _mb(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x / MB:,.{digits}f}"
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None else f"{1e3 * x:,.2f}"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return "—" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def pinned_tft_config(m: "wave.Measurement | dict[str, Any]") -> str:
+    """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report."""
+    m = wave.record(m)
+    return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"]}, separators=(",", ":"))
+
+
+def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str, Any]) -> dict[str, list[str]]:
+    """The exact commands that reproduce this report, by purpose."""
+    m = wave.record(m)
+    used = dict(m.measure_parameters or {k: v for k, v in params.items()
+                                                  if k not in ("measurements", "output_dir", "budgets_file")})
+    used["device"] = m.device["type"]
+    pinned = dict(used, tft_config=pinned_tft_config(m))
+
+    def flags(values: dict[str, Any]) -> str:
+        out = []
+        for k, v in values.items():
+            text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+            out.append(f"-p {shlex.quote(f'{k}={text}')}")
+        if params.get("budgets_file"):
+            out.append(f"-p {shlex.quote('budgets_file=' + str(params['budgets_file']))}")
+        return " ".join(out)
+
+    py = ".venv/bin/python"
+    cmds = {
+        "set up the environment (once)": ["make venv"],
+        "this report, as it was run": [f"{py} -m foxlib report --wave {WAVE} {flags(used)}"],
+        "the same with the TFT configuration pinned (independent of a later wave 8.12 report)":
+            [f"{py} -m foxlib report --wave {WAVE} {flags(pinned)}"],
+        "on a bare GPU machine: measure there, write the report anywhere": [
+            f"{py} -m foxlib measure --wave {WAVE} {flags(dict(pinned, device='cuda'))} --out wave-8.13-measurement.json",
+            f"{py} -m foxlib report --wave {WAVE} -p measurements=wave-8.13-measurement.json"],
+        "the tests of the cap and of this wave (the CUDA test runs only where there is a GPU)":
+            [f"{py} -m pytest -q -rs tests/test_memory_cap.py tests/test_wave_8_13.py"],
+        "on a GPU: the honest cap (a short capped run, NVML sampled, its largest figure at most the card)":
+            [f"{py} -m pytest -q -rs -s -m cuda tests/test_memory_cap.py"],
+        "the verdicts of every wave, 8.14 included": [f"{py} -m foxlib waves"],
+    }
+    return cmds
+
+
+def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, float]]) -> list[str]:
+    """What this validation does not cover, with this run's numbers."""
+    m = wave.record(m)
+    cap, t, i = m.cap, m.training, m.inference
+    card = cap.card_bytes
+    head = budgets["ensemble"]["min_headroom_mb"] * MB
+    out = []
+    if t["oom"] or i["oom"]:
+        where = "; ".join(f"{p}: {wave._where(m.phase(p)['oom'])}" for p in ("training", "inference") if m.phase(p)["oom"])
+        out.append(f"**It ran out of memory** ({where}). The ensemble does not fit as configured; the figures "
+                   "after that point are missing, not small.")
+    if not cap.enforced:
+        out.append(f"**The cap was not enforced.** This run was on the CPU: every memory figure is "
+                   f"{wave.NOT_ENFORCED} — measured tensor bytes of each step, added up as the interleaved run "
+                   "would hold them. It contains no CUDA context, no caching-allocator rounding or fragmentation "
+                   "and no cuBLAS/cuDNN workspaces. A GPU run (below) is needed before 8.14 can rely on it.")
+        out.append("The CUDA context is not in these figures. On an H200 with torch 2.11 a bare context measured "
+                   "621 MiB (lazy module loading) and 1,261 MiB with CUDA_MODULE_LOADING=EAGER "
+                   "(shared/reference/memory.md): on a 4 GB card that alone is 15–31 % of the memory.")
+    else:
+        ctx0 = cap.context_bytes
+        ends = [m.phase(p).context_end_bytes for p in ("training", "inference")]
+        ends = [e for e in ends if e is not None]
+        grew = (f", {_mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
+                if ends else ", not measurable at the end (NVML gave no per-process figure)")
+        env = m.environment
+        warm = ("after warming up every library the run uses" if m.warmup else
+                "before any model ran (no warm-up: the cap was set from too small a context)")
+        out.append(f"The CUDA context was {_mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
+                   f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
+                   "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
+                   "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
+        grown = cap.cap_bytes + wave.largest_context_bytes(m)
+        if grown > card:
+            out.append(f"**The cap was not honest**: it was set from a CUDA context of {_mb(ctx0)} MB, but the context "
+                       f"grew to {_mb(wave.largest_context_bytes(m))} MB: cap + grown context = {_mb(grown)} MB, over "
+                       f"the {_mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
+                       "wave now warms up every library before measuring the context).")
+        nv = wave.nvml_check(m)
+        out.append(wave.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
+                                        " The card was not verified by NVML: the allocator cap alone bounds it."))
+        ctx = max([ctx0] + ends)
+        out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
+                   f"each pays its own: 4 × {_mb(ctx)} = {_mb(4 * ctx)} MB of contexts alone on a "
+                   f"{_mb(card)} MB card.")
+        frag = (t.get("allocator_end") or {}).get("inactive_split_bytes")
+        if frag is not None:
+            out.append(f"Allocator fragmentation at the end of training: {_mb(frag)} MB of inactive split blocks. "
+                       "Over long runs the reserve can creep up; watch NVML's process figure in production.")
+    if m.tft["source"] == "the tft_config parameter":
+        out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
+                   "report: make sure it is the one 8.12 recommends for this device.")
+    elif not m.tft["recommended"]:
+        out.append(f"The TFT was not validated in wave 8.12's recommended configuration ({m.tft['source']}). "
+                   "Re-run this wave once 8.12 has published its recommendation for this device.")
+    precs = {name: info["precision"] for name, info in m.models.items()}
+    if "bf16" in precs.values():
+        who = ", ".join(n for n, p in precs.items() if p == "bf16")
+        out.append(f"bf16 ({who}) needs a GPU of compute capability 8.0 or newer (Ampere+). Many 4 GB cards "
+                   "(e.g. Turing GTX 1650) have no bf16: there it must fall back to fp16 with a gradient scaler or "
+                   "to fp32, which changes the memory; re-measure on that card.")
+    if "fp16" in precs.values():
+        who = ", ".join(n for n, p in precs.items() if p == "fp16")
+        out.append(f"fp16 ({who}) trains with a gradient scaler; overflowing steps are skipped silently. "
+                   "Log the scaler's scale in production.")
+    bad = {n: p["non_finite_losses"] for n, p in t["per_model"].items() if p["non_finite_losses"]}
+    if bad:
+        out.append(f"Non-finite training losses in this run: {bad}.")
+    train = wave.training_figure(m)
+    serve_extra = sum((v.get("solo_increment_bytes") or 0) + v["input_bytes"] for v in i["models"].values())
+    if i["models"]:
+        both = train + serve_extra
+        out.append(f"Training and serving were validated one after the other. Serving while training in the same "
+                   f"process needs about the training figure {_mb(train)} MB plus every model's inference input "
+                   f"and forward peak ({_mb(serve_extra)} MB) = {_mb(both)} MB, leaving {_mb(card - both)} MB of the "
+                   f"card ({'at least' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
+                   f"{'' if card - both >= head else ': not covered'}).")
+    for phase, figure in (("training", train), ("inference", wave.inference_figure(m))):
+        left = card - figure
+        if 0 <= left < 2 * head:
+            out.append(f"Thin headroom in {phase}: {_mb(left)} MB left on the card, under twice the "
+                       f"{_mb(head, 0)} MB asked.")
+    out.append(f"Only {m.steps} interleaved steps per model, and the RL models repeat one minibatch of a "
+               "full-size replay/rollout buffer: environment interaction, data loading, checkpoint saving and "
+               "evaluation are not in the figures.")
+    host = {n: v for n, v in _host_buffers(m).items() if v}
+    if host:
+        out.append("Host memory is not on the card and not checked here: "
+                   + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
+    where = ("on the CPU; they say nothing about a GPU's" if not cap.enforced else
+             f"on {m.device['name']}; a 4 GB card is slower")
+    out.append(f"Latencies ({i['mode']}) were measured {where}. p99 is over {i['repeats']} rounds"
+               + (" (fewer than 100: close to the maximum)." if i["repeats"] < 100 else "."))
+    return out
+
+
+def _host_buffers(m: "wave.Measurement | dict[str, Any]") -> dict[str, int]:
+    m = wave.record(m)
+    return {name: st.get("batch_host_bytes", 0) for name, st in m.training["models"].items()}
+
+
+def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets: dict[str, dict[str, float]],
+           params: dict[str, Any]) -> str:
+    """The deployment document, as Markdown."""
+    m = wave.record(m)
+    cap, t, i = m.cap, m.training, m.inference
+    v = verdict(checks)
+    card = cap.card_bytes
+    label = wave.how(m)
+    env = m.environment
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    parts = [
+        f"# Ensemble deployment — wave {WAVE} → {DEPLOYMENT}: **{'GO' if v == 'GO' else 'NO-GO'}**",
+        "",
+        f"Generated {now} from the wave {WAVE} measurement of {(m.measured_at or '?')} on "
+        f"**{m.device['name']}** ({m.device['type']}), torch {env.get('torch')}, git {env.get('git_revision')}. "
+        "Memory in MB = 10^6 bytes.",
+        "",
+        wave.depends_on_text(m),
+        "",
+        (f"**Every memory figure in this document is {wave.NOT_ENFORCED}**: measured on the CPU, where no memory "
+         "cap exists, by adding up the bytes each model's measured step holds as the interleaved run would hold them."
+         if not cap.enforced else
+         f"Memory figures are **enforced**: the CUDA caching allocator was capped at {_mb(cap.cap_bytes)} MB "
+         f"(`torch.cuda.set_per_process_memory_fraction({cap.fraction:.6f})`) so that cap + CUDA context "
+         f"({_mb(cap.context_bytes)} MB) = {_mb(cap.limit_bytes)} MB; an allocation past it is a real "
+         "out-of-memory error."),
+        "",
+        "## Decision",
+        "",
+        f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
+        + ("every check passed." if v == "GO" else "at least one check failed."),
+        "",
+        _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
+               [[c.name, _mb(c.measured), _mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
+        "",
+        "## Configuration of each model",
+        "",
+        f"TFT configuration: {m.tft['source']}; precision {m.tft['precision']}, overrides "
+        f"`{json.dumps(m.tft['overrides'])}`. Training: Adam at each model's learning rate, one step of each "
+        f"model in turn ({' → '.join(m.order)}), {m.steps} steps each, gradients freed after every step. "
+        f"Inference: eval mode, no_grad, each model in its precision; {i['how']}.",
+        "",
+    ]
+    for name in m.order:
+        info = m.models[name]
+        parts += [f"### {name} — {info['title']}", "",
+                  f"preset `{info['preset']}`, precision **{info['precision']}**", "",
+                  "```json", json.dumps(info["config"], indent=1), "```", ""]
+    rows = []
+    peaks = wave.model_peaks(m)
+    for name in m.order:
+        p = t["per_model"][name]
+        inf = i["models"].get(name) or {}
+        rows.append([name, m.models[name]["precision"], f"{p['steps_run']}/{m.steps}", _mb(wave.kept_bytes(m, name), 2),
+                     _mb(peaks[name], 2), _mb(p["peak_bytes"], 2),
+                     _mb(inf.get("parameters_bytes", 0) + inf.get("input_bytes", 0) if inf else None, 2),
+                     _mb(inf.get("solo_increment_bytes"), 2), inf.get("batch"),
+                     _ms((inf.get("alone") or {}).get("p50_s")), _ms((inf.get("together") or {}).get("p50_s")),
+                     _ms((inf.get("together") or {}).get("p99_s"))])
+    parts += [
+        "## Memory and latency of each model",
+        "",
+        f"All memory figures: {label}. *Kept between steps*: weights, Adam state and the model's batch/buffers on "
+        "the device. *Model peak*: its own step's tensors at their largest (what it keeps + what its step adds). "
+        "*Allocated during its steps, all models*: everything live while it steps (the other models' kept memory "
+        "included). Latency: *alone* = one model at a time; "
+        f"*together* = all four launched at once ({i['mode']}), p50 and p99 over {i['repeats']} rounds.",
+        "",
+        _table(["model", "precision", "steps run", "training: kept between steps (MB)",
+                "training: model peak (MB)", "training: allocated during its steps, all models (MB)",
+                "inference: weights + input (MB)", "inference: forward peak alone (MB)", "inference batch",
+                "alone p50 (ms)", "together p50 (ms)", "together p99 (ms)"], rows),
+        "",
+        f"## Headroom on the {_mb(card)} MB card",
+        "",
+    ]
+    head = budgets["ensemble"]["min_headroom_mb"] * MB
+    hrows = []
+    for phase, figure, peak in (("training (interleaved)", wave.training_figure(m), t["peak_bytes"]),
+                                ("concurrent inference", wave.inference_figure(m), i.get("peak_bytes"))):
+        ph = "training" if phase.startswith("training") else "inference"
+        hrows.append([phase, _mb(peak), _mb(wave.context_bytes(m, ph)), _mb(figure), _mb(card - figure),
+                      f"{100 * figure / card:.1f} %", "yes" if m.phase(ph)["oom"] else "no", label])
+    parts += [
+        _table(["phase", "peak (MB)", "CUDA context (MB)", "on the card (MB)", "headroom (MB)", "share of the card",
+                "out of memory", "how"], hrows),
+        "",
+        f"The budgets file asks for at least {_mb(head, 0)} MB free in concurrent inference "
+        f"(`[ensemble] min_headroom_mb`).",
+        "",
+        f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
+        f"context): {_mb(wave.process_figure(m))} MB, as if every model were at its peak at once"
+        + ("" if wave.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
+           "were not measured)") + "; "
+        f"{wave.nvml_text(m)}",
+        "",
+        wave.cap_text(m),
+        "",
+    ]
+    for phase in ("training", "inference"):
+        oom = m.phase(phase)["oom"]
+        if oom:
+            parts += [f"**Out of memory in {phase}** {wave._where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
+                      f"{oom['error']}", ""]
+    parts += ["## How to reproduce", ""]
+    for purpose, cmds in reproduce_commands(m, params).items():
+        parts += [f"{purpose}:", "", "```sh", *cmds, "```", ""]
+    parts += ["## Risks that remain", ""]
+    parts += [f"- {r}" for r in risks(m, budgets)]
+    parts += ["", f"*Source: `results.json` and `measurement.json` beside this file; report `report.html`.*", ""]
+    return "\n".join(parts)
+
+
+def write(out_dir: str | Path, m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets: dict[str, dict[str, float]],
+          params: dict[str, Any]) -> Path:
+    """Write deployment.md into `out_dir` (the wave's output folder) and return its path."""
+    path = Path(out_dir or ".") / FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(m, checks, budgets, params))
+    return path
