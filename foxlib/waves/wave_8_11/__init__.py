@@ -371,7 +371,7 @@ def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
     base = [r["metrics"]["skill_score"] for r in runs if r["precision"] == "fp32"]
     if base:
         out.append(Figure(f"{acc}/fp32/skill_margin", sum(base) / len(base), "fraction"))
-        for precision in {r["precision"] for r in runs} - {"fp32"}:
+        for precision in sorted({r["precision"] for r in runs} - {"fp32"}):  # one order, whatever the hash seed
             gate = accuracy_gate(m.accuracy_runs, precision)
             out.append(Figure(f"{acc}/{precision}/accuracy_change", gate["degradation_pct"] / 100, "fraction"))
     return out
