@@ -10,8 +10,9 @@ import torch
 
 from foxlib.memory import tolerances as prediction
 from foxlib.memory import profile_step
-from foxlib.memory.predict import (SCRATCH_OPS, build_fake, is_fake, predict_model_step, probe_kernel_scratch,
-                                   unique_storage_bytes, _probe_spec)
+from foxlib.memory.predict import build_fake, predict_model_step
+from foxlib.memory.predict_scratch import SCRATCH_OPS, probe_kernel_scratch, probe_spec
+from foxlib.memory.predict_tracing import is_fake, unique_storage_bytes
 from foxlib.models import MODELS
 from foxlib.harness.screening import largest_fitting, predicted_profile
 
@@ -178,7 +179,7 @@ def test_autocast_prediction_matches_measurement(precision):
 def test_kernel_scratch_probe_counts_outputs_and_scratch():
     """probe_kernel_scratch: a real call's high-water mark, at least its output; cached per spec."""
     a, b = torch.zeros(32, 64, dtype=torch.bfloat16), torch.zeros(64, 96, dtype=torch.bfloat16)
-    key = (torch.ops.aten.mm.default, _probe_spec((a, b.t().contiguous().t())))  # a transposed operand
+    key = (torch.ops.aten.mm.default, probe_spec((a, b.t().contiguous().t())))  # a transposed operand
     assert key[0] in SCRATCH_OPS
     got = probe_kernel_scratch([key])
     assert got[key] >= 32 * 96 * 2  # the bf16 output, and oneDNN's scratchpad where it has one
@@ -233,7 +234,7 @@ def test_largest_fitting_search_and_bad_field():
 def test_kernel_scratch_probe_allocates_little_for_a_large_call():
     """A call whose inputs exceed PROBE_MAX_BYTES is not run (a prediction of a configuration too
     large for this machine must not allocate it): its scratch counts 0."""
-    from foxlib.memory.predict import PROBE_MAX_BYTES
+    from foxlib.memory.predict_scratch import PROBE_MAX_BYTES
     n = int((PROBE_MAX_BYTES // 4) ** 0.5) + 1  # two bf16 n x n operands, 4 n² bytes: just over the limit
     spec = (("tensor", (n, n), (n, 1), torch.bfloat16), ("tensor", (n, n), (n, 1), torch.bfloat16))
     key = (torch.ops.aten.mm.default, spec)

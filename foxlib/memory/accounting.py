@@ -87,10 +87,14 @@ class SavedTensorTracker:
     Use as a context manager around the forward (and loss). Parameters and module buffers are
     excluded by storage. `live_bytes()` counts only storages still alive (call it after the
     forward, while the graph is held); `by_module()` splits them by the child that saved them.
+    A storage is told apart by `storage_key`, a static method a subclass may replace (the
+    prediction's, foxlib/memory/predict_tracing.py, keys fake storages by their identity).
     """
 
+    storage_key = staticmethod(storage_key)
+
     def __init__(self, model: torch.nn.Module):
-        self._exclude = {storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
+        self._exclude = {self.storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
         self._saved: dict[tuple[str, int, int], tuple[StorageWeakRef, str]] = {}
         self._where = ["loss"]  # label of the code now running
         self._handles = []
@@ -101,7 +105,7 @@ class SavedTensorTracker:
         self.saves += 1
         if t.layout == torch.strided or t.layout == torch.sparse_coo:
             try:
-                key = storage_key(t)
+                key = self.storage_key(t)
             except (RuntimeError, NotImplementedError):  # tensor subclasses without storage
                 return t
             if key not in self._exclude:

@@ -1,7 +1,8 @@
 """The TFT's saved-for-backward bytes, counted by hand from its shapes (fp32, training mode).
 
 Each tensor is counted once, at the block that first saves it (as the profiler attributes it).
-Per block the count follows the ops of foxlib/models/tft.py's plain path:
+Per block the count follows the ops of the TFT's plain path (foxlib/models/tft.py, its blocks in
+foxlib/models/tft_blocks.py):
 - GRN(d_in -> h -> o) over n rows saves ELU's output (4nh), the dropout mask (k·nh) and
   output (4nh), the GLU's input (8no), LayerNorm's input, mean and rstd (4no + 8n):
   n((8+k)h + 12o + 8) bytes, plus its input, counted where that input is first saved.

@@ -1,48 +1,33 @@
-"""Reading aids every report carries: its answer first, a glossary, how to reproduce it, a way back.
-
-- `answer_first(checks)`: the opening sentence of a report, in numbers: each check's figure, its
-  margin against the limit, the verdict and what would flip it (decided on the raw values of
-  results.json's "checks", formatted only for the sentence);
-- `glossary()`: the terms the reports use, defined once;
-- `reproduce(results)`: the command, the revisions, the device and the data set behind a report,
-  from its results.json;
-- `index_link(report_dir)`: a link from a report to reports/index.html, relative, so it works
-  from a clone, a copied folder or a web server alike.
-
-Each returns a `Block` (HTML and Markdown), which a notebook shows by making it a cell's last
-expression or with `IPython.display.display`. MB = 10^6 bytes throughout (foxlib.core.config.MB).
-"""
+"""Reading aids every report carries, and the one call at each end of a report that assembles them:
+opening() (the link back to reports/index.html, the answer first in numbers: each check's figure,
+its margin against the limit, the verdict and what would flip it, decided on the raw values of
+results.json's "checks", and what a run changed from the defaults) and closing() (how to reproduce
+the report, foxlib/report/reading_reproduce.py; the glossary, foxlib/report/reading_glossary.py;
+the link back). Each returns a Block (HTML and Markdown, foxlib/report/reading_block.py); the
+tables' styling is foxlib/report/reading_tables.py; all of them are importable from here. MB = 10^6
+bytes throughout (foxlib.core.config.MB)."""
 from __future__ import annotations
 
 import html
-import re
 import os
-import shlex
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
 from foxlib.core.config import MB
+from foxlib.report.reading_block import Block
+from foxlib.report.reading_glossary import GLOSSARY, glossary
+from foxlib.report.reading_reproduce import (RUN_PARAMETERS, changed_parameters, commands, dataset_description,
+                                             default_parameters, differences, reproduce, revisions)
+from foxlib.report.reading_tables import (MAX_PAGE_WIDTH_PX, MISSING, NUMERIC_CLASS, REPORT_CSS, css_block, is_number,
+                                          mark_numeric_columns, report_css, style_report)
+
+__all__ = ["GLOSSARY", "MAX_PAGE_WIDTH_PX", "MINUS", "MISSING", "NUMERIC_CLASS", "REPORT_CSS", "RUN_PARAMETERS",
+           "Block", "INDEX_FILE", "answer_block", "answer_first", "changed_parameters", "check_sentence", "closing",
+           "commands", "css_block", "dataset_description", "default_parameters", "differences", "format_difference",
+           "format_value", "glossary", "index_href", "index_link", "is_number", "mark_numeric_columns", "opening",
+           "relative_to_index", "report_css", "reproduce", "revisions", "style_report"]
 
 MINUS = "\u2212"  # the minus sign of a signed difference ("−9.4 MB")
-
-
-@dataclass(frozen=True, repr=False)
-class Block:
-    """A piece of a report in both forms a notebook output can carry."""
-    html: str
-    markdown: str
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def _repr_markdown_(self) -> str:
-        return self.markdown
-
-    def __str__(self) -> str:
-        return self.markdown
-
-    __repr__ = __str__  # text/plain of the display bundle
 
 
 # ----------------------------------------------------------------------------- the answer first
@@ -125,185 +110,6 @@ def answer_block(checks: Iterable[Any], wave: str | None = None) -> Block:
     return Block(f'<p class="foxlib-answer"><b>{html.escape(lead)}</b>{html.escape(rest)}</p>', f"**{lead}**{rest}")
 
 
-# ----------------------------------------------------------------------------- the glossary
-
-def _definition(quantity: str) -> str:
-    """A figure's definition as foxlib.core.figures gives it, without its unit suffix."""
-    from foxlib.core.figures import DEFINITIONS
-    return re.sub(r"\s*\(bytes\)$", "", DEFINITIONS[quantity])
-
-
-GLOSSARY: dict[str, str] = {
-    "VSN (variable selection network)":
-        "the TFT block that weighs its input variables at every time step: each variable goes through "
-        "its own GRN, a softmax over a GRN of all of them gives the weights, and the output is the "
-        "weighted sum (foxlib/models/tft.py, VariableSelectionNetwork).",
-    "GRN (gated residual network)":
-        "the TFT's basic block: a dense layer, ELU, a second dense layer, a gated linear unit, then a "
-        "residual connection and layer normalisation (foxlib/models/tft.py, GatedResidualNetwork).",
-    "memory-efficient path":
-        "the TFT's `memory_efficient=True` switch: the per-variable GRNs of a VSN run as batched "
-        "operations over chunks of variables, the real-valued embeddings are folded into the first "
-        "layers (the (batch, time, variables, width) embedding is never built) and attention uses the "
-        "fused scaled_dot_product_attention. Same function and parameters as the plain path, up to "
-        "floating-point rounding.",
-    "floor of 16 B/parameter":
-        "what fp32 training with Adam needs per parameter before any activation: 4 bytes of weight, 4 of "
-        "gradient and 8 of Adam's two moments (foxlib/memory/theory.py).",
-    "CUDA graph":
-        "a training step captured once as a graph of GPU kernels and replayed with one launch, "
-        "removing the per-kernel launch cost from Python; its tensors live in the graph's private "
-        "memory pool, kept between replays (foxlib/memory/cuda_graph.py).",
-    "saved for backward (activations)":
-        "tensors autograd keeps from the forward pass to compute the gradients in the backward pass; "
-        "the reports' activations figure counts them, each storage once, parameters excluded, the "
-        "input batch included. Gradient checkpointing saves fewer and recomputes the rest.",
-    "allocated vs reserved":
-        "allocated: bytes in live tensors (torch.cuda.memory_allocated); reserved: what PyTorch's "
-        "caching allocator holds from the driver, allocated plus cached free blocks "
-        "(torch.cuda.memory_reserved). nvidia-smi shows reserved plus the CUDA context.",
-    "model peak vs process peak":
-        f"model peak: {_definition('model_peak')}; process peak: {_definition('process_peak')}. "
-        "The card must hold the process peak.",
-    "CUDA context":
-        "memory the driver and libraries take for a process before any tensor: kernels, cuBLAS/cuDNN "
-        "handles; outside PyTorch's allocator, measured as NVML's per-process figure minus reserved.",
-    "IQR (interquartile range)":
-        "the 75th minus the 25th percentile of repeated timings; the reports give a timing's noise as "
-        "IQR / median.",
-    "confidence interval, tie":
-        "a ratio of step times comes with a bootstrap interval over alternating rounds (foxlib/harness/timing.py: "
-        "95 %); two configurations whose intervals overlap are a tie, settled by memory, and a "
-        "limit such as the 2x slowdown passes only when the interval's upper end is under it.",
-    "skill margin over the naive forecast":
-        "how much lower the TFT's validation loss is than that of a naive forecast with no skill; "
-        "near zero or negative, the model has learnt nothing and an accuracy comparison between "
-        "precisions or strategies has no power.",
-    "MB, MiB, a \"4 GB\" card":
-        "MB = 10^6 bytes (every report); MiB = 2^20 bytes; a card sold as 4 GB holds 4 GiB = "
-        "4,294,967,296 bytes = 4,295.0 MB (budgets.toml).",
-}
-
-
-def _code(escaped: str) -> str:
-    """`x` in already escaped text as <code>x</code>."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
-
-
-def glossary(terms: Iterable[str] | None = None) -> Block:
-    """The glossary (all terms, or those whose name starts with one of `terms`), as a Block."""
-    items = list(GLOSSARY.items())
-    if terms is not None:
-        wanted = list(terms)
-        chosen = [(k, v) for k, v in items if any(k.lower().startswith(t.lower()) for t in wanted)]
-        unknown = [t for t in wanted if not any(k.lower().startswith(t.lower()) for k in GLOSSARY)]
-        if unknown:
-            raise ValueError(f"unknown glossary term(s) {unknown}; known: {', '.join(GLOSSARY)}")
-        items = chosen
-    rows = "".join(f"<dt><b>{html.escape(k)}</b></dt><dd>{_code(html.escape(v))}</dd>" for k, v in items)
-    md = "\n".join(f"- **{k}**: {v}" for k, v in items)
-    return Block(f'<details class="foxlib-glossary"><summary><b>Glossary</b></summary><dl>{rows}</dl></details>',
-                 "**Glossary**\n\n" + md)
-
-
-# ----------------------------------------------------------------------------- reproduce this report
-
-RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")  # steer the run, not the measurement
-
-
-def default_parameters(wave: str) -> dict[str, Any]:
-    """The wave notebook's declared parameters with their default values."""
-    from foxlib.core.parameters import read_parameters
-    from foxlib.core.critical_path import get_wave
-    return {name: p.default for name, p in read_parameters(get_wave(wave).notebook).items()}
-
-
-def changed_parameters(parameters: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """The measurement parameters that differ from the notebook's defaults (run parameters left out;
-    a parameter the notebook no longer declares is kept: it was part of the run)."""
-    return {k: v for k, v in parameters.items()
-            if k not in RUN_PARAMETERS and (k not in defaults or defaults[k] != v)}
-
-
-def _value(v: Any) -> str:
-    return ("true" if v else "false") if isinstance(v, bool) else str(v)
-
-
-def commands(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> list[str]:
-    """The shell commands that reproduce a report from its results.json.
-
-    Measured on this machine: `make report WAVE=<N> P="name=value ..."` (or the equivalent
-    `python -m foxlib report` where a value holds a space, which make's P cannot carry). Measured
-    elsewhere (the measurements parameter: a GPU run): `python -m foxlib measure` there, then
-    `make render` here with the measurement file in the MEASURED folder."""
-    wave = results["wave"]
-    params = dict(results.get("parameters") or {})
-    if defaults is None:
-        defaults = default_parameters(wave)
-    changed = changed_parameters(params, defaults)
-    budgets = params.get("budgets_file") or ""
-    assignments = [f"{k}={_value(v)}" for k, v in changed.items()]
-    if budgets:
-        assignments.append(f"budgets_file={budgets}")
-    flags = " ".join(f"-p {shlex.quote(a)}" for a in assignments)
-    if params.get("measurements"):
-        device = (results.get("device") or {}).get("type", "cuda")
-        measure_flags = " ".join(f"-p {shlex.quote(a)}" for a in
-                                 [f"{k}={_value(v)}" for k, v in changed.items() if k != "device"]
-                                 + [f"device={device}"])
-        where = (results.get("device") or {}).get("name") or device
-        return [f"python -m foxlib measure --wave {wave} {measure_flags} --out measured/wave-{wave}.json"
-                f"   # on the machine to measure ({where})",
-                "make render MEASURED=measured   # here: renders every wave-<N>.json in that folder"
-                + (f" (this report also used {flags})" if budgets else "")]
-    if any(" " in a or "'" in a or '"' in a for a in assignments):
-        return [f"python -m foxlib report --wave {wave} {flags}".rstrip()]
-    return [f"make report WAVE={wave}" + (f' P="{" ".join(assignments)}"' if assignments else "")]
-
-
-def revisions(results: Mapping[str, Any]) -> tuple[str, str]:
-    """(measured-at, rendered-at) revisions; "not recorded" where results.json has neither the field
-    nor (for the measurement) environment.git_revision."""
-    env = results.get("environment") or {}
-    measured = results.get("measured_at_revision") or env.get("git_revision") or "not recorded"
-    rendered = results.get("rendered_at_revision") or "not recorded"
-    return str(measured), str(rendered)
-
-
-def dataset_description() -> str:
-    """The data every model uses, with its date range and split, read from foxlib.data.market."""
-    from foxlib.data import market as data
-    frames = data.load_ohlcv()
-    first = next(iter(frames.values()))
-    names = {"sp500": "S&P 500", "nasdaq": "NASDAQ"}
-    series = " and ".join(names.get(s, s) for s in data.SERIES)
-    return (f"{series} daily prices (open, high, low, close, volume) shipped offline with the `arch` package, "
-            f"{first.index[0]:%Y-%m-%d} to {first.index[-1]:%Y-%m-%d} ({len(first):,} trading days on both), "
-            f"validation from {data.VALIDATION_START:%Y-%m-%d}; the TFT and Mamba-2 forecast the next day's "
-            "return from windows of it, DQN and PPO trade in an environment built on it (foxlib/data/trading_env.py).")
-
-
-def reproduce(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = None,
-              dataset: str | None = None) -> Block:
-    """"Reproduce this report": commands, measured-at and rendered-at revisions, device, environment,
-    data set. `results` is results.json's dict (wave, parameters, device, environment and, where
-    present, measured_at_revision / rendered_at_revision); `dataset` defaults to dataset_description()."""
-    cmds = commands(results, defaults)
-    measured, rendered = revisions(results)
-    dev = results.get("device") or {}
-    env = results.get("environment") or {}
-    device = dev.get("name", "unknown device") + (f" ({dev['type']})" if dev.get("type") else "")
-    stack = ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "cuda", "driver") if env.get(k))
-    dataset = dataset or dataset_description()
-    facts = [("measured at revision", measured), ("rendered at revision", rendered), ("device", device),
-             ("software", stack or "not recorded"), ("data", dataset)]
-    md = ("**Reproduce this report**\n\n```sh\n" + "\n".join(cmds) + "\n```\n\n"
-          + "\n".join(f"- {k}: {v}" for k, v in facts))
-    rows = "".join(f"<li>{html.escape(k)}: {_code(html.escape(v))}</li>" for k, v in facts)
-    return Block('<div class="foxlib-reproduce"><b>Reproduce this report</b>'
-                 f"<pre>{html.escape(chr(10).join(cmds))}</pre><ul>{rows}</ul></div>", md)
-
-
 # ----------------------------------------------------------------------------- back to the index
 
 INDEX_FILE = "index.html"
@@ -330,100 +136,7 @@ def relative_to_index(report_dir: str | Path, reports_root: str | Path) -> str:
     return Path(os.path.relpath(Path(reports_root) / INDEX_FILE, Path(report_dir))).as_posix()
 
 
-# ----------------------------------------------------------------------------- tables for readers
-
-MAX_PAGE_WIDTH_PX = 1400  # the window every table must fit in
-NUMERIC_CLASS = "foxlib-num"
-MISSING = ("", "—", "-", "nan", "NaN", "None", "n/a")
-_NUMBER = re.compile(r"^[+\-\u2212]?\d[\d,]*(\.\d+)?(e[+\-]?\d+)?\s?(%|x|×|MB|MiB|GB|GiB|kB|B|ms|s)?"
-                     r"(\s*\[[^\]]*\])?$")
-
-REPORT_CSS = f"""
-.jp-RenderedHTMLCommon table, table.dataframe, table.foxlib-table {{
-  max-width: 100%; border-collapse: collapse; table-layout: auto; font-size: 12px; }}
-.jp-RenderedHTMLCommon table th {{ white-space: normal; }}
-.jp-RenderedHTMLCommon table td, .jp-RenderedHTMLCommon table th,
-table.dataframe td, table.dataframe th, table.foxlib-table td, table.foxlib-table th {{
-  text-align: left; vertical-align: top; white-space: normal; overflow-wrap: anywhere;
-  max-width: 18em; padding: 0.2em 0.4em; }}
-.jp-RenderedHTMLCommon table .{NUMERIC_CLASS}, table .{NUMERIC_CLASS} {{
-  text-align: right; white-space: normal; font-variant-numeric: tabular-nums; }}
-.jp-OutputArea-output {{ max-width: 100%; overflow-x: auto; }}
-.jp-Notebook {{ max-width: {MAX_PAGE_WIDTH_PX}px; box-sizing: border-box; }}
-figure.foxlib-figure img {{ max-width: 100%; height: auto; }}
-figure.foxlib-figure figcaption {{ max-width: 60em; }}
-"""
-
-
-def report_css() -> str:
-    """The report's stylesheet for readers, as a <style> element: text columns left-aligned,
-    numeric columns (marked by mark_numeric_columns) right-aligned, long text wrapped so that no
-    table is wider than a MAX_PAGE_WIDTH_PX window."""
-    return f'<style id="foxlib-reading-css">{REPORT_CSS}</style>'
-
-
-def css_block() -> Block:
-    """report_css as a Block, for a notebook to display once (the Markdown export leaves it out)."""
-    return Block(report_css(), "")
-
-
-def is_number(text: str) -> bool:
-    """A table cell that reads as a number: "1,009.4", "−9.4", "0.9 %", "1.19x", "812 MB", "0.73x [0.69, 0.80]"."""
-    return bool(_NUMBER.match(text.strip()))
-
-
-def _mark_table(table) -> None:
-    body_rows = [r for r in table.find_all("tr") if r.find("td")]
-    if not body_rows:
-        return
-    width = len(body_rows[0].find_all(["td", "th"], recursive=False))
-    rows = [r.find_all(["td", "th"], recursive=False) for r in body_rows]
-    if any(len(r) != width or any(c.get("colspan") or c.get("rowspan") for c in r) for r in rows):
-        return  # spanning cells: leave the table as it is
-    for col in range(width):
-        texts = [r[col].get_text(" ", strip=True) for r in rows]
-        values = [t for t in texts if t not in MISSING]
-        if not values or not all(is_number(t) for t in values):
-            continue
-        for r in rows:
-            r[col]["class"] = r[col].get("class", []) + [NUMERIC_CLASS]
-        for head in (r for r in table.find_all("tr") if not r.find("td")):
-            cells = head.find_all("th", recursive=False)
-            if len(cells) == width:
-                cells[col]["class"] = cells[col].get("class", []) + [NUMERIC_CLASS]
-
-
-def mark_numeric_columns(page_html: str) -> str:
-    """`page_html` with every cell of an all-numeric table column (missing values aside) and its
-    header given the class NUMERIC_CLASS, which report_css right-aligns. Tables with spanning
-    cells are left as they are."""
-    from bs4 import BeautifulSoup
-    soup = BeautifulSoup(page_html, "html.parser")
-    for table in soup.find_all("table"):
-        _mark_table(table)
-    return str(soup)
-
-
-def style_report(page_html: str) -> str:
-    """A whole exported report.html made for readers: report_css in its <head> (once) and the
-    numeric columns of every table marked (for foxlib.report.render, after HTMLExporter)."""
-    out = mark_numeric_columns(page_html)
-    if 'id="foxlib-reading-css"' in out:
-        return out
-    if "</head>" in out:
-        return out.replace("</head>", report_css() + "</head>", 1)
-    return report_css() + out
-
-
 # ----------------------------------------------------------------------------- one call at each end
-
-def differences(wave: str, parameters: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
-    """"batch_size=8 (default 32), preset=small (default seed)": what a run changed, or ""."""
-    defaults = default_parameters(wave) if defaults is None else defaults
-    changed = changed_parameters(parameters, defaults)
-    return ", ".join(f"{k}={_value(v)}" + (f" (default {_value(defaults[k])})" if k in defaults else "")
-                     for k, v in changed.items())
-
 
 def opening(wave: str, checks: Iterable[Any], report_dir: str | Path = ".",
             parameters: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> Block:
