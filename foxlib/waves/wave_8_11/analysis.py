@@ -1,8 +1,8 @@
 """Wave 8.11's decisions and shared figures, on raw values: the accuracy gate with its power (fp32
-must beat climatology first, foxlib.harness.training.accuracy_gate), the candidate's peak against
-budgets.toml, the TFT step's time ratio to fp32 with its bootstrap interval
-(foxlib.harness.timing.ratio_interval), and the named figures other pages show too
-(foxlib.core.figures)."""
+must beat climatology first, foxlib.harness.training.accuracy_gate) and its limit in validation
+quantile loss, the candidate's peak against budgets.toml, the TFT step's time ratio to fp32 with its
+bootstrap interval (foxlib.harness.timing.ratio_interval), and the named figures other pages show too
+(foxlib.core.figures). The tables and the charts read these figures; neither recomputes them."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,9 +10,9 @@ from typing import Any
 from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key
-from foxlib.harness.timing import ratio_interval
+from foxlib.harness.timing import RatioInterval, ratio_interval
 from foxlib.harness.training import accuracy_gate
-from foxlib.waves.wave_8_11.records import Measurement
+from foxlib.waves.wave_8_11.records import Measurement, plain
 
 
 def headline_degradation(m: Measurement | dict[str, Any], precision: str) -> dict[str, Any]:
@@ -58,12 +58,37 @@ def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]
     ]
 
 
+def speed_ratios(m: Measurement | dict[str, Any]) -> dict[str, RatioInterval]:
+    """Per precision timed (fp32 included, at 1), the TFT step's time over fp32's: the median of the
+    per-round ratios of the alternating samples, with its bootstrap interval
+    (foxlib.harness.timing.ratio_interval, seeded: the same figures on every call). The speed table
+    and the speed chart both show these."""
+    m = Measurement.coerce(m)
+    return {p: ratio_interval(m.timing, p, "fp32") for p in m.timing}
+
+
 def speed_ratio(m: Measurement | dict[str, Any], precision: str) -> tuple[float, float, float]:
-    """(median, low, high) of the TFT step's time in `precision` over fp32's: the median of the per-round
-    ratios of the alternating samples, with its bootstrap interval (foxlib.harness.timing.ratio_interval)."""
+    """(median, low, high) of speed_ratios' interval for `precision`."""
     m = Measurement.coerce(m)
     r = ratio_interval(m.timing, precision, "fp32")
     return r.median, r.low, r.high
+
+
+def quantile_loss_rows(m: Measurement | dict[str, Any]) -> list[dict[str, Any]]:
+    """The accuracy rows of the gate's metric, validation quantile loss, one per precision: mean over
+    seeds, each seed's value, degradation against fp32 (foxlib.harness.training.degradation)."""
+    return [r for r in Measurement.coerce(m).accuracy if r["metric"] == "quantile_loss"]
+
+
+def accuracy_limit(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The accuracy gate in validation quantile loss: accuracy_gate's figures (fp32's mean over the seeds
+    compared, whether the comparison has power) with the most the candidate's mean may be,
+    fp32's × (1 + max_degradation_pct / 100), under "limit_quantile_loss" (the degradation check's limit)."""
+    d = plain(m)
+    gate = accuracy_gate(d["accuracy_runs"], d["candidate"])
+    limit_pct = budgets["accuracy"]["max_degradation_pct"]
+    return {**gate, "limit_pct": limit_pct,
+            "limit_quantile_loss": gate["baseline_quantile_loss"] * (1 + limit_pct / 100)}
 
 
 def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:

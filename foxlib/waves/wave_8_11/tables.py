@@ -1,6 +1,7 @@
 """Wave 8.11's tables, formatting only: memory per precision in MB (10^6 bytes) beside the seed's
 expectation (foxlib.core.seed_claims), why 16 bits do not halve it, the step times with analysis.py's
-ratios, and the accuracy harness's runs, skill and configuration."""
+ratios, and the accuracy harness's runs, skill and configuration; and the captions and alt text of
+the speed and accuracy charts (foxlib.report.charts), written from the figures those charts draw."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,7 +11,7 @@ import pandas as pd
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.harness.training import skill_summary
-from foxlib.waves.wave_8_11.analysis import speed_ratio
+from foxlib.waves.wave_8_11.analysis import speed_ratios
 from foxlib.waves.wave_8_11.records import Measurement, plain
 
 
@@ -79,13 +80,14 @@ def speed_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     """The TFT step per precision: median and IQR in ms, the ratio to fp32 with its interval (analysis.py's
     speed_ratio), whether the samples are noisy, and the seed's guess."""
     m = Measurement.coerce(m)
+    ratios = speed_ratios(m)
     rows = []
     for p, t in m.timing.items():
-        ratio, low, high = speed_ratio(m, p)
+        r = ratios[p]
         rows.append({
             "precision": p, "median step (ms)": round(1e3 * t.median_s, 2), "IQR (ms)": round(1e3 * t.iqr_s, 2),
-            "ratio to fp32": round(ratio, 3),
-            "ratio interval (low, high)": f"{low:.2f} – {high:.2f}",
+            "ratio to fp32": round(r.median, 3),
+            "ratio interval (low, high)": f"{r.low:.2f} – {r.high:.2f}",
             "noisy (IQR > 10 %)": t.noisy,
             "seed's guess": seed_claims.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
         })
@@ -142,3 +144,42 @@ def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
                           "best step": r["best_step"], "stopped early": r["stopped_early"],
                           "skill score (%)": round(100 * r["metrics"]["skill_score"], 2),
                           "seconds": round(r["seconds"], 1)} for r in m["accuracy_runs"]])
+
+
+def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
+    """(caption, alt text) of the speed chart (foxlib.report.charts.step_time_ratios) drawn from `ratios`
+    (analysis.py's speed_ratios: the speed table's figures)."""
+    pct = f"{100 * next(iter(ratios.values())).confidence:.0f} %"
+    caption = ("The TFT's training step time in each precision relative to fp32's, the precisions alternating in "
+               f"one run: point, the median of the per-round ratios; bar, its {pct} bootstrap interval over the "
+               "rounds; above 1 is slower. The figures of the speed table above.")
+    alt = ("Interval chart, one row per precision, of the step time as a ratio to fp32's, with a dotted line at "
+           "1 (fp32): " + "; ".join(f"{p} {iv}" for p, iv in ratios.items()) + ".")
+    return caption, alt
+
+
+def accuracy_figure_text(rows: list[dict[str, Any]], limit: dict[str, Any]) -> tuple[str, str]:
+    """(caption, alt text) of the accuracy chart (foxlib.report.charts.accuracy_spread) drawn from `rows`
+    (analysis.py's quantile_loss_rows: the accuracy table's figures) and `limit` (analysis.py's accuracy_limit)."""
+    power = ("" if limit["powered"] else " No fp32 run beats climatology by the harness's threshold: the "
+             "comparison has no power and the gate fails whatever the line says.")
+    caption = ("The TFT's validation quantile loss per precision (lower is better): diamond, the mean over seeds; "
+               "dots, each seed; whisker, their range (min–max). Dotted line: fp32's mean over the "
+               f"{len(limit['seeds_compared'])} seed(s) the gate compares; dashed line: the gate, the most "
+               f"{limit['candidate']}'s mean may be ({limit['limit_pct']:g} % above fp32's). The axis is zoomed "
+               f"on the values and does not start at 0.{power}")
+    alt = ("Chart of validation quantile loss per precision: "
+           + "; ".join(f"{r['precision']} mean {r['mean']:.4f}, seeds {min(r['values']):.4f} to {max(r['values']):.4f}"
+                       for r in rows)
+           + f". fp32's mean over the seeds compared {limit['baseline_quantile_loss']:.4f}; the gate line at "
+             f"{limit['limit_quantile_loss']:.4f}.")
+    return caption, alt
+
+
+def accuracy_lines(limit: dict[str, Any]) -> tuple[tuple[float, str], tuple[float, str]]:
+    """The accuracy chart's two lines, (value, legend label) each, from `limit` (analysis.py's accuracy_limit):
+    fp32's mean over the seeds the gate compares, and the gate."""
+    return ((limit["baseline_quantile_loss"], f"fp32 mean over the {len(limit['seeds_compared'])} seed(s) compared "
+             f"{limit['baseline_quantile_loss']:.4f}"),
+            (limit["limit_quantile_loss"], f"gate: {limit['candidate']} mean ≤ fp32's × (1 + {limit['limit_pct']:g} %) "
+             f"= {limit['limit_quantile_loss']:.4f}"))
