@@ -114,6 +114,9 @@ display(notebook.table(prediction.summary(pairs, m.device["type"])))
 
 # %%
 display(notebook.table(wave.speed_table(m)))
+ratios = wave.speed_ratios(m)
+notebook.figure(charts.step_time_ratios(ratios, f"TFT training step time relative to fp32 — {m.device['name']}"),
+                *wave.speed_figure_text(ratios))
 
 # %% [markdown]
 # ## Accuracy: skill over the naive forecast first
@@ -131,8 +134,10 @@ display(notebook.table(wave.harness_table(m)))
 
 # %%
 display(notebook.table(wave.accuracy_table(m)))
-notebook.figure(charts.accuracy_by_precision(m.accuracy_runs, "quantile_loss",
-                                             f"TFT ({m.accuracy_preset} preset) validation quantile loss per seed"))
+limit, rows = wave.accuracy_limit(m, budgets), wave.quantile_loss_rows(m)
+notebook.figure(charts.accuracy_spread(rows, *wave.accuracy_lines(limit), "validation quantile loss (lower is better)",
+                                       f"TFT ({m.accuracy_preset} preset) validation quantile loss per precision"),
+                *wave.accuracy_figure_text(rows, limit))
 display(notebook.table(wave.training_table(m)))
 
 # %%

@@ -99,8 +99,6 @@ if light:
 display(notebook.table(wave.table(record)))
 if m.get("skipped"):
     display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in m["skipped"].items()) + "."))
-if wave.one_warmup_caveat(m):
-    display(Markdown(wave.one_warmup_caveat(m)))
 if m["accuracy_preset"] != params["preset"]:
     display(Markdown(f"Accuracy runs used the `{m['accuracy_preset']}` TFT preset (batch and sequence scaled "
                      "by the same fractions): the seed preset trains too slowly on the CPU."))

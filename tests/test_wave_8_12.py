@@ -72,15 +72,6 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
     assert wave.lightest_at_full_speed(maybe, load_budgets())["strategy"] == wave.BASELINE
 
 
-def test_fp16_profiles_from_before_the_warm_up_fix_are_named():
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("fp16", "fp16", 700, 1.2, 1.0, True),
-            ("fp16 new", "fp16", 800, 1.2, 1.0, True)])
-    for name, p in m["memory"].items():
-        p["precision"] = m["strategies"][name]["precision"]
-    m["memory"]["fp16 new"]["warmup_steps"] = 2
-    assert wave.one_warmup_fp16(m) == ["fp16"]
-
-
 def test_a_smaller_batch_is_judged_per_training_window():
     """batch ÷4: each step is shorter, but four are needed per window of the baseline's: 0.4 s a step
     is 1.6 × the baseline's time per window, so the faster-per-window strategy is recommended."""

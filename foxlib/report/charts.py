@@ -1,4 +1,5 @@
-"""Charts for the reports. Each takes measurement data (bytes) and returns a matplotlib Figure in MB."""
+"""Charts for the reports. Each takes measured figures (bytes, ratios with their intervals, losses) as a wave's
+analysis or record holds them, never recomputing them, and returns a matplotlib Figure (memory in MB)."""
 from __future__ import annotations
 
 from typing import Any
@@ -126,24 +127,6 @@ def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed
     return fig
 
 
-def accuracy_by_precision(runs: list[dict[str, Any]], metric: str, title: str) -> plt.Figure:
-    """Each seed's score per precision (dots) and their mean (bar)."""
-    precisions = list(dict.fromkeys(r["precision"] for r in runs))
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for i, p in enumerate(precisions):
-        vals = [r["metrics"][metric] for r in runs if r["precision"] == p]
-        ax.bar(i, sum(vals) / len(vals), 0.5, color="#4c72b0", alpha=0.5)
-        ax.plot([i] * len(vals), vals, "o", color="#1f2d4d")
-    ax.set_xticks(range(len(precisions)), precisions)
-    lo = min(r["metrics"][metric] for r in runs)
-    hi = max(r["metrics"][metric] for r in runs)
-    ax.set_ylim(lo - 0.5 * (hi - lo + 1e-9) - 0.01 * abs(lo), hi + 0.5 * (hi - lo + 1e-9) + 0.01 * abs(hi))
-    ax.set_ylabel(f"validation {metric.replace('_', ' ')}")
-    ax.set_title(title)
-    fig.tight_layout()
-    return fig
-
-
 LOG_AXIS_SPREAD = 30  # ratios spanning more than this factor get a log axis (the axis label says so)
 
 
@@ -209,4 +192,58 @@ def pareto(record, front: list[str], budget_mb: float, max_slowdown: float, reco
                Line2D([], [], color="#555", ls=":", label="fp32 baseline (1x)")]
     ax.legend(handles=handles, fontsize=7, loc="best")
     fig.subplots_adjust(left=0.06, right=0.55, bottom=0.15, top=0.93)
+    return fig
+
+
+def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
+    """Per precision its step time as a ratio to the baseline's (point: the median of the per-round ratios)
+    with its bootstrap interval (bar), from `ratios` (precision -> RatioInterval, foxlib.harness.timing: the
+    figures the speed table shows, read as they are); the baseline's 1x as a line, each ratio written beside."""
+    names = list(ratios)
+    fig, ax = plt.subplots(figsize=(6.5, 0.55 * len(names) + 1.6))
+    for i, name in enumerate(names):
+        iv = ratios[name]
+        ax.errorbar(iv.median, i, xerr=[[iv.median - iv.low], [iv.high - iv.median]], fmt="o", color="#4c72b0",
+                    ecolor="#4c72b0", elinewidth=2, capsize=4, ms=7)
+        ax.annotate(f"{iv}", (iv.high, i), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(1.0, color="#555", ls=":", lw=1.2, label="baseline (1x)")
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    lows, highs = [r.low for r in ratios.values()], [r.high for r in ratios.values()]
+    span = max(max(highs) - 1.0, 1.0 - min(lows), 0.05)
+    ax.set_xlim(max(0.0, min(min(lows), 1.0) - 0.3 * span), max(max(highs), 1.0) + 0.9 * span)  # a ratio is > 0
+    confidence = next(iter(ratios.values())).confidence
+    ax.set_xlabel(f"step time / fp32's (ratio; above 1 = slower; bar: {100 * confidence:.0f} % bootstrap interval)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_spread(rows: list[dict[str, Any]], baseline: tuple[float, str], gate: tuple[float, str], ylabel: str,
+                    title: str) -> plt.Figure:
+    """Per precision its mean over seeds (a diamond, written beside) and each seed's value (dots) with their range
+    (min–max whisker), from `rows` (the accuracy table's rows: "precision", "mean", "values", read as they
+    are); `baseline` and `gate` (value, legend label) as a dotted and a dashed line. The axis is zoomed on
+    the values and the lines, not from 0: say so in the caption."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for i, r in enumerate(rows):
+        vals = r["values"]
+        ax.errorbar(i, r["mean"], yerr=[[r["mean"] - min(vals)], [max(vals) - r["mean"]]], fmt="D", ms=7,
+                    color="#4c72b0", ecolor="#8c8c8c", elinewidth=1.5, capsize=4, label="mean over seeds (range: whisker)"
+                    if i == 0 else None)
+        ax.plot([i + 0.12] * len(vals), vals, "o", color="#1f2d4d", ms=4, alpha=0.8, label="each seed" if i == 0 else None)
+        ax.annotate(f"{r['mean']:.4f}", (i, r["mean"]), xytext=(-10, 0), textcoords="offset points", ha="right",
+                    va="center", fontsize=8)
+    ax.axhline(baseline[0], color="#555", ls=":", lw=1.2, label=baseline[1])
+    ax.axhline(gate[0], color="#cf222e", ls="--", lw=1.5, label=gate[1])
+    ax.set_xticks(range(len(rows)), [r["precision"] for r in rows])
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    lo = min(min(min(r["values"]) for r in rows), baseline[0], gate[0])
+    hi = max(max(max(r["values"]) for r in rows), baseline[0], gate[0])
+    ax.set_ylim(lo - 0.15 * (hi - lo), hi + 0.5 * (hi - lo))  # room for the legend above the lines
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
     return fig

@@ -1,0 +1,130 @@
+"""Wave 8.10's decisions and shared figures, on raw bytes: the ensemble's totals in one process
+(`ensemble_totals`), the checks against budgets.toml, the share of the peak torch.profiler could not
+put in a category, and the named figures other pages show too (foxlib.core.figures).
+
+Two figures, named the same on every page (foxlib.memory.profile):
+- model peak (`MemoryProfile.peak`): the step's own tensors. The TFT's budget check reads it.
+- process peak: model peak + the cuBLAS workspaces (each stream's once) + the CUDA context; for the
+  ensemble in one process (`ensemble_totals`): the sum of the model peaks + the workspaces once + the
+  context once. The ensemble-on-a-card check reads it. On the CPU there is no context or workspace
+  here: the process peak is the model peak (the sum of them for the ensemble).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from foxlib.core.budgets import Check
+from foxlib.core.config import MB
+from foxlib.core.figures import Figure, key
+from foxlib.models import ENSEMBLE
+from foxlib.waves.wave_8_10.measuring import TARGET_PRECISION
+from foxlib.waves.wave_8_10.records import Measurement
+
+MODEL_PEAK = "model peak"
+PROCESS_PEAK = "process peak"
+MODEL_PEAK_DEFINITION = "the step's own tensors at their largest (CUDA: the allocator's peak less the workspaces)"
+PROCESS_PEAK_DEFINITION = ("model peak + the cuBLAS workspaces (each stream's once) + the CUDA context; "
+                           "on the CPU there is no context or workspace here: the process peak is the model peak")
+
+
+@dataclass(frozen=True)
+class EnsembleTotals:
+    """The four models trained in one process, in bytes."""
+    model_peaks: dict[str, int]
+    """Each model's model peak (MemoryProfile.peak)."""
+    host_buffer_bytes: dict[str, int]
+    workspace_bytes: int
+    """cuBLAS workspaces, each stream's once: the largest any model's step found allocated (they persist
+    and accumulate in the process, so the last model's start holds every one made before); 0 on the CPU."""
+    context_bytes: int
+    """The CUDA context, once: the largest measured after any model's step (it grows as kernels load); 0 on the CPU."""
+    on_cuda: bool
+
+    @property
+    def process_peak(self) -> int:
+        """The ensemble's process peak: sum of the model peaks + workspaces once + context once."""
+        return sum(self.model_peaks.values()) + self.workspace_bytes + self.context_bytes
+
+    def share_of(self, card_bytes: float) -> float:
+        """The process peak as a fraction of a card's memory."""
+        return self.process_peak / card_bytes
+
+    def headroom(self, card_bytes: float) -> float:
+        """What a card's memory leaves free beside the process peak (bytes)."""
+        return card_bytes - self.process_peak
+
+
+def ensemble_totals(m: Measurement | dict[str, Any], target_state: bool = False) -> EnsembleTotals | None:
+    """The ensemble as measured (fp32), or in the seed's target state (None where that was not measured)."""
+    m = Measurement.coerce(m)
+    models = m.target_state if target_state else m.models
+    if not models:
+        return None
+    profiles = {k: v.profile for k, v in models.items()}
+    context_bytes = 0
+    if m.on_cuda:
+        context_bytes = (max(p.context_bytes for p in profiles.values())
+                         or int((m.bare_context or {}).get("context_bytes") or 0))
+    return EnsembleTotals(
+        model_peaks={k: p.peak for k, p in profiles.items()},
+        host_buffer_bytes={k: sum(b["host_bytes"] for b in p.buffers.values()) for k, p in profiles.items()},
+        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes, on_cuda=m.on_cuda)
+
+
+def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+    m = Measurement.coerce(m)
+    p, b = m.tft.profile, budgets["tft"]
+    out = [
+        Check.at_most("TFT parameters", p.parameters, b["parameters_mb"] * MB, "bytes"),
+        Check.at_most("TFT forward activations (saved for backward)", p.activations,
+                      b["forward_activations_mb"] * MB, "bytes"),
+        Check.at_most("TFT gradients", p.gradients, b["gradients_mb"] * MB, "bytes"),
+        Check.at_most("TFT optimizer state", p.optimizer_state, b["optimizer_state_mb"] * MB, "bytes"),
+        Check.at_most("TFT peak training memory", p.peak, b["peak_training_mb"] * MB, "bytes",
+                      note=f"{MODEL_PEAK}: {MODEL_PEAK_DEFINITION}"),
+    ]
+    if m.ensemble:
+        e = ensemble_totals(m)
+        headroom_mb = budgets["ensemble"]["min_headroom_mb"]
+        limit_bytes = budgets["ensemble"]["card_mb"] * MB - headroom_mb * MB
+        what = ("sum of the four model peaks + cuBLAS workspaces once + CUDA context once" if e.on_cuda else
+                "sum of the four model peaks (CPU: no context or workspaces, the process peak is the models' sum)")
+        out.append(Check.at_most("ensemble fits in 4 GB", e.process_peak, limit_bytes, "bytes",
+                                 note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least {headroom_mb:.0f} MB free"))
+    return out
+
+
+def unexplained_share(m: Measurement | dict[str, Any]) -> float | None:
+    """The share of the TFT's peak torch.profiler could not put in any category."""
+    return unexplained_fraction(Measurement.coerce(m).second_opinion)
+
+
+def unexplained_fraction(so: dict[str, Any] | None) -> float | None:
+    """Of one second opinion (torch.profiler's categories): the bytes in no category at the peak over the peak."""
+    if not so or not so.get("available") or not so["peak_bytes"]:
+        return None
+    return so["at_peak"].get("unknown", 0) / so["peak_bytes"]
+
+
+UNEXPLAINED_TARGET_PCT = 5.0
+
+
+def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+    """The figures this report shows that other pages show too (foxlib.core.figures), raw."""
+    m = Measurement.coerce(m)
+    p, cfg = m.tft.profile, m.tft.config
+    preset = m.measure_parameters.get("preset", "seed")
+    tft = partial(key, "tft", preset, cfg["batch_size"], cfg["encoder_length"], p.precision)
+    out = [Figure(tft(q), getattr(p, q), "bytes") for q in
+           ("parameters", "gradients", "optimizer_state", "activations", "forward_peak")]
+    out += [Figure(tft("model_peak"), p.peak, "bytes"), Figure(tft("process_peak"), p.process_peak, "bytes"),
+            Figure(tft("theory_peak"), int(m.theory["peak"]), "bytes")]
+    ensemble_preset = m.measure_parameters.get("ensemble_preset", "seed")
+    out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes") for name, mm in m.ensemble.items()]
+    for state, tag in ((False, "fp32"), (True, f"{TARGET_PRECISION}-checkpoint")):
+        totals = ensemble_totals(m, target_state=state)
+        if totals is not None and len(totals.model_peaks) == len(ENSEMBLE):
+            out.append(Figure(f"ensemble/{ensemble_preset}/{tag}/process_peak", totals.process_peak, "bytes"))
+    return out

@@ -1,0 +1,64 @@
+"""Wave 8.10's measurement on a device: the TFT's training step profiled (with torch.profiler's
+categories as a second opinion), the other models of the ensemble beside it, and the seed's target
+state (every model in fp16, the TFT checkpointed). `measure(...)` returns plain data (JSON-able, bytes);
+records.py types it."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from foxlib.core.progress import progress
+from foxlib.harness.measure_step import measure_model
+from foxlib.harness.measure_step import second_opinion as profiler_categories
+from foxlib.memory import theory, theory_tft
+from foxlib.memory.cuda import bare_context
+from foxlib.memory.devices import describe, environment, resolve_device
+from foxlib.models import ENSEMBLE, MODELS
+
+TARGET_PRECISION = "fp16"
+"""The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
+
+
+def TARGET_TFT(cfg):  # noqa: N802 - a configuration, named as the seed names it
+    """The seed's checkpointed TFT: every block checkpointed (the seed's `gradient_checkpointing: true`)."""
+    return dataclasses.replace(cfg, checkpointing="all")
+
+
+def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
+            precision: str = "fp32", device: str = "auto", seed: int = 0, ensemble: bool = True,
+            ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True,
+            target_state: bool = True) -> dict[str, Any]:
+    """Profile the TFT (and, with `ensemble`, the other models) on `device`; with `target_state`, also the
+    seed's target configuration of the ensemble (every model in fp16, the TFT checkpointed)."""
+    dev = resolve_device(device)
+    context = bare_context(dev)
+    cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
+    others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
+    out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context,
+                           "snapshot": snapshot_path if dev.type == "cuda" else ""}
+    with progress(1 + second_opinion + len(others) + (len(others) + 1) * target_state, "wave 8.10") as bar:
+        bar.describe(f"profiling tft/{preset} {precision} on {dev}")
+        out["tft"] = measure_model("tft", cfg, dev, precision, seed, snapshot_path or None)
+        bar.advance()
+        if second_opinion:
+            bar.describe("the same step through torch.profiler's memory categories")
+            out["second_opinion"] = profiler_categories("tft", cfg, dev, precision, seed)
+            bar.advance()
+        out["ensemble"] = {}
+        for name in others:
+            bar.describe(f"profiling {name}/{ensemble_preset} fp32 on {dev}")
+            model_cfg = MODELS[name].preset(ensemble_preset)
+            out["ensemble"][name] = measure_model(name, model_cfg, dev, "fp32", seed)
+            if second_opinion:
+                out["ensemble"][name]["second_opinion"] = profiler_categories(name, model_cfg, dev, "fp32", seed)
+            bar.advance()
+        if target_state:
+            out["target_state"] = {}
+            for name in others + ["tft"]:
+                bar.describe(f"profiling {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
+                model_cfg = TARGET_TFT(cfg) if name == "tft" else MODELS[name].preset(ensemble_preset)
+                out["target_state"][name] = measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False)
+                bar.advance()
+    out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
+    out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)
+    return out

@@ -1,0 +1,88 @@
+"""Wave 8.11's measurement on a device: every model profiled in each precision, the TFT's step timed
+with the precisions alternating in one run (foxlib.harness.timing), and the TFT trained to a fixed
+step budget per precision and seed by the accuracy harness (foxlib.harness.training). `measure(...)`
+returns plain data (JSON-able, bytes and seconds); records.py types it."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from foxlib.core.progress import progress
+from foxlib.harness.measure_step import measure_model
+from foxlib.harness.recipe import timed_step
+from foxlib.harness.timing import time_alternating
+from foxlib.harness.training import HARNESS, accuracy_config, check_target, compare_precisions, degradation
+from foxlib.memory.devices import describe, environment, resolve_device
+from foxlib.memory.profile import PRECISIONS, check_precision
+from foxlib.models import MODELS
+
+
+def _split(text: str, valid, what: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in valid]
+    if bad or not items:
+        raise ValueError(f"unknown {what} {bad or text!r}; valid: {', '.join(valid)}")
+    return items
+
+
+def check_precisions(precisions: list[str], candidate: str) -> None:
+    """The precisions compared must include fp32 (the baseline) and the candidate."""
+    check_precision(candidate)
+    if "fp32" not in precisions or candidate not in precisions:
+        raise ValueError(f"precisions must include fp32 (the baseline) and the candidate {candidate!r}; "
+                         f"got {','.join(precisions)}")
+
+
+def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, precisions: str = "fp32,fp16,bf16",
+            candidate: str = "fp16", models: str = "tft,dqn,ppo,mamba2", device: str = "auto", seed: int = 0,
+            timing_repeats: int = 15, accuracy_preset: str = "auto", accuracy_seeds: int = 3,
+            accuracy_steps: int = HARNESS["max_steps"], accuracy_eval_every: int = HARNESS["eval_every"],
+            accuracy_patience: int = HARNESS["patience"], accuracy_val_windows: int = HARNESS["val_windows"],
+            accuracy_memory_efficient: bool = True, accuracy_target: str = HARNESS["target"],
+            accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
+            accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"]) -> dict[str, Any]:
+    """Profile `models` in each of `precisions` on `device`, time the TFT's step in each (alternating, after
+    3 warm-up rounds), and train the TFT `accuracy_seeds` times per precision (accuracy_runs)."""
+    precs = _split(precisions, PRECISIONS, "precision(s)")
+    check_precisions(precs, candidate)
+    check_target(accuracy_target)
+    names = _split(models, list(MODELS), "model(s)")
+    dev = resolve_device(device)
+    tft = MODELS["tft"]
+    cfg = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
+    acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
+    acc_cfg = accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr,
+                              memory_efficient=accuracy_memory_efficient)
+    out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "precisions": precs,
+                           "candidate": candidate, "tft_config": dataclasses.asdict(cfg),
+                           "accuracy_config": dataclasses.asdict(acc_cfg), "accuracy_preset": acc_preset}
+    with progress(len(names) * len(precs), "wave 8.11 memory") as bar:
+        out["memory"] = {}
+        for name in names:
+            model_cfg = cfg if name == "tft" else MODELS[name].preset(preset)
+            for p in precs:
+                bar.describe(f"profiling {name}/{preset} {p} on {dev}")
+                r = measure_model(name, model_cfg, dev, p, seed)
+                out["memory"].setdefault(name, {})[p] = r["profile"]
+                out.setdefault("predicted", {}).setdefault(name, {})[p] = r["predicted"]
+                bar.advance()
+    steps = {p: timed_step(tft, cfg, dev, p, seed) for p in precs}
+    timings = time_alternating(steps, repeats=timing_repeats, warmup=3, device=dev)
+    out["timing"] = {p: t.to_dict() for p, t in timings.items()}
+    del steps
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    out.update(accuracy_runs(acc_cfg, precs, accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
+                             patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
+                             min_skill=accuracy_min_skill_pct / 100))
+    return out
+
+
+def accuracy_runs(acc_cfg, precisions: list[str], seeds: int, device: torch.device, **harness) -> dict[str, Any]:
+    """The accuracy part of the measurement: every precision and seed trained by the harness
+    (foxlib.harness.training), the degradation rows, and the harness's configuration as run."""
+    results = compare_precisions(acc_cfg, precisions, range(seeds), device=device, **harness)
+    return {"accuracy_runs": [r.to_dict() for r in results], "accuracy": degradation(results),
+            "accuracy_harness": results[0].harness}

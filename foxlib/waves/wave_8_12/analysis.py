@@ -1,0 +1,150 @@
+"""Wave 8.12's decisions and shared figures. They read the typed record (records.py: raw bytes,
+seconds, and each ratio to fp32 with its bootstrap interval over the alternating rounds,
+foxlib.harness.timing.ratio_interval), never a table's rounded columns; a difference inside the
+intervals is a tie, settled by memory. The Pareto front, the recommendation (eager strategies, and
+the same among the CUDA-graph ones), the lightest strategy at full speed, the checks against
+budgets.toml, whether the accuracy runs have power, and the named figures other pages show too
+(foxlib.core.figures)."""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from foxlib.core.budgets import Check
+from foxlib.core.config import MB
+from foxlib.core.figures import Figure, key, slug
+from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
+from foxlib.waves.wave_8_12.strategies import BASELINE, NOT_RECOMMENDED, resolve_overrides
+
+
+def _kind(rec: Measurement812, cuda_graph: bool | None) -> list[StrategyResult]:
+    return [s for s in rec.strategies if cuda_graph is None or s.cuda_graph == cuda_graph]
+
+
+def pareto(m) -> list[str]:
+    """Strategies no other strategy beats on both peak bytes and median time per training window
+    (accuracy aside: the front shows what memory costs in time)."""
+    rec = record(m)
+    front = []
+    for s in rec.strategies:
+        p, t = s.peak_bytes, s.window_ratio.median
+        if not any(o.peak_bytes <= p and o.window_ratio.median <= t and (o.peak_bytes < p or o.window_ratio.median < t)
+                   for o in rec.strategies):
+            front.append(s.name)
+    return front
+
+
+def slowdown_check(s: StrategyResult, max_slowdown: float, label: str = "recommended") -> Check:
+    """Slowdown per training window against fp32 under `max_slowdown`: passes only when the interval's
+    upper end is under it (a 1.9x [1.7, 2.1] strategy is not shown to be under 2x)."""
+    iv = s.window_ratio
+    return Check(f"{label} ({s.name}) slowdown per training window against fp32 "
+                 f"(upper end of the {100 * iv.confidence:.0f} % interval)", iv.high, max_slowdown, "x",
+                 iv.under(max_slowdown), note=f"{iv} of fp32 per window")
+
+
+def interval_text(s: StrategyResult) -> str:
+    """E.g. "0.64x [0.58, 0.71] of fp32 per window"."""
+    return f"{s.window_ratio} of fp32 per window"
+
+
+def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
+    return {"strategy": s.name, "precision": s.precision,
+            "tft_overrides": resolve_overrides(rec.base_config, s.overrides), "peak_bytes": s.peak_bytes,
+            "step_time_ratio": s.step_ratio.median, "step_time_interval": s.step_ratio.to_dict(),
+            "time_per_window_ratio": s.window_ratio.median, "time_per_window_interval": s.window_ratio.to_dict(),
+            "interval": interval_text(s), "accuracy_impact_pct": s.accuracy_impact_pct,
+            "floor_bytes": rec.floor_bytes, "peak_over_floor": s.peak_bytes / rec.floor_bytes}
+
+
+def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool = False) -> dict[str, Any]:
+    """The configuration to ship. Among the strategies whose peak is within the budget, whose accuracy
+    is within tolerance and whose slowdown check passes (the interval's upper end under max_slowdown),
+    the fastest per training window (a smaller batch takes shorter steps but needs more of them); when
+    other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
+    Among eager strategies (the recommendation); cuda_graph=True: the same among the CUDA-graph ones."""
+    rec = record(m)
+    kind = "CUDA-graph strategy" if cuda_graph else "strategy"
+    limit_mb = budgets["tft"]["peak_training_mb"]
+    tolerance_pct = budgets["accuracy"]["max_degradation_pct"]
+    max_slowdown = budgets["speed"]["max_slowdown"]
+    gates = (f"a peak under {limit_mb:,.0f} MB, accuracy within {tolerance_pct} % and a slowdown per training window "
+             f"under {max_slowdown:g}x (upper end of the {100 * rec.confidence:.0f} % interval)")
+    ok = [s for s in _kind(rec, cuda_graph) if s.peak_bytes <= limit_mb * MB
+          and s.accuracy_impact_pct <= tolerance_pct and s.window_ratio.under(max_slowdown)]
+    if not ok:
+        return {"strategy": None, "reason": f"no {kind} has {gates}"}
+    fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
+    tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
+    best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
+    plural = "CUDA-graph strategies" if cuda_graph else "strategies"
+    if not tied:
+        reason = f"fastest per training window of {len(ok)} {plural} with {gates}"
+    else:
+        others = ", ".join(f"{s.name} {s.window_ratio}" for s in tied)
+        lightest = ("the fastest is also the lightest of them" if best is fastest else
+                    f"{best.name} ({best.peak_bytes / MB:,.1f} MB against the fastest's "
+                    f"{fastest.peak_bytes / MB:,.1f} MB)")
+        reason = (f"a tie settled by memory: of {len(ok)} {plural} with {gates}, the fastest per training window, "
+                  f"{fastest.name} {fastest.window_ratio}, is within the intervals of {others}; the lightest wins: "
+                  f"{lightest}")
+    if not cuda_graph and any(s.cuda_graph for s in rec.strategies):
+        reason += f" ({NOT_RECOMMENDED})"
+    return {**_describe(best, rec), "fastest": fastest.name, "tied_with": [s.name for s in tied],
+            "settled_by_memory": bool(tied), "reason": reason}
+
+
+def lightest_at_full_speed(m, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
+    end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
+    fastest under the budget), the other end of the Pareto front, the one tables.py's `targets` asks
+    about (no slower than plain fp32). None if no strategy qualifies."""
+    rec = record(m)
+    ok = [s for s in rec.strategies if s.window_ratio.high <= 1.0
+          and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
+    if not ok:
+        return None
+    return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec)
+
+
+def checks(m, budgets: dict[str, dict[str, float]]) -> list[Check]:
+    rec_ = record(m)
+    rec = recommend(rec_, budgets)
+    if rec["strategy"] is None:
+        lightest = min(rec_.strategies, key=lambda s: s.peak_bytes)
+        return [Check.at_most("a strategy meets the peak budget, the accuracy tolerance and the slowdown limit", 1, 0,
+                              "strategies", note=f"{rec['reason']}; lowest peak: {lightest.name} "
+                                                 f"{lightest.peak_bytes / MB:,.1f} MB, {interval_text(lightest)}")]
+    best = rec_[rec["strategy"]]
+    return [
+        Check.at_most(f"recommended ({best.name}) peak training memory", best.peak_bytes,
+                      budgets["tft"]["peak_training_mb"] * MB, "bytes"),
+        slowdown_check(best, budgets["speed"]["max_slowdown"]),
+    ]
+
+
+def accuracy_powered(m: dict[str, Any]) -> bool:
+    """The accuracy impacts have power: every run of the fp32 baseline beats climatology by min_skill."""
+    return all(r["has_skill"] for r in m["accuracy_runs"][BASELINE])
+
+
+def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
+    """The figures this report shows that other pages show too (foxlib.core.figures), raw: each strategy's
+    model peak and time per training window against fp32 (with its interval). The plain precisions are
+    keyed as 8.10 and 8.11 key them, so that the consistency check compares them across pages."""
+    preset = m.get("measure_parameters", {}).get("preset", "seed") if isinstance(m, dict) else "seed"
+    r = record(m)
+    cfg = r.base_config
+    out = []
+    for s in r.strategies:
+        plain = s.name in (BASELINE, "fp16", "bf16")
+        k = partial(key, "tft", preset, cfg["batch_size"], cfg["encoder_length"], s.precision,
+                    variant=None if plain else slug(s.name))
+        out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
+        if s.name != BASELINE:
+            w = s.window_ratio
+            out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high))
+        same = (m.get("same_function", {}) if isinstance(m, dict) else {}).get(s.name)
+        if same and "error" not in same:
+            out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))
+    return out

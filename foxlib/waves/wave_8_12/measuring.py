@@ -1,0 +1,162 @@
+"""Wave 8.12's measurement on a device: every strategy's training step profiled, all of them timed
+alternating in one run (foxlib.harness.timing), one set of accuracy runs per distinct function
+(foxlib.harness.training), the same-function claims checked as numbers (foxlib.harness.equivalence),
+and live-memory timelines of the seed TFT's step (foxlib.harness.timelines). `measure(...)` returns
+plain data (JSON-able, bytes and seconds); records.py types it."""
+from __future__ import annotations
+
+import dataclasses
+import gc
+from typing import Any
+
+import torch
+
+from foxlib.core.progress import progress
+from foxlib.harness.equivalence import reference_run, same_function
+from foxlib.harness.measure_step import measure_model
+from foxlib.harness.recipe import StepRecipe, build_step, timed_step
+from foxlib.harness.timelines import ALL_CASES, measure_timelines
+from foxlib.harness.timing import time_alternating
+from foxlib.harness.training import HARNESS, accuracy_config, check_target, train_tft
+from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
+from foxlib.memory.devices import describe, environment, resolve_device
+from foxlib.models import MODELS
+from foxlib.models.tft import device_loss
+from foxlib.waves.wave_8_12.strategies import Strategy, accuracy_key, configure, runnable, select
+
+
+def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, strategies: str = "all",
+            device: str = "auto", seed: int = 0, timing_repeats: int = 10, timing_warmup: int = 2,
+            accuracy_preset: str = "auto", accuracy_seeds: int = 2, accuracy_steps: int = HARNESS["max_steps"],
+            accuracy_eval_every: int = HARNESS["eval_every"], accuracy_patience: int = HARNESS["patience"],
+            accuracy_val_windows: int = HARNESS["val_windows"], accuracy_target: str = HARNESS["target"],
+            accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
+            accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"], timelines: bool = True,
+            timeline_dir: str = "") -> dict[str, Any]:
+    """Profile and time every strategy of `strategies` runnable on `device`, train one set of accuracy runs
+    per distinct function they compute, check the same-function claims and, with `timelines`, record the
+    seed TFT's live memory through one step."""
+    dev = resolve_device(device)
+    check_target(accuracy_target)
+    chosen, skipped = runnable(select(strategies), dev)
+    tft = MODELS["tft"]
+    base = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
+    configs = {s.name: configure(base, s.overrides) for s in chosen}
+    out: dict[str, Any] = {"device": describe(dev), "environment": environment(),
+                           "base_config": dataclasses.asdict(base),
+                           "strategies": {s.name: {"precision": s.precision, "overrides": s.overrides,
+                                                   "seed_guess": s.seed_guess, "changes_numerics": s.changes_numerics,
+                                                   "cuda_graph": s.cuda_graph}
+                                          for s in chosen},
+                           "skipped": skipped}
+    with progress(len(chosen), "wave 8.12 memory") as bar:
+        out["memory"] = {}
+        for s in chosen:
+            bar.describe(f"profiling {s.name} on {dev}")
+            if s.cuda_graph:
+                out["memory"][s.name] = _profile_graphed(configs[s.name], dev, s.precision, seed)
+                out.setdefault("predicted", {})[s.name] = {"error": "not predicted: the step runs as one CUDA graph"}
+            else:
+                r = measure_model("tft", configs[s.name], dev, s.precision, seed)
+                out["memory"][s.name] = r["profile"]
+                out.setdefault("predicted", {})[s.name] = r["predicted"]
+            bar.advance()
+    steps = {s.name: _graphed_step(configs[s.name], dev, s.precision, seed) if s.cuda_graph
+             else timed_step(tft, configs[s.name], dev, s.precision, seed) for s in chosen}
+    timings = time_alternating(steps, repeats=timing_repeats, warmup=timing_warmup, device=dev)
+    out["timing"] = {n: t.to_dict() for n, t in timings.items()}
+    del steps
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
+    out["accuracy_preset"] = acc_preset
+    out.update(accuracy_runs(chosen, accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr),
+                             accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
+                             patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
+                             min_skill=accuracy_min_skill_pct / 100))
+    out["same_function"] = same_function_checks(chosen, base, dev, seed)
+    if timelines:
+        out["timelines"] = measure_timeline_cases(base, dev, timeline_dir, seed)
+    return out
+
+
+TIMELINE_CASES = tuple(c for c in ALL_CASES if not c.cuda_graph)
+"""Live memory through one step: plain, checkpointed (VSNs, blocks, all), memory-efficient. The graphed
+step is left out: recording the allocator's history while capturing a graph broke the backward on the H200
+(torch 2.11)."""
+
+
+def measure_timeline_cases(base, dev: torch.device, timeline_dir: str, seed: int) -> dict[str, Any]:
+    """The seed TFT's live-memory timelines (foxlib.harness.timelines) as plain data; snapshot files
+    in `timeline_dir` (a temporary folder if empty)."""
+    import tempfile
+    runs = measure_timelines(base, dev, timeline_dir or tempfile.mkdtemp(prefix="foxlib-timelines-"),
+                             TIMELINE_CASES, seed=seed, max_points=1500, viewer_html=False)
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return {n: r.to_dict() for n, r in runs.items()}
+
+
+def accuracy_runs(chosen: list[Strategy], acc_base, seeds: int, device: torch.device, **harness) -> dict[str, Any]:
+    """One set of accuracy runs (foxlib.harness.training's harness, skill fields included) per distinct
+    function the chosen strategies compute; the strategies that compute the same function share
+    them (accuracy_source). Fractions of batch and sequence apply to the accuracy config alike."""
+    runs: dict[str, list[dict]] = {}
+    keys: dict[tuple, Strategy] = {}  # one set of runs per distinct function computed
+    for s in sorted(chosen, key=lambda s: not s.changes_numerics):
+        keys.setdefault(accuracy_key(s), s)
+    with progress(len(keys) * seeds, "wave 8.12 accuracy") as bar:
+        for key, s in keys.items():
+            cfg = configure(acc_base, dict(key[1]))
+            runs[s.name] = []
+            for sd in range(seeds):
+                bar.describe(f"training {s.name} seed {sd}")
+                r = train_tft(cfg, precision=s.precision, seed=sd, device=device, show_progress=False, **harness)
+                runs[s.name].append(r.to_dict())
+                bar.advance()
+    first = next(iter(runs.values()))[0]
+    return {"accuracy_runs": runs, "accuracy_source": {s.name: keys[accuracy_key(s)].name for s in chosen},
+            "accuracy_harness": {**first["harness"], "tft_config": dataclasses.asdict(acc_base)}}
+
+
+def same_function_checks(chosen: list[Strategy], base, device: torch.device, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """For every strategy claimed to compute the same function as another (changes_numerics False:
+    checkpointing, the memory-efficient path, a CUDA graph), foxlib.harness.equivalence.same_function on this
+    device: its outputs and gradients against the plain step of its precision from the same weights
+    and batch, dropout off, as max |Δ| (absolute and relative). The report shows these numbers where it
+    says "same function". fp16 CUDA-graph strategies are not captured (GraphedStep refuses fp16)."""
+    out: dict[str, dict[str, Any]] = {}
+    references: dict[str, dict[str, Any]] = {}  # the plain step, once per precision
+    for s in chosen:
+        if s.changes_numerics:
+            continue
+        try:
+            if s.precision not in references:
+                references[s.precision] = reference_run(base, precision=s.precision, device=device, seed=seed)
+            e = same_function(base, configure(base, s.overrides), precision=s.precision, device=device, seed=seed,
+                              cuda_graph=s.cuda_graph, name=s.name, reference=references[s.precision])
+            out[s.name] = e.to_dict()
+        except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
+            out[s.name] = {"variant": s.name, "error": str(exc)}
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    references.clear()
+    return out
+
+
+def _graph_parts(cfg, device: torch.device, precision: str, seed: int):
+    """The recipe's TFT, batch and Adam (capturable) and the host-copy-free loss: what a CUDA graph captures."""
+    step = build_step(StepRecipe("tft", cfg, precision, seed), device, capturable=True)
+    return step.model, step.batch, device_loss(cfg, device), step.optimizer
+
+
+def _profile_graphed(cfg, device: torch.device, precision: str, seed: int) -> dict[str, Any]:
+    profile = profile_graphed_step(*_graph_parts(cfg, device, precision, seed), precision)
+    gc.collect()
+    torch.cuda.empty_cache()
+    return profile
+
+
+def _graphed_step(cfg, device: torch.device, precision: str, seed: int) -> GraphedStep:
+    return GraphedStep(*_graph_parts(cfg, device, precision, seed), precision).capture()

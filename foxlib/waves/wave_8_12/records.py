@@ -1,0 +1,148 @@
+"""Wave 8.12's record: `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and
+each ratio to fp32 with its bootstrap interval over the alternating rounds
+(foxlib.harness.timing.ratio_interval), computed once here and read by every decision, table and
+chart. `record(...)` builds it from measuring.py's data (any measurement.json) or reads it back."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
+from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
+
+FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
+
+SCHEMA_VERSION = 1  # of Measurement812.to_dict(); from_dict refuses another
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    """One strategy as measured: raw bytes and seconds, its ratios to fp32 with their intervals, its accuracy."""
+    name: str
+    precision: str
+    overrides: dict[str, Any]  # as the strategy states them (fractions of the base config stay fractions)
+    batch_size: int  # resolved against the base config
+    peak_bytes: int  # the step's peak of live tensor bytes
+    activation_bytes: int | None  # saved for backward (None: a CUDA graph's step is not split by category)
+    step_samples_s: tuple[float, ...]  # one step time per alternating round, in round order
+    step_ratio: RatioInterval  # step time over fp32's, paired by round
+    window_ratio: RatioInterval  # time per training window over fp32's (step ratio × fp32's batch / this batch)
+    accuracy_source: str  # the strategy whose accuracy runs stand for this one (itself, or the same function)
+    quantile_loss: float  # mean validation quantile loss of the accuracy source's runs
+    accuracy_impact_pct: float  # against fp32's mean, positive = worse
+    seed_guess: str | None = None
+    changes_numerics: bool = False
+    cuda_graph: bool = False
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.name, self.step_samples_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["step_samples_s"] = list(self.step_samples_s)
+        d["step_ratio"], d["window_ratio"] = self.step_ratio.to_dict(), self.window_ratio.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
+        return cls(**{**d, "step_samples_s": tuple(d["step_samples_s"]),
+                      "step_ratio": RatioInterval.from_dict(d["step_ratio"]),
+                      "window_ratio": RatioInterval.from_dict(d["window_ratio"])})
+
+
+@dataclass(frozen=True)
+class Measurement812:
+    """Wave 8.12's measurement as the decisions read it: one StrategyResult per strategy measured.
+    Built from the raw measurement dict (`from_measurement`, any measurement.json written so far) or
+    read back from its own JSON (`from_dict`). Intervals are computed once, here, and read by the
+    recommendation, the table and the chart alike."""
+    strategies: tuple[StrategyResult, ...]
+    base_config: dict[str, Any]
+    device: dict[str, Any]
+    n_parameters: int  # of the fp32 baseline's model
+    baseline_losses: tuple[float, ...]  # fp32's accuracy runs (quantile loss per seed), for its own spread
+    skipped: dict[str, str] = field(default_factory=dict)
+    baseline: str = BASELINE
+    confidence: float = CONFIDENCE
+    resamples: int = RESAMPLES
+    bootstrap_seed: int = SEED
+    schema_version: int = SCHEMA_VERSION
+
+    def __getitem__(self, name: str) -> StrategyResult:
+        for s in self.strategies:
+            if s.name == name:
+                return s
+        raise KeyError(f"no strategy {name!r}; measured: {'; '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.strategies]
+
+    @property
+    def floor_bytes(self) -> int:
+        """fp32 weights, gradients and two Adam moments: what no strategy that keeps Adam in fp32 goes under."""
+        return FLOOR_BYTES_PER_PARAMETER * self.n_parameters
+
+    @classmethod
+    def from_measurement(cls, m: dict[str, Any], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                         seed: int = SEED) -> "Measurement812":
+        """From measure()'s dict (as measurement.json holds it): the ratios' intervals bootstrapped here."""
+        if BASELINE not in m["strategies"]:
+            raise ValueError(f"a wave 8.12 measurement needs the {BASELINE!r} strategy; it has: "
+                             f"{'; '.join(m['strategies'])}")
+        base_bs = m["base_config"]["batch_size"]
+        timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m["timing"].items()}
+        base_loss_runs = _quantile_losses(m, BASELINE)
+        base_loss = sum(base_loss_runs) / len(base_loss_runs)
+        out = []
+        for name, info in m["strategies"].items():
+            bs = resolve_overrides(m["base_config"], info["overrides"]).get("batch_size", base_bs)
+            step = ratio_interval(timings, name, BASELINE, confidence, resamples, seed)
+            source = m["accuracy_source"][name]
+            losses = _quantile_losses(m, source)
+            loss = sum(losses) / len(losses)
+            out.append(StrategyResult(
+                name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
+                peak_bytes=int(m["memory"][name]["peak"]), activation_bytes=_int_or_none(m["memory"][name]["activations"]),
+                step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
+                accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
+                seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
+                cuda_graph=bool(info.get("cuda_graph"))))
+        return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
+                   int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
+                   BASELINE, confidence, resamples, seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["strategies"] = [s.to_dict() for s in self.strategies]
+        d["baseline_losses"] = list(self.baseline_losses)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"a wave 8.12 record of schema version {d.get('schema_version')!r}; this foxlib reads "
+                             f"version {SCHEMA_VERSION} (or a raw measurement.json: Measurement812.from_measurement)")
+        return cls(**{**d, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
+                      "baseline_losses": tuple(d["baseline_losses"])})
+
+
+def _int_or_none(x) -> int | None:
+    return None if x is None else int(x)
+
+
+def _quantile_losses(m: dict[str, Any], source: str) -> list[float]:
+    """Validation quantile loss of each accuracy run of `source` (one per training seed)."""
+    return [float(r["metrics"]["quantile_loss"]) for r in m["accuracy_runs"][source]]
+
+
+def record(m: "Measurement812 | dict[str, Any]") -> Measurement812:
+    """The typed record of a measurement: a Measurement812 as is, its to_dict() read back, or a raw
+    measurement dict (measure()'s, or a committed measurement.json) built into one."""
+    if isinstance(m, Measurement812):
+        return m
+    if isinstance(m.get("strategies"), list):
+        return Measurement812.from_dict(m)
+    return Measurement812.from_measurement(m)

@@ -1,0 +1,99 @@
+"""Wave 8.12's strategies: each a TFT configuration (a precision and overrides of the base config),
+with the seed's guess it answers (foxlib.core.seed_claims.STRATEGY_GUESSES) and whether it changes the
+function the model computes (checkpointing, the memory-efficient path and CUDA graphs do not).
+
+The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
+the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so), and
+not recommended yet: wave 8.13 validates the recommendation with eager training steps.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One TFT configuration to measure: its precision, the overrides of the base config (a float for
+    batch_size or encoder_length is a fraction of the base's), the seed's guess it answers."""
+    name: str
+    precision: str = "fp32"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    seed_guess: str | None = None  # key of seed.STRATEGY_GUESSES
+    changes_numerics: bool = False  # computes another function than the baseline of its precision
+    cuda_graph: bool = False  # the whole step captured in one CUDA graph (CUDA only, never recommended yet)
+
+
+STRATEGIES = {s.name: s for s in (
+    Strategy("fp32 (baseline)", changes_numerics=True),
+    Strategy("fp16", "fp16", seed_guess="fp16", changes_numerics=True),
+    Strategy("bf16", "bf16", changes_numerics=True),
+    Strategy("checkpoint VSNs", overrides={"checkpointing": "vsn"}, seed_guess="checkpointing"),
+    Strategy("checkpoint blocks", overrides={"checkpointing": "blocks"}, seed_guess="checkpointing"),
+    Strategy("checkpoint all", overrides={"checkpointing": "all"}, seed_guess="checkpointing"),
+    Strategy("memory-efficient path", overrides={"memory_efficient": True}),
+    # fractions of the baseline: the seed's 32 -> 8 and 60 -> 30
+    Strategy("batch ÷4", overrides={"batch_size": 0.25}, seed_guess="batch_8", changes_numerics=True),
+    Strategy("sequence ÷2", overrides={"encoder_length": 0.5}, seed_guess="sequence_30", changes_numerics=True),
+    Strategy("efficient + bf16", "bf16", {"memory_efficient": True}),
+    Strategy("efficient + checkpoint blocks", overrides={"memory_efficient": True, "checkpointing": "blocks"}),
+    Strategy("efficient + checkpoint blocks + bf16", "bf16", {"memory_efficient": True, "checkpointing": "blocks"}),
+    Strategy("efficient + checkpoint blocks + fp16", "fp16", {"memory_efficient": True, "checkpointing": "blocks"}),
+    # "variables": blocks, with the encoder/decoder VSNs checkpointed per chunk of vsn_chunk variables
+    Strategy("checkpoint variables", overrides={"checkpointing": "variables"}, seed_guess="checkpointing"),
+    Strategy("efficient + checkpoint variables", overrides={"memory_efficient": True, "checkpointing": "variables"}),
+    Strategy("efficient + checkpoint variables + bf16", "bf16", {"memory_efficient": True, "checkpointing": "variables"}),
+    # "vsn_variables": only the encoder/decoder VSNs (the bulk of the activations), per chunk; the rest as is
+    Strategy("efficient + checkpoint VSN variables", overrides={"memory_efficient": True, "checkpointing": "vsn_variables"}),
+    Strategy("efficient + checkpoint VSN variables (8 per chunk)",
+             overrides={"memory_efficient": True, "checkpointing": "vsn_variables", "vsn_chunk": 8}),
+    # the same steps without a kernel launch each: one CUDA graph per step
+    Strategy("CUDA graph", cuda_graph=True),
+    Strategy("memory-efficient path + CUDA graph", overrides={"memory_efficient": True}, cuda_graph=True),
+    Strategy("efficient + checkpoint VSN variables + CUDA graph",
+             overrides={"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True),
+    Strategy("efficient + checkpoint VSN variables (8 per chunk) + CUDA graph",
+             overrides={"memory_efficient": True, "checkpointing": "vsn_variables", "vsn_chunk": 8}, cuda_graph=True),
+)}
+GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
+NOT_RECOMMENDED = "CUDA-graph strategies are shown, not recommended: wave 8.13 validates eager training steps"
+BASELINE = "fp32 (baseline)"
+
+
+def select(names: str) -> list[Strategy]:
+    if names == "all":
+        return list(STRATEGIES.values())
+    chosen = [n.strip() for n in names.split(";") if n.strip()]
+    bad = [n for n in chosen if n not in STRATEGIES]
+    if bad:
+        raise ValueError(f"unknown strategy {bad}; valid strategies: {'; '.join(STRATEGIES)}")
+    if BASELINE not in chosen:
+        chosen.insert(0, BASELINE)
+    return [STRATEGIES[n] for n in chosen]
+
+
+def runnable(chosen: list[Strategy], device: torch.device) -> tuple[list[Strategy], dict[str, str]]:
+    """The strategies this device can run, and the others with why not (CUDA graphs on a CPU)."""
+    if device.type == "cuda":
+        return chosen, {}
+    return [s for s in chosen if not s.cuda_graph], {s.name: GRAPH_SKIPPED for s in chosen if s.cuda_graph}
+
+
+def resolve_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A float for batch_size or encoder_length is a fraction of the base config's value."""
+    return {k: max(1, round(base[k] * v)) if isinstance(v, float) and k in ("batch_size", "encoder_length") else v
+            for k, v in overrides.items()}
+
+
+def configure(base, overrides: dict[str, Any]):
+    """`base` (a TFTConfig) with `overrides` resolved against it."""
+    return dataclasses.replace(base, **resolve_overrides(dataclasses.asdict(base), overrides))
+
+
+def accuracy_key(s: Strategy) -> tuple[str, tuple]:
+    """Strategies that compute the same function share accuracy runs: key = precision + numeric overrides."""
+    numeric = tuple(sorted((k, v) for k, v in s.overrides.items() if k in ("batch_size", "encoder_length")))
+    return s.precision, numeric

@@ -1,0 +1,120 @@
+"""Wave 8.12's tables and sentences, formatting only: the strategy table beside the seed's guesses
+(foxlib.core.seed_claims), the recommendation's figures as the report states them, how far it is
+from the targets, the accuracy runs' skill and the same-function figures. MB = 10^6 bytes. Every
+decision is analysis.py's, on the unrounded record."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from foxlib.core import seed_claims
+from foxlib.core.config import MB
+from foxlib.harness.timing import RatioInterval
+from foxlib.harness.training import skill_summary
+from foxlib.waves.wave_8_12.analysis import recommend
+from foxlib.waves.wave_8_12.records import record
+
+
+def _mb(x):
+    return None if x is None else round(x / MB, 1)
+
+
+def table(m) -> pd.DataFrame:
+    """One row per strategy: memory, reduction, speed with its interval, accuracy impact, the seed's guess
+    beside. Display only: every decision reads the record, never these rounded columns."""
+    rec = record(m)
+    base = rec[rec.baseline]
+    losses = rec.baseline_losses
+    spread_pct = 100 * (max(losses) - min(losses)) / (sum(losses) / len(losses))
+    pct = f"{100 * rec.confidence:.0f} %"
+    rows = []
+    for s in rec.strategies:
+        guess = seed_claims.STRATEGY_GUESSES.get(s.seed_guess or "", {})
+        t = s.timing
+        rows.append({
+            "strategy": s.name,
+            "peak (MB)": _mb(s.peak_bytes),
+            "peak reduction (%)": round(100 * (1 - s.peak_bytes / base.peak_bytes), 1),
+            "seed's guess: reduction (%)": guess.get("memory_reduction_pct"),
+            "activations (MB)": _mb(s.activation_bytes),
+            "step time (ms, median)": round(1000 * t.median_s, 1),
+            "step spread (IQR % of median)": round(100 * t.iqr_s / t.median_s, 1),
+            "step time ratio": round(s.step_ratio.median, 3),
+            "time per window ratio": round(s.window_ratio.median, 3),
+            f"time per window, {pct} interval": f"[{s.window_ratio.low:.2f}, {s.window_ratio.high:.2f}]",
+            "seed's guess: speed": guess.get("speed"),
+            "accuracy impact (%)": round(s.accuracy_impact_pct, 2),
+            "accuracy measured by": "own runs" if s.accuracy_source == s.name else f"= {s.accuracy_source} (same function)",
+            "seed's guess: accuracy": guess.get("accuracy"),
+            "fp32 spread (%)": round(spread_pct, 2),
+        })
+    return pd.DataFrame(rows)
+
+
+def figures(r: dict[str, Any]) -> str:
+    """A recommend() or lightest_at_full_speed() result's numbers, as the report states them."""
+    return (f"peak {r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor), time "
+            f"{r['interval']}, accuracy impact {r['accuracy_impact_pct']:+.2f} %")
+
+
+def recommendation_text(r: dict[str, Any]) -> str:
+    """A recommend() result as the report states it (Markdown): the figures with the interval, and why,
+    saying when the decision was a tie settled by memory."""
+    if not r["strategy"]:
+        return f"**No recommendation:** {r['reason']}."
+    step = RatioInterval.from_dict(r["step_time_interval"])
+    why = r["reason"][0].upper() + r["reason"][1:]
+    return (f"**{r['strategy']}** — precision `{r['precision']}`, TFT overrides `{r['tft_overrides']}`: peak "
+            f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
+            f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
+            f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}.")
+
+
+def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """How far the recommendation is from the targets (benchmarks, not checks): a peak at most 1.6 × the
+    16 B/param floor, accuracy within 1 % of fp32, a step no slower than plain fp32."""
+    rec = recommend(m, budgets)
+    if rec["strategy"] is None:
+        return pd.DataFrame()
+    iv = RatioInterval.from_dict(rec["time_per_window_interval"])
+    return pd.DataFrame([
+        {"target": "peak ≤ 1.6 × the 16 B/param floor", "floor (MB)": _mb(rec["floor_bytes"]),
+         "target (MB)": _mb(1.6 * rec["floor_bytes"]), "measured": f"{rec['peak_bytes'] / MB:,.1f} MB "
+         f"({rec['peak_over_floor']:.2f} × floor)", "met": rec["peak_over_floor"] <= 1.6},
+        {"target": "accuracy within 1 % of fp32", "floor (MB)": None, "target (MB)": None,
+         "measured": f"{rec['accuracy_impact_pct']:+.2f} %", "met": rec["accuracy_impact_pct"] <= 1.0},
+        {"target": "step no slower than plain fp32 (interval's upper end ≤ 1)", "floor (MB)": None, "target (MB)": None,
+         "measured": rec["interval"], "met": iv.high <= 1.0},
+    ])
+
+
+def accuracy_skill(m: dict[str, Any]) -> pd.DataFrame:
+    """Per set of accuracy runs (one per distinct function): climatology's and the model's validation
+    quantile loss, the skill score per seed, 10-90 coverage, seeds with skill. An accuracy impact means
+    something only where the fp32 baseline's runs have skill."""
+    rows = []
+    for name, rs in m["accuracy_runs"].items():
+        r = skill_summary(rs)[0]
+        rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
+                     "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
+                     "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
+                     "10-90 coverage (model)": round(r["coverage_10_90"], 3),
+                     "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
+                     f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}"})
+    return pd.DataFrame(rows)
+
+
+def same_function_table(m: dict[str, Any]) -> pd.DataFrame:
+    """The same-function figures of same_function_checks, one row per strategy claimed equal."""
+    rows = []
+    for name, e in m.get("same_function", {}).items():
+        if "error" in e:
+            rows.append({"strategy": name, "error": e["error"]})
+            continue
+        rows.append({"strategy": name, "precision": e["precision"], "device": e["device"],
+                     "outputs max |Δ|": f"{e['output_max_abs_diff']:.2e}", "outputs max |Δ| / max |ref|": f"{e['output_rel_diff']:.2e}",
+                     "gradients max |Δ|": f"{e['grad_max_abs_diff']:.2e}", "gradients max |Δ| / max |ref|": f"{e['grad_rel_diff']:.2e}",
+                     "worst gradient": e["worst_parameter"], "tolerance (relative)": f"{e['tolerance_rel']:.0e}",
+                     "same function": e["same"]})
+    return pd.DataFrame(rows)
