@@ -221,3 +221,20 @@ def card_frame(table: CardTable) -> pd.DataFrame:
                 row[card.label] = cell_text(table.cell(conf, card.memory_gb), phase, table.min_headroom_bytes)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def notes_text(table: CardTable) -> str:
+    """Where the figures come from, for under the table: a Markdown list item per source and note, naming
+    the configurations it holds for ("every configuration" when all share it)."""
+    groups: dict[str, list[str]] = {}
+    for note in table.notes:  # "<configuration>, <source>: <note>", as fits() makes them
+        conf = next((c for c in table.configurations if note.startswith(f"{c}, ")), None)
+        rest = note[len(conf) + 2:] if conf else note
+        groups.setdefault(rest, []).append(conf or "")
+    lines = []
+    for rest, confs in groups.items():
+        source, _, text = rest.partition(": ")
+        which = ("every configuration" if len(confs) == len(table.configurations) > 1 else
+                 "; ".join(c for c in confs if c))
+        lines.append(f"- {source}" + (f" ({which})" if which else "") + f": {text}")
+    return "\n".join(lines)

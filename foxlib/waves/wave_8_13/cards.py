@@ -19,12 +19,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import pandas as pd
+
 from foxlib.core.config import MB
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.account import account_training
 from foxlib.waves.wave_8_13.card_table import (  # noqa: F401 - the table's names, re-exported
     BF16_MIN_CAPABILITY, CARDS, GIB, SOURCES, Card, CardCell, CardTable, Footprint, ModelFigures, card_frame,
-    cell_text, fits)
+    cell_text, fits, notes_text)
+from foxlib.waves.wave_8_13.records import Measurement, record
 
 # ----------------------------------------------------------------------------- prediction
 
@@ -226,3 +229,14 @@ def table_for_measurement(m: Mapping[str, Any], min_headroom_bytes: float,
         if extra_name != name:
             footprints.append(predict_configuration(extra_name, extra_members, **kw))
     return fits(footprints, min_headroom_bytes, cards)
+
+
+def report_section(m: Measurement | Mapping[str, Any],
+                   budgets: dict[str, dict[str, float]]) -> tuple[pd.DataFrame, str]:
+    """Wave 8.13's report section "which card fits": the card table of the measurement (its configuration
+    measured on the card it emulated, predicted on the others; the alternatives predicted), judged with
+    budgets.toml's [ensemble] min_headroom_mb, as (card_frame, notes_text): formatted after the decisions."""
+    d = record(m).to_dict()
+    preset = next(iter(d["models"].values()))["preset"]
+    table = table_for_measurement(d, budgets["ensemble"]["min_headroom_mb"] * MB, extra=alternatives(preset))
+    return card_frame(table), notes_text(table)
