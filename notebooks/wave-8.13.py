@@ -48,7 +48,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 from IPython.display import HTML, Markdown, display
 
 from foxlib.report import reading
-from foxlib.waves.wave_8_13 import deployment
+from foxlib.waves.wave_8_13 import cards, deployment
 from foxlib.run import notebook_cells as notebook
 from foxlib.core import provenance
 from foxlib.core.budgets import verdict
@@ -127,6 +127,24 @@ notebook.figure(wave.latency_chart(m))
 
 # %%
 display(notebook.table(wave.totals_table(m, budgets)))
+
+# %% [markdown]
+# ## Which card fits
+# Real cards of 4, 6, 8, 12, 16 and 24 GB (one GeForce per memory size; a "4 GB" card is 4 GiB): does
+# the ensemble train (interleaved) and serve (all at once, leaving free what budgets.toml's
+# `min_headroom_mb` asks) on each? The limits are this report's checks. A *measured* cell is this
+# run's own figure, on the card the GPU emulated under the cap (a CPU run emulates none); every other
+# cell is *predicted*: each model's step predicted (`foxlib.memory.predict.predict_step`), accounted
+# as the CPU run is, plus the context, workspaces and allocator cache measured here. A cell says why
+# where the configuration does not fit. Predicted serving is an upper bound: it counts each model's
+# training forward (which keeps what backward needs) and a cuBLAS workspace per stream. Beside the
+# configuration measured, two predicted alternatives: the plain fp32 ensemble and the TFT in fp16
+# with every block checkpointed.
+
+# %%
+card_table, card_notes = cards.report_section(m, budgets)
+display(notebook.table(card_table))
+display(Markdown(card_notes))
 
 # %% [markdown]
 # ## The deployment document

@@ -182,3 +182,31 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
     assert not t.cell("other", 4).trains and t.cell("other", 6).trains
     assert calls[0][1]["context_bytes"] == cards.measured_overheads(m).context_bytes
     assert any("measured them on NVIDIA H200" in n for n in t.notes)
+
+
+def test_notes_name_the_configurations_they_hold_for():
+    fps = [_fp("a", source="measured", card_bytes=4 * GIB, note="under the cap"),
+           _fp("a", note="context measured"), _fp("b, light", note="context measured")]
+    text = cards.notes_text(cards.fits(fps, HEADROOM))
+    assert text.splitlines() == ["- measured (a): under the cap", "- predicted (every configuration): context measured"]
+
+
+def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
+    """The 8.13 report's one call: the measured configuration and both alternatives, judged with the budgets'
+    headroom (predictions stubbed: they take a minute)."""
+    from foxlib.core.budgets import load_budgets
+    from foxlib.waves import wave_8_13 as wave
+    path = ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json"
+    if not path.is_file():
+        pytest.skip("no committed H200 8.13 measurement")
+    monkeypatch.setattr(cards, "predict_configuration",
+                        lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
+                                                                    note=kw["note"]))
+    budgets = load_budgets()
+    frame, notes = cards.report_section(wave.record(json.loads(path.read_text())), budgets)
+    assert frame.shape == (2 * 3, 2 + len(CARDS))  # the measured configuration and two alternatives
+    assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].split("; ")[0].endswith("(measured)")
+    assert frame.iloc[2]["GeForce GTX 1650 (4 GB)"] == "no: 5,000.0 of 4,295.0 MB, 705.0 MB short (predicted)"
+    headroom = budgets["ensemble"]["min_headroom_mb"]
+    assert frame.iloc[1]["phase"] == f"serves (all at once, ≥ {headroom:,.1f} MB free)"
+    assert notes.startswith("- measured (seed: ") and "- predicted (every configuration): CUDA context" in notes

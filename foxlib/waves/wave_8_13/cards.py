@@ -1,158 +1,33 @@
-"""Which card fits: whether the ensemble trains and serves on real 4-24 GB cards, per configuration.
+"""Which card fits: whether the ensemble trains and serves on real 4-24 GB cards, per configuration;
+the figures and the one call a report makes (`table_for_measurement`). The table, its cards and its
+decisions are in card_table.py (its names are importable from here too).
 
 A configuration's figures on a card come from one of two sources, and every cell says which:
-- "measured": wave 8.13's own figures (foxlib.waves.wave_8_13.training_figure / inference_figure:
-  the process's peak against the cap, plus the CUDA context), for the one card 8.13 emulated
+- "measured": wave 8.13's own figures (analysis.py's training_figure / inference_figure: the
+  process's peak against the cap, plus the CUDA context), for the one card 8.13 emulated
   under a real allocator cap on a GPU. A CPU run (nothing enforced) or a run with a cap_bytes
   override emulates no card and gives no measured cell.
 - "predicted": each model's training step predicted without running it
   (foxlib.memory.predict.predict_step, for CUDA), the interleaved run accounted as 8.13 accounts
-  it on the CPU (wave_8_13.account_training: the stepping model's peak plus what every other model
-  keeps between its steps), plus the cuBLAS workspace once per CUDA stream and the CUDA context
-  measured by 8.13. The context is that of the measuring GPU and driver: another card's differs.
-
-A card trains a configuration when its training figure is at most the card's memory, and serves
-it when its serving figure leaves at least budgets.toml's [ensemble] min_headroom_mb free: the two
-checks of wave 8.13, with the same limits. Decisions are on bytes; `card_frame` only formats.
-
-Cards are sold in GB that are GiB: a "4 GB" card holds 4 × 2^30 = 4,294,967,296 bytes
-(budgets.toml's card_mb). bf16 autocast needs compute capability 8.0 (Ampere) or newer.
+  it on the CPU (account.py's account_training: the stepping model's peak plus what every other
+  model keeps between its steps), plus the cuBLAS workspace once per CUDA stream and the CUDA
+  context measured by 8.13. The context is that of the measuring GPU and driver: another card's differs.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from foxlib.core.config import MB
-
-GIB = 2**30
-SOURCES = ("predicted", "measured")
-BF16_MIN_CAPABILITY = (8, 0)
-
-
-@dataclass(frozen=True)
-class Card:
-    """A graphics card as sold: its name, memory in (GiB-valued) GB and CUDA compute capability."""
-    name: str
-    memory_gb: int
-    compute_capability: str
-
-    @property
-    def memory_bytes(self) -> int:
-        return self.memory_gb * GIB
-
-    @property
-    def bf16(self) -> bool:
-        major, minor = (int(x) for x in self.compute_capability.split("."))
-        return (major, minor) >= BF16_MIN_CAPABILITY
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.memory_gb} GB)"
-
-
-# NVIDIA GeForce cards, one per memory size; memory and compute capability from NVIDIA's
-# product pages and its CUDA GPU list (Turing 7.5, Ampere 8.6, Ada Lovelace 8.9).
-CARDS: tuple[Card, ...] = (
-    Card("GeForce GTX 1650", 4, "7.5"),
-    Card("GeForce RTX 2060", 6, "7.5"),
-    Card("GeForce RTX 3070", 8, "8.6"),
-    Card("GeForce RTX 3060", 12, "8.6"),
-    Card("GeForce RTX 4080", 16, "8.9"),
-    Card("GeForce RTX 4090", 24, "8.9"),
-)
-
-
-# ----------------------------------------------------------------------------- the figures
-
-@dataclass(frozen=True)
-class ModelFigures:
-    """One model of the ensemble in one configuration (bytes), measured or predicted."""
-    model: str
-    precision: str
-    step_peak_bytes: int
-    """Model peak of one training step: the largest total of its own live tensors."""
-    kept_bytes: int
-    """What it keeps between its steps once it has stepped: weights, device batch and buffers, Adam state."""
-    optimizer_state_bytes: int
-    """Adam's state, which exists only after the model's first step."""
-    serve_bytes: int
-    """Serving: weights + one inference input + the forward's own peak."""
-
-    def as_step_profile(self) -> dict[str, int]:
-        """The three fields wave_8_13.account_training reads from a step profile."""
-        return {"peak": self.step_peak_bytes, "live_before_step": self.kept_bytes,
-                "optimizer_state": self.optimizer_state_bytes}
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """What one configuration of the ensemble needs on a card, from one source (bytes, process figures)."""
-    configuration: str
-    source: str
-    training_bytes: int
-    """Training interleaved: models' peak as accounted + workspaces + CUDA context."""
-    serving_bytes: int
-    """All models served at once: their weights, inputs and forward peaks + workspaces + CUDA context."""
-    precisions: tuple[str, ...] = ("fp32",)
-    card_bytes: int | None = None
-    """measured: the card 8.13 emulated under the cap; predicted: None (any card)."""
-    training_ran: bool = True
-    """measured: False when training ran out of memory (its figure is then where it stopped)."""
-    serving_ran: bool = True
-    note: str = ""
-
-    def __post_init__(self):
-        if self.source not in SOURCES:
-            raise ValueError(f"unknown source {self.source!r}; valid: {', '.join(SOURCES)}")
-        if self.source == "measured" and self.card_bytes is None:
-            raise ValueError(f"measured footprint {self.configuration!r} must name the card it was measured "
-                             "under (card_bytes)")
-
-
-@dataclass(frozen=True)
-class CardCell:
-    """One card and one configuration: does it train, does it serve, by how much, from which source."""
-    card: Card
-    configuration: str
-    source: str
-    training_bytes: int
-    serving_bytes: int
-    trains: bool
-    serves: bool
-    training_free_bytes: int
-    """card − training figure (negative: short by that much)."""
-    serving_free_bytes: int
-    """card − serving figure."""
-    serving_limit_bytes: int
-    """card − the headroom asked: the most serving may use."""
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class CardTable:
-    cards: tuple[Card, ...]
-    configurations: tuple[str, ...]
-    cells: tuple[CardCell, ...]
-    min_headroom_bytes: int
-    notes: tuple[str, ...] = ()
-    """What each footprint says about how it was made ("<configuration>, <source>: <note>")."""
-
-    def cell(self, configuration: str, memory_gb: int) -> CardCell | None:
-        """The cell of a configuration on the card of `memory_gb` GB; None where no figure covers it."""
-        if configuration not in self.configurations:
-            raise ValueError(f"unknown configuration {configuration!r}; known: {', '.join(self.configurations)}")
-        sizes = [c.memory_gb for c in self.cards]
-        if memory_gb not in sizes:
-            raise ValueError(f"no {memory_gb} GB card in the table; cards: {', '.join(f'{s} GB' for s in sizes)}")
-        for c in self.cells:
-            if c.configuration == configuration and c.card.memory_gb == memory_gb:
-                return c
-        return None
-
+from foxlib.waves.wave_8_13 import analysis
+from foxlib.waves.wave_8_13.account import account_training
+from foxlib.waves.wave_8_13.card_table import (  # noqa: F401 - the table's names, re-exported
+    BF16_MIN_CAPABILITY, CARDS, GIB, SOURCES, Card, CardCell, CardTable, Footprint, ModelFigures, card_frame,
+    cell_text, fits, notes_text)
+from foxlib.waves.wave_8_13.records import Measurement, record
 
 # ----------------------------------------------------------------------------- prediction
 
@@ -160,7 +35,6 @@ def accounted_training_bytes(models: Sequence[ModelFigures], steps: int = 2) -> 
     """The interleaved run's largest live total (models only), accounted as wave 8.13 accounts it:
     loading every model, then each model's step peak beside what the others keep. Two rounds reach
     the steady state (every model has stepped and holds its Adam state)."""
-    from foxlib.waves.wave_8_13 import account_training
     if not models:
         raise ValueError("a configuration needs at least one model")
     profiles = {m.model: m.as_step_profile() for m in models}
@@ -260,7 +134,7 @@ def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, s
 class Overheads:
     """What a GPU process holds beyond the models' tensors, as wave 8.13 measured it (bytes)."""
     context_bytes: int
-    """The CUDA context: the larger of 8.13's two phases (wave_8_13.context_bytes)."""
+    """The CUDA context: the larger of 8.13's two phases (analysis.py's context_bytes)."""
     workspace_bytes: int
     """cuBLAS workspace, per CUDA stream."""
     training_cache_bytes: int
@@ -281,7 +155,6 @@ class Overheads:
 
 def measured_overheads(m: Mapping[str, Any]) -> Overheads:
     """The context, workspace and allocator cache of a wave 8.13 measurement; all 0 on the CPU."""
-    from foxlib.waves import wave_8_13 as wave
     device = m["device"]["name"]
     if not m["cap"].get("enforced"):
         return Overheads(0, 0, 0, 0, device)
@@ -291,10 +164,10 @@ def measured_overheads(m: Mapping[str, Any]) -> Overheads:
         if phase.get("peak_bytes") is None or phase.get("peak_allocated_bytes") is None:
             return 0
         return max(0, int(phase["peak_bytes"]) - int(phase["peak_allocated_bytes"]))
-    context = max(wave.context_bytes(m, "training"), wave.context_bytes(m, "inference"))
-    # the workspaces the warm-up left allocated (wave_8_13.workspace_bytes); a measurement made before
+    context = max(analysis.context_bytes(m, "training"), analysis.context_bytes(m, "inference"))
+    # the workspaces the warm-up left allocated (analysis.py's workspace_bytes); a measurement made before
     # the warm-up existed names only the first product's workspace, with the context
-    measured = wave.workspace_bytes(m)
+    measured = analysis.workspace_bytes(m)
     workspace = int(measured if measured is not None else (m.get("context") or {}).get("cublas_workspace_bytes") or 0)
     return Overheads(int(context), workspace, cache(t), cache(i), device)
 
@@ -302,96 +175,14 @@ def measured_overheads(m: Mapping[str, Any]) -> Overheads:
 def measured_footprint(configuration: str, m: Mapping[str, Any]) -> Footprint | None:
     """8.13's own figures for the card it emulated; None where it emulated none (a CPU run: not
     enforced; a cap_bytes override: a cap that is not a card)."""
-    from foxlib.waves import wave_8_13 as wave
     cap = m["cap"]
     if not cap.get("enforced") or cap.get("override"):
         return None
     precisions = tuple(sorted({info["precision"] for info in m["models"].values()}))
-    return Footprint(configuration, "measured", int(wave.training_figure(m)), int(wave.inference_figure(m)),
+    return Footprint(configuration, "measured", int(analysis.training_figure(m)), int(analysis.inference_figure(m)),
                      precisions, card_bytes=int(cap["card_bytes"]),
                      training_ran=not m["training"].get("oom"), serving_ran=not m["inference"].get("oom"),
-                     note=f"wave 8.13 on {m['device']['name']}, {wave.how(m)}")
-
-
-# ----------------------------------------------------------------------------- the table
-
-def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
-    limit = card.memory_bytes - headroom
-    trains = fp.training_ran and fp.training_bytes <= card.memory_bytes
-    serves = fp.serving_ran and fp.serving_bytes <= limit
-    reasons = []
-    if "bf16" in fp.precisions and not card.bf16:
-        trains = serves = False
-        reasons.append(f"bf16 needs compute capability 8.0 or newer; this card has {card.compute_capability}")
-    if not fp.training_ran:
-        reasons.append("training ran out of memory under the cap")
-    if not fp.serving_ran:
-        reasons.append("serving ran out of memory under the cap")
-    return CardCell(card, fp.configuration, fp.source, fp.training_bytes, fp.serving_bytes, trains, serves,
-                    card.memory_bytes - fp.training_bytes, card.memory_bytes - fp.serving_bytes, limit,
-                    "; ".join(reasons))
-
-
-def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequence[Card] = CARDS) -> CardTable:
-    """Every configuration on every card: the measured footprint on the card it was measured under,
-    the predicted one elsewhere; no cell where neither covers a card.
-
-    min_headroom_bytes: budgets.toml's [ensemble] min_headroom_mb × MB."""
-    if min_headroom_bytes < 0:
-        raise ValueError(f"min_headroom_bytes must not be negative, got {min_headroom_bytes}")
-    headroom = int(round(min_headroom_bytes))
-    footprints = list(footprints)
-    configurations = tuple(dict.fromkeys(f.configuration for f in footprints))
-    cells = []
-    for conf in configurations:
-        mine = [f for f in footprints if f.configuration == conf]
-        predicted = [f for f in mine if f.source == "predicted"]
-        if len(predicted) > 1:
-            raise ValueError(f"configuration {conf!r} has {len(predicted)} predicted footprints; give one")
-        for card in cards:
-            measured = [f for f in mine if f.source == "measured" and f.card_bytes == card.memory_bytes]
-            if len(measured) > 1:
-                raise ValueError(f"configuration {conf!r} has {len(measured)} measurements for {card.label}; give one")
-            chosen = measured[0] if measured else (predicted[0] if predicted else None)
-            if chosen is not None:
-                cells.append(_judge(card, chosen, headroom))
-    notes = tuple(f"{f.configuration}, {f.source}: {f.note}" for f in footprints if f.note)
-    return CardTable(tuple(cards), configurations, tuple(cells), headroom, notes)
-
-
-def _mb(x: int) -> str:
-    return f"{x / MB:,.1f}"
-
-
-def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
-    """A cell as the table shows it: "yes: 1,923.1 of 4,295.0 MB, 2,371.9 MB free (measured)"."""
-    if cell is None:
-        return "— (no figure)"
-    card = cell.card.memory_bytes
-    if phase == "trains":
-        ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
-        margin = f"{_mb(free)} MB free" if free >= 0 else f"{_mb(-free)} MB short"
-    else:
-        ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
-        left = cell.serving_limit_bytes - used
-        margin = (f"{_mb(free)} MB free" if left >= 0 else
-                  f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
-    text = f"{'yes' if ok else 'no'}: {_mb(used)} of {_mb(card)} MB, {margin} ({cell.source})"
-    return text + (f"; {cell.reason}" if cell.reason else "")
-
-
-def card_frame(table: CardTable) -> pd.DataFrame:
-    """The table for a report: a row per configuration and phase (trains, serves), a column per card."""
-    rows = []
-    for conf in table.configurations:
-        for phase in ("trains", "serves"):
-            row = {"configuration": conf,
-                   "phase": "trains (interleaved)" if phase == "trains" else
-                            f"serves (all at once, ≥ {_mb(table.min_headroom_bytes)} MB free)"}
-            for card in table.cards:
-                row[card.label] = cell_text(table.cell(conf, card.memory_gb), phase, table.min_headroom_bytes)
-            rows.append(row)
-    return pd.DataFrame(rows)
+                     note=f"wave 8.13 on {m['device']['name']}, {analysis.how(m)}")
 
 
 # ----------------------------------------------------------------------------- one call for a report
@@ -438,3 +229,14 @@ def table_for_measurement(m: Mapping[str, Any], min_headroom_bytes: float,
         if extra_name != name:
             footprints.append(predict_configuration(extra_name, extra_members, **kw))
     return fits(footprints, min_headroom_bytes, cards)
+
+
+def report_section(m: Measurement | Mapping[str, Any],
+                   budgets: dict[str, dict[str, float]]) -> tuple[pd.DataFrame, str]:
+    """Wave 8.13's report section "which card fits": the card table of the measurement (its configuration
+    measured on the card it emulated, predicted on the others; the alternatives predicted), judged with
+    budgets.toml's [ensemble] min_headroom_mb, as (card_frame, notes_text): formatted after the decisions."""
+    d = record(m).to_dict()
+    preset = next(iter(d["models"].values()))["preset"]
+    table = table_for_measurement(d, budgets["ensemble"]["min_headroom_mb"] * MB, extra=alternatives(preset))
+    return card_frame(table), notes_text(table)

@@ -1,0 +1,216 @@
+"""What a measurement says, on the record's raw bytes and seconds: the figures the checks use
+(training and inference on the card, model peaks, cuBLAS workspaces, the process figure, the CUDA
+context), the checks, the headline figures for results.json, and the sentences of the report's first
+screen. Nothing here touches a model."""
+from __future__ import annotations
+
+from typing import Any
+
+from foxlib.core.budgets import Check
+from foxlib.core.config import MB
+from foxlib.core.figures import Figure
+from foxlib.waves.wave_8_13.account import NOT_ENFORCED
+from foxlib.waves.wave_8_13.nvml import NVML_CHECK, NvmlPeak, nvml_peak
+from foxlib.waves.wave_8_13.oom import _where
+from foxlib.waves.wave_8_13.records import Measurement, record
+from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
+
+TRAIN_CHECK = "ensemble trains under the cap"
+INFERENCE_CHECK = "concurrent inference fits with the headroom"
+
+
+def context_bytes(m: Measurement | dict[str, Any], phase: str) -> int:
+    """The CUDA context to add to a phase's figure: the larger of the one measured at the start (which
+    set the cap) and the one implied by NVML at the phase's end; 0 on the CPU."""
+    r = record(m)
+    end = r.phase(phase).context_end_bytes
+    return max(r.cap.context_bytes, end or 0)
+
+
+def largest_context_bytes(m: Measurement | dict[str, Any]) -> int:
+    """The largest CUDA context seen: at the start (after the warm-up) or at the end of either phase."""
+    return max(context_bytes(m, "training"), context_bytes(m, "inference"))
+
+
+def training_figure(m: Measurement | dict[str, Any]) -> int:
+    """Bytes the card must hold for the interleaved training run: the allocator's reserved peak under the
+    cap (CPU: accounted), or what was needed where it ran out, plus the CUDA context."""
+    t = record(m).training
+    needed = (t.oom or {}).get("needed_bytes") or 0
+    return max(t.peak_bytes, needed) + context_bytes(m, "training")
+
+
+def inference_figure(m: Measurement | dict[str, Any]) -> int:
+    i = record(m).inference
+    needed = (i.oom or {}).get("needed_bytes") or 0
+    return max(i.peak_bytes or 0, needed) + context_bytes(m, "inference")
+
+
+def model_peaks(m: Measurement | dict[str, Any]) -> dict[str, int | None]:
+    """Each model's "model peak": the largest total of its own step's tensors (weights, Adam state, its
+    device batch, and what its step adds), from the interleaved run's records: per step, the step's
+    rise (peak − start) plus what the model held at the step's start, over the steps after its first
+    (its first also creates Adam's state, as profile_step's warm-up does); its only step if it ran one.
+    None for a model that never stepped. On CUDA the cuBLAS workspaces are not in it (allocated before)."""
+    r = record(m)
+    out: dict[str, int | None] = {}
+    for name in r.order:
+        st = r.training.detail.get("models", {}).get(name)
+        mine = [s for s in r.training.steps or () if s.model == name]
+        if not st or not mine:
+            out[name] = None
+            continue
+        base = st["parameters_bytes"] + st["batch_device_bytes"]
+        later = [s for s in mine if s.step > 1]
+        if later:
+            out[name] = max(s.rise_bytes for s in later) + base + st["optimizer_state_bytes"]
+        else:
+            out[name] = max(s.rise_bytes for s in mine) + base
+    return out
+
+
+def workspace_bytes(m: Measurement | dict[str, Any]) -> int | None:
+    """The cuBLAS workspaces, once per stream used: what stays allocated after the warm-up has freed
+    everything else. 0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
+    r = record(m)
+    if not r.enforced:
+        return 0
+    return None if r.warmup is None else r.warmup.get("allocated_after_bytes")
+
+
+def process_figure(m: Measurement | dict[str, Any]) -> int | None:
+    """The ensemble's "process figure" on the card: the sum of the model peaks + the cuBLAS workspaces
+    (once per stream) + the CUDA context (the largest seen). None when a model never stepped or the
+    workspaces were not measured."""
+    peaks, ws = model_peaks(m), workspace_bytes(m)
+    if ws is None or any(v is None for v in peaks.values()):
+        return None
+    return sum(peaks.values()) + ws + largest_context_bytes(m)
+
+
+def nvml_check(m: Measurement | dict[str, Any]) -> NvmlPeak:
+    """Largest NVML per-process figure sampled through training and inference, against the card."""
+    r = record(m)
+    if not r.enforced:
+        return NvmlPeak(False, None, r.cap.card_bytes, 0, 0, "not applicable on the CPU: no NVML, no CUDA context")
+    return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
+
+
+def limit_text(m: Measurement | dict[str, Any]) -> str:
+    cap = record(m).cap
+    if cap.override:
+        return (f"limit = the allocator cap {cap.cap_bytes / MB:,.2f} MB set by cap_bytes"
+                + (f" + the CUDA context {cap.context_bytes / MB:,.1f} MB" if cap.enforced else ""))
+    return f"limit = the {cap.card_bytes / MB:,.1f} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
+
+
+def inference_limit(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> float:
+    return record(m).cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
+
+
+def how(m: Measurement | dict[str, Any]) -> str:
+    """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
+    cap = record(m).cap
+    if cap.enforced:
+        return (f"enforced: allocator capped at {cap.cap_bytes / MB:,.1f} MB + CUDA context "
+                f"{cap.context_bytes / MB:,.1f} MB")
+    return NOT_ENFORCED
+
+
+def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+    """Training under the cap, inference with the headroom and, where NVML sees this process, the
+    largest NVML process figure against the card (not applicable on the CPU, left out of the verdict)."""
+    r = record(m)
+    t, i, cap = r.training, r.inference, r.cap
+    label = how(r)
+    n = len(r.order)
+    train = training_figure(r)
+    ran = len(t.steps or ())
+    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; allocator reserved peak + CUDA context"
+              + (f"; OUT OF MEMORY {_where(t.oom)}: {t.oom['error']}" if t.oom else "")
+              + f"; {limit_text(r)}")
+    inf = inference_figure(r)
+    limit = inference_limit(r, budgets)
+    i_note = (f"{label}; {i.detail.get('mode')}; all {n} models resident, leaving at least "
+              f"{budgets['ensemble']['min_headroom_mb']:,.0f} MB of the card free (budgets.toml)"
+              + (f"; OUT OF MEMORY {_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
+    out = [
+        Check(TRAIN_CHECK, train, cap.limit_bytes, "bytes", bool(not t.oom and train <= cap.limit_bytes), t_note),
+        Check(INFERENCE_CHECK, inf, limit, "bytes", bool(not i.oom and inf <= limit), i_note),
+    ]
+    nv = nvml_check(r)
+    if nv.applicable:
+        out.append(Check(NVML_CHECK, nv.max_bytes, nv.card_bytes, "bytes", bool(nv.passed),
+                         f"largest of {nv.n_samples} NVML samples of this process's used memory (every "
+                         f"{r.nvml.interval_s * 1e3:.0f} ms and after every step and inference round), training "
+                         f"and inference; {nv.note}"))
+    return out
+
+
+def nvml_text(m: Measurement | dict[str, Any]) -> str:
+    """One sentence: the NVML check's result, or why it is not applicable."""
+    nv = nvml_check(m)
+    if not nv.applicable:
+        return f"{NVML_CHECK}: " + (nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}") + "."
+    return (f"{NVML_CHECK}: {nv.max_bytes / MB:,.1f} MB ≤ {nv.card_bytes / MB:,.1f} MB: "
+            f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {nv.headroom_bytes / MB:,.1f} MB to spare).")
+
+
+def depends_on_text(m: Measurement | dict[str, Any]) -> str:
+    """The cited 8.12 results (path, revision, short sha256), for the report's first screen."""
+    r = record(m)
+    if not r.depends_on:
+        return (f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.get('source', '?')}"
+                + ("; measured before citations were recorded" if r.tft.get("recommended") else "") + ").")
+    return "Depends on: " + "; ".join(f"wave {RECOMMENDING_WAVE} results `{c.path}` at revision {c.revision}, "
+                                      f"sha256 {c.sha256[:12]}" for c in r.depends_on) + " (verified before rendering)."
+
+
+def cap_text(m: Measurement | dict[str, Any]) -> str:
+    """One sentence of cap arithmetic for the first screen."""
+    r = record(m)
+    cap = r.cap
+    if not cap.enforced:
+        return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {cap.limit_bytes / MB:,.1f} MB."
+    ends = [r.phase(p).context_end_bytes for p in ("training", "inference")]
+    ends = [e for e in ends if e is not None]
+    at_end = f"{max(ends) / MB:,.1f} MB at the end" if ends else "not measurable at the end (no NVML figure)"
+    first = (f"allocator cap {cap.cap_bytes / MB:,.1f} MB (cap_bytes)" if cap.override else
+             f"allocator cap = card {cap.card_bytes / MB:,.1f} MB − CUDA context {cap.context_bytes / MB:,.1f} MB = "
+             f"{cap.cap_bytes / MB:,.1f} MB")
+    warm = "measured after warming up every library the run uses" if r.warmup else "measured before any model ran"
+    grown = cap.cap_bytes + largest_context_bytes(r)
+    over = (f" Cap + largest context = {grown / MB:,.1f} MB: OVER the {cap.card_bytes / MB:,.1f} MB card "
+            "(the context grew after it was measured)." if grown > cap.card_bytes else "")
+    return f"Cap: {first}; the context {warm}, {at_end}.{over}"
+
+
+def figures(m: Measurement | dict[str, Any]) -> dict[str, Any]:
+    """The headline figures for results.json (bytes; None where not measured)."""
+    r = record(m)
+    nv = nvml_check(r)
+    return {"card_bytes": r.cap.card_bytes, "context_bytes": r.cap.context_bytes, "cap_bytes": r.cap.cap_bytes,
+            "context_end_bytes": max([e for e in (r.training.context_end_bytes, r.inference.context_end_bytes)
+                                      if e is not None], default=None),
+            "training_bytes": training_figure(r), "inference_bytes": inference_figure(r),
+            "model_peak_bytes": model_peaks(r), "workspace_bytes": workspace_bytes(r),
+            "process_bytes": process_figure(r), "nvml_max_process_bytes": nv.max_bytes}
+
+
+def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+    """figures() as named figures (foxlib.core.figures): `deployment/<quantity>` (the validated configuration)."""
+    f = figures(m)
+    prefix = "deployment"
+    peaks = f["model_peak_bytes"] or {}
+    values = {"card": f["card_bytes"], "cap": f["cap_bytes"], "context": f["context_bytes"],
+              "context_end": f["context_end_bytes"], "training_peak": f["training_bytes"],
+              "inference_peak": f["inference_bytes"], "workspace": f["workspace_bytes"],
+              "process_peak": f["process_bytes"], "nvml_max_process": f["nvml_max_process_bytes"],
+              "model_peaks_sum": None if any(v is None for v in peaks.values()) else sum(peaks.values())}
+    return [Figure(f"{prefix}/{q}", v, "bytes") for q, v in values.items() if v is not None]
+
+
+def kept_bytes(m: Measurement | dict[str, Any], name: str) -> int | None:
+    """What a model keeps between its steps: weights, Adam state, its device batch/buffers."""
+    st = record(m).training.detail.get("models", {}).get(name)
+    return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]

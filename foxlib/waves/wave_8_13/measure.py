@@ -1,0 +1,143 @@
+"""`measure()`, the wave's one entry that runs models: the parameters checked (`check_parameters`, for
+foxlib.run.preflight), every library warmed up, the CUDA context measured and the cap set, the
+ensemble trained interleaved and served all at once with NVML sampled throughout (CUDA); on the CPU
+the same run checked by accounting. It returns plain data (JSON-able, bytes)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from foxlib.core.progress import progress
+from foxlib.harness.measure_step import measure_model
+from foxlib.memory.devices import describe, environment, resolve_device, short_name
+from foxlib.memory.profile import check_precision
+from foxlib.models import ENSEMBLE, MODELS
+from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training
+from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
+from foxlib.waves.wave_8_13.members import _Member, _free
+from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
+from foxlib.waves.wave_8_13.records import SCHEMA_VERSION
+from foxlib.waves.wave_8_13.serve import _infer
+from foxlib.waves.wave_8_13.tft import resolve_tft
+from foxlib.waves.wave_8_13.train import _train_cpu, _train_cuda, summarise_steps
+from foxlib.waves.wave_8_13.warmup import _warm_up
+
+GIB = 2**30
+INFERENCE_MODES = ("auto", "streams", "threads")
+
+
+def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_bytes: int, inference_repeats: int,
+             inference_batch: int, inference_mode: str, ensemble_precision: str, device: str):
+    """The parameters' values checked: (device, inference mode, resolved TFT); ValueError naming the valid ones."""
+    if steps < 1 or inference_repeats < 1:
+        raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
+    if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
+        raise ValueError(f"card_gb must be positive and cap_bytes, inference_batch not negative; "
+                         f"got {card_gb}, {cap_bytes}, {inference_batch}")
+    if inference_mode not in INFERENCE_MODES:
+        raise ValueError(f"unknown inference_mode {inference_mode!r}; valid: {', '.join(INFERENCE_MODES)}")
+    check_precision(ensemble_precision)
+    for card in MODELS.values():
+        card.preset(preset)
+    dev = resolve_device(device)
+    is_cuda = dev.type == "cuda"
+    mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
+    if mode == "streams" and not is_cuda:
+        raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
+    return dev, mode, resolve_tft(tft_config, preset, short_name(dev))
+
+
+def check_parameters(params: dict[str, Any]) -> None:
+    """Check a wave 8.13 parameter set before anything runs (for foxlib.run.preflight): the values
+    `measure` would reject, the TFT configuration included. Run parameters are ignored."""
+    keys = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
+            "inference_mode", "ensemble_precision", "device")
+    if params.get("measurements"):
+        return  # nothing is measured: the file's own parameters were checked when it was made
+    _checked(**{k: params[k] for k in keys})
+
+
+def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, card_gb: float = 4.0,
+            cap_bytes: int = 0, inference_repeats: int = 100, inference_batch: int = 0,
+            inference_mode: str = "auto", ensemble_precision: str = "fp32", device: str = "auto",
+            seed: int = 0) -> dict[str, Any]:
+    """Train the four models interleaved under the card's cap, then serve them concurrently.
+
+    card_gb: the card in GiB; the cap is that minus the CUDA context (measured). cap_bytes > 0 sets
+    the allocator's cap directly (the context still comes on top): a tiny one forces an out-of-memory
+    error, which is recorded ("oom"), never raised."""
+    dev, mode, tft = _checked(preset=preset, tft_config=tft_config, steps=steps, card_gb=card_gb, cap_bytes=cap_bytes,
+                              inference_repeats=inference_repeats, inference_batch=inference_batch,
+                              inference_mode=inference_mode, ensemble_precision=ensemble_precision, device=device)
+    is_cuda = dev.type == "cuda"
+    order = [n for n in ENSEMBLE if n in MODELS]
+    members = [_Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
+                       tft["precision"] if n == "tft" else ensemble_precision) for n in order]
+    card = int(round(card_gb * GIB))
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
+        "tft": {k: v for k, v in tft.items() if k not in ("config", "depends_on")},
+        "depends_on": tft["depends_on"],
+        "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
+                            "preset": preset} for m in members},
+    }
+    units = len(order) * (steps + (0 if is_cuda else 1) + 1) + 1
+    with progress(units, "wave 8.13") as bar:
+        if is_cuda:
+            bar.describe("warming up every library the run uses, then measuring the CUDA context")
+            out["context_before_warmup"] = measure_context(dev)
+            reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
+            try:
+                out["warmup"] = _warm_up(members, dev, mode, inference_batch, seed)
+                out["context"] = measure_context(dev)
+                total = torch.cuda.get_device_properties(dev).total_memory
+                arith = cap_arithmetic(card, out["context"]["context_bytes"], total, cap_bytes)
+                out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
+                              "how": f"torch.cuda.set_per_process_memory_fraction({arith['fraction']:.6f}) = cap / "
+                                     f"device memory; the CUDA context ({out['context']['how']}, after the warm-up) "
+                                     "is outside the cap"}
+                torch.cuda.set_per_process_memory_fraction(arith["fraction"], dev)
+                sampler = Sampler(reader)
+                try:
+                    with sampler:
+                        sampler.phase = "training"
+                        out["training"] = _train_cuda(members, steps, dev, seed, bar, sampler)
+                        sampler.phase = "inference"
+                        out["inference"] = _infer(members, dev, mode, inference_repeats, inference_batch, seed,
+                                                  arith["cap_bytes"], bar, sampler)
+                finally:
+                    _free(members, dev)
+                    torch.cuda.set_per_process_memory_fraction(1.0, dev)
+                    torch.cuda.empty_cache()
+                out["nvml"] = nvml_samples(sampler, reader.note)
+            finally:
+                reader.close()
+        else:
+            cap = cap_bytes or card
+            out["context"] = None
+            out["cap"] = {"card_bytes": card, "context_bytes": 0, "cap_bytes": cap, "fraction": None,
+                          "override": bool(cap_bytes),
+                          "device_total_bytes": None, "limit_bytes": cap, "enforced": False,
+                          "how": f"{NOT_ENFORCED}: the CPU has no allocator cap and no CUDA context; each model's "
+                                 "training step measured alone (foxlib.harness.measure_step.measure_model), the interleaved run "
+                                 "accounted from those measurements"}
+            profiles = {}
+            for m in members:
+                bar.describe(f"measuring one {m.name} step alone ({m.precision})")
+                profiles[m.name] = measure_model(m.name, m.cfg, dev, m.precision, seed)["profile"]
+                bar.advance()
+            out["step_profiles"] = profiles
+            out["nvml"] = {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
+                           "interval_s": None, "samples": []}
+            plan = account_training(profiles, order, steps, cap)
+            try:
+                out["training"] = _train_cpu(members, plan, steps, dev, seed, bar)
+                out["inference"] = _infer(members, dev, mode, inference_repeats, inference_batch, seed, cap, bar)
+            finally:
+                _free(members, dev)
+    out["training"]["per_model"] = summarise_steps(out["training"]["steps"], order)
+    out["training"]["enforced"] = out["inference"]["enforced"] = is_cuda
+    return out

@@ -1,0 +1,163 @@
+"""NVML's per-process figure of this process: read (`NvmlProcessReader`), sampled through training and
+inference by a background thread and after every step and round (`Sampler`, `nvml_samples`), and
+its largest sample checked against the card (`nvml_peak`, NVML_CHECK). Where NVML does not list
+this process nothing is guessed: the check is not applicable and says why."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Callable
+
+import torch
+
+NVML_CHECK = "largest NVML process figure ≤ card"
+SAMPLE_INTERVAL_S = 0.015  # the background sampler's period; a sample is also taken after every step and round
+
+
+@dataclasses.dataclass(frozen=True)
+class NvmlPeak:
+    """The check "largest NVML process figure ≤ card" from a series of samples (bytes; None = no figure)."""
+    applicable: bool
+    max_bytes: int | None
+    card_bytes: int
+    n_samples: int
+    n_missing: int
+    note: str
+
+    @property
+    def passed(self) -> bool | None:
+        return None if not self.applicable else bool(self.max_bytes <= self.card_bytes)
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.max_bytes is None else self.card_bytes - self.max_bytes
+
+
+def nvml_peak(samples: list[int | None], card_bytes: int, note: str = "") -> NvmlPeak:
+    """The largest of NVML's per-process figures against the card. Not applicable when no sample has a
+    figure (no NVML, or NVML does not list this process): `note` says why, nothing is guessed."""
+    values = [int(v) for v in samples if v is not None]
+    missing = len(samples) - len(values)
+    if not values:
+        why = note or ("no samples were taken" if not samples else "NVML gave no per-process figure")
+        return NvmlPeak(False, None, int(card_bytes), len(samples), missing, why)
+    text = note + (f"; {missing} of {len(samples)} samples had no figure" if missing else "")
+    return NvmlPeak(True, max(values), int(card_bytes), len(samples), missing, text.strip("; "))
+
+
+class Sampler:
+    """Samples `reader()` (bytes or None) every `interval_s` in a background thread, and on demand
+    (`sample()` after each step or inference round). Each sample: (seconds since start, phase, bytes).
+    A reader that raises stops nothing: the sample is None and the first error is kept in `error`."""
+
+    def __init__(self, reader: Callable[[], int | None], interval_s: float = SAMPLE_INTERVAL_S,
+                 clock: Callable[[], float] = time.perf_counter):
+        import threading
+        self.reader, self.interval_s, self.clock = reader, float(interval_s), clock
+        self.samples: list[tuple[float, str, int | None]] = []
+        self.phase = "start"
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="foxlib-nvml-sampler", daemon=True)
+        self._t0 = clock()
+
+    def sample(self) -> int | None:
+        try:
+            value = self.reader()
+        except Exception as exc:  # noqa: BLE001 - a failed read is a missing sample, said once
+            value = None
+            if self.error is None:
+                self.error = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.samples.append((self.clock() - self._t0, self.phase, None if value is None else int(value)))
+        return value
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def start(self) -> "Sampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread (waits for it) and take a last sample."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.sample()
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def values(self, phase: str | None = None) -> list[int | None]:
+        with self._lock:
+            return [v for _, p, v in self.samples if phase is None or p == phase]
+
+
+class NvmlProcessReader:
+    """This process's used GPU memory from NVML (bytes), NVML kept open between reads. None where NVML
+    does not list this process (in a container its PIDs may not be ours): `note` says so; no guess."""
+
+    def __init__(self, device: torch.device):
+        self.handle, self.pynvml, self.note = None, None, ""
+        try:
+            import pynvml
+        except ImportError:
+            self.note = "pynvml (nvidia-ml-py) is not installed"
+            return
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - pynvml.NVMLError and driver-library errors
+            self.note = f"NVML could not start: {exc}"
+            return
+        self.pynvml = pynvml
+        try:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            uuid = str(torch.cuda.get_device_properties(index).uuid).replace("GPU-", "")
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                u = pynvml.nvmlDeviceGetUUID(h)
+                if (u.decode() if isinstance(u, bytes) else u).replace("GPU-", "") == uuid:
+                    self.handle = h
+                    break
+            if self.handle is None:
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            first = self()
+            self.note = ("this process found in NVML's process list" if first is not None else
+                         f"this process (pid {os.getpid()}) is not in NVML's process list (a container's PID "
+                         "namespace?): NVML's per-process figure is unavailable")
+        except Exception as exc:  # noqa: BLE001
+            self.close()
+            self.note = f"NVML query failed: {exc}"
+
+    def __call__(self) -> int | None:
+        if self.handle is None:
+            return None
+        pid = os.getpid()
+        for p in self.pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+            if p.pid == pid and p.usedGpuMemory is not None:
+                return int(p.usedGpuMemory)
+        return None
+
+    def close(self) -> None:
+        if self.pynvml is not None:
+            try:
+                self.pynvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        self.handle = self.pynvml = None
+
+
+def nvml_samples(sampler: Sampler, reader_note: str) -> dict[str, Any]:
+    """The sampler's series as plain data: [seconds, phase, bytes or None] per sample, and why figures
+    are missing if they are."""
+    note = reader_note + (f"; a read failed: {sampler.error}" if sampler.error else "")
+    return {"applicable": any(v is not None for v in sampler.values()), "note": note,
+            "interval_s": sampler.interval_s, "samples": [[round(t, 4), ph, v] for t, ph, v in sampler.samples]}

@@ -1,0 +1,242 @@
+"""Serving the ensemble: all four models resident (eval, no_grad, each in its precision), each timed
+alone and then all at once, on one CUDA stream per model or one Python thread per model
+(`_Together`), alternating round by round; memory under the cap on CUDA, accounted on the CPU."""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from foxlib.harness.timing import _sync
+from foxlib.memory import accounting
+from foxlib.memory.cuda import allocator_stats
+from foxlib.memory.profile import autocast
+from foxlib.memory.timeline import cpu_allocations
+from foxlib.waves.wave_8_13.account import NOT_ENFORCED, _accounting_oom
+from foxlib.waves.wave_8_13.cap import _end_view, _reset_peak
+from foxlib.waves.wave_8_13.members import _Member, _free
+from foxlib.waves.wave_8_13.nvml import Sampler
+from foxlib.waves.wave_8_13.oom import _cuda_oom, _is_oom
+
+WARMUP_ROUNDS = 3
+
+
+def _inference_input(member: _Member, device: torch.device, n: int, seed: int) -> Any:
+    """One inference batch per model: TFT windows, Mamba-2 feature windows, DQN and PPO observations."""
+    cfg = member.cfg
+    rows = n or cfg.batch_size
+    name = member.name
+    if name in ("tft", "mamba2"):
+        if member.batch is not None and rows == cfg.batch_size:
+            batch = member.batch
+        else:
+            batch = member.card.example_batch(dataclasses.replace(cfg, batch_size=rows), device=device, seed=seed)
+        if name == "tft":
+            return {k: v for k, v in batch.items() if k != "target"}
+        return batch["x"]
+    batch = member.batch if member.batch is not None else member.card.example_batch(cfg, device=device, seed=seed)
+    if name == "dqn":
+        return batch.replay.sample(rows, np.random.default_rng(seed), device)["observations"]
+    if name == "ppo":
+        obs = batch.rollout.flat("obs")
+        pick = torch.as_tensor(np.random.default_rng(seed).integers(0, obs.shape[0], size=rows), device=obs.device)
+        return obs[pick].to(device)
+    raise ValueError(f"no inference input defined for model {name!r}")
+
+
+def _forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]:
+    model, precision = member.model, member.precision
+
+    def run():  # no_grad and autocast are thread-local: entered in the thread that runs
+        with torch.no_grad(), autocast(device, precision):
+            return model(x)
+    return run
+
+
+def _stats(samples: list[float]) -> dict[str, Any]:
+    p50, p99 = np.percentile(samples, [50, 99]) if samples else (None, None)
+    return {"p50_s": None if p50 is None else float(p50), "p99_s": None if p99 is None else float(p99),
+            "mean_s": statistics.fmean(samples) if samples else None, "n": len(samples),
+            "samples_s": [float(s) for s in samples]}
+
+
+class _Together:
+    """One round of every model at once, as a call: ({model: latency from the round's start to its
+    output}, the round's wall time), in seconds. streams: one CUDA stream per model, the forwards
+    launched together from one thread; threads: one Python thread per model (on CUDA each on its own
+    stream). Use as a context manager (it owns the threads)."""
+
+    def __init__(self, fns: dict[str, Callable[[], Any]], mode: str, device: torch.device):
+        self.fns, self.mode, self.device = fns, mode, device
+        self.streams = {n: torch.cuda.Stream(device) for n in fns} if device.type == "cuda" else {}
+        self.pool = ThreadPoolExecutor(max_workers=len(fns), thread_name_prefix="foxlib-infer") \
+            if mode == "threads" else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+    def __call__(self) -> tuple[dict[str, float], float]:
+        return self._streams() if self.mode == "streams" else self._threads()
+
+    def _streams(self):
+        cur = torch.cuda.current_stream(self.device)
+        begin = torch.cuda.Event(enable_timing=True)
+        ends, outs = {}, []
+        t0 = time.perf_counter()
+        begin.record(cur)
+        for n, fn in self.fns.items():
+            s = self.streams[n]
+            s.wait_stream(cur)
+            with torch.cuda.stream(s):
+                outs.append(fn())
+                ends[n] = torch.cuda.Event(enable_timing=True)
+                ends[n].record(s)
+        torch.cuda.synchronize(self.device)
+        wall = time.perf_counter() - t0
+        del outs
+        return {n: begin.elapsed_time(e) / 1e3 for n, e in ends.items()}, wall
+
+    def _one(self, n: str, t0: float) -> float:
+        if self.streams:
+            with torch.cuda.stream(self.streams[n]):
+                self.fns[n]()
+            self.streams[n].synchronize()
+        else:
+            self.fns[n]()
+        return time.perf_counter() - t0
+
+    def _threads(self):
+        _sync(self.device)
+        t0 = time.perf_counter()
+        futures = {n: self.pool.submit(self._one, n, t0) for n in self.fns}
+        lat = {n: f.result() for n, f in futures.items()}
+        return lat, time.perf_counter() - t0
+
+
+def _alone(fn: Callable[[], Any], device: torch.device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
+           cap: int, bar, sampler: Sampler | None = None) -> dict[str, Any]:
+    """All four models resident (eval, no_grad, each in its precision): each alone, then all at once."""
+    is_cuda = device.type == "cuda"
+    out: dict[str, Any] = {
+        "mode": mode, "repeats": repeats, "warmup_rounds": WARMUP_ROUNDS, "oom": None, "models": {},
+        "how": ("one CUDA stream per model, the four forwards launched together from one Python thread; "
+                "latency = from the round's start (an event on the launching stream) to the model's end event"
+                if mode == "streams" else
+                "one Python thread per model" + (", each on its own CUDA stream" if is_cuda else
+                                                 f" sharing the CPU's {torch.get_num_threads()} intra-op threads")
+                + "; latency = from the round's start to the model's output (wall clock)")
+               + f"; each of the {repeats} rounds (after {WARMUP_ROUNDS} warm-up rounds) times every model alone, "
+                 "then all at once",
+        "memory_how": ("CUDA allocator, capped: reserved peak during the concurrent rounds (+ context)" if is_cuda else
+                       f"{NOT_ENFORCED}: every model's weights and input plus every model's own forward peak "
+                       "(measured alone) at the same time"),
+    }
+    current = None
+    fns: dict[str, Callable[[], Any]] = {}
+    try:
+        inputs = {}
+        for m in members:  # the inputs first, from the training batches, which are freed next
+            current = m.name
+            if m.model is None:
+                torch.manual_seed(seed)
+                m.model = m.card.build(m.cfg).to(device)
+            inputs[m.name] = _inference_input(m, device, batch, seed)
+        current = None
+        _free(members, device, keep_models=True)
+        for m in members:
+            m.model.eval()
+            x = inputs[m.name]
+            out["models"][m.name] = {
+                "precision": m.precision,
+                "batch": int(next(iter(accounting.iter_tensors(x))).shape[0]),
+                "parameters_bytes": accounting.parameter_bytes(m.model),
+                "input_bytes": accounting.unique_bytes(accounting.iter_tensors(x))}
+            fns[m.name] = _forward(m, x, device)
+        _sync(device)
+        out["resident_bytes"] = (torch.cuda.memory_allocated(device) if is_cuda else
+                                 sum(v["parameters_bytes"] + v["input_bytes"] for v in out["models"].values()))
+        # each model alone: its forward's own peak
+        for name, fn in fns.items():
+            current = name
+            bar.describe(f"inference of {name} alone")
+            fn()  # warm-up
+            if is_cuda:
+                _reset_peak(device)
+                start = torch.cuda.memory_allocated(device)
+                fn()
+                _sync(device)
+                if sampler is not None:
+                    sampler.sample()
+                inc = torch.cuda.max_memory_allocated(device) - start
+            else:
+                with cpu_allocations() as timeline:
+                    fn()
+                inc = timeline.peak_delta()
+            out["models"][name]["solo_increment_bytes"] = int(inc)
+            bar.advance()
+        current = None
+        accounted = out["resident_bytes"] + sum(v["solo_increment_bytes"] for v in out["models"].values())
+        out["accounted_bytes"] = accounted
+        if not is_cuda and accounted > cap:
+            out["oom"] = _accounting_oom("inference", None, None, accounted, cap)
+            out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
+            return out
+        bar.describe(f"inference: each model alone, then all {len(fns)} at once ({mode}), alternating")
+        _reset_peak(device)
+        names = list(fns)
+        alone: dict[str, list[float]] = {n: [] for n in names}
+        together: dict[str, list[float]] = {n: [] for n in names}
+        walls: list[float] = []
+        with _Together(fns, mode, device) as round_:
+            for r in range(WARMUP_ROUNDS + repeats):
+                # every round: each model alone (in a rotated order), then all at once, so that drift
+                # on a noisy machine hits both alike
+                times = {n: _alone(fns[n], device) for n in names[r % len(names):] + names[:r % len(names)]}
+                lat, wall = round_()
+                if sampler is not None:
+                    sampler.sample()
+                if r >= WARMUP_ROUNDS:
+                    for n in names:
+                        alone[n].append(times[n])
+                        together[n].append(lat[n])
+                    walls.append(wall)
+        for name in names:
+            out["models"][name]["alone"] = _stats(alone[name])
+            out["models"][name]["together"] = _stats(together[name])
+        out["round"] = _stats(walls)
+        bar.advance()
+        if is_cuda:
+            st = allocator_stats(device)
+            out["peak_allocated_bytes"], out["peak_bytes"] = st["allocated_peak_bytes"], st["reserved_peak_bytes"]
+        else:
+            out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
+    except RuntimeError as exc:
+        if not is_cuda or not _is_oom(exc):
+            raise
+        out["oom"] = _cuda_oom(exc, "inference", current, None, device)
+        out["peak_allocated_bytes"] = out["oom"]["peak_allocated_bytes"]
+        out["peak_bytes"] = out["oom"]["peak_reserved_bytes"]
+    finally:
+        fns.clear()
+    if is_cuda:
+        gc.collect()
+        _end_view(out, device)
+    return out

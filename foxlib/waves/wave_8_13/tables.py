@@ -1,0 +1,185 @@
+"""The report's tables (pandas DataFrames, MB = 10^6 bytes for display): the cap arithmetic, the
+configuration, training, inference, the totals on the card and the out-of-memory errors. They
+format what analysis.py decides; no decision is taken on a rounded figure."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from foxlib.core.config import MB
+from foxlib.waves.wave_8_13.account import NOT_ENFORCED
+from foxlib.waves.wave_8_13.analysis import (how, inference_figure, kept_bytes, largest_context_bytes,
+                                             model_peaks, nvml_check, nvml_text, process_figure, training_figure,
+                                             workspace_bytes)
+from foxlib.waves.wave_8_13.nvml import NVML_CHECK
+from foxlib.waves.wave_8_13.oom import _where
+from foxlib.waves.wave_8_13.records import Measurement, record
+
+
+def _mb(x: float | None) -> float | None:
+    return None if x is None else round(x / MB, 2)
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(1e3 * x, 3)
+
+
+def cap_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
+    r = record(m)
+    cap, ctx = r.cap, r.context or {}
+    if not cap.enforced:
+        rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)"),
+                ("CUDA context", None, "none on the CPU"),
+                ("allocator cap", cap.cap_bytes, cap.how),
+                ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
+                ("largest NVML process figure", None, nvml_check(r).note)]
+        return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+    before = (r.context_before_warmup or {}).get("context_bytes")
+    rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
+    if r.warmup is not None:
+        rows.append(("CUDA context before the warm-up", before, "NVML process used − allocator reserved, "
+                     "before any model ran: too small to set the cap on"))
+    rows += [
+        ("CUDA context at the start (sets the cap)", cap.context_bytes,
+         (ctx.get("how", "") + ("; after the warm-up: " + "; ".join(r.warmup["what"]) if r.warmup else
+                                "; measured before the models ran (no warm-up: schema 1)"))),
+        ("allocator cap", cap.cap_bytes,
+         (f"cap_bytes = {cap.cap_bytes:,} bytes" if cap.override else
+          f"card − context = {cap.card_bytes:,} − {cap.context_bytes:,} = {cap.cap_bytes:,} bytes")
+         + f"; {cap.how}"),
+        ("limit the run is checked against", cap.limit_bytes,
+         "cap + context" if cap.override else "cap + context = the card"),
+        ("device memory (the cap's denominator)", cap.device_total_bytes,
+         f"fraction = cap / device memory = {cap.fraction:.6f}"),
+    ]
+    for phase in ("training", "inference"):
+        p = r.phase(phase)
+        rows.append((f"CUDA context at the end of {phase}", p.context_end_bytes,
+                     "NVML process used − allocator reserved" if p.context_end_bytes is not None else
+                     (p.nvml_end or {}).get("note", "unavailable")))
+    grown = cap.cap_bytes + largest_context_bytes(r)
+    rows.append(("cap + largest CUDA context seen", grown,
+                 f"what the process could reach if the allocator filled its cap: "
+                 f"{'≤' if grown <= cap.card_bytes else 'OVER'} the {cap.card_bytes / MB:,.1f} MB card"
+                 + ("" if grown <= cap.card_bytes else " (the context grew after it was measured)")))
+    nv = nvml_check(r)
+    rows.append(("largest NVML process figure (training and inference)", nv.max_bytes,
+                 f"{nv.n_samples} samples; {nv.note}" if nv.applicable else f"not applicable: {nv.note}"))
+    if nv.applicable:
+        rows.append(("card − largest NVML process figure", nv.headroom_bytes,
+                     f"{NVML_CHECK}: {'PASS' if nv.passed else 'FAIL'}"))
+    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+
+
+def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    r = record(m)
+    rows = []
+    for name in r.order:
+        info = r.models[name]
+        cfg = info["config"]
+        keys = [k for k in ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing",
+                            "memory_efficient", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device",
+                            "n_envs", "n_steps", "window", "n_features") if k in cfg]
+        rows.append({"model": name, "title": info["title"], "precision": info["precision"],
+                     "preset": info["preset"], "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
+    return pd.DataFrame(rows)
+
+
+def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    r = record(m)
+    t, label, peaks = r.training.detail, how(r), model_peaks(r)
+    rows = []
+    for name in r.order:
+        p = t["per_model"][name]
+        rows.append({
+            "model": name, "precision": r.models[name]["precision"],
+            "steps run": f"{p['steps_run']} of {r.steps}",
+            "loss first → last": "—" if p["first_loss"] is None else f"{p['first_loss']:.4g} → {p['last_loss']:.4g}",
+            "median step (ms)": _ms(p["median_step_s"]),
+            "kept between steps (MB)": _mb(kept_bytes(r, name)),
+            "model peak (MB)": _mb(peaks[name]),
+            "allocated during its steps, all models (MB)": _mb(p["peak_bytes"]),
+            "how": label,
+        })
+    return pd.DataFrame(rows)
+
+
+def inference_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+    r = record(m)
+    i, label = r.inference.detail, how(r)
+    rows = []
+    for name in r.order:
+        v = i["models"].get(name)
+        if not v:
+            continue
+        alone, together = v.get("alone") or {}, v.get("together") or {}
+        rows.append({
+            "model": name, "precision": v["precision"], "batch": v["batch"],
+            "weights + input (MB)": _mb(v["parameters_bytes"] + v["input_bytes"]),
+            "forward peak alone (MB)": _mb(v.get("solo_increment_bytes")),
+            "alone p50 (ms)": _ms(alone.get("p50_s")), "together p50 (ms)": _ms(together.get("p50_s")),
+            "together p99 (ms)": _ms(together.get("p99_s")), "how": label,
+        })
+    return pd.DataFrame(rows)
+
+
+def totals_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """The figures the checks use, their parts, the process figure, the card and the headroom."""
+    r = record(m)
+    cap, t, i = r.cap, r.training, r.inference
+    card = cap.card_bytes
+    head = budgets["ensemble"]["min_headroom_mb"] * MB
+    label = how(r)
+    train, inf = training_figure(r), inference_figure(r)
+    peaks, ws, proc = model_peaks(r), workspace_bytes(r), process_figure(r)
+    rows = [
+        ("model peaks, summed", None if any(v is None for v in peaks.values()) else sum(peaks.values()),
+         " + ".join(f"{n} {_mb(v)}" for n, v in peaks.items()) + " MB (each step's own tensors)"),
+        ("cuBLAS workspaces (once per stream)", ws,
+         "none on the CPU" if not cap.enforced else
+         ("allocated after the warm-up, everything else freed" if ws is not None else
+          "not measured (measured before the warm-up: schema 1)")),
+        ("CUDA context (largest: start or end)", largest_context_bytes(r) if cap.enforced else None,
+         "NVML process used − allocator reserved" if cap.enforced else "none on the CPU"),
+        ("process figure = model peaks + workspaces + context", proc,
+         "the ensemble as if every model were at its peak at once" + (f"; {label}" if not cap.enforced else "")
+         + ("" if proc is None else f"; {100 * proc / card:.1f} % of the card")),
+        ("training, interleaved: peak allocated (live tensors)", t.peak_allocated_bytes, label),
+        ("training, interleaved: peak " + ("reserved (what the cap limits)" if cap.enforced else "accounted"),
+         t.peak_bytes, t.detail.get("peak_how")),
+        ("training: + CUDA context = on the card", train, "checked against the card"),
+        ("training: headroom on the card", card - train, f"{100 * train / card:.1f} % of the card used"),
+        ("inference: weights + inputs resident", i.detail.get("resident_bytes"), label),
+        ("inference: peak " + ("reserved" if cap.enforced else "accounted"), i.peak_bytes, i.detail.get("memory_how")),
+        ("inference: + CUDA context = on the card", inf, f"must leave {head / MB:,.0f} MB free"),
+        ("inference: headroom on the card", card - inf, f"{100 * inf / card:.1f} % of the card used"),
+    ]
+    nv = nvml_check(r)
+    for phase in ("training", "inference"):
+        vals = [v for v in r.nvml.values(phase) if v is not None]
+        if vals:
+            rows.append((f"{phase}: largest NVML process figure", max(vals),
+                         f"{len(vals)} samples; what nvidia-smi shows ≈ context + reserved"))
+    rows.append(("largest NVML process figure", nv.max_bytes, nvml_text(r)))
+    for phase in ("training", "inference"):
+        p = r.phase(phase)
+        nvend = p.nvml_end or {}
+        if nvend.get("process_used_bytes") is not None:
+            rows.append((f"{phase}: NVML process used at the end", nvend["process_used_bytes"],
+                         "what nvidia-smi shows ≈ context + reserved"))
+    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+
+
+def oom_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
+    r = record(m)
+    rows = []
+    for phase in ("training", "inference"):
+        oom = r.phase(phase).oom
+        if oom:
+            rows.append({"phase": phase, "where": _where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
+                         "failed allocation (MB)": _mb(oom.get("requested_bytes")),
+                         "reserved when it failed (MB)": _mb(oom.get("reserved_bytes")),
+                         "enforced": oom["enforced"], "error": oom["error"]})
+    return pd.DataFrame(rows) if rows else None

@@ -1,0 +1,85 @@
+"""The TFT that wave 8.13 validates: wave 8.12's recommended configuration for the device, read from
+8.12's results.json and cited (foxlib.core.provenance), or the configuration the tft_config parameter
+gives; the plain fp32 TFT of the preset where 8.12 has no report."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from foxlib.core import config, provenance, results
+from foxlib.memory.profile import check_precision
+from foxlib.models import MODELS
+
+RECOMMENDING_WAVE = "8.12"
+TFT_CONFIG_EXAMPLE = '{"precision": "bf16", "checkpointing": "blocks", "memory_efficient": true}'
+
+
+def recommendation_file(device_short: str, reports_dir: str | Path | None = None) -> Path:
+    """Where wave 8.12 writes its results (with its "recommended" configuration) for a device."""
+    return Path(reports_dir or config.REPORTS_DIR) / device_short / f"wave-{RECOMMENDING_WAVE}" / results.RESULTS_FILE
+
+
+def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]]:
+    """8.12's {"precision", "tft_overrides": {...}} or the parameter's flat {"precision", field: value}."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"tft_config from {source} must be a JSON object such as {TFT_CONFIG_EXAMPLE}, got {rec!r}")
+    nested = rec.get("tft_overrides") or {}
+    if not isinstance(nested, dict):
+        raise ValueError(f"tft_config from {source}: tft_overrides must be an object of TFT fields, got {nested!r}")
+    if "tft_overrides" in rec:  # 8.12's recommendation: its other keys (strategy, peak_bytes, reason...) describe it
+        overrides = dict(nested)
+    else:
+        overrides = {k: v for k, v in rec.items() if k != "precision"}
+    precision = rec.get("precision") or overrides.get("precision") or "fp32"
+    overrides.pop("precision", None)
+    try:
+        check_precision(precision)
+    except ValueError as exc:
+        raise ValueError(f"tft_config from {source}: {exc}") from None
+    return precision, overrides
+
+
+def resolve_tft(tft_config: str, preset: str, device_short: str,
+                reports_dir: str | Path | None = None) -> dict[str, Any]:
+    """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"}.
+
+    "auto": wave 8.12's recommendation for this device if its report exists, else the plain fp32
+    TFT of the preset (and "source" says so). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE.
+    An unknown TFT field or precision is a ValueError naming the valid ones. "depends_on" cites
+    (foxlib.core.provenance.cite: path, revision, sha256) the 8.12 results file whose recommendation was taken."""
+    text = (tft_config or "").strip()
+    recommended = False
+    depends_on: list[dict[str, Any]] = []
+    if text in ("", "auto"):
+        path = recommendation_file(device_short, reports_dir)
+        rec: Any = {}
+        if not path.is_file():
+            source = (f"fallback: no wave {RECOMMENDING_WAVE} report for device {device_short!r} ({path}); "
+                      f"the plain fp32 TFT of preset {preset!r}")
+        else:
+            res = results.read_json(path)  # ValueError when truncated: a broken file is an error, not a fallback
+            rec = res.get("recommended")
+            if rec:
+                recommended = True
+                depends_on.append(provenance.cite(path, res))
+                source = (f"wave {RECOMMENDING_WAVE}'s recommendation ({path}, generated "
+                          f"{res.get('generated_at', '?')}, verdict {res.get('verdict', '?')})")
+            else:
+                rec = {}
+                source = (f"fallback: wave {RECOMMENDING_WAVE}'s report ({path}) holds no \"recommended\" "
+                          f"configuration (verdict {res.get('verdict', '?')}); the plain fp32 TFT of preset {preset!r}")
+    else:
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"tft_config must be 'auto' or a JSON object such as {TFT_CONFIG_EXAMPLE}; "
+                             f"got {text!r} ({exc})") from None
+        source = "the tft_config parameter"
+    precision, overrides = _precision_and_overrides(rec, source)
+    try:
+        cfg = MODELS["tft"].config(preset, **overrides)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"tft_config from {source}: {exc}") from None
+    return {"config": cfg, "precision": precision, "overrides": overrides, "source": source,
+            "recommended": recommended, "depends_on": depends_on}
