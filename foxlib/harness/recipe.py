@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from foxlib.harness.step_options import StepOptions, make_optimizer, matmul_tf32
 from foxlib.memory.profile import check_precision, training_step_fn
 from foxlib.models import MODELS
 
@@ -30,10 +31,15 @@ class StepRecipe:
     """"fp32", "fp16" or "bf16" (autocast; fp16 with a GradScaler)."""
     seed: int = 0
     """Seeds the weights' initialisation and the batch drawn."""
+    options: StepOptions = StepOptions()
+    """Which Adam, applied where, TF32 matmuls (foxlib.harness.step_options); the defaults are the plain step."""
 
     def __post_init__(self):
         MODELS[self.model]  # noqa: B018 - the registry raises a ValueError naming the valid models
         check_precision(self.precision)
+        if self.precision == "fp16" and self.options.optimizer_in_backward:
+            raise ValueError("fp16 trains through a GradScaler, which must see every gradient before any "
+                             "step: Adam in backward cannot run with it (use bf16 or fp32)")
 
     @property
     def card(self):
@@ -44,8 +50,11 @@ class StepRecipe:
         return self.card.learning_rate(self.cfg)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "config": dataclasses.asdict(self.cfg), "precision": self.precision,
-                "seed": self.seed, "learning_rate": self.learning_rate}
+        d = {"model": self.model, "config": dataclasses.asdict(self.cfg), "precision": self.precision,
+             "seed": self.seed, "learning_rate": self.learning_rate}
+        if not self.options.is_default:
+            d["options"] = self.options.to_dict()
+        return d
 
 
 @dataclass
@@ -71,8 +80,9 @@ class TrainingStep:
         """profile_step of this very step (model, batch, loss, optimizer, precision; the card's buffers
         on their own line): a MemoryProfile."""
         from foxlib.memory import profile_step
-        return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
-                            buffers=self.buffers, snapshot_path=snapshot_path, **kwargs)
+        with matmul_tf32(self.recipe.options.tf32):
+            return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
+                                buffers=self.buffers, snapshot_path=snapshot_path, **kwargs)
 
     def free(self) -> None:
         """Drop the model, batch and optimizer, so that a next measurement does not count them."""
@@ -82,10 +92,12 @@ class TrainingStep:
             torch.cuda.empty_cache()
 
 
-def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, **adam: Any) -> torch.optim.Optimizer:
-    """Adam over the model's parameters at the card's learning rate (extra Adam options, e.g.
-    capturable=True for a CUDA graph, pass through)."""
-    return torch.optim.Adam(model.parameters(), lr=recipe.learning_rate, **adam)
+def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, *, clip_each: float | None = None,
+                  **adam: Any) -> torch.optim.Optimizer:
+    """Adam over the model's parameters at the card's learning rate, as the recipe's options say (extra
+    Adam options, e.g. capturable=True for a CUDA graph, pass through; clip_each: the per-parameter
+    gradient clipping of an Adam applied in backward)."""
+    return make_optimizer(recipe.options, model, recipe.learning_rate, clip_each=clip_each, **adam)
 
 
 def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> TrainingStep:
@@ -98,6 +110,12 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> T
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
     step = training_step_fn(model, batch, card.loss, optimizer, recipe.precision, device)
+    if recipe.options.tf32:
+        plain = step
+
+        def step():
+            with matmul_tf32(True):
+                return plain()
     return TrainingStep(recipe, model, batch, optimizer, step, device)
 
 

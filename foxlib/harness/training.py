@@ -32,6 +32,7 @@ from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 from foxlib.core.progress import progress
 from foxlib.harness.recipe import StepRecipe, optimizer_for
+from foxlib.harness.step_options import StepOptions, matmul_tf32
 
 LOWER_IS_BETTER = {"quantile_loss": True, "p50_mae": True, "directional_accuracy": False,
                    "coverage_error": True}
@@ -128,15 +129,21 @@ def evaluate(model, windows: MarketWindows, rows: np.ndarray, precision: str, de
 def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 200, eval_every: int = 20,
               patience: int = 3, val_windows: int = 512, device: str | torch.device = "cpu",
               grad_clip: float = 1.0, show_progress: bool = True, target: str = "return",
-              min_skill: float = skill.DEFAULT_MIN_SKILL) -> TrainResult:
+              min_skill: float = skill.DEFAULT_MIN_SKILL, options: StepOptions | None = None) -> TrainResult:
     """Train the TFT of `cfg` on `target` for at most `max_steps` Adam steps; evaluate every `eval_every`
     steps on a fixed set of `val_windows` validation windows; stop after `patience` evaluations
-    without improvement; score the best checkpoint, and climatology on the same windows."""
+    without improvement; score the best checkpoint, and climatology on the same windows.
+
+    options (foxlib.harness.step_options): with Adam in backward each gradient is clipped by its own
+    norm to `grad_clip` (the joint norm never exists); TF32 holds for the whole run."""
+    options = options or StepOptions()
     check_precision(precision)
     device = torch.device(device)
     card = MODELS["tft"]
     harness = harness_config(cfg, target=target, max_steps=max_steps, eval_every=eval_every, patience=patience,
                              val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill)
+    if not options.is_default:
+        harness["step_options"] = options.to_dict()
     train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train", target=target)
     val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation", target=target)
     levels = skill.climatology(train, cfg.quantiles)
@@ -144,12 +151,15 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     val_rows = np.sort(np.random.default_rng(12345).choice(len(val), min(val_windows, len(val)), replace=False))
     torch.manual_seed(seed)
     model = card.build(cfg).to(device)
-    optimizer = optimizer_for(StepRecipe("tft", cfg, precision, seed), model)  # Adam at the card's learning rate
+    # Adam at the card's learning rate, as the options say
+    optimizer = optimizer_for(StepRecipe("tft", cfg, precision, seed, options), model,
+                              clip_each=grad_clip if options.optimizer_in_backward else None)
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
     started = time.perf_counter()
     step = 0
-    with progress(max_steps, f"train tft {precision} seed {seed}") if show_progress else _silent() as bar:
+    with matmul_tf32(options.tf32), \
+            (progress(max_steps, f"train tft {precision} seed {seed}") if show_progress else _silent()) as bar:
         while step < max_steps:
             batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)
             optimizer.zero_grad(set_to_none=True)
@@ -163,7 +173,8 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
                 scaler.unscale_(optimizer)
             else:
                 loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            if not options.optimizer_in_backward:  # (in backward: clipped per parameter, and stepped)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             if scaler is not None:
                 scaler.step(optimizer)
                 scaler.update()

@@ -1,0 +1,80 @@
+"""The training step's knobs beyond the model's config: which Adam, where it runs, TF32 matmuls.
+
+- `adam`: "default" (PyTorch's choice for the device: the multi-tensor "foreach" Adam on CUDA) or
+  "fused" (one fused kernel; `torch.optim.Adam(fused=True)`).
+- `optimizer_in_backward`: Adam applied per parameter during backward
+  (foxlib.harness.optimizer_in_backward): the gradients never all exist at once.
+- `tf32`: float32 matrix products on TensorFloat-32 tensor cores
+  (`torch.backends.cuda.matmul.allow_tf32`), set only while the step runs or is captured
+  (`matmul_tf32`); PyTorch's default is off. A change of numerics, like bf16.
+The defaults are the plain step every wave has measured so far.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator
+
+import torch
+
+from foxlib.harness.optimizer_in_backward import OptimizerInBackward
+
+ADAMS = ("default", "fused")
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    adam: str = "default"
+    optimizer_in_backward: bool = False
+    tf32: bool = False
+
+    def __post_init__(self):
+        if self.adam not in ADAMS:
+            raise ValueError(f"unknown adam {self.adam!r}; valid: {', '.join(ADAMS)}")
+
+    @property
+    def is_default(self) -> bool:
+        return self == StepOptions()
+
+    @property
+    def changes_numerics(self) -> bool:
+        """TF32 rounds the products' inputs to 10 mantissa bits; Adam in backward cannot clip the
+        gradients' joint norm. A fused Adam computes the same update in one kernel."""
+        return self.tf32 or self.optimizer_in_backward
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "StepOptions":
+        return cls(**(d or {}))
+
+    def label(self) -> str:
+        parts = (["fused Adam"] if self.adam == "fused" else []) + \
+                (["Adam in backward"] if self.optimizer_in_backward else []) + (["TF32"] if self.tf32 else [])
+        return " + ".join(parts)
+
+
+def make_optimizer(options: StepOptions, model: torch.nn.Module, lr: float, *, clip_each: float | None = None,
+                   **adam: Any):
+    """Adam over the model's parameters as the options say (extra Adam options, e.g. capturable=True,
+    pass through)."""
+    if options.adam == "fused":
+        adam["fused"] = True
+    if options.optimizer_in_backward:
+        return OptimizerInBackward(model.parameters(), lr=lr, clip_each=clip_each, **adam)
+    return torch.optim.Adam(model.parameters(), lr=lr, **adam)
+
+
+@contextlib.contextmanager
+def matmul_tf32(enabled: bool) -> Iterator[None]:
+    """float32 matrix products on TF32 while inside (restored after); a no-op when not enabled."""
+    if not enabled:
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -1,0 +1,31 @@
+"""The throughput benchmark's page (benchmarks/throughput_tft.py's JSON -> Markdown through
+templates/throughput.md.j2): the answer first, measured and published figures labelled as such."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from foxlib.core.provenance import git_revision
+
+
+def render(data: dict[str, Any], rendered_at_revision: str | None = None) -> str:
+    rows = data["rows"]
+    if not rows:
+        raise ValueError("the throughput measurement has no rows: nothing ran")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    best = max(rows, key=lambda r: r["items_per_s"])
+    return env.get_template("throughput.md.j2").render(
+        **{k: v for k, v in data.items() if k != "device"}, best=best,
+        device=data["device"].get("name") or data["device"].get("type"),
+        rendered_at_revision=rendered_at_revision or git_revision())
+
+
+def write(json_path: str | Path, md_path: str | Path) -> Path:
+    data = json.loads(Path(json_path).read_text())
+    Path(md_path).write_text(render(data))
+    return Path(md_path)

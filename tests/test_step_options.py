@@ -1,0 +1,101 @@
+"""The training step's knobs (foxlib.harness.step_options): Adam in backward, fused Adam, TF32."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from foxlib.harness.optimizer_in_backward import OptimizerInBackward
+from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.models import MODELS
+
+CPU = torch.device("cpu")
+TINY = dataclasses.replace(MODELS["tft"].preset("small"), hidden_size=8, batch_size=2, encoder_length=6)
+
+
+def _params_after(options: StepOptions, steps: int = 3) -> tuple[torch.Tensor, object]:
+    st = build_step(StepRecipe("tft", TINY, "fp32", 0, options), CPU)
+    for _ in range(steps):
+        st.step()
+    return torch.cat([p.detach().flatten() for p in st.model.parameters()]), st
+
+
+def test_adam_in_backward_is_adam_and_leaves_no_gradient():
+    plain, _ = _params_after(StepOptions())
+    in_backward, st = _params_after(StepOptions(optimizer_in_backward=True))
+    # Adam is elementwise: stepping each parameter as its gradient lands is the same update
+    assert torch.equal(plain, in_backward)
+    assert all(p.grad is None for p in st.model.parameters())
+    assert isinstance(st.optimizer, OptimizerInBackward)
+    n = sum(p.numel() for p in st.model.parameters())
+    state = sum(t.numel() for s in st.optimizer.state.values() for k, t in s.items() if k != "step")
+    assert state == 2 * n  # both moments of every parameter
+
+
+def test_fused_adam_matches_within_rounding():
+    plain, _ = _params_after(StepOptions())
+    fused, st = _params_after(StepOptions(adam="fused"))
+    assert st.optimizer.param_groups[0]["fused"]
+    assert torch.allclose(plain, fused, rtol=0, atol=1e-5) and not torch.equal(plain, plain + 1)
+
+
+def test_adam_in_backward_lowers_the_profiled_gradients_to_nothing():
+    cfg = TINY
+    plain = build_step(StepRecipe("tft", cfg, "fp32", 0), CPU).profile()
+    hooked = build_step(StepRecipe("tft", cfg, "fp32", 0, StepOptions(optimizer_in_backward=True)), CPU).profile()
+    assert plain.gradients == plain.parameters > 0 and hooked.gradients == 0
+    assert hooked.optimizer_state == plain.optimizer_state and hooked.peak <= plain.peak
+
+
+def test_per_parameter_clipping_clips_each_gradient():
+    w = torch.nn.Parameter(torch.zeros(4))
+    opt = OptimizerInBackward([w], lr=1.0, clip_each=0.5)
+    seen = []
+    w.register_post_accumulate_grad_hook(lambda p: seen.append(None))
+    (w * torch.tensor([30.0, 40.0, 0.0, 0.0])).sum().backward()  # gradient norm 50
+    assert w.grad is None and seen
+    # Adam's first step moves each element by lr in the direction of its (clipped) gradient's sign
+    assert torch.allclose(w.detach(), torch.tensor([-1.0, -1.0, 0.0, 0.0]), atol=1e-4)
+    opt.remove()
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="valid: default, fused"):
+        StepOptions(adam="sgd")
+    with pytest.raises(ValueError, match="GradScaler"):
+        StepRecipe("tft", TINY, "fp16", 0, StepOptions(optimizer_in_backward=True))
+    with pytest.raises(ValueError, match="no parameter"):
+        OptimizerInBackward([torch.zeros(2)], lr=1e-3)
+
+
+def test_tf32_is_set_only_inside_and_restored():
+    before = torch.backends.cuda.matmul.allow_tf32
+    with matmul_tf32(True):
+        assert torch.backends.cuda.matmul.allow_tf32
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    with matmul_tf32(False):
+        assert torch.backends.cuda.matmul.allow_tf32 == before
+    assert StepOptions(tf32=True).changes_numerics and not StepOptions(adam="fused").changes_numerics
+    assert StepOptions(optimizer_in_backward=True, tf32=True).label() == "Adam in backward + TF32"
+    recipe = StepRecipe("tft", TINY, "fp32", 0, StepOptions(tf32=True))
+    assert recipe.to_dict()["options"]["tf32"] and "options" not in StepRecipe("tft", recipe.cfg).to_dict()
+
+
+def test_throughput_page_labels_published_figures(tmp_path):
+    from foxlib.report.throughput_page import render
+    row = {"variant": "AMP (bf16), eager", "precision": "bf16", "options": StepOptions().to_dict(),
+           "memory_efficient": False, "cuda_graph": False, "step_s_median": 0.1, "step_s_samples": [0.1],
+           "items_per_s": 10240.0, "items_per_s_low": 10000.0, "items_per_s_high": 10500.0,
+           "allocator_peak_bytes": 2_000_000_000}
+    data = {"device": {"name": "NVIDIA H200"}, "environment": {"torch": "2.11"}, "measured_at_revision": "abc1234",
+            "config": {"hidden_size": 128, "num_heads": 4, "encoder_length": 168, "decoder_length": 24,
+                       "batch_size": 1024, "n_observed": 1, "dropout": 0.1}, "repeats": 10,
+            "published": {"source": "NVIDIA", "items_per_s": {"TF32": 12435, "AMP": 17608}}, "differences": ["x"],
+            "rows": [row], "errors": {}}
+    md = render(json.loads(json.dumps(data)), rendered_at_revision="def5678")
+    assert "**10,240 items/s**" in md and "0.58x the published AMP figure" in md
+    assert md.count("published (not measured here)") == 2 and "| 2,000.0 |" in md
+    assert "`abc1234`" in md and "`def5678`" in md
