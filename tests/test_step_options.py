@@ -99,3 +99,15 @@ def test_throughput_page_labels_published_figures(tmp_path):
     assert "**10,240 items/s**" in md and "0.58x the published AMP figure" in md
     assert md.count("published (not measured here)") == 2 and "| 2,000.0 |" in md
     assert "`abc1234`" in md and "`def5678`" in md
+
+
+@pytest.mark.slow  # two Python processes
+def test_a_fresh_process_measures_the_step_and_says_why_it_failed():
+    from foxlib.harness.fresh_process import measure_in_fresh_process
+    spec = {"device": "cpu", "preset": "small", "overrides": {"hidden_size": 8, "batch_size": 2, "encoder_length": 6},
+            "steps": 2}
+    r = measure_in_fresh_process(spec, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"})
+    assert r["cublas_workspace_config"] == ":16:8" and len(r["step_s_samples"]) == 2 and r["step_s_median"] > 0
+    assert r["allocator_peak_bytes"] is None  # no allocator peak on the CPU
+    bad = measure_in_fresh_process({**spec, "precision": "fp8"})
+    assert "error" in bad and "precision" in bad["error"]
