@@ -84,3 +84,46 @@ def test_graphed_profile_counts_the_persistent_categories():
     # the first one's (it did once, inflating later graph rows of wave 8.12)
     again = profile_graphed_step(*_parts(torch.device("cuda"))[1:])
     assert again["peak"] == pytest.approx(p["peak"], abs=1e6)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("options", [
+    {"optimizer_in_backward": True}, {"adam": "fused"}, {"optimizer_in_backward": True, "adam": "fused"}, {"tf32": True},
+])
+def test_graphed_steps_with_the_fast_options_train_as_eager_steps(options):
+    """Adam in backward, fused Adam and TF32 inside a captured step: the parameters after two replays on new
+    batches are the eager steps' (same options), within the float tolerance of a replay."""
+    from foxlib.harness.recipe import StepRecipe, build_step
+    from foxlib.harness.step_options import StepOptions, matmul_tf32
+    dev = torch.device("cuda")
+    opts = StepOptions(**options)
+    cfg = CARD.config("small", dropout=0.0, memory_efficient=True)
+    recipe = StepRecipe("tft", cfg, "fp32", 0, opts)
+    eager = build_step(recipe, dev, capturable=True)
+    graphed = build_step(recipe, dev, capturable=True)
+    with matmul_tf32(opts.tf32):
+        step = GraphedStep(graphed.model, graphed.batch, device_loss(cfg, dev), graphed.optimizer).capture()
+    for _ in range(3):
+        eager.step()
+    for seed in (1, 2):
+        new = CARD.example_batch(cfg, device=dev, seed=seed)
+        eager.batch.update({k: v.clone() for k, v in new.items()})
+        eager.step()
+        step.load(new)
+        step()
+    if opts.optimizer_in_backward:
+        assert all(p.grad is None for p in graphed.model.parameters())
+    for (name, a), b in zip(eager.model.named_parameters(), graphed.model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-4), name
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_a_small_cublas_workspace_lowers_the_allocator_peak():
+    from foxlib.harness.fresh_process import measure_in_fresh_process
+    spec = {"device": "cuda", "preset": "small", "overrides": {"memory_efficient": True}, "precision": "bf16",
+            "cuda_graph": True, "steps": 5}
+    default, small = measure_in_fresh_process(spec), measure_in_fresh_process(spec, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"})
+    assert "error" not in default and "error" not in small, (default, small)
+    assert small["allocator_peak_bytes"] < default["allocator_peak_bytes"]
