@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU measurement the H200 reports need, run on the GPU machine from the repository root
 # (the device tool's copy of a clean, committed tree). Results go under $OUT (at most 8 files):
-#   wave-<W>.json for each wave in $WAVES, wave-8.10-snapshot.pickle, peer-benchmark.json, run.log.
+#   wave-<W>.json for each wave in $WAVES, wave-8.10-snapshot.pickle, peer-benchmark.json,
+#   throughput.json (THROUGHPUT=1), run.log.
 # Render them here with `make render MEASURED=<folder>` (README: "On a GPU machine").
 #
 # Waves run in dependency order. Wave 8.13 and the peer benchmark take wave 8.12's recommendation
@@ -9,7 +10,7 @@
 # and sha256; so measure 8.12 first, render and commit it here, then run 8.13 and the peer:
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES="8.10 8.11 8.12" PEER=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES="8.13" GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
-# Knobs: WAVES (default "8.10 8.11 8.12 8.13"), PEER=0, GPU_TESTS=0, CPU_TESTS=0 (the prediction and
+# Knobs: WAVES (default "8.10 8.11 8.12 8.13"), PEER=0, THROUGHPUT=1, GPU_TESTS=0, CPU_TESTS=0 (the prediction and
 # profiler tests on this machine's CPU with CUDA hidden, under two ISA caps and the default).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 FOXLIB_PROGRESS=1
@@ -35,10 +36,14 @@ if [ "${PEER:-1}" = 1 ]; then
   python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 \
     --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
 fi
+if [ "${THROUGHPUT:-0}" = 1 ]; then
+  stamp "throughput benchmark (NVIDIA's published TFT configuration)"
+  python3 benchmarks/throughput_tft.py --device cuda --repeats 10 --out "$OUT/throughput.json" 2>&1 | tail -n 20 | tee -a "$LOG"
+fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   stamp "GPU tests"
   python3 -m pytest -q -rs -p no:cacheprovider -m cuda tests/test_gpu_profile.py tests/test_memory_cap.py \
-    tests/test_cuda_graph.py 2>&1 | tail -n 40 | tee -a "$LOG"
+    tests/test_cuda_graph.py tests/test_memory_timelines.py 2>&1 | tail -n 40 | tee -a "$LOG"
 fi
 if [ "${CPU_TESTS:-1}" = 1 ]; then
   stamp "CPU prediction and profiler tests, CUDA hidden ($(grep -o -m1 -E 'amx_bf16|avx512_bf16' /proc/cpuinfo | head -1))"
