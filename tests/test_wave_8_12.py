@@ -96,13 +96,14 @@ def test_no_strategy_fits_is_a_failed_check():
     assert not check.passed and "other 1,100.0 MB, 0.90x [0.90, 0.90] of fp32 per window" in check.note
 
 
-def test_cuda_graph_strategies_are_shown_not_recommended():
+def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
             ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
     for name in ("efficient + graph", "light graph"):
         m["strategies"][name]["cuda_graph"] = True
-    rec = wave.recommend(m, load_budgets())
-    assert rec["strategy"] == "efficient" and wave.NOT_RECOMMENDED in rec["reason"]
+    rec = wave.recommend(m, load_budgets())  # 8.13 trains a graphed recommendation with captured steps
+    assert rec["strategy"] == "efficient + graph" and rec["cuda_graph"] and rec["options"] == {}
+    assert wave.recommend(m, load_budgets(), cuda_graph=False)["strategy"] == "efficient"
     assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
     m["timing"]["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
     assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "light graph"

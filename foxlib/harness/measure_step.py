@@ -10,6 +10,7 @@ import torch
 from foxlib.memory.profile import MemoryProfile
 from foxlib.models import MODELS
 from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.step_options import StepOptions
 
 
 def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
@@ -23,7 +24,8 @@ def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "
 
 
 def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0,
-                  snapshot_path: str | None = None, predict: bool = True) -> dict[str, Any]:
+                  snapshot_path: str | None = None, predict: bool = True, options: StepOptions | None = None
+                  ) -> dict[str, Any]:
     """Profile one training step of `model` (a MODELS key) built from `cfg` on `device`: the step of
     foxlib.harness.recipe (Adam at the card's learning rate).
 
@@ -31,8 +33,11 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
     same step predicted beforehand without allocating it ("predicted": foxlib.memory.predict).
     The model and its optimizer are freed before returning, so measurements can follow each other
     in one process without counting each other's memory."""
-    recipe = StepRecipe(model, cfg, precision, seed)
-    predicted = predict_model(model, cfg, device, precision, seed) if predict else None
+    recipe = StepRecipe(model, cfg, precision, seed, options or StepOptions())
+    if predict and not recipe.options.is_default:  # the predictor models the plain step only
+        predicted = {"error": f"not predicted: {recipe.options.label()} is not modelled by the predictor"}
+    else:
+        predicted = predict_model(model, cfg, device, precision, seed) if predict else None
     step = build_step(recipe, device)
     prof = step.profile(snapshot_path=snapshot_path)
     out = {"model": model, "title": recipe.card.title, "config": dataclasses.asdict(cfg),

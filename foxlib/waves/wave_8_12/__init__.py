@@ -18,14 +18,14 @@ from foxlib.waves.wave_8_12.measuring import (TIMELINE_CASES, accuracy_runs, mea
                                               same_function_checks)
 from foxlib.waves.wave_8_12.records import (FLOOR_BYTES_PER_PARAMETER, SCHEMA_VERSION, Measurement812,
                                             StrategyResult, record)
-from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_SKIPPED, NOT_RECOMMENDED, STRATEGIES, Strategy,
+from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_SKIPPED, STRATEGIES, Strategy,
                                                configure, resolve_overrides, runnable, select)
-from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, recommendation_text, same_function_table, table,
-                                           targets)
+from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, floors_table, recommendation_text,
+                                           same_function_table, table, targets)
 
-__all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_SKIPPED", "NOT_RECOMMENDED", "SCHEMA_VERSION",
+__all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_SKIPPED", "SCHEMA_VERSION",
            "STRATEGIES", "TIMELINE_CASES", "Measurement812", "Strategy", "StrategyResult", "accuracy_powered",
-           "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "interval_text",
+           "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "floors_table", "interval_text",
            "lightest_at_full_speed", "measure", "measure_timeline_cases", "named_figures", "pareto", "recommend",
            "recommendation_text", "record", "resolve_overrides", "runnable", "same_function_checks",
            "same_function_table", "select", "slowdown_check", "table", "targets"]

@@ -1,8 +1,8 @@
 """Wave 8.12's decisions and shared figures. They read the typed record (records.py: raw bytes,
 seconds, and each ratio to fp32 with its bootstrap interval over the alternating rounds,
 foxlib.harness.timing.ratio_interval), never a table's rounded columns; a difference inside the
-intervals is a tie, settled by memory. The Pareto front, the recommendation (eager strategies, and
-the same among the CUDA-graph ones), the lightest strategy at full speed, the checks against
+intervals is a tie, settled by memory. The Pareto front, the recommendation (of every strategy, wave
+8.13 trains a graphed one with captured steps; also the same among eager or CUDA-graph ones), the lightest strategy at full speed, the checks against
 budgets.toml, whether the accuracy runs have power, and the named figures other pages show too
 (foxlib.core.figures)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
-from foxlib.waves.wave_8_12.strategies import BASELINE, NOT_RECOMMENDED, resolve_overrides
+from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 
 
 def _kind(rec: Measurement812, cuda_graph: bool | None) -> list[StrategyResult]:
@@ -54,17 +54,20 @@ def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
             "step_time_ratio": s.step_ratio.median, "step_time_interval": s.step_ratio.to_dict(),
             "time_per_window_ratio": s.window_ratio.median, "time_per_window_interval": s.window_ratio.to_dict(),
             "interval": interval_text(s), "accuracy_impact_pct": s.accuracy_impact_pct,
-            "floor_bytes": rec.floor_bytes, "peak_over_floor": s.peak_bytes / rec.floor_bytes}
+            "floor_bytes": rec.floor_bytes, "peak_over_floor": s.peak_bytes / rec.floor_bytes,
+            "cuda_graph": s.cuda_graph, "options": dict(s.options),
+            "allocator_peak_bytes": s.allocator_peak_bytes}
 
 
-def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool = False) -> dict[str, Any]:
+def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None) -> dict[str, Any]:
     """The configuration to ship. Among the strategies whose peak is within the budget, whose accuracy
     is within tolerance and whose slowdown check passes (the interval's upper end under max_slowdown),
     the fastest per training window (a smaller batch takes shorter steps but needs more of them); when
     other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
-    Among eager strategies (the recommendation); cuda_graph=True: the same among the CUDA-graph ones."""
+    Among every strategy (the recommendation: wave 8.13 trains and serves a graphed one with captured
+    steps); cuda_graph=False / True: the same among the eager / the CUDA-graph ones."""
     rec = record(m)
-    kind = "CUDA-graph strategy" if cuda_graph else "strategy"
+    kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
     limit_mb = budgets["tft"]["peak_training_mb"]
     tolerance_pct = budgets["accuracy"]["max_degradation_pct"]
     max_slowdown = budgets["speed"]["max_slowdown"]
@@ -77,7 +80,7 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool = False)
     fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
     tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
     best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
-    plural = "CUDA-graph strategies" if cuda_graph else "strategies"
+    plural = {None: "strategies", False: "eager strategies", True: "CUDA-graph strategies"}[cuda_graph]
     if not tied:
         reason = f"fastest per training window of {len(ok)} {plural} with {gates}"
     else:
@@ -88,8 +91,6 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool = False)
         reason = (f"a tie settled by memory: of {len(ok)} {plural} with {gates}, the fastest per training window, "
                   f"{fastest.name} {fastest.window_ratio}, is within the intervals of {others}; the lightest wins: "
                   f"{lightest}")
-    if not cuda_graph and any(s.cuda_graph for s in rec.strategies):
-        reason += f" ({NOT_RECOMMENDED})"
     return {**_describe(best, rec), "fastest": fastest.name, "tied_with": [s.name for s in tied],
             "settled_by_memory": bool(tied), "reason": reason}
 

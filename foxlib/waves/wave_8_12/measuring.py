@@ -14,7 +14,9 @@ import torch
 from foxlib.core.progress import progress
 from foxlib.harness.equivalence import reference_run, same_function
 from foxlib.harness.measure_step import measure_model
-from foxlib.harness.recipe import StepRecipe, build_step, timed_step
+from foxlib.harness.floors import floors, step_flops
+from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.step_options import StepOptions, matmul_tf32
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.training import HARNESS, accuracy_config, check_target, train_tft
@@ -22,7 +24,7 @@ from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
 from foxlib.models.tft import device_loss
-from foxlib.waves.wave_8_12.strategies import Strategy, accuracy_key, configure, runnable, select
+from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
 
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, strategies: str = "all",
@@ -46,28 +48,43 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                            "base_config": dataclasses.asdict(base),
                            "strategies": {s.name: {"precision": s.precision, "overrides": s.overrides,
                                                    "seed_guess": s.seed_guess, "changes_numerics": s.changes_numerics,
-                                                   "cuda_graph": s.cuda_graph}
+                                                   "cuda_graph": s.cuda_graph,
+                                                   **({"options": s.options.to_dict()} if not s.options.is_default
+                                                      else {})}
                                           for s in chosen},
                            "skipped": skipped}
     with progress(len(chosen), "wave 8.12 memory") as bar:
         out["memory"] = {}
-        for s in chosen:
+        for s in list(chosen):
             bar.describe(f"profiling {s.name} on {dev}")
-            if s.cuda_graph:
-                out["memory"][s.name] = _profile_graphed(configs[s.name], dev, s.precision, seed)
-                out.setdefault("predicted", {})[s.name] = {"error": "not predicted: the step runs as one CUDA graph"}
-            else:
-                r = measure_model("tft", configs[s.name], dev, s.precision, seed)
-                out["memory"][s.name] = r["profile"]
-                out.setdefault("predicted", {})[s.name] = r["predicted"]
+            try:
+                if s.cuda_graph:
+                    out["memory"][s.name] = _profile_graphed(configs[s.name], dev, s.precision, seed, s.options)
+                    out.setdefault("predicted", {})[s.name] = {"error": "not predicted: the step runs as one CUDA graph"}
+                else:
+                    r = measure_model("tft", configs[s.name], dev, s.precision, seed, options=s.options)
+                    out["memory"][s.name] = r["profile"]
+                    out.setdefault("predicted", {})[s.name] = r["predicted"]
+            except (RuntimeError, ValueError) as exc:  # one strategy that cannot run here: named, the rest go on
+                if s.name == BASELINE:
+                    raise
+                _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}", dev)
             bar.advance()
-    steps = {s.name: _graphed_step(configs[s.name], dev, s.precision, seed) if s.cuda_graph
-             else timed_step(tft, configs[s.name], dev, s.precision, seed) for s in chosen}
+    steps = {}
+    for s in list(chosen):
+        try:
+            steps[s.name] = (_graphed_step(configs[s.name], dev, s.precision, seed, s.options) if s.cuda_graph
+                             else build_step(StepRecipe("tft", configs[s.name], s.precision, seed, s.options), dev).step)
+        except (RuntimeError, ValueError) as exc:
+            if s.name == BASELINE:
+                raise
+            _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}", dev)
     timings = time_alternating(steps, repeats=timing_repeats, warmup=timing_warmup, device=dev)
     out["timing"] = {n: t.to_dict() for n, t in timings.items()}
     del steps
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+    out["floors"] = step_floors(base, dev, seed)
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
     out["accuracy_preset"] = acc_preset
     out.update(accuracy_runs(chosen, accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr),
@@ -111,7 +128,8 @@ def accuracy_runs(chosen: list[Strategy], acc_base, seeds: int, device: torch.de
             runs[s.name] = []
             for sd in range(seeds):
                 bar.describe(f"training {s.name} seed {sd}")
-                r = train_tft(cfg, precision=s.precision, seed=sd, device=device, show_progress=False, **harness)
+                r = train_tft(cfg, precision=s.precision, seed=sd, device=device, show_progress=False,
+                              options=s.options, **harness)
                 runs[s.name].append(r.to_dict())
                 bar.advance()
     first = next(iter(runs.values()))[0]
@@ -145,18 +163,42 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
     return out
 
 
-def _graph_parts(cfg, device: torch.device, precision: str, seed: int):
+def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, device: torch.device) -> None:
+    """Take a strategy that failed out of the run, saying why (in "skipped")."""
+    chosen.remove(s)
+    out["strategies"].pop(s.name, None)
+    out["memory"].pop(s.name, None)
+    out.get("predicted", {}).pop(s.name, None)
+    out["skipped"][s.name] = why
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _graph_parts(cfg, device: torch.device, precision: str, seed: int, options: StepOptions):
     """The recipe's TFT, batch and Adam (capturable) and the host-copy-free loss: what a CUDA graph captures."""
-    step = build_step(StepRecipe("tft", cfg, precision, seed), device, capturable=True)
+    step = build_step(StepRecipe("tft", cfg, precision, seed, options), device, capturable=True)
     return step.model, step.batch, device_loss(cfg, device), step.optimizer
 
 
-def _profile_graphed(cfg, device: torch.device, precision: str, seed: int) -> dict[str, Any]:
-    profile = profile_graphed_step(*_graph_parts(cfg, device, precision, seed), precision)
+def _profile_graphed(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> dict[str, Any]:
+    with matmul_tf32(options.tf32):
+        profile = profile_graphed_step(*_graph_parts(cfg, device, precision, seed, options), precision)
     gc.collect()
     torch.cuda.empty_cache()
     return profile
 
 
-def _graphed_step(cfg, device: torch.device, precision: str, seed: int) -> GraphedStep:
-    return GraphedStep(*_graph_parts(cfg, device, precision, seed), precision).capture()
+def _graphed_step(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> GraphedStep:
+    with matmul_tf32(options.tf32):  # the kernels are chosen at capture: TF32 holds in every replay
+        return GraphedStep(*_graph_parts(cfg, device, precision, seed, options), precision).capture()
+
+
+def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:
+    """The base step's floors (foxlib.harness.floors): bytes per parameter, and time from its FLOPs and
+    the optimizer's traffic at the device's published peaks."""
+    step = build_step(StepRecipe("tft", base, "fp32", seed), device)
+    n = sum(p.numel() for p in step.model.parameters())
+    flops = step_flops(step.model, step.batch, step.loss_fn)
+    step.free()
+    return floors(n, flops, describe(device).get("name") or "").to_dict()

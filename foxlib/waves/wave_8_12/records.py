@@ -13,7 +13,8 @@ from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
-SCHEMA_VERSION = 1  # of Measurement812.to_dict(); from_dict refuses another
+SCHEMA_VERSION = 2  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes
+READABLE_VERSIONS = (1, 2)  # from_dict reads these (version 1: options {} and workspaces unknown)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,13 @@ class StrategyResult:
     seed_guess: str | None = None
     changes_numerics: bool = False
     cuda_graph: bool = False
+    options: dict[str, Any] = field(default_factory=dict)  # the step's non-default options (step_options)
+    workspace_bytes: int | None = None  # cuBLAS workspaces beside the step's tensors (None: not measured)
+
+    @property
+    def allocator_peak_bytes(self) -> int | None:
+        """What max_memory_allocated sees: the step's tensors and its cuBLAS workspaces."""
+        return None if self.workspace_bytes is None else self.peak_bytes + self.workspace_bytes
 
     @property
     def timing(self) -> Timing:
@@ -109,7 +117,8 @@ class Measurement812:
                 step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
-                cuda_graph=bool(info.get("cuda_graph"))))
+                cuda_graph=bool(info.get("cuda_graph")), options=dict(info.get("options") or {}),
+                workspace_bytes=_int_or_none(m["memory"][name].get("workspace_bytes"))))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
                    BASELINE, confidence, resamples, seed)
@@ -122,10 +131,10 @@ class Measurement812:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
-        if d.get("schema_version") != SCHEMA_VERSION:
+        if d.get("schema_version") not in READABLE_VERSIONS:
             raise ValueError(f"a wave 8.12 record of schema version {d.get('schema_version')!r}; this foxlib reads "
-                             f"version {SCHEMA_VERSION} (or a raw measurement.json: Measurement812.from_measurement)")
-        return cls(**{**d, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
+                             f"versions {READABLE_VERSIONS} (or a raw measurement.json: Measurement812.from_measurement)")
+        return cls(**{**d, "schema_version": SCHEMA_VERSION, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "baseline_losses": tuple(d["baseline_losses"])})
 
 

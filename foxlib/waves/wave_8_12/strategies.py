@@ -3,8 +3,11 @@ with the seed's guess it answers (foxlib.core.seed_claims.STRATEGY_GUESSES) and 
 function the model computes (checkpointing, the memory-efficient path and CUDA graphs do not).
 
 The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
-the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so), and
-not recommended yet: wave 8.13 validates the recommendation with eager training steps.
+the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so). Wave
+8.13 trains and serves a graphed recommendation with captured steps, so any strategy may be recommended.
+The fast path's knobs (foxlib.harness.step_options: fused Adam, Adam applied in backward, TF32) are
+strategies too; TF32 and Adam in backward (its gradients clipped per parameter in the accuracy runs)
+change the function, and get their own accuracy runs.
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from foxlib.harness.step_options import StepOptions
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,8 @@ class Strategy:
     overrides: dict[str, Any] = field(default_factory=dict)
     seed_guess: str | None = None  # key of seed.STRATEGY_GUESSES
     changes_numerics: bool = False  # computes another function than the baseline of its precision
-    cuda_graph: bool = False  # the whole step captured in one CUDA graph (CUDA only, never recommended yet)
+    cuda_graph: bool = False  # the whole step captured in one CUDA graph (CUDA only)
+    options: StepOptions = StepOptions()  # fused Adam, Adam in backward, TF32 (foxlib.harness.step_options)
 
 
 STRATEGIES = {s.name: s for s in (
@@ -57,9 +63,21 @@ STRATEGIES = {s.name: s for s in (
              overrides={"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True),
     Strategy("efficient + checkpoint VSN variables (8 per chunk) + CUDA graph",
              overrides={"memory_efficient": True, "checkpointing": "vsn_variables", "vsn_chunk": 8}, cuda_graph=True),
+    # toward the hardware's limit: 16-bit and TF32 inside the graph, a fused Adam, Adam applied in backward
+    Strategy("efficient + bf16 + CUDA graph", "bf16", {"memory_efficient": True}, cuda_graph=True),
+    Strategy("efficient + checkpoint VSN variables + bf16 + CUDA graph", "bf16",
+             {"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True),
+    Strategy("efficient + TF32 + CUDA graph", overrides={"memory_efficient": True}, cuda_graph=True,
+             changes_numerics=True, options=StepOptions(tf32=True)),
+    Strategy("efficient + bf16 + CUDA graph + fused Adam", "bf16", {"memory_efficient": True}, cuda_graph=True,
+             options=StepOptions(adam="fused")),
+    Strategy("efficient + bf16 + CUDA graph + Adam in backward", "bf16", {"memory_efficient": True}, cuda_graph=True,
+             changes_numerics=True, options=StepOptions(optimizer_in_backward=True, adam="fused")),
+    Strategy("efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward", "bf16",
+             {"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True,
+             changes_numerics=True, options=StepOptions(optimizer_in_backward=True, adam="fused")),
 )}
 GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
-NOT_RECOMMENDED = "CUDA-graph strategies are shown, not recommended: wave 8.13 validates eager training steps"
 BASELINE = "fp32 (baseline)"
 
 
@@ -93,7 +111,10 @@ def configure(base, overrides: dict[str, Any]):
     return dataclasses.replace(base, **resolve_overrides(dataclasses.asdict(base), overrides))
 
 
-def accuracy_key(s: Strategy) -> tuple[str, tuple]:
-    """Strategies that compute the same function share accuracy runs: key = precision + numeric overrides."""
+def accuracy_key(s: Strategy) -> tuple:
+    """Strategies that compute the same function share accuracy runs: key = precision + numeric overrides
+    (+ the step options that change the function: TF32, Adam in backward)."""
     numeric = tuple(sorted((k, v) for k, v in s.overrides.items() if k in ("batch_size", "encoder_length")))
-    return s.precision, numeric
+    o = s.options
+    numeric_options = tuple(k for k, on in (("tf32", o.tf32), ("optimizer_in_backward", o.optimizer_in_backward)) if on)
+    return (s.precision, numeric) + ((numeric_options,) if numeric_options else ())

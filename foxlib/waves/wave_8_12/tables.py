@@ -35,6 +35,7 @@ def table(m) -> pd.DataFrame:
         rows.append({
             "strategy": s.name,
             "peak (MB)": _mb(s.peak_bytes),
+            "allocator peak (MB)": _mb(s.allocator_peak_bytes),
             "peak reduction (%)": round(100 * (1 - s.peak_bytes / base.peak_bytes), 1),
             "seed's guess: reduction (%)": guess.get("memory_reduction_pct"),
             "activations (MB)": _mb(s.activation_bytes),
@@ -65,7 +66,10 @@ def recommendation_text(r: dict[str, Any]) -> str:
         return f"**No recommendation:** {r['reason']}."
     step = RatioInterval.from_dict(r["step_time_interval"])
     why = r["reason"][0].upper() + r["reason"][1:]
-    return (f"**{r['strategy']}** — precision `{r['precision']}`, TFT overrides `{r['tft_overrides']}`: peak "
+    how = (["the whole step captured as one CUDA graph"] if r.get("cuda_graph") else []) + \
+        ([f"step options `{r['options']}`"] if r.get("options") else [])
+    return (f"**{r['strategy']}** — precision `{r['precision']}`, TFT overrides `{r['tft_overrides']}`"
+            + "".join(f", {h}" for h in how) + ": peak "
             f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
             f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
             f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}.")
@@ -117,4 +121,39 @@ def same_function_table(m: dict[str, Any]) -> pd.DataFrame:
                      "gradients max |Δ|": f"{e['grad_max_abs_diff']:.2e}", "gradients max |Δ| / max |ref|": f"{e['grad_rel_diff']:.2e}",
                      "worst gradient": e["worst_parameter"], "tolerance (relative)": f"{e['tolerance_rel']:.0e}",
                      "same function": e["same"]})
+    return pd.DataFrame(rows)
+
+
+# the fast path's targets for the seed TFT on a large GPU (benchmarks, not checks: foxlib/waves/wave_8_12)
+TARGET_ALLOCATOR_PEAK_BYTES = 330 * MB
+TARGET_STEP_S = 0.006
+
+
+def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """The recommendation beside the floors (foxlib.harness.floors: bytes per parameter; time from the
+    step's FLOPs and the optimizer's traffic at the device's published peaks) and the fast path's
+    targets; how far each is. Empty where the measurement has no floors (made before they existed)."""
+    raw = m if isinstance(m, dict) else {}
+    fl = raw.get("floors")
+    rec = recommend(m, budgets)
+    if not fl or rec["strategy"] is None:
+        return pd.DataFrame()
+    r = record(m)[rec["strategy"]]
+    step_s = r.timing.median_s
+    rows = [
+        {"quantity": "model peak (MB)", "recommended": _mb(r.peak_bytes),
+         "floor": f"{_mb(fl['bytes_floor'])} (16 B/param); {_mb(fl['bytes_floor_in_backward'])} (12 B/param, Adam in backward)",
+         "target": None, "x floor": round(r.peak_bytes / fl["bytes_floor"], 2)},
+        {"quantity": "allocator peak (MB: + cuBLAS workspaces)", "recommended": _mb(r.allocator_peak_bytes),
+         "floor": _mb(fl["bytes_floor"]), "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
+         "x floor": None if r.allocator_peak_bytes is None else round(r.allocator_peak_bytes / fl["bytes_floor"], 2)},
+    ]
+    if fl.get("time_floor_s"):
+        t = fl["time_floor_s"]
+        arithmetic = t["bf16"] if r.precision != "fp32" else (t["tf32"] if r.options.get("tf32") else t["fp32"])
+        floor_s = max(arithmetic, fl["traffic_floor_s"] or 0)
+        rows.append({"quantity": "step time (ms, median)", "recommended": round(1000 * step_s, 2),
+                     "floor": f"{1000 * floor_s:.2f} ({fl['flops'] / 1e9:,.0f} GFLOP at the published peak; "
+                              f"optimizer traffic {1000 * fl['traffic_floor_s']:.2f})",
+                     "target": 1000 * TARGET_STEP_S, "x floor": round(step_s / floor_s, 1)})
     return pd.DataFrame(rows)

@@ -11,6 +11,7 @@ import torch
 
 from foxlib.core.progress import progress
 from foxlib.harness.measure_step import measure_model
+from foxlib.harness.step_options import StepOptions
 from foxlib.memory.devices import describe, environment, resolve_device, short_name
 from foxlib.memory.profile import check_precision
 from foxlib.models import ENSEMBLE, MODELS
@@ -73,13 +74,21 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                               inference_mode=inference_mode, ensemble_precision=ensemble_precision, device=device)
     is_cuda = dev.type == "cuda"
     order = [n for n in ENSEMBLE if n in MODELS]
+    graph_mode = bool(tft.get("cuda_graph")) and is_cuda  # every model captured where it can be (members.py)
     members = [_Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
-                       tft["precision"] if n == "tft" else ensemble_precision) for n in order]
+                       tft["precision"] if n == "tft" else ensemble_precision, cuda_graph=graph_mode,
+                       options=StepOptions.from_dict(tft.get("options")) if n == "tft" else StepOptions())
+               for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
         "tft": {k: v for k, v in tft.items() if k not in ("config", "depends_on")},
+        **({"graph_mode": {"asked": bool(tft.get("cuda_graph")), "on": graph_mode,
+                           "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
+                                  "inference forward captured where it can be" if graph_mode else
+                                  "a CUDA graph needs a CUDA device: eager steps"}}
+           if tft.get("cuda_graph") else {}),
         "depends_on": tft["depends_on"],
         "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
                             "preset": preset} for m in members},
@@ -113,6 +122,9 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                     torch.cuda.set_per_process_memory_fraction(1.0, dev)
                     torch.cuda.empty_cache()
                 out["nvml"] = nvml_samples(sampler, reader.note)
+                if graph_mode:
+                    out["graph_mode"]["training"] = {m.name: m.graph_note for m in members}
+                    out["graph_mode"]["inference"] = {m.name: m.inference_note or "eager" for m in members}
             finally:
                 reader.close()
         else:

@@ -1,6 +1,10 @@
 """The ensemble's models as the run holds them (`_Member`): each loaded from its recipe
 (foxlib.harness.recipe: model, batch, Adam, training step), stepped with its gradients freed
-afterwards, its exact bytes (weights, Adam state, batch on the device and in host RAM), and freed."""
+afterwards, its exact bytes (weights, Adam state, batch on the device and in host RAM), and freed.
+
+In graph mode (wave 8.12 recommended a CUDA-graph strategy) a member whose training step can be
+captured (foxlib.memory.cuda_graph: its loss copies nothing from the host) trains by replaying one
+captured step; the others train eagerly, and `graph_note` says why."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,8 +14,26 @@ from typing import Any, Callable
 import torch
 
 from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.step_options import StepOptions, matmul_tf32
 from foxlib.memory import accounting
 from foxlib.models import MODELS
+from foxlib.waves.wave_8_13.oom import _is_oom
+
+NOT_CAPTURABLE = {
+    "dqn": "its loss samples each minibatch from the replay buffer on the host (numpy): a captured step "
+           "would replay one minibatch",
+    "ppo": "its loss picks each minibatch's rows on the host (numpy): a captured step would replay one minibatch",
+}
+
+
+def graph_loss(name: str, cfg: Any, device: torch.device):
+    """The member's loss in a form a CUDA graph can capture (no host copy), or None."""
+    if name == "tft":
+        from foxlib.models.tft import device_loss
+        return device_loss(cfg, device)
+    if name == "mamba2":  # mean squared error on device tensors only
+        return MODELS["mamba2"].loss
+    return None
 
 
 @dataclasses.dataclass
@@ -24,6 +46,16 @@ class _Member:
     optimizer: torch.optim.Optimizer | None = None
     step: Callable[[], torch.Tensor] | None = None
     """The recipe's training step (foxlib.harness.recipe; fp16 through its GradScaler); returns the loss."""
+    cuda_graph: bool = False
+    """Graph mode asked: capture the training step (and the inference forward) where it can be."""
+    options: StepOptions = StepOptions()
+    """The step's options (fused Adam, Adam in backward, TF32), as wave 8.12 recommended them."""
+    graphed: bool = False
+    """The training step as loaded is a captured CUDA graph."""
+    graph_note: str | None = None
+    """In graph mode: captured, or why the step runs eagerly."""
+    inference_note: str | None = None
+    """In graph mode: the inference forward captured, or why it runs eagerly (serve.py)."""
 
     @property
     def card(self):
@@ -31,17 +63,42 @@ class _Member:
 
 
 def _load(member: _Member, device: torch.device, seed: int) -> None:
-    """The member's model, batch, Adam (at the card's learning rate) and step, from foxlib.harness.recipe."""
-    built = build_step(StepRecipe(member.name, member.cfg, member.precision, seed), device)
+    """The member's model, batch, Adam (at the card's learning rate) and step, from foxlib.harness.recipe;
+    in graph mode on CUDA the step captured as one CUDA graph where it can be (else eager, and why)."""
+    recipe = StepRecipe(member.name, member.cfg, member.precision, seed, member.options)
+    member.graphed = False
+    if member.cuda_graph and device.type == "cuda":
+        loss = graph_loss(member.name, member.cfg, device)
+        why = NOT_CAPTURABLE.get(member.name, "no capturable loss") if loss is None else None
+        if loss is not None:
+            from foxlib.memory.cuda_graph import GraphedStep
+            built = build_step(recipe, device, capturable=True)
+            try:
+                with matmul_tf32(member.options.tf32):
+                    graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, member.precision).capture()
+            except (RuntimeError, ValueError) as exc:
+                if _is_oom(exc):
+                    raise
+                why = f"capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                built.free()
+            else:
+                member.model, member.batch, member.optimizer, member.step = (built.model, built.batch,
+                                                                             built.optimizer, graphed)
+                member.graphed, member.graph_note = True, "captured: each training step replays one CUDA graph"
+                return
+        member.graph_note = f"eager: {why}"
+    built = build_step(recipe, device)
     member.model, member.batch, member.optimizer, member.step = built.model, built.batch, built.optimizer, built.step
 
 
 def _step(member: _Member, device: torch.device) -> float:
     """One training step of the recipe (forward + loss, backward, Adam); gradients freed afterwards,
-    because the other models step before this one steps again."""
+    because the other models step before this one steps again. A captured step keeps its gradients in
+    the graph's pool (each replay writes them afresh): they are not freed."""
     member.model.train()
     loss = member.step()
-    member.optimizer.zero_grad(set_to_none=True)
+    if not member.graphed:
+        member.optimizer.zero_grad(set_to_none=True)
     return float(loss.float())
 
 
@@ -72,6 +129,7 @@ def _free(members: list[_Member], device: torch.device, keep_models: bool = Fals
         if m.model is not None:
             m.model.zero_grad(set_to_none=True)
         m.batch = m.optimizer = m.step = None
+        m.graphed = False
         if not keep_models:
             m.model = None
     if device.type == "cuda":  # on the CPU reference counting frees the tensors; a full collection is slow

@@ -51,12 +51,43 @@ def _inference_input(member: _Member, device: torch.device, n: int, seed: int) -
 
 
 def _forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]:
+    """The member's inference forward on `x` as a call: in graph mode on CUDA one captured CUDA graph
+    (replayed on whichever stream calls it), else eager; `member.inference_note` says which and why."""
     model, precision = member.model, member.precision
 
     def run():  # no_grad and autocast are thread-local: entered in the thread that runs
         with torch.no_grad(), autocast(device, precision):
             return model(x)
+    member.inference_note = None
+    if member.cuda_graph and device.type == "cuda":
+        try:
+            return _captured(run, device, member)
+        except RuntimeError as exc:
+            if _is_oom(exc):
+                raise
+            member.inference_note = f"eager: capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     return run
+
+
+def _captured(run: Callable[[], Any], device: torch.device, member: _Member) -> Callable[[], Any]:
+    """`run` captured as one CUDA graph after warm-up calls on a side stream; the call replays it and
+    returns the graph's output tensors (rewritten by each replay)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(WARMUP_ROUNDS):
+            run()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    member.inference_note = "captured: each inference forward replays one CUDA graph"
+
+    def replay():
+        graph.replay()
+        return out
+    replay.graph = graph  # keeps the graph (and its pool) alive as long as the call
+    return replay
 
 
 def _stats(samples: list[float]) -> dict[str, Any]:
@@ -170,6 +201,8 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
                 "parameters_bytes": accounting.parameter_bytes(m.model),
                 "input_bytes": accounting.unique_bytes(accounting.iter_tensors(x))}
             fns[m.name] = _forward(m, x, device)
+            if m.cuda_graph:
+                out["models"][m.name]["cuda_graph"] = m.inference_note or "eager"
         _sync(device)
         out["resident_bytes"] = (torch.cuda.memory_allocated(device) if is_cuda else
                                  sum(v["parameters_bytes"] + v["input_bytes"] for v in out["models"].values()))

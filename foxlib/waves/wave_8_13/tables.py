@@ -84,6 +84,11 @@ def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
                             "n_envs", "n_steps", "window", "n_features") if k in cfg]
         rows.append({"model": name, "title": info["title"], "precision": info["precision"],
                      "preset": info["preset"], "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
+    graphs = r.extra.get("graph_mode")
+    if graphs and graphs.get("on"):  # wave 8.12 recommended a captured step: how each model ran
+        for row in rows:
+            row["training step"] = (graphs.get("training") or {}).get(row["model"]) or "not run"
+            row["inference forward"] = (graphs.get("inference") or {}).get(row["model"]) or "not run"
     return pd.DataFrame(rows)
 
 

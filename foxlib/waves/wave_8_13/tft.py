@@ -9,6 +9,7 @@ from typing import Any
 
 from foxlib.core import config, provenance, results
 from foxlib.memory.profile import check_precision
+from foxlib.harness.step_options import StepOptions
 from foxlib.models import MODELS
 
 RECOMMENDING_WAVE = "8.12"
@@ -30,7 +31,7 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
     if "tft_overrides" in rec:  # 8.12's recommendation: its other keys (strategy, peak_bytes, reason...) describe it
         overrides = dict(nested)
     else:
-        overrides = {k: v for k, v in rec.items() if k != "precision"}
+        overrides = {k: v for k, v in rec.items() if k not in ("precision", "cuda_graph", "options")}
     precision = rec.get("precision") or overrides.get("precision") or "fp32"
     overrides.pop("precision", None)
     try:
@@ -81,5 +82,12 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
         cfg = MODELS["tft"].config(preset, **overrides)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"tft_config from {source}: {exc}") from None
-    return {"config": cfg, "precision": precision, "overrides": overrides, "source": source,
-            "recommended": recommended, "depends_on": depends_on}
+    try:
+        options = StepOptions.from_dict(rec.get("options"))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"tft_config from {source}: options: {exc}") from None
+    out = {"config": cfg, "precision": precision, "overrides": overrides, "source": source,
+           "recommended": recommended, "depends_on": depends_on}
+    if rec.get("cuda_graph") or not options.is_default:  # graph mode: wave 8.12 recommended a captured step
+        out.update(cuda_graph=bool(rec.get("cuda_graph")), options=options.to_dict())
+    return out

@@ -56,7 +56,8 @@ def _warm_up(members: list[_Member], device: torch.device, mode: str, batch: int
     fns.clear()
     _free(members, device)
     return {"seconds": time.perf_counter() - t0, "oom": oom,
-            "what": done + ["NVML opened", "no CUDA graph (this wave's steps are eager)"]
+            "what": done + ["NVML opened", "CUDA graphs captured as the run captures them" if any(m.cuda_graph for m in members)
+                            else "no CUDA graph (this run's steps are eager)"]
             + ([f"stopped by an out-of-memory error, the context may be measured short: {oom}"] if oom else []),
             "allocated_after_bytes": torch.cuda.memory_allocated(device),
             "how": "allocated after the warm-up, everything freed: the cuBLAS workspaces, one per stream used "
