@@ -13,7 +13,7 @@ from foxlib.core import config, results
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
 
-PEER_PAGES = "peer-benchmark*.html"  # benchmarks/peer_tft.py's pages, per device folder
+PEER_PAGES = ("peer-benchmark*.html", "throughput-benchmark*.html")  # the benchmarks' pages, per device folder
 
 
 def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -134,7 +134,8 @@ def write_index(reports_dir: Path | None = None) -> Path:
                                 "measured_at_revision": found["8.13"][d].get("measured_at_revision", "?"),
                                 "rendered_at_revision": found["8.13"][d].get("rendered_at_revision", "?")}
                             if d in found.get("8.13", {}) else None for d in devs}})
-    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"} for p in sorted((reports_dir / d).glob(PEER_PAGES))]
+    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
+                for pattern in PEER_PAGES for p in sorted((reports_dir / d).glob(pattern))]
             for d in devs}
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)

@@ -25,7 +25,22 @@ def render(data: dict[str, Any], rendered_at_revision: str | None = None) -> str
         rendered_at_revision=rendered_at_revision or git_revision())
 
 
-def write(json_path: str | Path, md_path: str | Path) -> Path:
+def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | None = None) -> Path:
+    """The page as Markdown at md_path and, with html_path, as HTML (the same text through mistune,
+    the Markdown renderer nbconvert uses)."""
+    import mistune
+
     data = json.loads(Path(json_path).read_text())
-    Path(md_path).write_text(render(data))
+    md = render(data)
+    Path(md_path).write_text(md)
+    if html_path:
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=False)
+        device = data["device"].get("name") or data["device"].get("type")
+        Path(html_path).write_text(env.get_template("throughput.html.j2").render(
+            body=mistune.html(md), device=device))
     return Path(md_path)
+
+
+if __name__ == "__main__":  # python -m foxlib.report.throughput_page <json> <md> [<html>]
+    import sys
+    print(write(*sys.argv[1:4]))
