@@ -48,6 +48,24 @@ def test_the_html_is_for_readers(rendered):
     assert 'alt="A dot: one pixel."' in page and "<figcaption" in page and "data:image/png;base64," in page
 
 
+def test_the_table_alignment_rules_are_in_the_head_once(rendered):
+    _, page, _ = rendered
+    head = page.split("</head>")[0]
+    assert head.count(f'id="{render.ALIGN_ID}"') == 1 and render.align_tables(page) == page
+    assert ":not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon table td," in render.ALIGN_CSS
+    assert f"table td.{reading.NUMERIC_CLASS}" in render.ALIGN_CSS
+    assert render.align_tables("<p>x</p>").startswith(render.ALIGN_CSS)  # a page without a head
+
+
+@pytest.mark.slow
+def test_text_cells_left_numbers_right_in_a_browser(rendered):
+    """As drawn by Chromium over JupyterLab's stylesheet, which right-aligns every output cell."""
+    from foxlib.report.browser import check_page
+    out, _, _ = rendered
+    seen = check_page(out / "report.html")
+    assert seen["table_cells"] == 9 and seen["misaligned_cells"] == []  # 3 columns x (header + 2 rows)
+
+
 def test_the_markdown_refers_to_the_figure_file(rendered):
     out, _, md = rendered
     figures = sorted((out / render.FIGURES_DIR).iterdir())
