@@ -56,7 +56,7 @@ render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make
 waves: $(STAMP) ## list the waves with their titles and verdicts
 	$(PYTHON) -m foxlib waves
 
-test: $(STAMP) browser ## run the test suite (what CI runs), then the prediction tests under two capped CPU ISAs
+test: $(STAMP) browser ## everything, what CI runs (under 6 minutes on 2 cores): pytest, then the prediction tests under two capped CPU ISAs
 	$(PYTHON) -m pytest -q -rs
 	PYTHON=$(PYTHON) bash scripts/test-isa.sh -m "not slow"
 

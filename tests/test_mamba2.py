@@ -8,16 +8,6 @@ import torch
 from foxlib.models import mamba2 as m
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tensors are tiny: intra-op threads only add synchronisation, which on a busy
-    2-core machine made the training test ~10x slower. Restored after the module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _ssd_inputs(b, l, h, p, g, n, seed=0):
     gen = torch.Generator().manual_seed(seed)
     f64 = dict(dtype=torch.float64, generator=gen)

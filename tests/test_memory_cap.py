@@ -14,20 +14,11 @@ from foxlib.waves import wave_8_13 as wave
 TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"precision": "fp32"}'}
 
 
-@pytest.fixture(scope="module")
-def one_thread():
-    """Two busy cores: one intra-op thread is several times faster than two fighting the other jobs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 CAP = 5_000_000  # bytes: a few of the small ensemble's steps fit, Mamba-2's does not (it needs ~14 MB)
 
 
 @pytest.fixture(scope="module")
-def capped(one_thread):
+def capped():
     """The small ensemble under a 5 MB allocator cap (cap_bytes), on the CPU: the accounting path."""
     return wave.measure(**TINY, device="cpu", cap_bytes=CAP)
 
@@ -276,11 +267,21 @@ def test_the_nvml_check_joins_the_verdict_on_a_gpu_measurement():
     assert "pid 9" in wave.nvml_text(blind)
 
 
-def test_on_the_cpu_the_nvml_check_is_not_applicable(capped):
-    assert capped["nvml"]["applicable"] is False and capped["nvml"]["samples"] == []
-    assert wave.NVML_CHECK not in [c.name for c in wave.checks(capped, load_budgets())]
-    assert wave.nvml_text(capped) == f"{wave.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
-    assert wave.nvml_check(capped).passed is None
+def _cpu_nvml_not_applicable(m):
+    assert m["nvml"]["applicable"] is False and m["nvml"]["samples"] == []
+    assert wave.NVML_CHECK not in [c.name for c in wave.checks(m, load_budgets())]
+    assert wave.nvml_text(m) == f"{wave.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
+    assert wave.nvml_check(m).passed is None
+
+
+def test_on_the_cpu_the_nvml_check_is_not_applicable():
+    """The committed CPU run's record (the slow tier asserts the same of a fresh capped run)."""
+    _cpu_nvml_not_applicable(_committed("cpu"))
+
+
+@pytest.mark.slow
+def test_a_fresh_cpu_run_records_the_nvml_check_as_not_applicable(capped):
+    _cpu_nvml_not_applicable(capped)
 
 
 def test_the_old_cap_is_shown_over_the_card_once_the_context_grew():
@@ -324,7 +325,7 @@ def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
     assert check.passed and check.measured == nv.max_bytes
 
 
-def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(one_thread, monkeypatch):
+def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(monkeypatch):
     """The warm-up's path on the CPU (the CUDA calls stubbed): each model's training steps and inference in
     its precision, one round of all at once, everything freed afterwards."""
     from foxlib.models import MODELS

@@ -216,17 +216,37 @@ def test_largest_fitting_batch_size_tft_small(small_pairs):
     assert conf["error_bytes"] == res["predicted_peak"] - conf["measured_peak"]
 
 
-def test_largest_fitting_search_and_bad_field():
+def test_largest_fitting_search_and_bad_field(monkeypatch):
+    """The search on a hand-made peak (1,000 bytes a sample + 500; batches over 40 refused by the model):
+    every probe and answer counted by hand. The real predictions are the tests above; the TFT ladder
+    with its confirming measurement is the slow test before this one."""
+    import types
+
+    from foxlib.harness import screening
+
+    def peak(card, cfg, **kwargs):
+        if cfg.batch_size > 40:
+            raise ValueError("the model refuses it")
+        return types.SimpleNamespace(peak=1000 * cfg.batch_size + 500)
+    monkeypatch.setattr(screening, "predicted_profile", peak)
     card = MODELS["dqn"]
     base = card.config("small", batch_size=8)
     scan = largest_fitting(card, base, "batch_size", 1 << 40, confirm=False, max_value=32)
-    assert scan["answer"] == 32 and list(scan["probes"]) == [8, 16, 32]  # doubling up to the cap
+    assert scan["answer"] == 32 and scan["probes"] == {8: 8500, 16: 16500, 32: 32500}  # doubling up to the cap
+    assert scan["predicted_peak"] == 32500 and scan["confirmation"] is None
     # a budget just below the peak of batch size 8: halving to 4, then bisecting 4..8
-    budget = scan["probes"][8] - 1
-    res = largest_fitting(card, base, "batch_size", budget, confirm=False)
-    ans = res["answer"]
-    assert ans is not None and 4 <= ans < 8
-    assert res["probes"][ans] <= budget < res["probes"][ans + 1]
+    res = largest_fitting(card, base, "batch_size", 8499, confirm=False)
+    assert res["answer"] == 7 and list(res["probes"]) == [8, 4, 6, 7] and res["predicted_peak"] == 7500
+    # a refused value counts as not fitting: doubling stops at 64, bisecting 32..64 finds 40
+    res = largest_fitting(card, base, "batch_size", 1 << 40, confirm=False)
+    assert res["answer"] == 40 and list(res["probes"]) == [8, 16, 32, 64, 48, 40, 44, 42, 41]
+    assert res["probes"][64] is None
+    # nothing fits: None, no predicted peak
+    none = largest_fitting(card, base, "batch_size", 1000, confirm=False)
+    assert none["answer"] is None and none["predicted_peak"] is None and list(none["probes"]) == [8, 4, 2, 1]
+    # a ladder stops at its first rung over the budget
+    ladder = largest_fitting(card, base, "batch_size", 20_000, candidates=[16, 4, 32, 8], confirm=False)
+    assert ladder["answer"] == 16 and list(ladder["probes"]) == [4, 8, 16, 32]
     with pytest.raises(ValueError, match="no config field"):
         largest_fitting(card, base, "seq_len", 1 << 30, confirm=False)
 

@@ -46,7 +46,7 @@ def test_measure_model_and_second_opinion_use_the_cards_learning_rate(model, ada
 
 
 def test_timed_and_ensemble_steps_use_the_cards_learning_rate(adam_rates):
-    from foxlib.waves import wave_8_11, wave_8_13
+    from foxlib.waves import wave_8_13
     cfg = _small("dqn")
     timed_step(MODELS["dqn"], cfg, CPU, "fp32")
     member = wave_8_13._Member("dqn", cfg, "fp32")

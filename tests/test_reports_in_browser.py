@@ -27,6 +27,8 @@ def test_report_renders_with_charts_and_verdict(report):
 def test_rendered_fresh_report_in_browser(tiny_8_10):
     seen = check_page(tiny_8_10 / "report.html")
     assert seen["broken_images"] == [] and seen["images"] >= 3 and seen["verdict_visible"]
+    # rendered by this tree: every table's text cells and headers left, numeric ones right
+    assert seen["table_cells"] > 50 and seen["misaligned_cells"] == []
 
 
 @pytest.mark.slow

@@ -56,16 +56,6 @@ def assert_grads_close(g1, g2, **tol):
         torch.testing.assert_close(g1[name], g2[name], msg=lambda m: f"{name}: {m}", **tol)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The small preset's ops are tiny: on a busy 2-core machine waking a second intra-op thread
-    costs more than it saves (measured 10x slower steps under load). Restored afterwards."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def batch():
     return example_batch(SMALL, seed=0)

@@ -89,3 +89,61 @@ def test_timing_round_trips_through_its_dict():
     assert Timing.from_dict(t.to_dict()) == t and t.median_s == 0.2
     with pytest.raises(ValueError, match="no raw samples"):
         Timing.from_dict({"name": "old", "median_s": 0.2})
+
+
+# ----------------------------------------------------------------------------- medians and spreads by hand
+
+def test_median_iqr_and_noise_on_hand_counted_samples():
+    # eight samples: the median is 4.5; statistics.quantiles (exclusive) puts the quartiles at
+    # positions 2.25 and 6.75 of the sorted samples, 2.25 and 6.75: an IQR of 4.5, 100 % of the median
+    t = Timing("a", (8.0, 1.0, 7.0, 2.0, 6.0, 3.0, 5.0, 4.0))
+    assert t.median_s == 4.5 and t.iqr_s == 4.5 and t.noisy
+    # fewer than four samples: the spread is max - min
+    assert Timing("b", (0.1, 0.3, 0.2)).iqr_s == pytest.approx(0.2)
+    # a 1 % spread is not noisy, an 11 % one is (NOISY is 10 % of the median)
+    quiet = Timing("c", (1.00, 1.00, 1.00, 1.01, 1.01, 1.01))
+    assert quiet.median_s == pytest.approx(1.005) and not quiet.noisy
+    loud = Timing("d", (1.0, 1.0, 1.2, 1.2))  # quartiles 1.0 and 1.2: IQR 0.2 > 0.1 x 1.1
+    assert loud.iqr_s == pytest.approx(0.2) and loud.noisy
+    d = loud.to_dict()
+    assert d["median_s"] == pytest.approx(1.1) and d["noisy"] is True and d["samples_s"] == [1.0, 1.0, 1.2, 1.2]
+
+
+def test_alternating_rounds_rotate_the_order_after_the_warm_up():
+    from foxlib.harness.timing import time_alternating
+    calls = []
+    variants = {n: (lambda n=n: calls.append(n)) for n in ("a", "b", "c")}
+    got = time_alternating(variants, repeats=4, warmup=2)
+    assert calls[:6] == ["a", "b", "c"] * 2  # two warm-up rounds in the given order, not timed
+    assert calls[6:] == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]  # round r starts at r mod 3
+    assert list(got) == ["a", "b", "c"] and all(len(t.samples) == 4 and min(t.samples) >= 0 for t in got.values())
+    for bad in ({}, {"a": lambda: None}):
+        with pytest.raises(ValueError, match="at least one variant and one repeat"):
+            time_alternating(bad, repeats=0 if bad else 3)
+
+
+def test_ratio_intervals_and_ties_from_hand_computable_rounds():
+    # every round's ratio is exact, so each interval is its ratio: 2x and 2x tie, 3x is shown slower
+    base = [0.10, 0.20, 0.40, 0.80]
+    t = _timings(fp32=base, twice=[2 * x for x in base], again=[0.2, 0.4, 0.8, 1.6], thrice=[3 * x for x in base])
+    two, again, three = (ratio_interval(t, n, "fp32") for n in ("twice", "again", "thrice"))
+    assert two == again == RatioInterval(2.0, 2.0, 2.0)
+    assert two.tie(again) and not two.tie(three) and not three.tie(two)
+    assert (three.median, three.low, three.high) == pytest.approx((3.0, 3.0, 3.0))
+    assert two.under(2.5) and not two.under(2.0) and not three.under(3.0)
+    # two rounds of ratios 1 and 3: the median is 2; resampled medians are 1, 2 or 3, so the 95 %
+    # interval spans [1, 3] and contains both 1.5 and 2.9
+    iv = interval_of_samples([1.0, 3.0], [1.0, 1.0])
+    assert (iv.median, iv.low, iv.high) == (2.0, 1.0, 3.0) and iv.contains(1.5) and iv.contains(2.9)
+    assert iv.tie(RatioInterval(2.9, 2.8, 3.5)) and not iv.tie(RatioInterval(3.2, 3.1, 3.5))
+
+
+def test_bad_ratios_and_scales_are_refused():
+    with pytest.raises(ValueError, match="must be positive"):
+        paired_ratios([1.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="must be positive"):
+        paired_ratios([1.0, 1.0], [1.0, -1.0])
+    with pytest.raises(ValueError, match="resamples must be at least 1"):
+        interval_of_samples([1.0], [1.0], resamples=0)
+    with pytest.raises(ValueError, match="positive factor"):
+        RatioInterval(1.0, 0.9, 1.1).scaled(0)

@@ -187,6 +187,12 @@ def test_truncated_and_folder_measurements(tmp_path):
 
 def test_a_run_that_cannot_fit_is_refused_naming_both_figures(monkeypatch):
     monkeypatch.setattr(preflight, "free_bytes", lambda device: (50_000_000, "available RAM (test)"))
+    predicted, real = [], preflight.predicted_peak  # the TFT's real prediction, made once for both calls
+
+    def once(*args):
+        predicted[:] = predicted or [real(*args)]
+        return predicted[0]
+    monkeypatch.setattr(preflight, "predicted_peak", once)
     params = resolve(read_parameters(WAVES["8.10"].notebook), {"preset": "small", "batch_size": "4",
                                                               "encoder_length": "10", "device": "cpu"})
     with pytest.raises(preflight.MemoryRefused, match=r"predicted to peak at [\d,.]+ MB .*50\.0 MB of available "

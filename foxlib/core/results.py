@@ -1,4 +1,5 @@
-"""results.json: the machine-readable outcome of a wave (schema in shared/reference/contract.md)."""
+"""results.json: the machine-readable outcome of a wave (its fields: build() below; what each schema
+version added: SCHEMA_VERSION). measurement.json, the raw figures, is written beside it."""
 from __future__ import annotations
 
 import datetime as dt

@@ -1,10 +1,9 @@
-"""The original team's Wave 8.10 figures (WAVE_8_10_QUICK_REFERENCE.md, 2025-10-15).
+"""The original team's Wave 8.10 figures, from their quick-reference write-up of 2025-10-15 (this
+module is the repository's record of them; the quotes beside the values are the write-up's words).
 
 Taken with nvidia-smi in a Rust/Candle code base. They appear in reports only in columns
 labelled as the seed's, beside what foxlib measured. MB here is the seed's own unit.
 """
-
-SOURCE = "seed: WAVE_8_10_QUICK_REFERENCE.md (nvidia-smi, Candle, 2025-10-15)"
 
 TFT_8_10_MB = {
     "parameters": 72,
@@ -15,7 +14,6 @@ TFT_8_10_MB = {
 }
 TFT_THEORETICAL_MB = 4.8          # "4.8MB theoretical"
 TFT_FORWARD_MEASURED_MB = 2952    # "2,952MB measured", the "615x overhead"
-TFT_OVERHEAD_FACTOR = 615
 
 ENSEMBLE_CURRENT_MB = {"dqn": 6, "ppo": 145, "mamba2": 164, "tft": 3096}
 ENSEMBLE_TARGET_MB = {"dqn": 3, "ppo": 73, "mamba2": 82, "tft": 774}   # "FP16 + Checkpointing"
@@ -29,4 +27,3 @@ STRATEGY_GUESSES = {
     "sequence_30": {"memory_reduction_pct": 50, "speed": "no change", "accuracy": "model degradation"},
 }
 FP16_EXPECTED_PEAK_MB = 1548
-CHECKPOINTING_EXPECTED_PEAK_MB = 774

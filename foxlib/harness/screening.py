@@ -10,8 +10,9 @@ What "fits" means: the step's peak (`MemoryProfile.peak`: everything live at the
 step -- weights, optimizer state, the batch -- plus the largest rise during forward, backward
 and optimizer step) is at most the budget. Host-side RL buffers (a replay buffer in numpy)
 are outside it, as in profile_step. On CUDA the measured peak is the caching allocator's
-max_memory_allocated: the CUDA context (hundreds of MB, memory.md) and the allocator's
-reserve are NOT in it; add them before comparing with a card's size.
+max_memory_allocated: the CUDA context (hundreds of MB: 794.8 MB beside the TFT's step on the
+H200, reports/h200/wave-8.10/measurement.json) and the allocator's reserve are NOT in it; add them
+before comparing with a card's size.
 
 The predictions model torch's CPU kernels (see predict.py); for a CUDA target the Adam step
 is predicted in its multi-tensor form (CUDA's default), and the confirmation's relative

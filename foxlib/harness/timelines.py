@@ -23,7 +23,6 @@ from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
 
-MEMORY_VIZ_URL = "https://pytorch.org/memory_viz"
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
 # the CUDA history's call stacks, tried in order: on the H200's torch 2.11 one checkpointed step's

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -302,8 +302,3 @@ def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[dict
                          "values": values, "degradation_pct": 100 * worse / abs(base_mean) if base_mean else 0.0,
                          "baseline_spread_pct": spread, "seeds": [r.seed for r in runs]})
     return rows
-
-
-def smaller(cfg, **changes):
-    """A copy of a TFT config with fields replaced (for shorter accuracy runs)."""
-    return replace(cfg, **changes)

@@ -9,10 +9,11 @@ foxlib/models/tft_blocks.py):
   k, the bytes of a dropout mask element, depends on the backend: the CPU kernel keeps a
   float32 noise tensor (4), CUDA a bool mask (1);
 - a gate (GLU + Add & Norm) over n rows: n((16+k)d + 8);
-- the m per-variable GRN(d -> d) of a VSN: m·n((20+k)d + 8), the dominant term (models.md);
+- the m per-variable GRN(d -> d) of a VSN: m·n((20+k)d + 8), the dominant term;
 - the LSTM keeps its input (a transposed copy), output and states, plus a backend workspace
   (oneDNN on the CPU, cuDNN on CUDA) whose size is the library's choice, not a function of
-  the shapes: it is left out here and is the expected gap (memory.md: report it, do not derive it).
+  the shapes: it is left out here and is the expected gap, measured and reported, not derived
+  (tests/test_theory.py: every other block equals this count, the LSTM's exceeds it).
 """
 from __future__ import annotations
 

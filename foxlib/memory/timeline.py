@@ -41,9 +41,6 @@ class CpuTimeline:
             best = max(best, total)
         return best
 
-    def net_delta(self, until_ns: int | None = None) -> int:
-        return sum(d for t, d in self.deltas if until_ns is None or t <= until_ns)
-
     def write(self, path: str, live_at_start: int) -> None:
         """The events as JSON (format CPU_EVENTS_FORMAT), with the bytes live when the region began:
         what foxlib.memory.live_series.load reads to draw the region's live memory."""

@@ -319,7 +319,7 @@ class Mamba2Forecaster(nn.Module):
 # ----------------------------------------------------------------------------- theory
 
 def parameter_count_theory(cfg: Mamba2Config) -> int:
-    """Parameters of one Mamba2Block (models.md):
+    """Parameters of one Mamba2Block, counted from the layers built above (tests/test_mamba2.py checks it):
     D(2ED + 2GN + H) in_proj + (ED + 2GN)(K+1) conv weight and bias + 3H (dt_bias, A_log, D)
     + ED gated-norm weight + ED·D out_proj. D=256, N=64, P=64, E=2, G=1, K=4: 431,768."""
     D, ED, H, G, N, K = cfg.d_model, cfg.d_inner, cfg.nheads, cfg.ngroups, cfg.d_state, cfg.d_conv

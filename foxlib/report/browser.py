@@ -37,6 +37,12 @@ window.addEventListener('load', () => {
     window_px: window.innerWidth,
     links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
     ledger_rows: document.querySelectorAll('#ledger + p + table tr').length - 1,
+    // a table cell's alignment as drawn: numbers (class foxlib-num, the index's num) right, text left
+    table_cells: document.querySelectorAll('table td, table th').length,
+    misaligned_cells: [...document.querySelectorAll('table td, table th')].filter(c => {
+      const want = c.classList.contains('foxlib-num') || c.classList.contains('num') ? 'right' : 'left';
+      return getComputedStyle(c).textAlign !== want;
+    }).map(c => `${c.tagName.toLowerCase()} ${getComputedStyle(c).textAlign}: ${c.innerText.slice(0, 40)}`),
   }));
 });
 </script>"""
