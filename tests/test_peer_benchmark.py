@@ -145,7 +145,8 @@ def test_rows_not_run_are_named_with_the_reason():
     for name in fig.COMPILED:
         del res["variants"][name]
     res["not_run"] = not_run
-    page = peer_page.render(res)
+    page = peer_page.render(res)  # never rendered: no rendered-at revision, and no dirty one either
+    assert "rendered at <code>not rendered yet</code>" in page and "Not a commit" not in page
     assert page.count("torch.compile is off, auto: off on the CPU") >= 2
     assert fig.text_table(res).count("not run: torch.compile is off") == 2
 
@@ -239,7 +240,7 @@ def test_a_compiled_row_measures_like_the_others_and_counts_its_graph_breaks():
     step = build_step(StepRecipe("tft", cfg, seed=0), "cpu")
     breaks = compiled.graph_breaks(step.model, step.batch)
     assert breaks["graph_breaks"] >= 1 and breaks["graphs"] == breaks["graph_breaks"] + 1
-    assert any("LSTM" in b["reason"] and "foxlib/models/tft.py" in b["reason"] for b in breaks["break_reasons"])
+    assert any("LSTM" in b["reason"] and b["where"].startswith("foxlib/models/tft.py:") for b in breaks["break_reasons"])
     model = compiled.CompiledTFT(step.model, "default", backend="eager")
     fn = training_step_fn(model, step.batch, step.loss_fn, step.optimizer, "fp32", torch.device("cpu"))
     first = compiled.first_steps(fn, torch.device("cpu"), n=2)

@@ -69,7 +69,7 @@ def _where(reason) -> str:
 
 
 def graph_breaks(model: torch.nn.Module, batch: Any) -> dict[str, Any]:
-    """{"graphs", "graph_breaks", "break_reasons": [{"reason", "count"}], "method"} of the model's forward,
+    """{"graphs", "graph_breaks", "break_reasons": [{"reason", "where", "count"}], "method"} of the model's forward,
     or {"error"} where explain fails. Dynamo's caches are reset afterwards."""
     import torch._dynamo as dynamo
     try:
@@ -78,9 +78,9 @@ def graph_breaks(model: torch.nn.Module, batch: Any) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {_first_line(exc)}"[:300]}
     finally:
         dynamo.reset()
-    reasons = collections.Counter(f"{_first_line(getattr(r, 'reason', r))} (at {_where(r)})" for r in ex.break_reasons)
+    reasons = collections.Counter((_first_line(getattr(r, "reason", r)), _where(r)) for r in ex.break_reasons)
     return {"graphs": ex.graph_count, "graph_breaks": ex.graph_break_count,
-            "break_reasons": [{"reason": r, "count": n} for r, n in reasons.most_common()],
+            "break_reasons": [{"reason": r, "where": w, "count": n} for (r, w), n in reasons.most_common()],
             "method": "torch._dynamo.explain over foxlib's eager forward, one batch"}
 
 

@@ -104,7 +104,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "device": res.get("device") or {},
         "generated_at": res.get("generated_at", ""),
         "measured_at": measured or "unknown", "rendered_at": rendered or "not rendered yet",
-        "dirty": not (provenance.is_clean(measured) and provenance.is_clean(rendered)),
+        "dirty": any(str(r or "").endswith(provenance.DIRTY) for r in (measured, rendered)),
         "verdict": {True: "all targets met", False: "targets not all met", None: "no checks"}[passed],
         "verdict_class": {True: "pass", False: "fail", None: "none"}[passed],
         "peer": None if peer is None else {
