@@ -211,9 +211,9 @@ def measure(args) -> dict[str, Any]:
             out["variants"][name]["compile"] = {"mode": fig.COMPILED[name], "backend": args.compile_backend,
                                                 **live["compile"]}
         del live, prof, body
-        _free(device)
         if name in fig.COMPILED:
-            torch._dynamo.reset()
+            torch._dynamo.reset()  # and its CUDA graphs' memory pool, before the next row's measurement
+        _free(device)
     fox_name = next(n for n in chosen if n not in fig.PEER_ROWS)
     if fig.PEER in out["variants"]:
         notes += models.architecture_notes(out["peer_architecture"], cfg, out["variants"][fig.PEER],

@@ -99,6 +99,17 @@ def test_a_dirty_tree_is_refused_unless_allowed(fixture_copy, dirty):
     assert "Not a commit's page" in page and "feed123+dirty" in page
 
 
+def test_a_measurement_from_a_dirty_tree_renders_only_if_allowed(fixture_copy, clean):
+    path, cited = fixture_copy
+    res = json.loads(path.read_text())
+    res["measured_at_revision"] = "abc1234+dirty"
+    path.write_text(json.dumps(res))
+    with pytest.raises(peer_page.PeerPageError, match="measured from uncommitted changes"):
+        peer_page.render_file(path, base=cited.parents[3])
+    page = peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
+    assert "Not a commit's page" in page and "abc1234+dirty" in page
+
+
 def test_measuring_from_a_dirty_tree_is_refused_before_anything_runs(dirty, capsys):
     with pytest.raises(SystemExit) as exc:
         peer_tft.main(["--device", "cpu", "--preset", "small", "--out", "unused.json"])

@@ -155,11 +155,14 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
                 base: Path | None = None) -> Path:
     """Verify the file's citations, stamp its revisions, rewrite it and write its page (default: beside it).
 
-    PeerPageError on a dirty tree (unless allow_dirty) or when a cited file (relative paths under
+    PeerPageError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file (relative paths under
     `base`, default the repository) is missing or no longer has the cited sha256."""
     json_path = Path(json_path)
     res = read_json(json_path)
     revision = checked_revision(allow_dirty, "a rendered page")
+    if not allow_dirty and str(measured_revision(res) or "").endswith(provenance.DIRTY):
+        raise PeerPageError(f"{json_path} was measured from uncommitted changes (revision {measured_revision(res)}): "
+                            "measure it again at a commit, or pass --allow-dirty and the page will say so")
     cites = citations(res, base)
     bad = [c["problem"] for c in cites["items"] if not c["verified"]]
     if bad:
