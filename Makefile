@@ -18,6 +18,9 @@ SHELL       := /bin/bash
 PEER_VENV  := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.foxlib-peer-installed
 REPEATS ?= 10
+# the peer benchmark's torch.compile rows: auto = on for CUDA, off on the CPU (minutes per row there)
+COMPILE ?= auto
+export COMPILE
 # a folder of measurement files from scripts/h200.sh (the device tool's $OUT, copied here)
 MEASURED ?= device-out/h200
 
@@ -82,8 +85,8 @@ $(PEER_STAMP): requirements-peer.txt pyproject.toml
 	$(PEER_VENV)/bin/python -m pip install -q --no-deps -e .
 	@touch $(PEER_STAMP)
 
-peer-bench: $(STAMP) $(PEER_STAMP) ## foxlib's TFT against pytorch-forecasting's, same config, into reports/<device>/peer-benchmark.*
-	$(PEER_VENV)/bin/python benchmarks/peer_tft.py --device auto --preset seed --repeats $(REPEATS) --html auto
+peer-bench: $(STAMP) $(PEER_STAMP) ## foxlib's TFT against pytorch-forecasting's, same config, into reports/<device>/peer-benchmark.* [COMPILE=auto|on|off]
+	$(PEER_VENV)/bin/python benchmarks/peer_tft.py --device auto --preset seed --repeats $(REPEATS) --compile "$$COMPILE" --html auto
 	$(PYTHON) -m foxlib index
 
 peer-test: $(PEER_STAMP) ## the peer benchmark's tests, with pytorch-forecasting installed

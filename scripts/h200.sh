@@ -10,7 +10,9 @@
 # and sha256; so measure 8.12 first, render and commit it here, then run 8.13 and the peer:
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES="8.10 8.11 8.12" PEER=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES="8.13" GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
-# Knobs: WAVES (default "8.10 8.11 8.12 8.13"), PEER=0, THROUGHPUT=1, GPU_TESTS=0, CPU_TESTS=0 (the prediction and
+# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), PEER=0, PEER_COMPILE=off (the peer
+# benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling), THROUGHPUT=1,
+# GPU_TESTS=0, CPU_TESTS=0 (the prediction and
 # profiler tests on this machine's CPU with CUDA hidden, under two ISA caps and the default).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 FOXLIB_PROGRESS=1
@@ -27,13 +29,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$LOG"
 
 for w in ${WAVES:-8.10 8.11 8.12 8.13}; do
+  [ "$w" = none ] && continue
   stamp "wave $w"
   python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" \
     $( [ "$w" = 8.10 ] && echo "-p snapshot_path=$OUT/wave-8.10-snapshot.pickle" ) 2>&1 | tail -n 20 | tee -a "$LOG"
 done
 if [ "${PEER:-1}" = 1 ]; then
   stamp "peer benchmark"
-  python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 \
+  python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 --compile "${PEER_COMPILE:-auto}" \
     --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
 fi
 if [ "${THROUGHPUT:-0}" = 1 ]; then

@@ -1,13 +1,16 @@
-"""The peer benchmark (benchmarks/peer_tft.py), run tiny.
+"""The peer benchmark (benchmarks/peer_tft.py, benchmarks/peer/) and its page (foxlib/report/peer_page.py).
 
 pytorch-forecasting is a benchmark-only dependency: it lives in `.venv-peer` (requirements-peer.txt),
-not in the workbook's `.venv`, so the measuring test is skipped where it is not importable.
-Rendering a page from a results file needs no peer and always runs.
+not in the workbook's `.venv`, so the tests that build the peer are skipped where it is not importable.
+The page renders from a hand-made results file (tests/fixtures/peer-benchmark.json) and from the
+committed H200 one, in any environment. Nothing here compiles with Inductor: the compiled rows are
+run on the CPU only deliberately, with a tiny model and Dynamo's eager backend.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,6 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import peer_tft  # noqa: E402
 
+from benchmarks.peer import compiled, configuration as conf, data  # noqa: E402
+from foxlib.core import provenance  # noqa: E402
+from foxlib.harness.timing import interval_of_samples  # noqa: E402
+from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "peer-benchmark.json"
+COMMITTED_H200 = ROOT / "reports" / "h200" / "peer-benchmark.json"
 HAS_PEER = importlib.util.find_spec("pytorch_forecasting") is not None
 needs_peer = pytest.mark.skipif(
     not HAS_PEER, reason="pytorch_forecasting is not installed here (a benchmark-only dependency: run the "
@@ -26,109 +36,183 @@ needs_peer = pytest.mark.skipif(
 TINY = {"batch_size": 4, "encoder_length": 10, "decoder_length": 2}
 
 
-@pytest.fixture(scope="module")
-def tiny_results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("peer") / "results.json"
-    rc = peer_tft.main(["--device", "cpu", "--preset", "small", "--config", json.dumps(TINY), "--repeats", "2",
-                        "--warmup", "1", "--out", str(out), "--html", "auto",
-                        "--reports-dir", str(out.parent / "no-reports")])
-    assert rc == 0
-    return out, json.loads(out.read_text())
+@pytest.fixture
+def clean(monkeypatch):
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123")
 
 
-@pytest.mark.slow
-@needs_peer
-def test_tiny_benchmark_has_every_category_and_positive_times(tiny_results):
-    path, res = tiny_results
-    assert set(res["variants"]) == {"peer", "foxlib_default", "foxlib_best"}
-    for name, v in res["variants"].items():
-        assert v["n_parameters"] > 0 and v["parameter_bytes"] == 4 * v["n_parameters"], name
-        mem = v["memory"]
-        for key in ("parameters", "gradients", "optimizer_state", "activations", "forward_peak", "peak"):
-            assert isinstance(mem[key], int) and mem[key] >= 0, (name, key)
-        assert mem["peak"] >= mem["parameters"] + mem["gradients"] + mem["optimizer_state"], name
-        assert v["timing"]["median_s"] > 0 and len(v["timing"]["samples_s"]) == 2, name
-        assert all(t > 0 for t in v["timing"]["samples_s"]), name
-    assert res["variants"]["foxlib_best"]["precision"] == "bf16"  # the built-in best: no 8.12 report there
-    assert res["best"]["tft_overrides"] == {"memory_efficient": True, "checkpointing": "blocks"}
-    for name in ("foxlib_default", "foxlib_best"):
-        assert set(res["ratios"][name]) == {"parameters", "parameter_bytes", "activations", "peak", "step_time",
-                                          "step_time_paired"}
-        assert all(r > 0 for r in res["ratios"][name].values())
-    assert len(res["checks"]) == 4 and all(isinstance(c["passed"], bool) for c in res["checks"])
-    assert res["config"]["hidden_size"] == 16 and res["config"]["batch_size"] == 4
-    assert len(res["windows"]) == 4 and res["notes"]
-    page = path.with_suffix(".html").read_text()
-    assert "pytorch-forecasting TFT" in page and "Ratios foxlib / peer" in page
+@pytest.fixture
+def dirty(monkeypatch):
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123+dirty")
 
 
-@needs_peer
-def test_peer_sees_the_same_windows_as_foxlib():
-    from foxlib.models import MODELS
-    cfg = MODELS["tft"].config("small", **TINY)
-    ds = peer_tft.peer_dataset(cfg)
-    fox, (x, y), windows = peer_tft.same_batches(cfg, ds, seed=3)  # raises if any input differs
-    assert y[0].shape == fox["target"].shape == (4, 2)
-    assert x["encoder_cont"].shape[:2] == (4, 10)
-    peer = peer_tft.build_peer(ds, cfg)
-    assert peer.hparams.hidden_size == peer.hparams.hidden_continuous_size == 16
-    assert peer.hparams.output_size == len(cfg.quantiles)
-    assert len(peer.encoder_variables) == 5 + cfg.n_observed and len(peer.decoder_variables) == 5
+@pytest.fixture
+def fixture_copy(tmp_path):
+    """The hand-made results file in tmp/h200/, citing tmp/reports/h200/wave-8.12/results.json (its sha256)."""
+    cited = tmp_path / "reports" / "h200" / "wave-8.12" / "results.json"
+    cited.parent.mkdir(parents=True)
+    cited.write_text('{"wave": "8.12", "measured_at_revision": "b2af966"}\n')
+    res = json.loads(FIXTURE.read_text())
+    res["depends_on"][0]["sha256"] = provenance.sha256_of(cited)
+    path = tmp_path / "h200" / "peer-benchmark.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(res))
+    return path, cited
 
 
-def test_best_configuration_sources(tmp_path):
-    given = peer_tft.best_configuration({"precision": "fp16", "checkpointing": "vsn"}, "cpu", tmp_path)
+# ----------------------------------------------------------------------------- the page (no peer needed)
+
+def test_the_page_answers_in_numbers_from_a_results_file(fixture_copy, clean):
+    path, cited = fixture_copy
+    html = peer_page.render_file(path, base=cited.parents[3])
+    page = html.read_text()
+    first_screen = page[:page.index("<h2>Same configuration")]
+    res = json.loads(FIXTURE.read_text())
+    v = res["variants"]
+    step = interval_of_samples(v["foxlib_default"]["timing"]["samples_s"], v["peer"]["timing"]["samples_s"])
+    # foxlib's peak and step time over the peer's, the step time with its interval, on the first screen
+    assert "0.900" in first_screen and "0.450" in first_screen  # peaks: 900 / 1,000 MB, 450 / 1,000 MB
+    assert f"{step.median:.3f} [{step.low:.3f}, {step.high:.3f}]" in first_screen and step.low < step.high
+    assert "1,000.0" in first_screen and "100.0" in first_screen  # the peer's peak (MB) and step (ms)
+    assert 'href="../index.html"' in first_screen
+    assert "measured at revision <code>abc1234</code>" in first_screen
+    assert "rendered at <code>feed123</code>" in first_screen and "NVIDIA H200" in first_screen
+    assert "targets not all met" in first_screen and "Not a commit" not in page
+    # the new rows, with the compile time and the graph breaks
+    for name in ("peer_hcs8", "peer_hcs16", "foxlib_compiled_default", "foxlib_compiled_reduce_overhead"):
+        assert fig.ROWS[name] in first_screen, name
+    assert "compile: 95.3 s" in first_screen and "compile: 110.2 s" in first_screen
+    assert "Attempted to wrap RNN, GRU, or LSTM" in page and "3 graph break(s)" in page
+    assert "verified" in page and "b2af966" in page
+    assert "not measured" not in first_screen
+    assert "&lt;with markup to escape&gt;" in page and "<script" not in page
+    stamped = json.loads(path.read_text())
+    assert stamped["rendered_at_revision"] == "feed123" and stamped["measured_at_revision"] == "abc1234"
+
+
+def test_a_dirty_tree_is_refused_unless_allowed(fixture_copy, dirty):
+    path, cited = fixture_copy
+    with pytest.raises(peer_page.PeerPageError, match="uncommitted changes.*--allow-dirty"):
+        peer_page.render_file(path, base=cited.parents[3])
+    assert not path.with_suffix(".html").exists()
+    page = peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
+    assert "Not a commit's page" in page and "feed123+dirty" in page
+
+
+def test_a_measurement_from_a_dirty_tree_renders_only_if_allowed(fixture_copy, clean):
+    path, cited = fixture_copy
+    res = json.loads(path.read_text())
+    res["measured_at_revision"] = "abc1234+dirty"
+    path.write_text(json.dumps(res))
+    with pytest.raises(peer_page.PeerPageError, match="measured from uncommitted changes"):
+        peer_page.render_file(path, base=cited.parents[3])
+    page = peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
+    assert "Not a commit's page" in page and "abc1234+dirty" in page
+
+
+def test_measuring_from_a_dirty_tree_is_refused_before_anything_runs(dirty, capsys):
+    with pytest.raises(SystemExit) as exc:
+        peer_tft.main(["--device", "cpu", "--preset", "small", "--out", "unused.json"])
+    assert exc.value.code == 2 and "--allow-dirty" in capsys.readouterr().err
+
+
+def test_a_citation_that_no_longer_matches_fails_the_render(fixture_copy, clean, capsys, monkeypatch):
+    path, cited = fixture_copy
+    cited.write_text('{"wave": "8.12", "recommended": "re-measured"}\n')
+    with pytest.raises(peer_page.PeerPageError, match="changed since it was used"):
+        peer_page.render_file(path, base=cited.parents[3])
+    # the command line says so and exits non-zero (paths relative to the repository: the fixture's cite none)
+    res = json.loads(path.read_text())
+    res["depends_on"][0]["path"] = str(cited)
+    path.write_text(json.dumps(res))
+    with pytest.raises(SystemExit) as exc:
+        peer_tft.main(["--render", str(path)])
+    assert exc.value.code == 1 and "make peer-bench" in capsys.readouterr().err
+    assert not path.with_suffix(".html").exists()
+
+
+def test_an_older_results_file_renders_with_not_measured(tmp_path, clean):
+    """The committed H200 file predates the new rows, the citations and the compile section."""
+    path = tmp_path / "h200" / "peer-benchmark.json"
+    path.parent.mkdir()
+    shutil.copy(COMMITTED_H200, path)
+    page = peer_page.render_file(path).read_text()
+    assert page.count(fig.PREDATES) >= 4  # the two peer-default rows and the two compiled ones
+    assert "predates the torch.compile rows" in page and "predates citations" in page
+    assert "0.910" in page and "9b6b9c4" in page  # its figures and its measured-at revision
+    assert "reports/h200/wave-8.12/results.json (recommended" in page and "/work/" not in page
+    assert json.loads(COMMITTED_H200.read_text()).get("rendered_at_revision") != "feed123"  # the copy was stamped
+
+
+def test_rows_not_run_are_named_with_the_reason():
+    cpu, cuda = __import__("torch").device("cpu"), __import__("torch").device("cuda")
+    assert compiled.enabled("auto", cpu)[0] is False and compiled.enabled("auto", cuda)[0] is True
+    assert compiled.enabled("on", cpu)[0] is True and compiled.enabled("off", cuda)[0] is False
+    on, why = compiled.enabled("auto", cpu)
+    chosen, not_run = peer_tft.select(list(peer_tft.VARIANTS), on, why)
+    assert chosen == ["peer", "peer_hcs8", "peer_hcs16", "foxlib_default", "foxlib_best"]
+    assert set(not_run) == set(fig.COMPILED) and all("off on the CPU" in r for r in not_run.values())
+    res = json.loads(FIXTURE.read_text())
+    for name in fig.COMPILED:
+        del res["variants"][name]
+    res["not_run"] = not_run
+    page = peer_page.render(res)  # never rendered: no rendered-at revision, and no dirty one either
+    assert "rendered at <code>not rendered yet</code>" in page and "Not a commit" not in page
+    assert page.count("torch.compile is off, auto: off on the CPU") >= 2
+    assert fig.text_table(res).count("not run: torch.compile is off") == 2
+
+
+def test_ratios_intervals_and_checks():
+    res = json.loads(FIXTURE.read_text())
+    r = fig.ratios(res)
+    assert set(r) == set(fig.ROWS) - {"peer"}
+    assert r["foxlib_default"]["peak"] == pytest.approx(0.9) and r["foxlib_default"]["step_time"] == pytest.approx(0.9)
+    i = r["foxlib_default"]["step_time_interval"]
+    assert i["low"] <= i["median"] <= i["high"] and i["rounds"] == 5 and i["confidence"] == 0.95
+    res["ratios"] = r
+    assert [c["passed"] for c in fig.checks(res)] == [True, True, True, False]  # best: 0.61 > 0.5
+    del res["variants"]["peer"]["timing"]["samples_s"]  # an older file without raw samples: no interval
+    assert "step_time_interval" not in fig.ratios(res)["foxlib_default"]
+
+
+def test_the_index_links_every_peer_page(tmp_path, clean):
+    from foxlib.report import index
+    (tmp_path / "cpu" / "wave-8.10").mkdir(parents=True)
+    (tmp_path / "cpu" / "wave-8.10" / "results.json").write_text(json.dumps(
+        {"wave": "8.10", "verdict": "GO", "device": {"name": "CPU"}, "generated_at": "now"}))
+    (tmp_path / "cpu" / "peer-benchmark.html").write_text(peer_page.render(json.loads(FIXTURE.read_text())))
+    assert 'href="cpu/peer-benchmark.html"' in index.write_index(tmp_path).read_text()
+
+
+# ----------------------------------------------------------------------------- configurations
+
+def test_best_configuration_sources_and_citation(tmp_path):
+    given = conf.best_configuration({"precision": "fp16", "checkpointing": "vsn"}, "cpu", tmp_path)
     assert given["precision"] == "fp16" and given["tft_overrides"] == {"checkpointing": "vsn"}
-    assert peer_tft.best_configuration(None, "cpu", tmp_path)["precision"] == "bf16"  # built-in default
+    assert given["depends_on"] == []
+    assert conf.best_configuration(None, "cpu", tmp_path)["precision"] == "bf16"  # built-in default
     wave = tmp_path / "cpu" / "wave-8.12"
     wave.mkdir(parents=True)
-    (wave / "results.json").write_text(json.dumps({"recommended": {
+    (wave / "results.json").write_text(json.dumps({"measured_at_revision": "abc", "recommended": {
         "strategy": "x", "precision": "fp32", "tft_overrides": {"memory_efficient": True}}}))
-    read = peer_tft.best_configuration(None, "cpu", tmp_path)
+    read = conf.best_configuration(None, "cpu", tmp_path)
     assert read["precision"] == "fp32" and read["tft_overrides"] == {"memory_efficient": True}
-    assert "wave-8.12" in read["source"]
+    assert read["depends_on"] == [provenance.cite(wave / "results.json")]
+    assert read["depends_on"][0]["revision"] == "abc"
+    # the published H200 results: a repository-relative path, in the citation and in the source
+    pub = conf.best_configuration(None, "h200", ROOT / "reports")
+    assert pub["depends_on"][0]["path"] == "reports/h200/wave-8.12/results.json"
+    assert pub["source"].startswith("reports/h200/wave-8.12/results.json (recommended strategy:")
+    provenance.verify(pub["depends_on"])
 
 
 def test_a_best_configuration_of_another_size_is_refused():
     with pytest.raises(SystemExit, match="changes batch_size"):
-        peer_tft.foxlib_configs("small", {}, {"precision": "fp32", "tft_overrides": {"batch_size": 0.25},
-                                              "source": "test"})
-    _, default, best = peer_tft.foxlib_configs("small", {}, {"precision": "fp32", "source": "test",
-                                                             "tft_overrides": {"memory_efficient": True}})
+        conf.foxlib_configs("small", {}, {"precision": "fp32", "tft_overrides": {"batch_size": 0.25},
+                                          "source": "test"})
+    _, default, best = conf.foxlib_configs("small", {}, {"precision": "fp32", "source": "test",
+                                                         "tft_overrides": {"memory_efficient": True}})
     assert best.memory_efficient and best.batch_size == default.batch_size
-
-
-def test_render_needs_no_peer(tmp_path):
-    """A results file renders to a self-contained page with the table and the ratios, in any environment."""
-    def variant(label, n, peak, act, ms, precision="fp32"):
-        return {"label": label, "precision": precision, "n_parameters": n, "parameter_bytes": 4 * n,
-                "by_block": {"a": n}, "memory": {"parameters": 4 * n, "gradients": 4 * n, "optimizer_state": 8 * n,
-                                                 "activations": act, "forward_peak": peak, "peak": peak,
-                                                 "peak_method": "test"},
-                "timing": {"median_s": ms / 1e3, "iqr_s": 0.001, "noisy": False, "samples_s": [ms / 1e3] * 3}}
-    res = {"title": "Peer benchmark", "generated_at": "now", "device": {"type": "cpu", "name": "CPU", "short": "cpu"},
-           "variants": {"peer": variant("pytorch-forecasting TFT", 100, 4000, 2000, 50),
-                        "foxlib_default": variant("foxlib TFT, default", 120, 3000, 1500, 40),
-                        "foxlib_best": variant("foxlib TFT, best (8.12)", 120, 1500, 10, 30, "bf16")},
-           "config": {"hidden_size": 16}, "notes": ["a <note>"]}
-    res["ratios"] = peer_tft.ratios(res)
-    res["checks"] = peer_tft.checks(res)
-    assert res["ratios"]["foxlib_default"]["peak"] == pytest.approx(0.75)
-    assert [c["passed"] for c in res["checks"]] == [True, True, True, False]  # best: 30/50 > 0.5
-    src = tmp_path / "r.json"
-    src.write_text(json.dumps(res))
-    assert peer_tft.main(["--render", str(src), "--html", str(tmp_path / "page.html")]) == 0
-    page = (tmp_path / "page.html").read_text()
-    assert "<table>" in page and "0.750" in page and "a &lt;note&gt;" in page and "<script" not in page
-    assert "FAIL" in peer_tft.text_table(res) and "PASS" in peer_tft.text_table(res)
-    # the index links every peer page of a device folder
-    from foxlib.report import index
-    (tmp_path / "cpu").mkdir()
-    (tmp_path / "page.html").rename(tmp_path / "cpu" / "peer-benchmark.html")
-    (tmp_path / "cpu" / "wave-8.10").mkdir()
-    (tmp_path / "cpu" / "wave-8.10" / "results.json").write_text(json.dumps(
-        {"wave": "8.10", "verdict": "GO", "device": {"name": "CPU"}, "generated_at": "now"}))
-    assert 'href="cpu/peer-benchmark.html"' in index.write_index(tmp_path).read_text()
 
 
 def test_foxlibs_side_is_the_recipes_step_on_the_windows_the_peer_gets():
@@ -139,14 +223,100 @@ def test_foxlibs_side_is_the_recipes_step_on_the_windows_the_peer_gets():
     import torch
 
     from foxlib.data.market import MarketWindows
-    from foxlib.models import MODELS
     from foxlib.harness.recipe import StepRecipe, build_step
+    from foxlib.models import MODELS
     cfg = dataclasses.replace(MODELS["tft"].preset("small"), batch_size=4)
     step = build_step(StepRecipe("tft", cfg, seed=5), "cpu")
     windows = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train")
     rows = np.random.default_rng(5).integers(0, len(windows), size=cfg.batch_size)  # as same_batches
-    peer_tft.check_recipe_batch(step.batch, windows.get(rows))
+    data.check_recipe_batch(step.batch, windows.get(rows))
     with pytest.raises(RuntimeError, match="differs"):
-        peer_tft.check_recipe_batch(step.batch, MODELS["tft"].example_batch(cfg, seed=6))
+        data.check_recipe_batch(step.batch, MODELS["tft"].example_batch(cfg, seed=6))
     assert step.optimizer.param_groups[0]["lr"] == cfg.lr
     assert isinstance(step.step(), torch.Tensor)
+
+
+# ----------------------------------------------------------------------------- compiled rows (tiny, CPU, eager backend)
+
+@pytest.mark.slow
+def test_a_compiled_row_measures_like_the_others_and_counts_its_graph_breaks():
+    """Deliberately compiled on the CPU: a tiny TFT, Dynamo's eager backend (no Inductor code generation)."""
+    import torch
+
+    from foxlib.harness.recipe import StepRecipe, build_step
+    from foxlib.memory import profile_step
+    from foxlib.memory.profile import training_step_fn
+    from foxlib.models import MODELS
+    cfg = MODELS["tft"].config("small", **TINY)
+    step = build_step(StepRecipe("tft", cfg, seed=0), "cpu")
+    breaks = compiled.graph_breaks(step.model, step.batch)
+    assert breaks["graph_breaks"] >= 1 and breaks["graphs"] == breaks["graph_breaks"] + 1
+    assert any("LSTM" in b["reason"] and b["where"].startswith("foxlib/models/tft.py:") for b in breaks["break_reasons"])
+    model = compiled.CompiledTFT(step.model, "default", backend="eager")
+    fn = training_step_fn(model, step.batch, step.loss_fn, step.optimizer, "fp32", torch.device("cpu"))
+    first = compiled.first_steps(fn, torch.device("cpu"), n=2)
+    assert first["compile_s"] > 0 and len(first["first_steps_s"]) == 2 and first["graphs_compiled"] >= 2
+    prof = profile_step(model, step.batch, step.loss_fn, step.optimizer)
+    assert prof.activations > 0 and prof.peak >= prof.parameters + prof.gradients + prof.optimizer_state
+    torch._dynamo.reset()
+
+
+# ----------------------------------------------------------------------------- with the peer
+
+@needs_peer
+def test_peer_sees_the_same_windows_as_foxlib():
+    from benchmarks.peer import models
+    from foxlib.models import MODELS
+    cfg = MODELS["tft"].config("small", **TINY)
+    ds = data.peer_dataset(cfg)
+    fox, (x, y), windows = data.same_batches(cfg, ds, seed=3)  # raises if any input differs
+    assert y[0].shape == fox["target"].shape == (4, 2)
+    assert x["encoder_cont"].shape[:2] == (4, 10)
+    peer = models.build_peer(ds, cfg)
+    assert peer.hparams.hidden_size == peer.hparams.hidden_continuous_size == 16
+    assert peer.hparams.output_size == len(cfg.quantiles)
+    assert len(peer.encoder_variables) == 5 + cfg.n_observed and len(peer.decoder_variables) == 5
+    own = models.build_peer(ds, cfg, hidden_continuous_size=8)  # its defaults: prescalers at 8, its embedding size
+    assert own.hparams.hidden_continuous_size == 8 and own.hparams.embedding_sizes["series"][1] != 16
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory):
+    """Every row, tiny, on the CPU: the compiled ones deliberately, with Dynamo's eager backend."""
+    out = tmp_path_factory.mktemp("peer") / "results.json"
+    rc = peer_tft.main(["--device", "cpu", "--preset", "small", "--config", json.dumps(TINY), "--repeats", "2",
+                        "--warmup", "1", "--out", str(out), "--html", "auto", "--allow-dirty",
+                        "--compile", "on", "--compile-backend", "eager",
+                        "--reports-dir", str(out.parent / "no-reports")])
+    assert rc == 0
+    return out, json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@needs_peer
+def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
+    path, res = tiny_results
+    assert set(res["variants"]) == set(fig.ROWS) and res["not_run"] == {}
+    for name, v in res["variants"].items():
+        assert v["n_parameters"] > 0 and v["parameter_bytes"] == 4 * v["n_parameters"], name
+        mem = v["memory"]
+        for key in ("parameters", "gradients", "optimizer_state", "activations", "forward_peak", "peak"):
+            assert isinstance(mem[key], int) and mem[key] >= 0, (name, key)
+        assert mem["peak"] >= mem["parameters"] + mem["gradients"] + mem["optimizer_state"], name
+        assert v["timing"]["median_s"] > 0 and len(v["timing"]["samples_s"]) == 2, name
+        assert all(t > 0 for t in v["timing"]["samples_s"]), name
+    assert res["variants"]["foxlib_best"]["precision"] == "bf16"  # the built-in best: no 8.12 report there
+    assert res["best"]["tft_overrides"] == {"memory_efficient": True, "checkpointing": "blocks"}
+    assert res["depends_on"] == [] and res["measured_at_revision"]
+    assert res["variants"]["peer_hcs8"]["architecture"]["hidden_continuous_size"] == 8
+    for name in fig.COMPILED:
+        c = res["variants"][name]["compile"]
+        assert c["compile_s"] > 0 and c["recompile_s"] > 0 and c["backend"] == "eager", name
+    assert res["compile"]["explain"]["graph_breaks"] >= 1
+    for name in set(fig.ROWS) - {"peer"}:
+        assert {"parameters", "peak", "step_time", "step_time_interval"} <= set(res["ratios"][name])
+    assert len(res["checks"]) == 4 and all(isinstance(c["passed"], bool) for c in res["checks"])
+    assert res["config"]["hidden_size"] == 16 and res["config"]["batch_size"] == 4
+    assert len(res["windows"]) == 4 and res["notes"]
+    page = path.with_suffix(".html").read_text()
+    assert all(label in page for label in fig.ROWS.values()) and "not measured" not in page.split("<h2>")[1]

@@ -1,0 +1,166 @@
+"""The peer benchmark's figures, from its results file (benchmarks/peer_tft.py writes it).
+
+Pure functions of the JSON: every row's ratios to pytorch-forecasting's TFT at the same
+configuration (the row "peer"), the step-time ratio's confidence interval over the paired rounds
+of the one alternating run (foxlib.harness.timing.interval_of_samples), the issue's targets as
+checks, and the rows a file does not hold, with the reason. The measuring script stores ratios and
+checks; the page (foxlib/report/peer_page.py) reads them and computes what an older file lacks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from foxlib.core.config import MB
+from foxlib.harness.timing import interval_of_samples
+
+PEER = "peer"
+# every row, in the page's order: name -> label
+ROWS = {
+    "peer": "pytorch-forecasting TFT",
+    "peer_hcs8": "pytorch-forecasting TFT, its defaults (hidden_continuous_size 8)",
+    "peer_hcs16": "pytorch-forecasting TFT, its defaults with hidden_continuous_size 16",
+    "foxlib_default": "foxlib TFT, default",
+    "foxlib_best": "foxlib TFT, best (8.12)",
+    "foxlib_compiled_default": "foxlib TFT, default, torch.compile (mode default)",
+    "foxlib_compiled_reduce_overhead": "foxlib TFT, default, torch.compile (mode reduce-overhead)",
+}
+PEER_ROWS = ("peer", "peer_hcs8", "peer_hcs16")
+FOXLIB_ROWS = tuple(n for n in ROWS if n not in PEER_ROWS)
+COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhead": "reduce-overhead"}
+# the issue's targets: foxlib's default no heavier (peak) and no slower than the peer; its best at most half
+TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
+PREDATES = "not measured: the results file predates this row"
+
+
+def label(res: dict[str, Any], name: str) -> str:
+    return (res.get("variants", {}).get(name) or {}).get("label") or ROWS.get(name, name)
+
+
+def step_interval(v: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
+    """The median of the per-round step-time ratios v / base and its bootstrap interval, or None
+    where either side holds no raw samples or their rounds differ in number."""
+    a = (v.get("timing") or {}).get("samples_s") or []
+    b = (base.get("timing") or {}).get("samples_s") or []
+    if not a or len(a) != len(b):
+        return None
+    return {**interval_of_samples(a, b).to_dict(), "rounds": len(a)}
+
+
+def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every measured row but the peer, over the peer: parameters, activations, peak, step time (ratio
+    of medians; median of per-round ratios, with its interval)."""
+    variants = res.get("variants", {})
+    peer = variants.get(PEER)
+    if peer is None:
+        return {}
+    out = {}
+    for name, v in variants.items():
+        if name == PEER:
+            continue
+        r: dict[str, Any] = {
+            "parameters": v["n_parameters"] / peer["n_parameters"],
+            "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"],
+            "activations": v["memory"]["activations"] / peer["memory"]["activations"],
+            "peak": v["memory"]["peak"] / peer["memory"]["peak"],
+        }
+        if v.get("timing") and peer.get("timing"):
+            r["step_time"] = v["timing"]["median_s"] / peer["timing"]["median_s"]
+            interval = step_interval(v, peer)
+            if interval is not None:
+                # per round (the rows alternate, so round r of each ran close in time): robust to load drift
+                r["step_time_paired"] = interval["median"]
+                r["step_time_interval"] = interval
+        out[name] = r
+    return out
+
+
+def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets: default no heavier (peak) and no slower; best at most half of both."""
+    out = []
+    for name, limit in TARGETS.items():
+        r = res.get("ratios", {}).get(name)
+        if r is None:
+            continue
+        for key, what in (("peak", "peak training memory"), ("step_time", "median step time")):
+            if key in r:
+                out.append({"name": f"{label(res, name)}: {what} / peer's", "measured": r[key], "limit": limit,
+                            "unit": "ratio", "passed": bool(r[key] <= limit)})
+    return out
+
+
+def ratio_of(res: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The stored ratios of a row, with the step-time interval computed where the file lacks it."""
+    stored = (res.get("ratios") or {}).get(name)
+    if stored is None:
+        return ratios(res).get(name) if name in res.get("variants", {}) else None
+    if "step_time_interval" not in stored:
+        computed = ratios(res).get(name, {})
+        stored = {**stored, **{k: computed[k] for k in ("step_time_interval", "step_time_paired") if k in computed}}
+    return stored
+
+
+def missing_rows(res: dict[str, Any]) -> list[dict[str, str]]:
+    """Every row the file does not hold: {"name", "label", "reason"} (the run's reason where it gave one)."""
+    not_run = res.get("not_run") or {}
+    return [{"name": n, "label": ROWS[n], "reason": not_run.get(n) or PREDATES}
+            for n in ROWS if n not in res.get("variants", {})]
+
+
+def mb(value: float | None) -> str:
+    return "not measured" if value is None else f"{value / MB:,.1f}"
+
+
+def ms(seconds: float | None) -> str:
+    return "not measured" if seconds is None else f"{seconds * 1e3:,.1f}"
+
+
+def interval_text(r: dict[str, Any] | None) -> str:
+    """E.g. "0.89× [0.85, 0.93]" (the median of per-round ratios and its interval), else the ratio of medians."""
+    if not r or "step_time" not in r:
+        return "not measured"
+    i = r.get("step_time_interval")
+    if i is None:
+        return f"{r['step_time']:.3f}×"
+    return f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]"
+
+
+def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
+    """One row of display strings per measured row, in ROWS order (then any other the file holds)."""
+    variants = res.get("variants", {})
+    rows = []
+    for name in [*(n for n in ROWS if n in variants), *(n for n in variants if n not in ROWS)]:
+        v = variants[name]
+        mem, tm = v["memory"], v.get("timing") or {}
+        r = ratio_of(res, name)
+        comp = v.get("compile") or {}
+        rows.append({
+            "variant": label(res, name),
+            "precision": v["precision"],
+            "parameters": f"{v['n_parameters']:,}",
+            "parameters (MB)": f"{v['parameter_bytes'] / MB:,.1f}",
+            "activations (MB)": f"{mem['activations'] / MB:,.1f}",
+            "peak (MB)": f"{mem['peak'] / MB:,.1f}",
+            "step median (ms)": ms(tm.get("median_s")) if tm else "not measured",
+            "step IQR (ms)": ms(tm.get("iqr_s")) if tm else "not measured",
+            "peak / peer's (ratio)": f"{r['peak']:.3f}" if r else "1",
+            "step time / peer's (ratio, 95 % interval)": interval_text(r) if r else "1",
+            "compile (s)": f"{comp['compile_s']:,.1f}" if comp.get("compile_s") is not None else "",
+        })
+    return rows
+
+
+def text_table(res: dict[str, Any]) -> str:
+    """The summary the script prints last: the rows, the rows not measured, the checks."""
+    rows = table_rows(res)
+    out = []
+    if rows:
+        cols = list(rows[0])
+        width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+
+        def line(r):
+            return "  ".join(r[c].rjust(width[c]) if i else r[c].ljust(width[c]) for i, c in enumerate(cols))
+        out += [line({c: c for c in cols}), "  ".join("-" * width[c] for c in cols), *(line(r) for r in rows)]
+    out += [f"{m['label']}: {m['reason']}" for m in missing_rows(res)]
+    for c in res.get("checks", []):
+        out.append(f"{'PASS' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']:.3f} (target <= {c['limit']})")
+    return "\n".join(out)
