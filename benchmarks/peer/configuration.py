@@ -53,6 +53,9 @@ def best_configuration(option: dict[str, Any] | None, device_short: str, reports
             spec = {"precision": rec["precision"], **(rec.get("tft_overrides") or {})}
             depends_on.append(provenance.cite(path, res))
             source = f"{depends_on[0]['path']} (recommended strategy: {rec.get('strategy')})"
+            if rec.get("cuda_graph") or rec.get("options"):  # this benchmark times eager steps
+                source += ("; run here as eager steps with its precision and TFT overrides: its CUDA graph "
+                           "and step options are not applied by the peer benchmark")
         else:
             spec, source = dict(DEFAULT_BEST), f"built-in default (no recommendation in {shown})"
     precision = spec.pop("precision", "fp32")
