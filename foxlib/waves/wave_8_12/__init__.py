@@ -18,12 +18,12 @@ from foxlib.waves.wave_8_12.measuring import (TIMELINE_CASES, accuracy_runs, mea
                                               same_function_checks)
 from foxlib.waves.wave_8_12.records import (FLOOR_BYTES_PER_PARAMETER, SCHEMA_VERSION, Measurement812,
                                             StrategyResult, record)
-from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_SKIPPED, STRATEGIES, Strategy,
+from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_MODE_VALIDATED, GRAPH_SKIPPED, NOT_RECOMMENDED, STRATEGIES, Strategy,
                                                configure, resolve_overrides, runnable, select)
 from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, floors_table, recommendation_text,
                                            same_function_table, table, targets)
 
-__all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_SKIPPED", "SCHEMA_VERSION",
+__all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_MODE_VALIDATED", "GRAPH_SKIPPED", "NOT_RECOMMENDED", "SCHEMA_VERSION",
            "STRATEGIES", "TIMELINE_CASES", "Measurement812", "Strategy", "StrategyResult", "accuracy_powered",
            "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "floors_table", "interval_text",
            "lightest_at_full_speed", "measure", "measure_timeline_cases", "named_figures", "pareto", "recommend",

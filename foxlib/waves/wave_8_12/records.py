@@ -118,7 +118,7 @@ class Measurement812:
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
                 cuda_graph=bool(info.get("cuda_graph")), options=dict(info.get("options") or {}),
-                workspace_bytes=_int_or_none(m["memory"][name].get("workspace_bytes"))))
+                workspace_bytes=_own_workspace(m["memory"][name])))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
                    BASELINE, confidence, resamples, seed)
@@ -136,6 +136,14 @@ class Measurement812:
                              f"versions {READABLE_VERSIONS} (or a raw measurement.json: Measurement812.from_measurement)")
         return cls(**{**d, "schema_version": SCHEMA_VERSION, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "baseline_losses": tuple(d["baseline_losses"])})
+
+
+def _own_workspace(profile: dict[str, Any]) -> int | None:
+    """The cuBLAS workspaces of the step's own streams: for a captured step its capture stream's
+    (cuda_graph.profile_graphed_step), not those earlier strategies of the same run left allocated;
+    for an eager step what was allocated at its start that is not its tensors."""
+    own = (profile.get("cuda") or {}).get("workspace_of_capture_stream_bytes")
+    return _int_or_none(own if own is not None else profile.get("workspace_bytes"))
 
 
 def _int_or_none(x) -> int | None:

@@ -130,30 +130,37 @@ TARGET_STEP_S = 0.006
 
 
 def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """The recommendation beside the floors (foxlib.harness.floors: bytes per parameter; time from the
-    step's FLOPs and the optimizer's traffic at the device's published peaks) and the fast path's
-    targets; how far each is. Empty where the measurement has no floors (made before they existed)."""
-    raw = m if isinstance(m, dict) else {}
-    fl = raw.get("floors")
-    rec = recommend(m, budgets)
-    if not fl or rec["strategy"] is None:
+    """The recommendation and the fastest CUDA-graph strategy beside the floors (foxlib.harness.floors:
+    bytes per parameter; time from the step's FLOPs and the optimizer's traffic at the device's
+    published peaks) and the fast path's targets, with how far each is. Empty where the measurement
+    has no floors (made before they existed)."""
+    fl = (m if isinstance(m, dict) else {}).get("floors")
+    if not fl:
         return pd.DataFrame()
-    r = record(m)[rec["strategy"]]
-    step_s = r.timing.median_s
-    rows = [
-        {"quantity": "model peak (MB)", "recommended": _mb(r.peak_bytes),
-         "floor": f"{_mb(fl['bytes_floor'])} (16 B/param); {_mb(fl['bytes_floor_in_backward'])} (12 B/param, Adam in backward)",
-         "target": None, "x floor": round(r.peak_bytes / fl["bytes_floor"], 2)},
-        {"quantity": "allocator peak (MB: + cuBLAS workspaces)", "recommended": _mb(r.allocator_peak_bytes),
-         "floor": _mb(fl["bytes_floor"]), "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
-         "x floor": None if r.allocator_peak_bytes is None else round(r.allocator_peak_bytes / fl["bytes_floor"], 2)},
-    ]
-    if fl.get("time_floor_s"):
-        t = fl["time_floor_s"]
-        arithmetic = t["bf16"] if r.precision != "fp32" else (t["tf32"] if r.options.get("tf32") else t["fp32"])
-        floor_s = max(arithmetic, fl["traffic_floor_s"] or 0)
-        rows.append({"quantity": "step time (ms, median)", "recommended": round(1000 * step_s, 2),
-                     "floor": f"{1000 * floor_s:.2f} ({fl['flops'] / 1e9:,.0f} GFLOP at the published peak; "
-                              f"optimizer traffic {1000 * fl['traffic_floor_s']:.2f})",
-                     "target": 1000 * TARGET_STEP_S, "x floor": round(step_s / floor_s, 1)})
+    names = []
+    for kind in (False, True):
+        r = recommend(m, budgets, cuda_graph=kind)
+        if r["strategy"] and r["strategy"] not in names:
+            names.append(r["strategy"])
+    rows = []
+    for name in names:
+        s = record(m)[name]
+        step_s = s.timing.median_s
+        t = fl.get("time_floor_s") or {}
+        arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
+        floor_s = None if arithmetic is None else max(arithmetic, fl.get("traffic_floor_s") or 0)
+        rows += [
+            {"strategy": name, "quantity": "model peak (MB)", "measured": _mb(s.peak_bytes),
+             "floor": f"{_mb(fl['bytes_floor'])} (16 B/param); {_mb(fl['bytes_floor_in_backward'])} "
+                      "(12 B/param, Adam in backward)", "target": None,
+             "× floor": round(s.peak_bytes / fl["bytes_floor"], 2)},
+            {"strategy": name, "quantity": "allocator peak (MB: + its cuBLAS workspaces)",
+             "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
+             "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
+             "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl["bytes_floor"], 2)},
+            {"strategy": name, "quantity": "step time (ms, median)", "measured": round(1000 * step_s, 2),
+             "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl['flops'] / 1e9:,.0f} GFLOP at the "
+                                                   f"published peak; optimizer traffic {1000 * fl['traffic_floor_s']:.2f})",
+             "target": 1000 * TARGET_STEP_S, "× floor": None if floor_s is None else round(step_s / floor_s, 1)},
+        ]
     return pd.DataFrame(rows)
