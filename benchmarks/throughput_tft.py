@@ -8,8 +8,9 @@ measured here): 12,435 items/s with TF32, 17,608 items/s with AMP. Their configu
 Measured here: foxlib's TFT at hidden 128, 4 heads, 168 + 24 steps, batch 1024, on foxlib's market
 data (what differs is listed in the output's "differences"). Variants alternate in rounds in one
 process (foxlib.harness.timing.time_alternating); items/s = batch ÷ the median step time, with the
-rounds' interquartile range. Peak: max_memory_allocated over a warm-up step and one
-measured step (the step's tensors and its cuBLAS workspaces), before the timing.
+rounds' interquartile range. Peak (eager variants): max_memory_allocated over one
+step after its build, absolute: the variants built before it are alive and counted (a comparison
+across variants reads allocated_before_bytes beside it).
 
     python benchmarks/throughput_tft.py --device cuda --out throughput.json
 """
@@ -78,12 +79,15 @@ def build(cfg, precision: str, options: StepOptions, graph: bool, device: torch.
         return GraphedStep(step.model, step.batch, device_loss(cfg, device), step.optimizer, precision).capture()
 
 
-def peak_bytes(fn, device: torch.device) -> int | None:
+def peak_bytes(fn, device: torch.device, before: dict | None = None) -> int | None:
+    """max_memory_allocated over one call of fn (absolute); `before` gets what was allocated at its start."""
     if device.type != "cuda":
         return None
     gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
+    if before is not None:
+        before["bytes"] = torch.cuda.memory_allocated(device)
     fn()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device)
@@ -103,12 +107,15 @@ def main(argv=None) -> int:
         conf = {"hidden_size": 16, "num_heads": 2, "encoder_length": 12, "decoder_length": 3, "batch_size": 8}
     cfg = MODELS["tft"].config("seed", n_observed=a.n_observed, **conf)
     chosen = {n: v for n, v in variants(a.quick).items() if device.type == "cuda" or not (v[3] or v[1].tf32)}
-    steps, peaks, errors = {}, {}, {}
+    steps, peaks, starts, errors = {}, {}, {}, {}
     for name, (precision, options, efficient, graph) in chosen.items():
         print(f"[throughput] building {name}", flush=True)
         try:
             steps[name] = build(dataclasses.replace(cfg, memory_efficient=efficient), precision, options, graph, device)
-            peaks[name] = peak_bytes(steps[name], device)
+            # a captured step's replay allocates nothing (its pool was filled at capture): no peak to read
+            start: dict = {}
+            peaks[name] = None if graph else peak_bytes(steps[name], device, start)
+            starts[name] = start.get("bytes")
         except (RuntimeError, ValueError) as exc:  # a variant that cannot run here: named, the others go on
             errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
             steps.pop(name, None)
@@ -121,7 +128,7 @@ def main(argv=None) -> int:
                      "memory_efficient": efficient, "cuda_graph": graph, "step_s_median": t.median_s,
                      "step_s_samples": list(t.samples), "items_per_s": cfg.batch_size / t.median_s,
                      "items_per_s_low": cfg.batch_size / q[2], "items_per_s_high": cfg.batch_size / q[0],
-                     "allocator_peak_bytes": peaks.get(name)})
+                     "allocator_peak_bytes": peaks.get(name), "allocated_before_bytes": starts.get(name)})
         print(f"  {name}: {cfg.batch_size / t.median_s:,.0f} items/s (step {1e3 * t.median_s:.1f} ms)", flush=True)
     out = {"benchmark": "throughput_tft", "device": describe(device), "environment": environment(),
            "measured_at_revision": git_revision(), "config": dataclasses.asdict(cfg), "repeats": a.repeats,
