@@ -94,9 +94,9 @@ def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, f
                    f"{wave.NOT_ENFORCED} — measured tensor bytes of each step, added up as the interleaved run "
                    "would hold them. It contains no CUDA context, no caching-allocator rounding or fragmentation "
                    "and no cuBLAS/cuDNN workspaces. A GPU run (below) is needed before 8.14 can rely on it.")
-        out.append("The CUDA context is not in these figures. On an H200 with torch 2.11 a bare context measured "
-                   "621 MiB (lazy module loading) and 1,261 MiB with CUDA_MODULE_LOADING=EAGER "
-                   "(shared/reference/memory.md): on a 4 GB card that alone is 15–31 % of the memory.")
+        out.append("The CUDA context is not in these figures: on a GPU it comes on top, and on a 4 GB card it is a "
+                   "large share of the memory (wave 8.13's GPU report measures it after warming up every library "
+                   "the run uses: reports/<gpu>/wave-8.13/report.md).")
     else:
         ctx0 = cap.context_bytes
         ends = [m.phase(p).context_end_bytes for p in ("training", "inference")]
