@@ -112,16 +112,27 @@ def measured_members(m: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
     return out
 
 
+_PREDICTED: dict[tuple[str, str, str, int], Any] = {}
+
+
+def _predicted(name: str, cfg: Any, precision: str, seed: int):
+    """predict_step of one model's CUDA step, once per (model, config, precision, seed) in this process:
+    the configurations of one table share most of their models, and a prediction is deterministic."""
+    from foxlib.memory.predict import predict_step
+    from foxlib.models import MODELS
+    key = (name, repr(cfg), precision, seed)
+    if key not in _PREDICTED:
+        _PREDICTED[key] = predict_step(MODELS[name], cfg, precision=precision, seed=seed, target="cuda")
+    return _PREDICTED[key]
+
+
 def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, context_bytes: int,
                           workspace_bytes: int, training_cache_bytes: int = 0, serving_cache_bytes: int = 0,
                           seed: int = 0, note: str = "") -> Footprint:
     """Predict every model's CUDA training step (predict_step, target "cuda": multi-tensor Adam) and
     sum them into a predicted_footprint. Takes seconds to a minute per model on a CPU (the seed
     TFT is the slow one); allocates no model memory."""
-    from foxlib.memory.predict import predict_step
-    from foxlib.models import MODELS
-    figures = [model_figures(name, precision,
-                             predict_step(MODELS[name], cfg, precision=precision, seed=seed, target="cuda"))
+    figures = [model_figures(name, precision, _predicted(name, cfg, precision, seed))
                for name, (cfg, precision) in members.items()]
     return predicted_footprint(configuration, figures, context_bytes=context_bytes, workspace_bytes=workspace_bytes,
                                training_cache_bytes=training_cache_bytes, serving_cache_bytes=serving_cache_bytes,
