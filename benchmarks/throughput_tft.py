@@ -29,8 +29,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from foxlib.core.provenance import git_revision  # noqa: E402
-from foxlib.harness.recipe import StepRecipe, build_step  # noqa: E402
-from foxlib.harness.step_options import StepOptions, matmul_tf32  # noqa: E402
+from foxlib.harness.recipe import StepRecipe, build_step, capture_step  # noqa: E402
+from foxlib.harness.step_options import StepOptions  # noqa: E402
 from foxlib.harness.timing import time_alternating  # noqa: E402
 from foxlib.memory.devices import describe, environment, resolve_device  # noqa: E402
 from foxlib.models import MODELS  # noqa: E402
@@ -72,11 +72,7 @@ def build(cfg, precision: str, options: StepOptions, graph: bool, device: torch.
     recipe = StepRecipe("tft", cfg, precision, 0, options)
     if not graph:
         return build_step(recipe, device).step
-    from foxlib.memory.cuda_graph import GraphedStep
-    from foxlib.models.tft import device_loss
-    step = build_step(recipe, device, capturable=True)
-    with matmul_tf32(options.tf32):
-        return GraphedStep(step.model, step.batch, device_loss(cfg, device), step.optimizer, precision).capture()
+    return capture_step(recipe, device)[1]
 
 
 def peak_bytes(fn, device: torch.device, before: dict | None = None) -> int | None:

@@ -111,3 +111,14 @@ def test_a_fresh_process_measures_the_step_and_says_why_it_failed():
     assert r["allocator_peak_bytes"] is None  # no allocator peak on the CPU
     bad = measure_in_fresh_process({**spec, "precision": "fp8"})
     assert "error" in bad and "precision" in bad["error"]
+
+
+def test_graph_parts_build_a_capturable_step_and_refuse_a_model_without_a_device_loss():
+    from foxlib.harness.recipe import graph_parts
+    built, loss = graph_parts(StepRecipe("tft", TINY, "fp32", 0, StepOptions(adam="fused")), CPU)
+    group = built.optimizer.param_groups[0]
+    assert group["capturable"] and group["fused"]
+    built.model.eval()
+    assert torch.equal(loss(built.model, built.batch), MODELS["tft"].loss(built.model, built.batch))
+    with pytest.raises(ValueError, match="no host-copy-free loss known for 'dqn'"):
+        graph_parts(StepRecipe("dqn", MODELS["dqn"].preset("small")), CPU)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.recipe import StepRecipe, build_step, graph_parts
 from foxlib.harness.step_options import StepOptions, matmul_tf32
 from foxlib.models import MODELS
 
@@ -51,11 +51,10 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     recipe = StepRecipe("tft", cfg, spec.get("precision", "fp32"), spec.get("seed", 0), options)
     if spec.get("cuda_graph"):
         from foxlib.memory.cuda_graph import GraphedStep
-        from foxlib.models.tft import device_loss
-        built = build_step(recipe, device, capturable=True)
+        built, loss = graph_parts(recipe, device)
         with matmul_tf32(options.tf32):
-            graphed = GraphedStep(built.model, built.batch, device_loss(cfg, device), built.optimizer,
-                                  recipe.precision, warmup=WARMUP_STEPS)
+            graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, recipe.precision,
+                                  warmup=WARMUP_STEPS)
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)

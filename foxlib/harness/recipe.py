@@ -122,3 +122,26 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> T
 def timed_step(card, cfg, device: torch.device, precision: str, seed: int = 0):
     """A zero-argument callable running one full training step of the recipe (for timing)."""
     return build_step(StepRecipe(card.name, cfg, precision, seed), device).step
+
+
+def graph_parts(recipe: StepRecipe, device: torch.device | str, loss=None):
+    """What a CUDA graph captures of the recipe's step: the built step with Adam capturable=True, and a
+    loss that copies nothing from the host (`loss`, else the TFT's device_loss)."""
+    built = build_step(recipe, device, capturable=True)
+    if loss is None:
+        if recipe.model != "tft":
+            raise ValueError(f"no host-copy-free loss known for {recipe.model!r}: pass one")
+        from foxlib.models.tft import device_loss
+        loss = device_loss(recipe.cfg, torch.device(device))
+    return built, loss
+
+
+def capture_step(recipe: StepRecipe, device: torch.device | str, loss=None):
+    """The recipe's step captured as one CUDA graph (foxlib.memory.cuda_graph.GraphedStep, after its
+    eager warm-up), TF32 held while it is captured when the options ask for it (the kernels are chosen
+    at capture: it holds in every replay). Returns (the built step, the graph: call it to replay)."""
+    from foxlib.memory.cuda_graph import GraphedStep
+    built, loss = graph_parts(recipe, device, loss)
+    with matmul_tf32(recipe.options.tf32):
+        graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, recipe.precision).capture()
+    return built, graphed

@@ -15,7 +15,7 @@ from foxlib.core.progress import progress
 from foxlib.harness.equivalence import reference_run, same_function
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.floors import floors, step_flops
-from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.recipe import StepRecipe, build_step, capture_step, graph_parts
 from foxlib.harness.step_options import StepOptions, matmul_tf32
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
@@ -23,7 +23,6 @@ from foxlib.harness.training import HARNESS, accuracy_config, check_target, trai
 from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
-from foxlib.models.tft import device_loss
 from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
 
 
@@ -175,23 +174,17 @@ def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, de
         torch.cuda.empty_cache()
 
 
-def _graph_parts(cfg, device: torch.device, precision: str, seed: int, options: StepOptions):
-    """The recipe's TFT, batch and Adam (capturable) and the host-copy-free loss: what a CUDA graph captures."""
-    step = build_step(StepRecipe("tft", cfg, precision, seed, options), device, capturable=True)
-    return step.model, step.batch, device_loss(cfg, device), step.optimizer
-
-
 def _profile_graphed(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> dict[str, Any]:
+    built, loss = graph_parts(StepRecipe("tft", cfg, precision, seed, options), device)
     with matmul_tf32(options.tf32):
-        profile = profile_graphed_step(*_graph_parts(cfg, device, precision, seed, options), precision)
+        profile = profile_graphed_step(built.model, built.batch, loss, built.optimizer, precision)
     gc.collect()
     torch.cuda.empty_cache()
     return profile
 
 
 def _graphed_step(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> GraphedStep:
-    with matmul_tf32(options.tf32):  # the kernels are chosen at capture: TF32 holds in every replay
-        return GraphedStep(*_graph_parts(cfg, device, precision, seed, options), precision).capture()
+    return capture_step(StepRecipe("tft", cfg, precision, seed, options), device)[1]
 
 
 def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:

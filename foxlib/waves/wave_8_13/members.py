@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.harness.recipe import StepRecipe, build_step, capture_step
+from foxlib.harness.step_options import StepOptions
 from foxlib.memory import accounting
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_13.oom import _is_oom
@@ -74,16 +74,14 @@ def _load(member: _Member, device: torch.device, seed: int) -> None:
         loss = graph_loss(member.name, member.cfg, device)
         why = NOT_CAPTURABLE.get(member.name, "no capturable loss") if loss is None else None
         if loss is not None:
-            from foxlib.memory.cuda_graph import GraphedStep
-            built = build_step(recipe, device, capturable=True)
             try:
-                with matmul_tf32(member.options.tf32):
-                    graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, member.precision).capture()
+                built, graphed = capture_step(recipe, device, loss)
             except (RuntimeError, ValueError) as exc:
                 if _is_oom(exc):
                     raise
                 why = f"capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                built.free()
+                gc.collect()
+                torch.cuda.empty_cache()
             else:
                 member.model, member.batch, member.optimizer, member.step = (built.model, built.batch,
                                                                              built.optimizer, graphed)
