@@ -6,6 +6,7 @@ import pickle
 import pytest
 import torch
 
+from foxlib.memory.live_series_cuda import NO_STACKS_OWNER
 from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, MemoryTimeline, downsample,
                                        from_cpu_events, from_cuda_snapshot, load, round_size)
 from foxlib.memory.timeline_chart import timeline_chart
@@ -89,6 +90,12 @@ def test_cuda_replay_counts_blocks_not_requests():
     assert s.reconstruction_error_bytes == 0 and s.phase_source == "annotations"
     assert s.owners[0].name == "mymodel.py:3 forward" and s.owners[0].bytes == 4 * MiB
     assert round_size(1) == 512 and round_size(513) == 1024
+    # the same history recorded without stacks: same bytes, and no owner guessed from missing frames
+    for e in trace:
+        e["frames"] = []
+    bare = from_cuda_snapshot(snapshot, label="no stacks")
+    assert bare.peak_bytes == s.peak_bytes
+    assert {o.name for o in bare.owners} == {NO_STACKS_OWNER}
 
 
 def test_committed_h200_snapshot_peak_is_the_allocators_peak():
@@ -194,15 +201,16 @@ def test_load_refuses_what_it_cannot_read(tmp_path):
 def test_cuda_timelines_match_the_allocator(tmp_path):
     runs = measure_timelines(MODELS["tft"].config("small"), "cuda", str(tmp_path), ALL_CASES)
     failed = {name: run.skipped for name, run in runs.items() if run.series is None}
-    # a case whose recording fails (after both stack settings) is named with its error; the step's
+    # a case whose recording fails (after every stack setting) is named with its error; the step's
     # plain, memory-efficient and fully checkpointed cases must draw
     assert all(why.startswith("failed: stacks=python: ") for why in failed.values()), failed
     assert not {"plain", "memory-efficient path", "checkpoint all"} & set(failed), failed
     for run in (r for r in runs.values() if r.series is not None):
         s = run.series
         assert s.peak_bytes == run.profile_peak_bytes and s.reconstruction_error_bytes == 0
-        assert s.phase_source == "annotations"
-        assert [p.name for p in s.phases] == ["forward", "backward", "optimizer step"]
+        if run.stacks != "none":  # a history without stacks may lack the record_function marks
+            assert s.phase_source == "annotations"
+            assert [p.name for p in s.phases] == ["forward", "backward", "optimizer step"]
         assert os.path.getsize(run.viewer_html_path) > 0
     # the recompute runs the checkpointed Python function on the autograd engine's thread: its stack names it
     assert any(o.name.startswith("recompute in backward: ") for o in runs["checkpoint all"].series.owners)

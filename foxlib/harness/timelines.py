@@ -22,13 +22,15 @@ import torch
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.memory.profile import record_cuda_history
 
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
 # the CUDA history's call stacks, tried in order: on the H200's torch 2.11 one checkpointed step's
 # backward failed once with Python stacks ("run_backward returned NULL without setting an exception"),
-# so a failed case is tried again with Python and C++ stacks before it is reported as failed
-STACKS_TRIED = ("python", "all")
+# so a failed case is tried again with Python and C++ stacks, then with none (the series then names no
+# owners), before it is reported as failed
+STACKS_TRIED = ("python", "all", "none")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class TimelineRun:
     skipped: str | None = None
     seconds: float = 0.0
     """Wall time this configuration took to build, profile and read (not the step's time)."""
+    stacks: str | None = None
+    """The CUDA history's stacks that worked (STACKS_TRIED); None on the CPU or where skipped."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -111,10 +115,11 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
             continue
         path = os.path.join(out_dir, f"{prefix}-{_slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
-        result, failures = None, []
+        result, failures, used = None, [], None
         for stacks in STACKS_TRIED if device.type == "cuda" else STACKS_TRIED[:1]:
             try:
                 result = _record(recipe, case, device, path, stacks)
+                used = stacks if device.type == "cuda" else None
                 break
             except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
                 if device.type == "cuda":
@@ -132,7 +137,7 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
         if viewer_html and device.type == "cuda":
             html_path = viewer_html_file(path, path.rsplit(".", 1)[0] + ".html")
         runs[case.name] = TimelineRun(case.name, recipe.to_dict(), series, path, html_path, peak, activations,
-                                      seconds=time.perf_counter() - started)
+                                      seconds=time.perf_counter() - started, stacks=used)
     return runs
 
 
@@ -167,7 +172,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
-    torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks=stacks)
+    record_cuda_history(stacks, HISTORY_ENTRIES)
     try:
         graphed.capture()()
         torch.cuda.synchronize(device)

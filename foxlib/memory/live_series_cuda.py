@@ -25,6 +25,7 @@ from foxlib.memory.timeline import MARK_FORWARD_END
 
 MIN_BLOCK_BYTES = 512  # the allocator rounds every request up to a multiple of this
 SMALL_SIZE_BYTES = 1 << 20  # requests up to this come from the small pool; a large block is split only if more remains
+NO_STACKS_OWNER = "unnamed: the history was recorded without stacks"
 _LIBRARY = ("/torch/", "/site-packages/", "<frozen", "/lib/python3")
 _GENERIC = {"forward", "_loop", "_run", "_body", "_batched", "inner", "loss", "step", "__call__", "_call_impl",
             "_wrapped_call_impl", "profile_step", "measure", "main"}  # frames too common to name an owner
@@ -135,6 +136,8 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
     if not phases:
         phase_source = "none: the snapshot has no forward mark and its stacks do not show where backward began"
     runner = ("step", "profile_step")
+    # a history recorded without stacks (record_cuda_history("none")) names no owner
+    has_stacks = any(e.get("frames") for e in trace if e["action"] == "alloc")
 
     # replay
     seg_starts = sorted(segments)
@@ -169,7 +172,8 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
             live += size
             frames = e.get("frames", [])
             in_backward = phase_at(phases, x) == "backward"
-            alive[addr] = LiveAllocation(size, cuda_owner_name(frames, in_backward, runner), x, _user_frames(frames))
+            owner = cuda_owner_name(frames, in_backward, runner) if has_stacks else NO_STACKS_OWNER
+            alive[addr] = LiveAllocation(size, owner, x, _user_frames(frames))
         else:
             live -= sizes.pop(addr, round_size(e["size"]))
             alive.pop(addr, None)

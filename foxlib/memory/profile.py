@@ -193,6 +193,17 @@ def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torc
 MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
 
 
+def record_cuda_history(stacks: str = "python", max_entries: int = 200_000) -> None:
+    """Turn on the CUDA allocator's alloc/free history with `stacks`: "python", "all" (Python and C++
+    frames) or "none" (no tracebacks: the lightest, for code where collecting stacks fails)."""
+    if stacks not in ("python", "all", "none"):
+        raise ValueError(f"stacks must be 'python', 'all' or 'none', not {stacks!r}")
+    if stacks == "none":
+        torch.cuda.memory._record_memory_history(max_entries=max_entries, context=None, stacks="python")
+    else:
+        torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks=stacks)
+
+
 def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
                  optimizer: torch.optim.Optimizer, precision: str = "fp32", *, warmup: int = 1,
                  buffers: Mapping[str, Any] | None = None, snapshot_path: str | None = None,
@@ -204,7 +215,8 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     snapshot (a pickle that opens in https://pytorch.org/memory_viz), on the CPU the profiler's
     allocation events as JSON (CpuTimeline.write); foxlib.memory.live_series.load reads either.
     Both carry the forward's end (mark_forward_end) and the optimizer's record_function ranges.
-    snapshot_stacks: the CUDA history's call stacks, "python" or "all" (Python and C++).
+    snapshot_stacks: the CUDA history's call stacks, "python", "all" (Python and C++) or "none" (no
+    stacks: the series then names no owners; see record_cuda_history).
     """
     check_precision(precision)
     device = next(model.parameters()).device
@@ -259,7 +271,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         # not the step's tensors: cuBLAS workspaces (per stream and thread) held for the process
         workspace = max(0, allocated_at_start - cuda_block_bytes(own, device))
         if snapshot_path:
-            torch.cuda.memory._record_memory_history(max_entries=200_000, stacks=snapshot_stacks)
+            record_cuda_history(snapshot_stacks)
 
         def on_forward_end():
             torch.cuda.synchronize(device)
