@@ -19,7 +19,8 @@ from foxlib.harness.recipe import StepRecipe, build_step, capture_step, graph_pa
 from foxlib.harness.step_options import StepOptions, matmul_tf32
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
-from foxlib.harness.training import HARNESS, accuracy_config, check_target, train_tft
+from foxlib.harness.parallel_training import train_many
+from foxlib.harness.training import HARNESS, accuracy_config, check_target
 from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
@@ -121,16 +122,13 @@ def accuracy_runs(chosen: list[Strategy], acc_base, seeds: int, device: torch.de
     keys: dict[tuple, Strategy] = {}  # one set of runs per distinct function computed
     for s in sorted(chosen, key=lambda s: not s.changes_numerics):
         keys.setdefault(accuracy_key(s), s)
-    with progress(len(keys) * seeds, "wave 8.12 accuracy") as bar:
-        for key, s in keys.items():
-            cfg = configure(acc_base, dict(key[1]))
-            runs[s.name] = []
-            for sd in range(seeds):
-                bar.describe(f"training {s.name} seed {sd}")
-                r = train_tft(cfg, precision=s.precision, seed=sd, device=device, show_progress=False,
-                              options=s.options, **harness)
-                runs[s.name].append(r.to_dict())
-                bar.advance()
+    jobs = [(s, {"cfg": configure(acc_base, dict(key[1])), "precision": s.precision, "seed": sd,
+                 "options": s.options, **harness})
+            for key, s in keys.items() for sd in range(seeds)]
+    # independent runs: several processes at once on a GPU (foxlib.harness.parallel_training)
+    done = train_many([job for _, job in jobs], device, what="wave 8.12 accuracy")
+    for (s, _), r in zip(jobs, done):
+        runs.setdefault(s.name, []).append(r)
     first = next(iter(runs.values()))[0]
     return {"accuracy_runs": runs, "accuracy_source": {s.name: keys[accuracy_key(s)].name for s in chosen},
             "accuracy_harness": {**first["harness"], "tft_config": dataclasses.asdict(acc_base)}}
