@@ -207,7 +207,8 @@ def test_cuda_timelines_match_the_allocator(tmp_path):
     assert not {"plain", "memory-efficient path", "checkpoint all"} & set(failed), failed
     for run in (r for r in runs.values() if r.series is not None):
         s = run.series
-        assert s.peak_bytes == run.profile_peak_bytes and s.reconstruction_error_bytes == 0
+        # the series counts what the process held before the step (earlier tests' leftovers, workspaces)
+        assert s.peak_bytes == run.profile_peak_bytes + run.outside_bytes and s.reconstruction_error_bytes == 0
         if run.stacks != "none":  # a history without stacks may lack the record_function marks
             assert s.phase_source == "annotations"
             assert [p.name for p in s.phases] == ["forward", "backward", "optimizer step"]

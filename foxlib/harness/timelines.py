@@ -78,6 +78,9 @@ class TimelineRun:
     """Wall time this configuration took to build, profile and read (not the step's time)."""
     stacks: str | None = None
     """The CUDA history's stacks that worked (STACKS_TRIED); None on the CPU or where skipped."""
+    outside_bytes: int = 0
+    """CUDA: bytes allocated at the step's start that are not the step's (cuBLAS workspaces, anything an
+    earlier computation in the process still holds): in the series, not in profile_peak_bytes."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -131,27 +134,28 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None,
                                           skipped="failed: " + "; ".join(failures))
             continue
-        peak, activations = result
+        peak, activations, outside = result
         series = load(path, label=case.name, max_points=max_points)
         html_path = None
         if viewer_html and device.type == "cuda":
             html_path = viewer_html_file(path, path.rsplit(".", 1)[0] + ".html")
         runs[case.name] = TimelineRun(case.name, recipe.to_dict(), series, path, html_path, peak, activations,
-                                      seconds=time.perf_counter() - started, stacks=used)
+                                      seconds=time.perf_counter() - started, stacks=used, outside_bytes=outside)
     return runs
 
 
 def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: str,
-            stacks: str) -> tuple[int, int | None]:
-    """One case's step with the allocation history on: (peak bytes, activations bytes or None)."""
+            stacks: str) -> tuple[int, int | None, int]:
+    """One case's step with the allocation history on: (peak bytes, activations bytes or None, bytes
+    outside the step: TimelineRun.outside_bytes)."""
     if case.cuda_graph:
-        return _record_graphed(recipe, device, path, stacks), None
+        return _record_graphed(recipe, device, path, stacks), None, 0
     step = build_step(recipe, device)
     try:
         profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
     finally:
         step.free()
-    return profile.peak, profile.activations
+    return profile.peak, profile.activations, profile.workspace_bytes
 
 
 def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> int:

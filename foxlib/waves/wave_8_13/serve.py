@@ -71,7 +71,13 @@ def _forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]
 
 def _captured(run: Callable[[], Any], device: torch.device, member: _Member) -> Callable[[], Any]:
     """`run` captured as one CUDA graph after warm-up calls on a side stream; the call replays it and
-    returns the graph's output tensors (rewritten by each replay)."""
+    returns the graph's output tensors (rewritten by each replay).
+
+    The capture is made on the warm-up's stream: cuBLAS keeps one workspace per (handle, stream), made
+    by the first matmul on it, so the warm-up makes it outside the graph's private pool. Captured on
+    another stream (torch.cuda.graph's default capture stream, shared by every graph that does not
+    name one) the workspace would be made inside the first graph's pool and baked into every later graph
+    captured there."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -79,7 +85,7 @@ def _captured(run: Callable[[], Any], device: torch.device, member: _Member) -> 
             run()
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         out = run()
     member.inference_note = "captured: each inference forward replays one CUDA graph"
 
