@@ -39,7 +39,7 @@ accuracy_target: str = "return"  # what the TFT forecasts: return (next days' lo
 accuracy_batch_size: int = 64  # training batch of the accuracy runs (batch ÷4 trains a quarter of it)
 accuracy_lr: float = 0.003  # Adam learning rate of the accuracy runs
 accuracy_min_skill_pct: float = 2.0  # a run has skill when it beats climatology's validation quantile loss by this much
-timelines: bool = True  # also record live memory through one step (plain, checkpointed, memory-efficient)
+timelines: bool = True  # also record live memory through one step (plain, checkpointed, memory-efficient, CUDA graph)
 timeline_dir: str = ""  # where the timelines' snapshot files go (a temporary folder if empty)
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
@@ -133,7 +133,9 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 # Live tensor bytes through forward, backward and the optimizer step (CUDA: the allocator's snapshot;
 # CPU: the profiler's allocation events), the peak marked and its largest owners named. Checkpointing
 # empties what the forward keeps for backward, but the recompute and the backward's temporaries come back
-# when gradients already exist, so the step's peak moves into backward instead of falling.
+# when gradients already exist, so the step's peak moves into backward instead of falling. The CUDA
+# graph's line (CUDA only) is its capture: every replay reuses the graph's private pool and allocates
+# nothing. A line recorded without call stacks (where recording them failed) names no owners.
 
 # %%
 import os
