@@ -48,6 +48,7 @@ reports: $(STAMP) ## run every wave in dependency order (8.10 .. 8.13), then wri
 
 render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make render MEASURED=<folder>
 	@test -d "$(MEASURED)" || (echo "no folder $(MEASURED): run scripts/h200.sh on the GPU machine first (README)"; exit 2)
+	@if [ -f "$(MEASURED)/wave-8.12-timelines.tgz" ]; then tar -C "$(MEASURED)" -xzf "$(MEASURED)/wave-8.12-timelines.tgz"; fi
 	@for w in 8.10 8.11 8.12 8.13; do f="$(abspath $(MEASURED))/wave-$$w.json"; \
 	  if [ -f "$$f" ]; then $(PYTHON) -m foxlib report --wave $$w -p measurements="$$f" || exit 1; fi; done
 	@for f in $(MEASURED)/peer-benchmark*.json; do [ -f "$$f" ] || continue; \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU measurement the H200 reports need, run on the GPU machine from the repository root
 # (the device tool's copy of a clean, committed tree). Results go under $OUT (at most 8 files):
-#   wave-<W>.json for each wave in $WAVES, wave-8.10-snapshot.pickle, peer-benchmark.json,
+#   wave-<W>.json for each wave in $WAVES, wave-8.10-snapshot.pickle, wave-8.12-timelines.tgz, peer-benchmark.json,
 #   throughput.json (THROUGHPUT=1), run.log.
 # Render them here with `make render MEASURED=<folder>` (README: "On a GPU machine").
 #
@@ -32,7 +32,10 @@ for w in ${WAVES:-8.10 8.11 8.12 8.13}; do
   [ "$w" = none ] && continue
   stamp "wave $w"
   python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" \
-    $( [ "$w" = 8.10 ] && echo "-p snapshot_path=$OUT/wave-8.10-snapshot.pickle" ) 2>&1 | tail -n 20 | tee -a "$LOG"
+    $( [ "$w" = 8.10 ] && echo "-p snapshot_path=$OUT/wave-8.10-snapshot.pickle" ) \
+    $( [ "$w" = 8.12 ] && echo "-p timeline_dir=/tmp/foxlib-out/timelines" ) 2>&1 | tail -n 20 | tee -a "$LOG"
+  # the timelines' snapshots in one file (the device tool returns at most 8): make render unpacks them
+  [ "$w" = 8.12 ] && [ -d /tmp/foxlib-out/timelines ] && tar -C /tmp/foxlib-out -czf "$OUT/wave-8.12-timelines.tgz" timelines
 done
 if [ "${PEER:-1}" = 1 ]; then
   stamp "peer benchmark"
