@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from foxlib.report import index
 from foxlib.core.config import MB
@@ -285,3 +286,19 @@ def test_a_changed_8_12_results_file_fails_verification(tmp_path):
         provenance.verify(got["depends_on"], base=tmp_path)
     assert wave.resolve_tft('{"precision": "bf16"}', "small", "cpu", tmp_path)["depends_on"] == []
     assert wave.resolve_tft("auto", "small", "cpu", tmp_path / "none")["depends_on"] == []
+
+
+def test_a_captured_forward_is_told_from_an_eager_one():
+    from foxlib.waves.wave_8_13.serve import _Together, is_captured
+
+    def eager():
+        return 1
+
+    def replay():
+        return 2
+    replay.graph = object()
+    assert is_captured(replay) and not is_captured(eager)
+    with _Together({"a": eager, "b": replay}, "threads", torch.device("cpu")) as together:
+        assert together.streams == {}  # streams (one shared by the captured forwards) on CUDA only
+        latencies, wall = together()
+    assert set(latencies) == {"a", "b"} and wall >= max(latencies.values()) >= 0

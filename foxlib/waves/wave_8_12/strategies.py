@@ -80,9 +80,12 @@ STRATEGIES = {s.name: s for s in (
 )}
 GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
 # Wave 8.13 trains and serves a graphed TFT with captured steps (foxlib/waves/wave_8_13/members.py,
-# serve.py), but its first H200 run in graph mode (2026-12-03, revision 79e3cfb) stopped with "an
-# illegal memory access was encountered" before writing its measurement: until a run completes, the
-# recommendation stays among eager strategies and the graphed ones are shown beside it.
+# serve.py), but its H200 runs in graph mode (2026-12-03, revisions 79e3cfb, b499286) stopped with "an
+# illegal memory access was encountered" before writing their measurement. The diagnosis
+# (scripts/h200-graphmode-diagnose.sh, b499286) found it in serving: training captured and inference
+# eager ran to the end; the four captured forwards replayed at once on separate streams failed. They
+# now share one stream (serve.py, GRAPHS_ONE_STREAM). Until a whole run completes, the recommendation
+# stays among eager strategies and the graphed ones are shown beside it.
 GRAPH_MODE_VALIDATED = False
 NOT_RECOMMENDED = ("CUDA-graph strategies are shown, not recommended: wave 8.13's graph mode has not yet run to "
                    "the end on a GPU (its first H200 run stopped with an illegal memory access)")
