@@ -130,8 +130,9 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 
 # %% [markdown]
 # ## Where the peak is: live memory through one step
-# Live tensor bytes through forward, backward and the optimizer step (CUDA: the allocator's snapshot;
-# CPU: the profiler's allocation events), the peak marked and its largest owners named. Checkpointing
+# The step's own live tensor bytes through forward, backward and the optimizer step (CUDA: the allocator's
+# snapshot less what the process held that is not the step's; CPU: the profiler's allocation events), the
+# peak marked and its largest owners named: each line's peak is the model peak of the tables above. Checkpointing
 # empties what the forward keeps for backward, but the recompute and the backward's temporaries come back
 # when gradients already exist, so the step's peak moves into backward instead of falling. The CUDA
 # graph's line (CUDA only) is its capture: every replay reuses the graph's private pool and allocates
@@ -141,12 +142,13 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 import os
 
 from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.harness.timelines import TimelineRun, keep_beside
+from foxlib.harness.timelines import TimelineRun, keep_beside, own_timelines
 
 runs = {n: TimelineRun.from_dict(d) for n, d in m.get("timelines", {}).items()}
-shown = [r.series for r in runs.values() if r.series is not None]
+own = own_timelines(runs)
+shown = [s for s in own.values() if s is not None]
 if shown:
-    tf = timeline_chart(shown, f"TFT step, live memory — {m['device']['name']}",
+    tf = timeline_chart(shown, f"TFT step, its own live memory — {m['device']['name']}",
                         budget_bytes=int(budgets["tft"]["peak_training_mb"] * 10**6))
     display(HTML(tf.to_html()))
     import matplotlib.pyplot as plt
@@ -154,10 +156,12 @@ if shown:
     search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
         if params["measurements"] else []
     links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
-    lines = [f"- {n}: live peak {r.series.peak_bytes / 1e6:,.1f} MB in {r.series.peak_phase}, of which "
-             f"{r.series.start_bytes / 1e6:,.1f} MB were live before the step began (weights, Adam state, batch, "
-             "and on CUDA what earlier measurements in this process keep: workspaces, CUDA-graph pools); "
-             f"its rise in the step {(r.series.peak_bytes - r.series.start_bytes) / 1e6:,.1f} MB"
+    lines = [f"- {n}: " + (f"model peak {own[n].peak_bytes / 1e6:,.1f} MB in {own[n].peak_phase} (its own tensors; "
+                           f"{own[n].start_bytes / 1e6:,.1f} MB of them live when the step began); the process "
+                           f"held {r.outside_bytes / 1e6:,.1f} MB besides (workspaces, earlier measurements)"
+                           if own[n] is not None else
+                           f"not drawn: live peak {r.series.peak_bytes / 1e6:,.1f} MB with what the process held "
+                           "before the step, which this measurement did not record apart")
              + (f" · [snapshot]({links[n]['snapshot']})" if links[n]["snapshot"] else "")
              + (f" · [PyTorch's viewer]({links[n]['viewer_html']})" if links[n]["viewer_html"] else "")
              for n, r in runs.items() if r.series is not None]

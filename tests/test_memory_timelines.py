@@ -11,7 +11,7 @@ from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, Memo
                                        from_cpu_events, from_cuda_snapshot, load, round_size)
 from foxlib.memory.timeline_chart import timeline_chart
 from foxlib.harness.timelines import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
-                                           keep_beside, measure_timelines, viewer_html_file)
+                                           keep_beside, measure_timelines, own_timelines, viewer_html_file)
 from foxlib.models import MODELS
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -90,6 +90,19 @@ def test_cuda_replay_counts_blocks_not_requests():
     assert s.reconstruction_error_bytes == 0 and s.phase_source == "annotations"
     assert s.owners[0].name == "mymodel.py:3 forward" and s.owners[0].bytes == 4 * MiB
     assert round_size(1) == 512 and round_size(513) == 1024
+    # less bytes the step does not own: every point, the start, the peak and the forward's end move down
+    own = s.without(512)
+    assert own.peak_bytes == s.peak_bytes - 512 and own.start_bytes == 0 and own.live_bytes[0] == s.live_bytes[0] - 512
+    assert own.forward_end_bytes == s.forward_end_bytes - 512 and own.owners == s.owners
+    with pytest.raises(ValueError, match="outside_bytes"):
+        s.without(1024)  # more than was live at the start
+    runs = {"eager": TimelineRun("eager", {}, s, None, profile_peak_bytes=s.peak_bytes - 512, activations_bytes=1,
+                                 outside_bytes=512),
+            "graph, older record": TimelineRun("graph, older record", {}, s, None, profile_peak_bytes=s.peak_bytes),
+            "skipped": TimelineRun("skipped", {}, None, None, skipped="failed")}
+    drawn = own_timelines(runs)
+    assert drawn["eager"].peak_bytes == runs["eager"].profile_peak_bytes
+    assert drawn["graph, older record"] is None and drawn["skipped"] is None
     # the same history recorded without stacks: same bytes, and no owner guessed from missing frames
     for e in trace:
         e["frames"] = []

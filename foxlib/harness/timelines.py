@@ -22,7 +22,9 @@ import torch
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.memory.profile import record_cuda_history
+from foxlib.memory.accounting import iter_tensors
+
+from foxlib.memory.profile import cuda_block_bytes, record_cuda_history
 
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
@@ -149,7 +151,8 @@ def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: 
     """One case's step with the allocation history on: (peak bytes, activations bytes or None, bytes
     outside the step: TimelineRun.outside_bytes)."""
     if case.cuda_graph:
-        return _record_graphed(recipe, device, path, stacks), None, 0
+        peak, outside = _record_graphed(recipe, device, path, stacks)
+        return peak, None, outside
     step = build_step(recipe, device)
     try:
         profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
@@ -158,9 +161,10 @@ def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: 
     return profile.peak, profile.activations, profile.workspace_bytes
 
 
-def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> int:
+def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> tuple[int, int]:
     """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, and
-    write the snapshot; returns max_memory_allocated over capture and replay."""
+    write the snapshot; returns (the model peak: max_memory_allocated over capture and replay less what
+    was allocated before and is not the step's, those outside bytes), as profile_graphed_step counts them."""
     from foxlib.memory.cuda_graph import GraphedStep
     from foxlib.models.tft import device_loss
 
@@ -175,18 +179,35 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     graphed = GraphedStep(step.model, step.batch, marked_loss, step.optimizer, recipe.precision)
     gc.collect()
     torch.cuda.synchronize(device)
+    mine = (list(step.model.parameters()) + list(step.model.buffers()) + list(iter_tensors(step.batch))
+            + [p.grad for p in step.model.parameters() if p.grad is not None]
+            + list(iter_tensors(list(step.optimizer.state.values()))))
+    outside = max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
     torch.cuda.reset_peak_memory_stats(device)
     record_cuda_history(stacks, HISTORY_ENTRIES)
     try:
         graphed.capture()()
         torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device)
+        peak = torch.cuda.max_memory_allocated(device) - outside
         torch.cuda.memory._dump_snapshot(path)
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
     del graphed
     step.free()
-    return peak
+    return peak, outside
+
+
+def own_timelines(runs: dict[str, TimelineRun]) -> dict[str, MemoryTimeline | None]:
+    """Each recorded run's series less its outside bytes (MemoryTimeline.without): the step's own
+    memory, whose peak is the model peak. None where nothing was recorded, and for a CUDA-graph run
+    measured before its outside bytes were (outside_bytes 0 and no activations: its series would count
+    the whole process)."""
+    out: dict[str, MemoryTimeline | None] = {}
+    for name, run in runs.items():
+        legacy_graph = run.activations_bytes is None and run.outside_bytes == 0 and run.series is not None \
+            and run.series.device == "cuda" and run.profile_peak_bytes == run.series.peak_bytes
+        out[name] = None if run.series is None or legacy_graph else run.series.without(run.outside_bytes)
+    return out
 
 
 def viewer_html_file(snapshot_path: str, html_path: str) -> str:

@@ -6,7 +6,7 @@ foxlib/memory/live_series_cpu.py replay the two sources; tests/test_memory_timel
 from __future__ import annotations
 
 import bisect
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 MAX_POINTS = 4000  # default size of a downsampled series
@@ -84,6 +84,17 @@ class MemoryTimeline:
             raise ValueError(f"no phase {name!r}; phases: {', '.join(p.name for p in self.phases)}")
         inside = [b for x, b in zip(self.x_ms, self.live_bytes) if ph.start_ms <= x <= ph.end_ms]
         return max(inside) if inside else 0
+
+    def without(self, outside_bytes: int) -> "MemoryTimeline":
+        """The same step less `outside_bytes` live throughout that are not the step's (what the process
+        held before it: cuBLAS workspaces, earlier measurements' memory): its own bytes, whose peak is
+        the model peak (foxlib.memory.profile)."""
+        if not 0 <= outside_bytes <= self.start_bytes:
+            raise ValueError(f"outside_bytes must be within 0..start_bytes ({self.start_bytes:,}), got {outside_bytes:,}")
+        return replace(self, live_bytes=tuple(b - outside_bytes for b in self.live_bytes),
+                       peak_bytes=self.peak_bytes - outside_bytes, start_bytes=self.start_bytes - outside_bytes,
+                       forward_end_bytes=None if self.forward_end_bytes is None
+                       else self.forward_end_bytes - outside_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
