@@ -2,8 +2,9 @@
 # Find what stops wave 8.13's graph mode on the H200 ("an illegal memory access was encountered",
 # 2026-12-03, revisions 79e3cfb and dc0e666, with the TFT of scripts/h200-fastpath.sh; each capture
 # alone, uncapped, passed at dc0e666). At b499286: "no-infer" ran to the end; "all", "no-train" and
-# "uncapped" failed in serve.py's concurrent round (_Together._streams: the captured forwards replayed
-# at once on separate streams), which now replays them on one shared stream. Runs the whole wave at 3 steps with synchronous launches, in
+# "uncapped" failed in serve.py's concurrent round (_Together._streams, replaying the captured forwards);
+# at 3ac015a also on one shared stream: the warm-up's round replayed a graph whose input it had freed
+# (serve.py, _captured now keeps it). Runs the whole wave at 3 steps with synchronous launches, in
 # one process per variant, and prints the traceback and the last thing the wave was doing:
 #   all             graph mode as the wave runs it
 #   no-infer        inference forwards eager (training captured)

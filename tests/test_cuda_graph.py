@@ -127,3 +127,27 @@ def test_a_small_cublas_workspace_lowers_the_allocator_peak():
     default, small = measure_in_fresh_process(spec), measure_in_fresh_process(spec, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"})
     assert "error" not in default and "error" not in small, (default, small)
     assert small["allocator_peak_bytes"] < default["allocator_peak_bytes"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_a_captured_inference_forward_keeps_its_input_alive():
+    """8.13's warm-up drops its reference to the input after capturing; the call must keep it (else the
+    replay reads freed, unmapped memory: an illegal memory access on the H200)."""
+    import gc
+
+    from foxlib.waves.wave_8_13.members import _Member
+    from foxlib.waves.wave_8_13.serve import _forward, _inference_input
+    dev = torch.device("cuda")
+    m = _Member("dqn", MODELS["dqn"].preset("small"), "fp32", cuda_graph=True)
+    torch.manual_seed(0)
+    m.model = m.card.build(m.cfg).to(dev).eval()
+    x = _inference_input(m, dev, 0, 0)
+    expected = m.model(x).detach().clone()
+    fn = _forward(m, x, dev)
+    assert m.inference_note.startswith("captured")
+    del x
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    assert torch.equal(fn(), expected) or torch.allclose(fn(), expected, rtol=1e-5, atol=1e-6)

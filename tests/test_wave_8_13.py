@@ -288,17 +288,11 @@ def test_a_changed_8_12_results_file_fails_verification(tmp_path):
     assert wave.resolve_tft("auto", "small", "cpu", tmp_path / "none")["depends_on"] == []
 
 
-def test_a_captured_forward_is_told_from_an_eager_one():
-    from foxlib.waves.wave_8_13.serve import _Together, is_captured
-
-    def eager():
-        return 1
-
-    def replay():
-        return 2
-    replay.graph = object()
-    assert is_captured(replay) and not is_captured(eager)
-    with _Together({"a": eager, "b": replay}, "threads", torch.device("cpu")) as together:
-        assert together.streams == {}  # streams (one shared by the captured forwards) on CUDA only
+def test_together_runs_every_model_once_a_round_and_times_it():
+    from foxlib.waves.wave_8_13.serve import _Together
+    calls = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    with _Together(fns, "threads", torch.device("cpu")) as together:
+        assert together.streams == {}  # one stream per model on CUDA only
         latencies, wall = together()
-    assert set(latencies) == {"a", "b"} and wall >= max(latencies.values()) >= 0
+    assert sorted(calls) == ["a", "b"] and set(latencies) == {"a", "b"} and wall >= max(latencies.values()) >= 0

@@ -82,10 +82,10 @@ GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
 # Wave 8.13 trains and serves a graphed TFT with captured steps (foxlib/waves/wave_8_13/members.py,
 # serve.py), but its H200 runs in graph mode (2026-12-03, revisions 79e3cfb, b499286) stopped with "an
 # illegal memory access was encountered" before writing their measurement. The diagnosis
-# (scripts/h200-graphmode-diagnose.sh, b499286) found it in serving: training captured and inference
-# eager ran to the end; the four captured forwards replayed at once on separate streams failed. They
-# now share one stream (serve.py, GRAPHS_ONE_STREAM). Until a whole run completes, the recommendation
-# stays among eager strategies and the graphed ones are shown beside it.
+# (scripts/h200-graphmode-diagnose.sh, b499286 and 3ac015a) found it in serving: training captured and
+# inference eager ran to the end; a captured inference forward kept its graph but not its input, which
+# the warm-up freed (serve.py, _captured: the call now keeps it). Until a whole run completes, the
+# recommendation stays among eager strategies and the graphed ones are shown beside it.
 GRAPH_MODE_VALIDATED = False
 NOT_RECOMMENDED = ("CUDA-graph strategies are shown, not recommended: wave 8.13's graph mode has not yet run to "
                    "the end on a GPU (its first H200 run stopped with an illegal memory access)")

@@ -93,6 +93,11 @@ def _captured(run: Callable[[], Any], device: torch.device, member: _Member) -> 
         graph.replay()
         return out
     replay.graph = graph  # keeps the graph (and its pool) alive as long as the call
+    # and what the graph reads outside its pool: `run`'s closure holds the model and the input. Without
+    # it a caller that dropped its own reference to the input (the warm-up's `del x`) let the input be
+    # freed and, after empty_cache, unmapped: the next replay read it, "an illegal memory access was
+    # encountered" (H200, scripts/h200-graphmode-diagnose.sh)
+    replay.run = run
     return replay
 
 
@@ -103,15 +108,6 @@ def _stats(samples: list[float]) -> dict[str, Any]:
             "samples_s": [float(s) for s in samples]}
 
 
-def is_captured(fn: Callable[[], Any]) -> bool:
-    """The call replays a captured CUDA graph (_captured)."""
-    return getattr(fn, "graph", None) is not None
-
-
-GRAPHS_ONE_STREAM = ("the captured forwards replay one after another on one shared stream (replayed at once on "
-                     "separate streams they stopped the H200 run with an illegal memory access, torch 2.11)")
-
-
 class _Together:
     """One round of every model at once, as a call: ({model: latency from the round's start to its
     output}, the round's wall time), in seconds. streams: one CUDA stream per model, the forwards
@@ -120,12 +116,7 @@ class _Together:
 
     def __init__(self, fns: dict[str, Callable[[], Any]], mode: str, device: torch.device):
         self.fns, self.mode, self.device = fns, mode, device
-        self.streams: dict[str, torch.cuda.Stream] = {}
-        if device.type == "cuda":
-            # captured forwards (_captured) share one stream: replayed at once on separate streams, the four
-            # graphs stopped the H200 run with an illegal memory access (scripts/h200-graphmode-diagnose.sh)
-            graphs = torch.cuda.Stream(device) if any(is_captured(fn) for fn in fns.values()) else None
-            self.streams = {n: graphs if is_captured(fn) else torch.cuda.Stream(device) for n, fn in fns.items()}
+        self.streams = {n: torch.cuda.Stream(device) for n in fns} if device.type == "cuda" else {}
         self.pool = ThreadPoolExecutor(max_workers=len(fns), thread_name_prefix="foxlib-infer") \
             if mode == "threads" else None
 
@@ -223,8 +214,6 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
             fns[m.name] = _forward(m, x, device)
             if m.cuda_graph:
                 out["models"][m.name]["cuda_graph"] = m.inference_note or "eager"
-        if is_cuda and any(is_captured(fn) for fn in fns.values()):
-            out["how"] += "; " + GRAPHS_ONE_STREAM
         _sync(device)
         out["resident_bytes"] = (torch.cuda.memory_allocated(device) if is_cuda else
                                  sum(v["parameters_bytes"] + v["input_bytes"] for v in out["models"].values()))
