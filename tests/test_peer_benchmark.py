@@ -26,7 +26,8 @@ from foxlib.harness.timing import interval_of_samples  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "peer-benchmark.json"
-COMMITTED_H200 = ROOT / "reports" / "h200" / "peer-benchmark.json"
+# the H200 file as measured at 9b6b9c4, before the peer-default rows, the compile section and the citations
+OLDER_H200 = ROOT / "tests" / "fixtures" / "h200-peer-benchmark-9b6b9c4.json"
 HAS_PEER = importlib.util.find_spec("pytorch_forecasting") is not None
 needs_peer = pytest.mark.skipif(
     not HAS_PEER, reason="pytorch_forecasting is not installed here (a benchmark-only dependency: run the "
@@ -132,16 +133,16 @@ def test_a_citation_that_no_longer_matches_fails_the_render(fixture_copy, clean,
 
 
 def test_an_older_results_file_renders_with_not_measured(tmp_path, clean):
-    """The committed H200 file predates the new rows, the citations and the compile section."""
+    """An H200 file measured before the new rows, the citations and the compile section."""
     path = tmp_path / "h200" / "peer-benchmark.json"
     path.parent.mkdir()
-    shutil.copy(COMMITTED_H200, path)
+    shutil.copy(OLDER_H200, path)
     page = peer_page.render_file(path).read_text()
     assert page.count(fig.PREDATES) >= 4  # the two peer-default rows and the two compiled ones
     assert "predates the torch.compile rows" in page and "predates citations" in page
     assert "0.910" in page and "9b6b9c4" in page  # its figures and its measured-at revision
     assert "reports/h200/wave-8.12/results.json (recommended" in page and "/work/" not in page
-    assert json.loads(COMMITTED_H200.read_text()).get("rendered_at_revision") != "feed123"  # the copy was stamped
+    assert json.loads(OLDER_H200.read_text()).get("rendered_at_revision") != "feed123"  # the copy was stamped
 
 
 def test_rows_not_run_are_named_with_the_reason():
