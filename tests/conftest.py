@@ -52,3 +52,30 @@ def tiny_8_10(tmp_path_factory):
     from foxlib.run.runner import run_wave
     reports = tmp_path_factory.mktemp("reports")
     return run_wave("8.10", TINY_8_10, reports_dir=reports, progress=False, allow_dirty=True)
+
+
+def snapshot(folder):
+    """Every file under `folder`, by relative path, with its bytes."""
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def tiny_8_10_rendered(tiny_8_10, tmp_path_factory):
+    """tiny_8_10's measurement rendered as a GPU run's is (the measurements parameter: no measuring) into a
+    reports folder that already holds a copy of the committed canonical CPU wave 8.10 report and the index:
+    one render shared by the tests of what such a report records and of what it leaves alone.
+    Returns (report folder, the measurement file rendered, the reports folder, its files before the render)."""
+    import shutil
+
+    from foxlib.core.config import ROOT
+    from foxlib.report import index
+    from foxlib.run.runner import run_wave
+    base = tmp_path_factory.mktemp("rendered")
+    source = base / "m.json"
+    source.write_bytes((tiny_8_10 / "measurement.json").read_bytes())
+    reports = base / "reports"
+    shutil.copytree(ROOT / "reports" / "cpu" / "wave-8.10", reports / "cpu" / "wave-8.10")
+    index.write_index(reports)
+    before = snapshot(reports)
+    out = run_wave("8.10", {"measurements": str(source)}, reports_dir=reports, progress=False, allow_dirty=True)
+    return out, source, reports, before
