@@ -4,8 +4,9 @@ Two tiers (pyproject.toml's markers; the Makefile runs them):
   make test-fast   pytest -m "not slow": unit tests on hand-made or committed records and small
                    in-process computations; no notebook, no CLI subprocess, no browser. Under a minute
                    on 2 cores.
-  make test        everything (the slow tier adds papermill runs, CLI subprocesses and the browser),
-                   then scripts/test-isa.sh under two capped CPU ISAs. Under 6 minutes on 2 cores.
+  make test        everything (the slow tier adds papermill runs, CLI subprocesses and the browser) on two
+                   workers (pytest-xdist: pytest_xdist_make_scheduler below), then scripts/test-isa.sh under
+                   two capped CPU ISAs. Under 6 minutes on 2 cores.
 """
 import os
 
@@ -16,6 +17,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FOXLIB_PROGRESS", "0")
 
+import functools  # noqa: E402
 import gc  # noqa: E402
 
 import pytest  # noqa: E402
@@ -39,6 +41,36 @@ def pytest_collection_finish(session):
 @pytest.fixture(autouse=True, scope="module")
 def _freeze_what_earlier_files_left():
     _collect_then_freeze()
+
+
+# make test runs the tests on two workers (pytest-xdist: -n 2 --dist loadfile). A file's tests go to one
+# worker, so that its module-scoped runs (wave 8.11's and 8.13's notebooks, a model built once) are made once;
+# the files that read the session's wave 8.10 runs (tiny_8_10 and what is made from it) go together, as one
+# unit, so that those are made once too. Each worker has its own temporary folders (pytest's basetemp per
+# worker). (--dist loadgroup would say this with marks, but it does not group on pytest 9.2:
+# pytest-dev/pytest-xdist#1386.)
+@functools.cache
+def _reads_tiny_8_10(path: str) -> bool:
+    """Whether the test file at `path` uses the tiny_8_10 fixtures."""
+    try:
+        with open(path) as f:
+            return "tiny_8_10" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedRunsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "tiny_8_10" if _reads_tiny_8_10(str(config.rootpath / path)) else path
+    return SharedRunsScheduling(config, log)
+
 
 # The smallest wave 8.10 that still walks the real path: every model, tiny presets, CPU.
 TINY_8_10 = {"preset": "small", "batch_size": 4, "encoder_length": 10, "ensemble_preset": "small",
