@@ -60,8 +60,8 @@ render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make
 waves: $(STAMP) ## list the waves with their titles and verdicts
 	$(PYTHON) -m foxlib waves
 
-test: $(STAMP) browser ## everything, what CI runs (under 6 minutes on 2 cores): pytest, then the prediction tests under two capped CPU ISAs
-	$(PYTHON) -m pytest -q -rs
+test: $(STAMP) browser ## everything, what CI runs (under 6 minutes on 2 cores): pytest on two workers, then the prediction tests under two capped CPU ISAs
+	$(PYTHON) -m pytest -q -rs -n 2 --dist loadfile
 	PYTHON=$(PYTHON) bash scripts/test-isa.sh -m "not slow"
 
 test-isa: $(STAMP) ## the prediction and profiler tests under the AVX2 and avx512_bf16 (no AMX) caps

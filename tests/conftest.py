@@ -4,8 +4,9 @@ Two tiers (pyproject.toml's markers; the Makefile runs them):
   make test-fast   pytest -m "not slow": unit tests on hand-made or committed records and small
                    in-process computations; no notebook, no CLI subprocess, no browser. Under a minute
                    on 2 cores.
-  make test        everything (the slow tier adds papermill runs, CLI subprocesses and the browser),
-                   then scripts/test-isa.sh under two capped CPU ISAs. Under 6 minutes on 2 cores.
+  make test        everything (the slow tier adds papermill runs, CLI subprocesses and the browser) on two
+                   workers (pytest-xdist: pytest_xdist_make_scheduler below), then scripts/test-isa.sh under
+                   two capped CPU ISAs. Under 6 minutes on 2 cores.
 """
 import os
 
@@ -16,6 +17,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FOXLIB_PROGRESS", "0")
 
+import functools  # noqa: E402
 import gc  # noqa: E402
 
 import pytest  # noqa: E402
@@ -40,6 +42,36 @@ def pytest_collection_finish(session):
 def _freeze_what_earlier_files_left():
     _collect_then_freeze()
 
+
+# make test runs the tests on two workers (pytest-xdist: -n 2 --dist loadfile). A file's tests go to one
+# worker, so that its module-scoped runs (wave 8.11's and 8.13's notebooks, a model built once) are made once;
+# the files that read the session's wave 8.10 runs (tiny_8_10 and what is made from it) go together, as one
+# unit, so that those are made once too. Each worker has its own temporary folders (pytest's basetemp per
+# worker). (--dist loadgroup would say this with marks, but it does not group on pytest 9.2:
+# pytest-dev/pytest-xdist#1386.)
+@functools.cache
+def _reads_tiny_8_10(path: str) -> bool:
+    """Whether the test file at `path` uses the tiny_8_10 fixtures."""
+    try:
+        with open(path) as f:
+            return "tiny_8_10" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedRunsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "tiny_8_10" if _reads_tiny_8_10(str(config.rootpath / path)) else path
+    return SharedRunsScheduling(config, log)
+
+
 # The smallest wave 8.10 that still walks the real path: every model, tiny presets, CPU.
 TINY_8_10 = {"preset": "small", "batch_size": 4, "encoder_length": 10, "ensemble_preset": "small",
              "device": "cpu"}
@@ -52,3 +84,30 @@ def tiny_8_10(tmp_path_factory):
     from foxlib.run.runner import run_wave
     reports = tmp_path_factory.mktemp("reports")
     return run_wave("8.10", TINY_8_10, reports_dir=reports, progress=False, allow_dirty=True)
+
+
+def snapshot(folder):
+    """Every file under `folder`, by relative path, with its bytes."""
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def tiny_8_10_rendered(tiny_8_10, tmp_path_factory):
+    """tiny_8_10's measurement rendered as a GPU run's is (the measurements parameter: no measuring) into a
+    reports folder that already holds a copy of the committed canonical CPU wave 8.10 report and the index:
+    one render shared by the tests of what such a report records and of what it leaves alone.
+    Returns (report folder, the measurement file rendered, the reports folder, its files before the render)."""
+    import shutil
+
+    from foxlib.core.config import ROOT
+    from foxlib.report import index
+    from foxlib.run.runner import run_wave
+    base = tmp_path_factory.mktemp("rendered")
+    source = base / "m.json"
+    source.write_bytes((tiny_8_10 / "measurement.json").read_bytes())
+    reports = base / "reports"
+    shutil.copytree(ROOT / "reports" / "cpu" / "wave-8.10", reports / "cpu" / "wave-8.10")
+    index.write_index(reports)
+    before = snapshot(reports)
+    out = run_wave("8.10", {"measurements": str(source)}, reports_dir=reports, progress=False, allow_dirty=True)
+    return out, source, reports, before

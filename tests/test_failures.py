@@ -1,5 +1,6 @@
 """Bad input and failure: a message that says what was wrong and what to do, a non-zero exit,
 and the last good report untouched (no half-written report that looks whole)."""
+import json
 import os
 import signal
 import subprocess
@@ -113,23 +114,38 @@ def test_loss_turning_nan_during_training():
         train_tft(cfg, max_steps=50, eval_every=25, val_windows=16, show_progress=False, grad_clip=1e30)
 
 
+def _kernel_runs_a_cell(partial):
+    """Papermill saves the executed notebook as each cell starts: a cell marked running (or done) means the
+    notebook runs in its kernel. (The file may be caught mid-write: then not yet.)"""
+    try:
+        return any(c.get("metadata", {}).get("papermill", {}).get("status") in ("running", "completed")
+                   for c in json.loads((partial / "notebook.ipynb").read_text())["cells"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, exit_codes", [(signal.SIGINT, (130,)), (signal.SIGKILL, (-9,))])
-def test_interrupted_run_leaves_the_last_report(tiny_8_10, sig, exit_codes):
-    from conftest import TINY_8_10
+def test_interrupted_run_leaves_the_last_report(tiny_8_10, tmp_path, sig, exit_codes):
+    """A run of the same report (tiny_8_10's measurement rendered again: the same variant, without
+    measuring it again) interrupted while its notebook runs in the kernel: the last report stays as it was."""
     reports = tiny_8_10.parents[2]
     before = _snapshot(tiny_8_10)
-    args = [a for k, v in TINY_8_10.items() for a in ("-p", f"{k}={v}")]
+    source = tmp_path / "m.json"
+    source.write_bytes((tiny_8_10 / "measurement.json").read_bytes())
     env = {**os.environ, "FOXLIB_REPORTS": str(reports), "FOXLIB_PROGRESS": "0", "FOXLIB_ALLOW_DIRTY": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "foxlib", "report", "--wave", "8.10", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "foxlib", "report", "--wave", "8.10", "-p", f"measurements={source}"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             # as from a terminal: a test runner started in the background inherits SIGINT ignored
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     partials = lambda: list((reports / "cpu").glob(f".{tiny_8_10.name}.*.partial"))  # noqa: E731 — the run's own
     deadline = time.time() + 120
-    while not partials() and time.time() < deadline:  # wait until the run is writing
-        time.sleep(0.2)
-    time.sleep(3)
+    while not (running := any(_kernel_runs_a_cell(p) for p in partials())) and proc.poll() is None \
+            and time.time() < deadline:
+        time.sleep(0.05)  # until the notebook runs in its kernel
+    if not running or proc.poll() is not None:  # the signal must land mid-run
+        proc.kill()
+        pytest.fail(f"the run was not caught running its notebook (exit {proc.poll()}): {proc.communicate()[1]}")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode in exit_codes, err

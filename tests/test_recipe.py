@@ -59,15 +59,32 @@ def test_timed_and_ensemble_steps_use_the_cards_learning_rate(adam_rates):
     assert any(not torch.equal(a, b) for a, b in zip(before, member.model.parameters()))
 
 
-def test_training_and_the_predictor_use_the_cards_learning_rate(adam_rates):
-    from foxlib.memory.predict import predict_step
+def test_training_and_the_predictor_use_the_cards_learning_rate(adam_rates, monkeypatch):
+    from foxlib.memory import predict
     from foxlib.harness.training import train_tft
     cfg = dataclasses.replace(_small("tft"), lr=3e-4)
     train_tft(cfg, max_steps=1, eval_every=1, val_windows=4, show_progress=False)
     assert adam_rates == [3e-4]
     dqn = _small("dqn")
-    predict_step(MODELS["dqn"], dqn)
+    monkeypatch.setattr(predict, "_PREDICTED", {})  # predicted here, not given from an earlier test's prediction
+    predict.predict_step(MODELS["dqn"], dqn)
     assert adam_rates[1:] == [dqn.learning_rate]
+
+
+def test_a_prediction_from_the_cards_batch_is_made_once_a_process(monkeypatch):
+    from foxlib.memory import predict
+    monkeypatch.setattr(predict, "_PREDICTED", {})
+    made = []
+    real = predict.predict_model_step
+    monkeypatch.setattr(predict, "predict_model_step", lambda *a, **k: made.append(k) or real(*a, **k))
+    dqn = _small("dqn")
+    first = predict.predict_step(MODELS["dqn"], dqn)
+    assert predict.predict_step(MODELS["dqn"], dqn) is first and len(made) == 1  # the same arguments: given again
+    cuda = predict.predict_step(MODELS["dqn"], dqn, target="cuda")  # other arguments: predicted
+    assert len(made) == 2 and made[1]["foreach"] is True and cuda.optimizer_state == first.optimizer_state
+    batch = MODELS["dqn"].example_batch(dqn, device="cpu", seed=0)
+    again = predict.predict_step(MODELS["dqn"], dqn, batch=batch)  # a batch of the caller's: always predicted
+    assert len(made) == 3 and again is not first and again.peak == first.peak
 
 
 def test_optimizer_for_passes_adam_options_through():

@@ -1,10 +1,19 @@
 """Every committed report, opened in headless Chromium: charts load, the verdict shows, nothing broken."""
+import functools
+
 import pytest
 
 from foxlib.report.browser import check_page
 from foxlib.core.config import ROOT
 
 COMMITTED = sorted((ROOT / "reports").glob("*/wave-*/report.html"))
+
+
+@functools.cache
+def _opened(report):
+    """What Chromium showed of a committed report in a 1,400 px window: one launch a report, read by both
+    tests of this file that open it (check_page's result, not changed by them)."""
+    return check_page(report, width_px=1400)
 
 
 def test_there_are_committed_reports_for_cpu_and_gpu():
@@ -15,7 +24,7 @@ def test_there_are_committed_reports_for_cpu_and_gpu():
 @pytest.mark.slow
 @pytest.mark.parametrize("report", COMMITTED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_report_renders_with_charts_and_verdict(report):
-    seen = check_page(report)
+    seen = _opened(report)
     assert seen["images"] >= 1 and seen["broken_images"] == []
     assert seen["verdict_visible"] and seen["verdict_text"] in ("Verdict: GO", "Verdict: NO-GO")
     assert seen["verdict_top_px"] < 600  # at the top, above the fold
@@ -59,7 +68,7 @@ def test_the_index_opens_with_a_ledger_row_per_seed_claim_whose_links_resolve():
 @pytest.mark.slow
 @pytest.mark.parametrize("report", COMMITTED, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_every_figure_has_alt_text_and_a_caption_tables_fit_and_the_index_is_linked(report):
-    seen = check_page(report, width_px=1400)
+    seen = _opened(report)
     assert seen["images_without_alt"] == [] and seen["images_without_caption"] == []
     assert seen["widest_table_px"] <= 1400
     assert (ROOT / "reports" / "index.html").resolve() in [_local(report, h) for h in seen["links"]]

@@ -5,21 +5,34 @@ import json
 import pytest
 from conftest import TINY_8_10
 
-pytestmark = pytest.mark.slow  # every test here runs wave 8.10's notebook
+pytestmark = pytest.mark.slow  # every test here reads wave 8.10's tiny notebook run (conftest's tiny_8_10)
+
+PROFILE_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak")
 
 
-def test_second_run_gives_the_same_figures_and_verdict(tiny_8_10, tmp_path):
-    from foxlib.run.runner import run_wave
-    again = run_wave("8.10", TINY_8_10, reports_dir=tmp_path, progress=False, allow_dirty=True)
+def test_second_run_gives_the_same_figures_and_verdict(tiny_8_10):
+    """The measurement made again, here, with the parameters the notebook measured with (its
+    measure_parameters): the same figures, checks and verdict as the notebook's run wrote. The second
+    measurement is the one the notebook makes (notebook_cells.measure), in this process rather than in a
+    second papermill run (the notebook's path is tiny_8_10's)."""
+    from foxlib.core import results
+    from foxlib.core.budgets import load_budgets, verdict
+    from foxlib.run import notebook_cells
+    from foxlib.waves import wave_8_10 as wave
     first = json.loads((tiny_8_10 / "results.json").read_text())
-    second = json.loads((again / "results.json").read_text())
-    assert first["checks"] == second["checks"]
-    assert first["verdict"] == second["verdict"]
     m1 = json.loads((tiny_8_10 / "measurement.json").read_text())
-    m2 = json.loads((again / "measurement.json").read_text())
-    for model in m1["ensemble"]:
-        p1, p2 = m1["ensemble"][model]["profile"], m2["ensemble"][model]["profile"]
-        for key in ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak"):
+    assert m1["measure_parameters"] == {**m1["measure_parameters"], **TINY_8_10}
+    again = wave.Measurement.from_dict(notebook_cells.measure("8.10", m1["measure_parameters"]))
+    checks = wave.checks(again, load_budgets())
+    second = json.loads(json.dumps(results.build("8.10", first["parameters"], again.to_dict(), checks)))
+    assert first["checks"] == second["checks"]
+    assert first["verdict"] == second["verdict"] == verdict(checks)
+    m2 = again.to_dict()
+    assert set(m1["ensemble"]) == set(m2["ensemble"]) == {"dqn", "ppo", "mamba2"}
+    for model in ["tft", *m1["ensemble"]]:
+        p1 = (m1 if model == "tft" else m1["ensemble"])[model]["profile"]
+        p2 = (m2 if model == "tft" else m2["ensemble"])[model]["profile"]
+        for key in PROFILE_KEYS:
             assert p1[key] == p2[key], (model, key)
 
 
@@ -34,14 +47,10 @@ def test_reports_record_versions_device_and_revision(tiny_8_10):
     assert res["device"]["type"] == "cpu" and res["device"]["name"]
 
 
-def test_a_report_rendered_from_a_measurement_records_the_measured_parameters(tiny_8_10, tmp_path):
+def test_a_report_rendered_from_a_measurement_records_the_measured_parameters(tiny_8_10, tiny_8_10_rendered):
     """Rendering from a measurement file (a GPU run) must not record the notebook's defaults as if they
     had been measured: the measurement's own parameters win, the run parameters stay."""
-    from foxlib.run.runner import run_wave
-    source = tmp_path / "m.json"
-    source.write_bytes((tiny_8_10 / "measurement.json").read_bytes())
-    out = run_wave("8.10", {"measurements": str(source)}, reports_dir=tmp_path / "r", progress=False,
-                   allow_dirty=True)
+    out, source, _, _ = tiny_8_10_rendered
     res = json.loads((out / "results.json").read_text())
     assert res["parameters"]["preset"] == TINY_8_10["preset"] == "small"  # the notebook's default is "seed"
     assert res["parameters"]["batch_size"] == TINY_8_10["batch_size"]

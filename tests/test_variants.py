@@ -247,25 +247,18 @@ def test_a_dirty_measurement_is_refused_unless_allowed(monkeypatch, tmp_path):
 # ----------------------------------------------------------------------------- the real thing
 
 @pytest.mark.slow
-def test_a_variant_render_writes_only_its_own_labelled_report(tmp_path):
+def test_a_variant_render_writes_only_its_own_labelled_report(tiny_8_10, tiny_8_10_rendered):
     """A measurement made with other parameters renders as a variant: its own folder, its first screen
-    says what differs, the canonical report and the index untouched."""
-    import shutil
-    reports = tmp_path / "reports"
-    shutil.copytree(COMMITTED / "cpu" / "wave-8.10", reports / "cpu" / "wave-8.10")
-    index.write_index(reports)
-    before = _snapshot(reports)
-    m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
-    m["measure_parameters"]["preset"] = "small"
-    source = tmp_path / "m.json"
-    source.write_text(json.dumps(m))
-    out = runner.run_wave("8.10", {"measurements": str(source)}, reports, progress=False, allow_dirty=True)
-    assert out == (reports / "cpu" / "variants" / "wave-8.10-preset-small").resolve()
+    says what differs, the canonical report and the index untouched (the render: conftest's
+    tiny_8_10_rendered, into a copy of the committed canonical report and its index)."""
+    out, _, reports, before = tiny_8_10_rendered
+    assert out == (reports / "cpu" / "variants" / tiny_8_10.name).resolve()
+    assert (reports / "cpu" / "wave-8.10" / "report.html").is_file() and (reports / "index.html").is_file()
     after = _snapshot(reports)
     assert {k: v for k, v in after.items() if "variants" not in k.parts and not k.name.endswith(".lock")} == before
     res = json.loads((out / "results.json").read_text())
-    assert res["run"]["variant"] == "preset-small" and res["run"]["differs"]["preset"] == {"value": "small",
-                                                                                         "default": "seed"}
+    assert res["run"]["variant"] == tiny_8_10.name.removeprefix("wave-8.10-")
+    assert res["run"]["differs"]["preset"] == {"value": "small", "default": "seed"}
     html = (out / "report.html").read_text()
     first_screen = html[html.index("Verdict:"):][:3000]
     assert "not the canonical report" in first_screen and "preset" in first_screen and "small" in first_screen

@@ -110,37 +110,42 @@ def test_unknown_wave_fails_naming_valid_ones_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.slow
-def test_unknown_parameter_fails_naming_valid_ones_and_writes_nothing(tmp_path):
-    r = _cli("report", "--wave", "8.10", "-p", "batch=8", env_reports=tmp_path)
-    assert r.returncode == 2
-    assert "unknown parameter(s) batch" in r.stderr and "batch_size (int, default 32)" in r.stderr
-    r = _cli("report", "--wave", "8.10", "-p", "batch_size=big", env_reports=tmp_path)
-    assert r.returncode == 2 and "must be int" in r.stderr
+def test_unknown_parameter_fails_naming_valid_ones_and_writes_nothing(tmp_path, capsys):
+    """The command's own code (foxlib.run.cli.main), in this process: the entry point `python -m foxlib` is
+    test_unknown_wave_fails_naming_valid_ones_and_writes_nothing's."""
+    from foxlib.run.cli import main
+    assert main(["report", "--wave", "8.10", "-p", "batch=8", "--reports-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown parameter(s) batch" in err and "batch_size (int, default 32)" in err
+    assert main(["report", "--wave", "8.10", "-p", "batch_size=big", "--reports-dir", str(tmp_path)]) == 2
+    assert "must be int" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.slow
-def test_cuda_where_there_is_none_is_a_clear_error(tmp_path):
+def test_cuda_where_there_is_none_is_a_clear_error(tmp_path, capsys):
     import torch
+
+    from foxlib.run.cli import main
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU: device=cuda is no error here")
-    r = _cli("report", "--wave", "8.10", "-p", "device=cuda", env_reports=tmp_path)
-    assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+    assert main(["report", "--wave", "8.10", "-p", "device=cuda", "--reports-dir", str(tmp_path)]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
-def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path):
+def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path, capsys):
     before = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     # a measurement that passes the checks but lacks what a later cell reads fails in the notebook
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
     del m["tft"]["profile"]["activations_by_module"]
     (tmp_path / "m.json").write_text(json.dumps(m))
-    r = _cli("report", "--wave", "8.10", "-p", f"measurements={tmp_path / 'm.json'}", env_reports=tiny_8_10.parents[2])
-    assert r.returncode == 1
-    assert "failed in notebook cell" in r.stderr and "activations_by_module" in r.stderr
-    assert "previous report" in r.stderr
+    from foxlib.run.cli import main  # the command's code in this process; the notebook runs in its kernel
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={tmp_path / 'm.json'}", "--allow-dirty",
+                 "--reports-dir", str(tiny_8_10.parents[2])]) == 1
+    err = capsys.readouterr().err
+    assert "failed in notebook cell" in err and "activations_by_module" in err
+    assert "previous report" in err
     after = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     assert after == before
     assert (tiny_8_10.parents[1] / f".{tiny_8_10.name}.failed" / "notebook.ipynb").is_file()
@@ -148,11 +153,12 @@ def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path):
 
 
 @pytest.mark.slow
-def test_waves_lists_status(tiny_8_10):
-    r = _cli("waves", env_reports=tiny_8_10.parents[2])
-    assert r.returncode == 0
-    assert "8.10  TFT GPU memory profile" in r.stdout and "cpu: " in r.stdout
-    assert "8.14" in r.stdout
+def test_waves_lists_status(tiny_8_10, capsys):
+    from foxlib.run.cli import main
+    assert main(["waves", "--reports-dir", str(tiny_8_10.parents[2])]) == 0
+    out = capsys.readouterr().out
+    assert "8.10  TFT GPU memory profile" in out and "cpu: " in out
+    assert "8.14" in out
 
 
 # ----------------------------------------------------------------------------- typed records and the two peaks

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import html
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,24 @@ RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")
 _RUN: dict[str, Any] = {}
 
 
+def settle_imports() -> None:
+    """Move the objects alive now (after the imports: torch, pandas, matplotlib, IPython, about 400,000)
+    to the garbage collector's permanent generation, so that the collections a run makes (gc.collect
+    before every profiled or predicted step) and the automatic ones scan only what the run creates.
+    Measured on 2 cores: wave 8.10's tiny measurement 8.5 s instead of 12 s. Reference counting frees
+    frozen objects as before; only cycles among them are never collected (none holds a tensor: nothing
+    has been measured yet)."""
+    gc.collect()
+    gc.freeze()
+
+
 def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
-    """The wave's declared parameters, with the values they have in the notebook's namespace."""
+    """The wave's declared parameters, with the values they have in the notebook's namespace (called
+    after the notebook's imports: settles them, settle_imports)."""
     params = {name: namespace[name] for name in read_parameters(get_wave(wave_id).notebook)}
     _RUN.clear()
     _RUN.update(wave=wave_id, params=dict(params))
+    settle_imports()
     return params
 
 
@@ -50,7 +64,9 @@ def _value(v: Any) -> str:
 
 
 def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run the wave's measurement here with the notebook's parameters."""
+    """Run the wave's measurement here with the notebook's parameters (the imports settled first:
+    settle_imports)."""
+    settle_imports()
     kwargs = {k: v for k, v in params.items() if k not in RUN_PARAMETERS}
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     data = get_wave(wave_id).module.measure(**kwargs)

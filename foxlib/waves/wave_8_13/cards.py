@@ -112,18 +112,12 @@ def measured_members(m: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
     return out
 
 
-_PREDICTED: dict[tuple[str, str, str, int], Any] = {}
-
-
 def _predicted(name: str, cfg: Any, precision: str, seed: int):
-    """predict_step of one model's CUDA step, once per (model, config, precision, seed) in this process:
-    the configurations of one table share most of their models, and a prediction is deterministic."""
+    """predict_step of one model's CUDA step, made once per (model, config, precision, seed) in this process
+    (predict_step keeps its predictions): the configurations of one table share most of their models."""
     from foxlib.memory.predict import predict_step
     from foxlib.models import MODELS
-    key = (name, repr(cfg), precision, seed)
-    if key not in _PREDICTED:
-        _PREDICTED[key] = predict_step(MODELS[name], cfg, precision=precision, seed=seed, target="cuda")
-    return _PREDICTED[key]
+    return predict_step(MODELS[name], cfg, precision=precision, seed=seed, target="cuda")
 
 
 def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, context_bytes: int,
