@@ -153,9 +153,8 @@ if shown:
     display(HTML(tf.to_html()))
     import matplotlib.pyplot as plt
     plt.close(tf.figure)
-    # where the snapshots may be: beside the measurement, in its timelines/ folder, or already beside the report
-    search = ([os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")]
-              if params["measurements"] else []) + [params["output_dir"] or "."]
+    search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
+        if params["measurements"] else []
     links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
     lines = [f"- {n}: " + (f"model peak {own[n].peak_bytes / 1e6:,.1f} MB in {own[n].peak_phase} (its own tensors; "
                            f"{own[n].start_bytes / 1e6:,.1f} MB of them live when the step began); the process "
