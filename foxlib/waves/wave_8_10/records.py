@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from foxlib.core.schema import readable_version
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.models import ENSEMBLE
 
@@ -58,11 +59,7 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement":
-        version = d.get("schema_version", 1)
-        if version > SCHEMA_VERSION:
-            raise ValueError(f"wave 8.10 measurement of schema {version}: this foxlib reads up to {SCHEMA_VERSION}")
-        if d.get("wave", "8.10") != "8.10":
-            raise ValueError(f"a measurement of wave {d['wave']!r}, not 8.10")
+        readable_version(d, "8.10", SCHEMA_VERSION)
         known = set(_TOP) | {"tft", "ensemble", "target_state", "schema_version"}
         return cls(**{k: d[k] for k in _TOP if k in d},
                    tft=ModelMeasurement.from_dict(d["tft"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from foxlib.core.schema import readable_version
 from foxlib.harness.timing import Timing
 from foxlib.memory.profile import MemoryProfile
 
@@ -52,11 +53,7 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement":
-        version = d.get("schema_version", 1)
-        if version > SCHEMA_VERSION:
-            raise ValueError(f"wave 8.11 measurement of schema {version}: this foxlib reads up to {SCHEMA_VERSION}")
-        if d.get("wave", "8.11") != "8.11":
-            raise ValueError(f"a measurement of wave {d['wave']!r}, not 8.11")
+        readable_version(d, "8.11", SCHEMA_VERSION)
         known = set(_PLAIN) | {"memory", "timing", "schema_version"}
         return cls(**{k: d[k] for k in _PLAIN if k in d},
                    memory={n: {p: MemoryProfile.from_dict(x) for p, x in per.items()} for n, per in d["memory"].items()},

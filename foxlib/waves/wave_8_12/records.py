@@ -8,13 +8,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from foxlib.core.schema import readable_version
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
 SCHEMA_VERSION = 2  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes
-READABLE_VERSIONS = (1, 2)  # from_dict reads these (version 1: options {} and workspaces unknown)
+# from_dict reads versions 1..SCHEMA_VERSION (version 1: options {} and workspaces unknown)
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,7 @@ class Measurement812:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
-        if d.get("schema_version") not in READABLE_VERSIONS:
-            raise ValueError(f"a wave 8.12 record of schema version {d.get('schema_version')!r}; this foxlib reads "
-                             f"versions {READABLE_VERSIONS} (or a raw measurement.json: Measurement812.from_measurement)")
+        readable_version(d, "8.12", SCHEMA_VERSION, absent=None)  # (a raw measurement.json: from_measurement)
         return cls(**{**d, "schema_version": SCHEMA_VERSION, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "baseline_losses": tuple(d["baseline_losses"])})
 

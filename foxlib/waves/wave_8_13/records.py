@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from foxlib.core.schema import readable_version
+
 
 SCHEMA_VERSION = 2
 """2: the warm-up before the context, NVML's per-process figure sampled through the run, depends_on.
@@ -171,10 +173,7 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement":
-        version = int(d.get("schema_version", 1))
-        if version > SCHEMA_VERSION:
-            raise ValueError(f"measurement schema_version {version} is newer than this foxlib's {SCHEMA_VERSION}; "
-                             "update foxlib to read it")
+        version = readable_version(d, "8.13", SCHEMA_VERSION)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         return cls(wave=str(d.get("wave", "8.13")), device=d["device"], environment=d.get("environment") or {},
                    order=tuple(d["order"]), steps=int(d["steps"]), tft=d["tft"], models=d["models"],
