@@ -22,9 +22,7 @@ import torch
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.memory.accounting import iter_tensors
-
-from foxlib.memory.profile import cuda_block_bytes, record_cuda_history
+from foxlib.memory.profile import record_cuda_history
 
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
@@ -165,7 +163,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, and
     write the snapshot; returns (the model peak: max_memory_allocated over capture and replay less what
     was allocated before and is not the step's, those outside bytes), as profile_graphed_step counts them."""
-    from foxlib.memory.cuda_graph import GraphedStep
+    from foxlib.memory.cuda_graph import GraphedStep, bytes_outside_step
     from foxlib.models.tft import device_loss
 
     step = build_step(recipe, device, capturable=True)
@@ -179,10 +177,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     graphed = GraphedStep(step.model, step.batch, marked_loss, step.optimizer, recipe.precision)
     gc.collect()
     torch.cuda.synchronize(device)
-    mine = (list(step.model.parameters()) + list(step.model.buffers()) + list(iter_tensors(step.batch))
-            + [p.grad for p in step.model.parameters() if p.grad is not None]
-            + list(iter_tensors(list(step.optimizer.state.values()))))
-    outside = max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
+    outside = bytes_outside_step(step.model, step.batch, step.optimizer)
     torch.cuda.reset_peak_memory_stats(device)
     record_cuda_history(stacks, HISTORY_ENTRIES)
     try:

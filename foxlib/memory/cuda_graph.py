@@ -76,6 +76,17 @@ class GraphedStep:
         return self.loss
 
 
+def bytes_outside_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer) -> int:
+    """What CUDA's allocator holds now that is not the step's tensors (weights, buffers, batch, gradients,
+    the optimizer's state): cuBLAS workspaces of every stream used, and anything else the process keeps.
+    Taken after the eager warm-up, it is what a graphed step's model peak leaves out."""
+    device = next(model.parameters()).device
+    mine = (list(model.parameters()) + list(model.buffers()) + list(accounting.iter_tensors(batch))
+            + [p.grad for p in model.parameters() if p.grad is not None]
+            + list(accounting.iter_tensors(list(optimizer.state.values()))))
+    return max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
+
+
 def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
                          loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], optimizer: torch.optim.Optimizer,
                          precision: str = "fp32") -> dict[str, Any]:
@@ -96,9 +107,7 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     torch.cuda.synchronize(device)
     # after the warm-up: the step's tensors (now with gradients and Adam's state) and every workspace, its
     # capture stream's (forward and autograd threads) included; the workspaces are not the model's peak
-    mine = own + [p.grad for p in model.parameters() if p.grad is not None] \
-        + list(accounting.iter_tensors(list(optimizer.state.values())))
-    workspace = max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
+    workspace = bytes_outside_step(model, batch, optimizer)
     torch.cuda.reset_peak_memory_stats(device)
     loss = float(step.capture()())
     torch.cuda.synchronize(device)
