@@ -156,17 +156,7 @@ if shown:
     search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
         if params["measurements"] else []
     links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
-    lines = [f"- {n}: " + (f"model peak {own[n].peak_bytes / 1e6:,.1f} MB in {own[n].peak_phase} (its own tensors; "
-                           f"{own[n].start_bytes / 1e6:,.1f} MB of them live when the step began); the process "
-                           f"held {r.outside_bytes / 1e6:,.1f} MB besides (workspaces, earlier measurements)"
-                           if own[n] is not None else
-                           f"not drawn: live peak {r.series.peak_bytes / 1e6:,.1f} MB with what the process held "
-                           "before the step, which this measurement did not record apart")
-             + (f" · [snapshot]({links[n]['snapshot']})" if links[n]["snapshot"] else "")
-             + (f" · [PyTorch's viewer]({links[n]['viewer_html']})" if links[n]["viewer_html"] else "")
-             for n, r in runs.items() if r.series is not None]
-    lines += [f"- {n}: not recorded ({r.skipped})" for n, r in runs.items() if r.series is None]
-    display(Markdown("\n".join(lines) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
+    display(Markdown("\n".join(wave.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:
     display(Markdown("No timelines in this measurement (`timelines=False`, or measured before they existed)."))

@@ -103,6 +103,14 @@ def test_cuda_replay_counts_blocks_not_requests():
     drawn = own_timelines(runs)
     assert drawn["eager"].peak_bytes == runs["eager"].profile_peak_bytes
     assert drawn["graph, older record"] is None and drawn["skipped"] is None
+    from foxlib.waves.wave_8_12 import timeline_lines
+    links = {n: {"snapshot": "t.pickle" if n == "eager" else None, "viewer_html": None} for n in runs}
+    lines = timeline_lines(runs, drawn, links)
+    assert lines[0] == (f"- eager: model peak {(s.peak_bytes - 512) / 1e6:,.1f} MB in {s.peak_phase} (its own tensors; "
+                        "0.0 MB of them live when the step began); the process held 0.0 MB besides (workspaces, "
+                        "earlier measurements) · [snapshot](t.pickle)")
+    assert lines[1].startswith("- graph, older record: not drawn: live peak ")
+    assert lines[2] == "- skipped: not recorded (failed)"
     # the same history recorded without stacks: same bytes, and no owner guessed from missing frames
     for e in trace:
         e["frames"] = []

@@ -21,11 +21,11 @@ from foxlib.waves.wave_8_12.records import (FLOOR_BYTES_PER_PARAMETER, SCHEMA_VE
 from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_MODE_VALIDATED, GRAPH_SKIPPED, NOT_RECOMMENDED, STRATEGIES, Strategy,
                                                configure, resolve_overrides, runnable, select)
 from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, floors_table, recommendation_text,
-                                           same_function_table, table, targets)
+                                           same_function_table, table, targets, timeline_lines)
 
 __all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_MODE_VALIDATED", "GRAPH_SKIPPED", "NOT_RECOMMENDED", "SCHEMA_VERSION",
            "STRATEGIES", "TIMELINE_CASES", "Measurement812", "Strategy", "StrategyResult", "accuracy_powered",
            "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "floors_table", "interval_text",
            "lightest_at_full_speed", "measure", "measure_timeline_cases", "named_figures", "pareto", "recommend",
            "recommendation_text", "record", "resolve_overrides", "runnable", "same_function_checks",
-           "same_function_table", "select", "slowdown_check", "table", "targets"]
+           "same_function_table", "select", "slowdown_check", "table", "targets", "timeline_lines"]
