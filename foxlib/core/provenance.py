@@ -49,7 +49,8 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """A path as a report shows it: relative to the repository (or the reports folder's parent) where it is inside."""
     path = Path(path).resolve()
     for base in (config.REPORTS_DIR.resolve().parent, config.ROOT):
         try:
@@ -67,7 +68,7 @@ def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
         import json
         data = json.loads(path.read_text())
     revision = data.get("measured_at_revision") or (data.get("environment") or {}).get("git_revision")
-    return {"path": _display_path(path), "revision": revision, "sha256": sha256_of(path)}
+    return {"path": display_path(path), "revision": revision, "sha256": sha256_of(path)}
 
 
 def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:

@@ -126,7 +126,9 @@ def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]
     n = len(r.order)
     train = training_figure(r)
     ran = len(t.steps or ())
-    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; allocator reserved peak + CUDA context"
+    figure = ("allocator reserved peak + CUDA context" if cap.enforced else
+              "accounted peak: each model's measured step peak plus what the other models keep")
+    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {figure}"
               + (f"; OUT OF MEMORY {_where(t.oom)}: {t.oom['error']}" if t.oom else "")
               + f"; {limit_text(r)}")
     inf = inference_figure(r)

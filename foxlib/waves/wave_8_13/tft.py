@@ -56,7 +56,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
         path = recommendation_file(device_short, reports_dir)
         rec: Any = {}
         if not path.is_file():
-            source = (f"fallback: no wave {RECOMMENDING_WAVE} report for device {device_short!r} ({path}); "
+            source = (f"fallback: no wave {RECOMMENDING_WAVE} report for device {device_short!r} ({provenance.display_path(path)}); "
                       f"the plain fp32 TFT of preset {preset!r}")
         else:
             res = results.read_json(path)  # ValueError when truncated: a broken file is an error, not a fallback
@@ -64,11 +64,11 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
             if rec:
                 recommended = True
                 depends_on.append(provenance.cite(path, res))
-                source = (f"wave {RECOMMENDING_WAVE}'s recommendation ({path}, generated "
+                source = (f"wave {RECOMMENDING_WAVE}'s recommendation ({provenance.display_path(path)}, generated "
                           f"{res.get('generated_at', '?')}, verdict {res.get('verdict', '?')})")
             else:
                 rec = {}
-                source = (f"fallback: wave {RECOMMENDING_WAVE}'s report ({path}) holds no \"recommended\" "
+                source = (f"fallback: wave {RECOMMENDING_WAVE}'s report ({provenance.display_path(path)}) holds no \"recommended\" "
                           f"configuration (verdict {res.get('verdict', '?')}); the plain fp32 TFT of preset {preset!r}")
     else:
         try:
