@@ -41,6 +41,7 @@ accuracy_lr: float = 0.003  # Adam learning rate of the accuracy runs
 accuracy_min_skill_pct: float = 2.0  # a run has skill when it beats climatology's validation quantile loss by this much
 timelines: bool = True  # also record live memory through one step (plain, checkpointed, memory-efficient, CUDA graph)
 timeline_dir: str = ""  # where the timelines' snapshot files go (a temporary folder if empty)
+cublas_workspace_knob: bool = True  # on CUDA, also measure the cuBLAS workspace size as a memory knob (fresh processes)
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -76,16 +77,24 @@ display(reading.opening("8.12", checks, params["output_dir"] or "."))
 display(Markdown(wave.recommendation_text(recommended)))
 display(notebook.table(notebook.checks_table(checks)))
 display(notebook.table(wave.targets(record, budgets)))
-graphed = wave.recommend(record, budgets, cuda_graph=True)
-if graphed["strategy"] and graphed["strategy"] != recommended["strategy"]:
-    display(Markdown(f"Fastest with the whole step as one CUDA graph ({wave.NOT_RECOMMENDED}): "
-                     f"**{graphed['strategy']}** — {wave.figures(graphed)}"
-                     + (" (a tie settled by memory)." if graphed["settled_by_memory"] else ".")))
+display(Markdown(wave.other_kind_text(record, budgets, recommended)))
 display(notebook.table(wave.floors_table(m, budgets)))
 light = wave.lightest_at_full_speed(record, budgets)
 if light:
     display(Markdown(f"Lightest strategy shown no slower than plain fp32 per training window (interval's upper "
                      f"end ≤ 1): **{light['strategy']}** — {wave.figures(light)}."))
+
+# %% [markdown]
+# ## The cuBLAS workspace: a memory knob set before the process starts
+# cuBLAS keeps a workspace per stream, sized by `CUBLAS_WORKSPACE_CONFIG` when the process first uses
+# it: it counts in the allocator peak, not in the model peak. Each row was measured in fresh processes,
+# one at the default size and one at the small one per round (rounds alternating which runs first):
+# memory from the first round, step times as each round's median with the ratio paired by round.
+
+# %%
+knob = m.get("cublas_workspace") or {}
+display(notebook.table(wave.workspace_table(record)) if record.workspace_knob else
+        Markdown(f"Not measured in this run: {knob.get('skipped') or wave.knob_error(knob) or 'made before the knob existed'}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside

@@ -82,8 +82,7 @@ if not m.cap.enforced:
 # ## The models and the TFT's configuration
 
 # %%
-display(Markdown(f"TFT configuration: {m.tft['source']} — precision **{m.tft['precision']}**, "
-                 f"overrides `{m.tft['overrides']}`."))
+display(Markdown(wave.tft_text(m)))
 display(notebook.table(wave.configuration_table(m)))
 
 # %% [markdown]

@@ -101,11 +101,12 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
             ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
     for name in ("efficient + graph", "light graph"):
         m["strategies"][name]["cuda_graph"] = True
-    rec = wave.recommend(m, load_budgets())  # eager until 8.13's graph mode has run to the end on a GPU
-    assert not wave.GRAPH_MODE_VALIDATED
-    assert rec["strategy"] == "efficient" and wave.NOT_RECOMMENDED in rec["reason"] and not rec["cuda_graph"]
-    every = wave.recommend(m, load_budgets(), cuda_graph=None)  # once validated: every strategy competes
+    assert wave.GRAPH_MODE_VALIDATED  # 8.13's graph mode ran to the end on the H200: every strategy competes
+    every = wave.recommend(m, load_budgets())
+    assert every == wave.recommend(m, load_budgets(), cuda_graph=None)
     assert every["strategy"] == "efficient + graph" and every["cuda_graph"] and every["options"] == {}
+    eager = wave.recommend(m, load_budgets(), cuda_graph=False)  # where graphs cannot run
+    assert eager["strategy"] == "efficient" and not eager["cuda_graph"] and wave.NOT_RECOMMENDED not in eager["reason"]
     assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
     m["timing"]["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
     assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "light graph"

@@ -87,3 +87,20 @@ class ModelMeasurement:
         if unknown:
             raise ValueError(f"unknown ModelMeasurement field(s) {unknown}; valid: {', '.join(sorted(names))}")
         return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"])})
+
+
+def profile_graphed(recipe: StepRecipe, device: torch.device) -> dict[str, Any]:
+    """The recipe's step profiled as one CUDA graph (foxlib.memory.cuda_graph.profile_graphed_step: the
+    peak over its capture and first replay), TF32 held while captured when the options ask for it."""
+    import gc
+
+    from foxlib.harness.recipe import graph_parts
+    from foxlib.harness.step_options import matmul_tf32
+    from foxlib.memory.cuda_graph import profile_graphed_step
+    built, loss = graph_parts(recipe, device)
+    with matmul_tf32(recipe.options.tf32):
+        profile = profile_graphed_step(built.model, built.batch, loss, built.optimizer, recipe.precision)
+    del built, loss
+    gc.collect()
+    torch.cuda.empty_cache()
+    return profile

@@ -8,6 +8,7 @@ So: NVML process used ≈ CUDA context + allocator reserved, and reserved ≥ al
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import torch
@@ -99,3 +100,24 @@ def bare_context(device: torch.device) -> dict[str, Any] | None:
     return {"process_used_bytes": used, "reserved_bytes": reserved,
             "context_bytes": None if used is None else used - reserved, "note": nvml.get("note"),
             "cublas_workspace_bytes": max(workspace, 0)}
+
+
+CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
+
+
+def use_cublas_workspace(setting: str) -> dict[str, Any]:
+    """Ask for a cuBLAS workspace size (CUBLAS_WORKSPACE_CONFIG, e.g. ":16:8") for this process. cuBLAS reads
+    it once, when the process first uses it, so it is set only while CUDA has not started here; the
+    result says whether it applies: {"asked", "applied", "why"}."""
+    if not re.fullmatch(r"(:\d+:\d+)+", setting or ""):
+        raise ValueError(f"a cuBLAS workspace setting looks like ':16:8' or ':4096:8' (KiB:buffers pairs), "
+                         f"got {setting!r}")
+    current = os.environ.get(CUBLAS_WORKSPACE)
+    if current == setting:
+        return {"asked": setting, "applied": True, "why": f"{CUBLAS_WORKSPACE} was already {setting}"}
+    if torch.cuda.is_initialized():
+        return {"asked": setting, "applied": False,
+                "why": f"CUDA had started in this process before it was asked ({CUBLAS_WORKSPACE}="
+                       f"{current or 'unset'}): set it before the process starts"}
+    os.environ[CUBLAS_WORKSPACE] = setting
+    return {"asked": setting, "applied": True, "why": f"{CUBLAS_WORKSPACE} set to {setting} before CUDA started"}

@@ -7,7 +7,7 @@ and — where it changes the numbers the model computes — its accuracy measure
 harness (foxlib.harness.training); the strategies that compute the same function inherit the
 accuracy of their precision, the claim shown as max |Δ| of outputs and gradients (measuring.py).
 
-measuring.py measures; records.py types its data (`Measurement812`, intervals included); analysis.py
+measuring.py measures (workspace.py: the cuBLAS workspace knob, in fresh processes); records.py types its data (`Measurement812`, intervals included); analysis.py
 decides on the record; tables.py only formats. The names the notebook (notebooks/wave-8.12.py),
 foxlib/core/parameters.py, foxlib/run/preflight.py, benchmarks/peer_tft.py and the tests use are
 re-exported here.
@@ -20,12 +20,13 @@ from foxlib.waves.wave_8_12.records import (FLOOR_BYTES_PER_PARAMETER, SCHEMA_VE
                                             StrategyResult, record)
 from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_MODE_VALIDATED, GRAPH_SKIPPED, NOT_RECOMMENDED, STRATEGIES, Strategy,
                                                configure, resolve_overrides, runnable, select)
-from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, floors_table, recommendation_text,
-                                           same_function_table, table, targets, timeline_lines)
+from foxlib.waves.wave_8_12.workspace import knob_error
+from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, floors_table, other_kind_text, recommendation_text,
+                                           same_function_table, table, targets, timeline_lines, workspace_table)
 
 __all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_MODE_VALIDATED", "GRAPH_SKIPPED", "NOT_RECOMMENDED", "SCHEMA_VERSION",
            "STRATEGIES", "TIMELINE_CASES", "Measurement812", "Strategy", "StrategyResult", "accuracy_powered",
-           "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "floors_table", "interval_text",
-           "lightest_at_full_speed", "measure", "measure_timeline_cases", "named_figures", "pareto", "recommend",
+           "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "floors_table", "interval_text", "knob_error",
+           "lightest_at_full_speed", "measure", "measure_timeline_cases", "named_figures", "other_kind_text", "pareto", "recommend",
            "recommendation_text", "record", "resolve_overrides", "runnable", "same_function_checks",
-           "same_function_table", "select", "slowdown_check", "table", "targets", "timeline_lines"]
+           "same_function_table", "select", "slowdown_check", "table", "targets", "timeline_lines", "workspace_table"]

@@ -1,9 +1,10 @@
 """Wave 8.12's decisions and shared figures. They read the typed record (records.py: raw bytes,
 seconds, and each ratio to fp32 with its bootstrap interval over the alternating rounds,
 foxlib.harness.timing.ratio_interval), never a table's rounded columns; a difference inside the
-intervals is a tie, settled by memory. The Pareto front, the recommendation (among eager strategies
-until wave 8.13's graph mode is validated: strategies.GRAPH_MODE_VALIDATED; the same among the
-CUDA-graph ones beside it), the lightest strategy at full speed, the checks against
+intervals is a tie, settled by memory. The Pareto front, the recommendation (among every strategy
+once wave 8.13's graph mode is validated, strategies.GRAPH_MODE_VALIDATED, else among eager ones;
+the same among one kind beside it) with the cuBLAS workspace size to run it at (workspace.py), the
+lightest strategy at full speed, the checks against
 budgets.toml, whether the accuracy runs have power, and the named figures other pages show too
 (foxlib.core.figures)."""
 from __future__ import annotations
@@ -16,6 +17,7 @@ from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
 from foxlib.waves.wave_8_12.strategies import BASELINE, GRAPH_MODE_VALIDATED, NOT_RECOMMENDED, resolve_overrides
+from foxlib.waves.wave_8_12.workspace import VARIABLE
 
 
 def _kind(rec: Measurement812, cuda_graph: bool | None) -> list[StrategyResult]:
@@ -94,10 +96,31 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None =
         reason = (f"a tie settled by memory: of {len(ok)} {plural} with {gates}, the fastest per training window, "
                   f"{fastest.name} {fastest.window_ratio}, is within the intervals of {others}; the lightest wins: "
                   f"{lightest}")
-    if cuda_graph is False and any(s.cuda_graph for s in rec.strategies):
+    if cuda_graph is False and not GRAPH_MODE_VALIDATED and any(s.cuda_graph for s in rec.strategies):
         reason += f" ({NOT_RECOMMENDED})"
-    return {**_describe(best, rec), "fastest": fastest.name, "tied_with": [s.name for s in tied],
-            "settled_by_memory": bool(tied), "reason": reason}
+    return {**_describe(best, rec), **workspace_advice(rec, best.name), "fastest": fastest.name,
+            "tied_with": [s.name for s in tied], "settled_by_memory": bool(tied), "reason": reason}
+
+
+def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
+    """Whether to ship `name` with the small cuBLAS workspace (workspace.py): yes when it was measured at
+    both sizes, saves bytes and is not shown slower (a ratio interval that reaches 1 is a tie).
+    {"cublas_workspace": setting or None, "cublas_workspace_note": why, and the measured figures}."""
+    k = rec.knob(name)
+    if k is None:
+        return {"cublas_workspace": None, "cublas_workspace_note": "not measured at another cuBLAS workspace size"}
+    figures = {"allocator_peak_bytes_default_workspace": k.allocator_peak_bytes,
+               "allocator_peak_bytes_small_workspace": k.small_allocator_peak_bytes,
+               "workspace_step_ratio": k.ratio.to_dict()}
+    if k.saved_bytes <= 0 or k.shown_slower:
+        why = "it saves no memory" if k.saved_bytes <= 0 else f"its step is slower there ({k.ratio})"
+        return {"cublas_workspace": None, "cublas_workspace_note": f"{VARIABLE}={k.setting} not advised: {why}",
+                **figures}
+    return {"cublas_workspace": k.setting, **figures,
+            "cublas_workspace_note": (f"{VARIABLE}={k.setting} (set before the process starts) lowers its allocator "
+                                      f"peak from {k.allocator_peak_bytes / MB:,.1f} to "
+                                      f"{k.small_allocator_peak_bytes / MB:,.1f} MB (fresh processes); step time "
+                                      f"{k.ratio} of the default size's")}
 
 
 def lightest_at_full_speed(m, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:

@@ -13,18 +13,19 @@ import torch
 
 from foxlib.core.progress import progress
 from foxlib.harness.equivalence import reference_run, same_function
-from foxlib.harness.measure_step import measure_model
+from foxlib.harness.measure_step import measure_model, profile_graphed
 from foxlib.harness.floors import floors, step_flops
-from foxlib.harness.recipe import StepRecipe, build_step, capture_step, graph_parts
-from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.harness.recipe import StepRecipe, build_step, capture_step
+from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.parallel_training import train_many
 from foxlib.harness.training import HARNESS, accuracy_config, check_target
-from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
+from foxlib.memory.cuda_graph import GraphedStep
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
+from foxlib.waves.wave_8_12.workspace import measure_knob
 
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, strategies: str = "all",
@@ -34,10 +35,11 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             accuracy_val_windows: int = HARNESS["val_windows"], accuracy_target: str = HARNESS["target"],
             accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
             accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"], timelines: bool = True,
-            timeline_dir: str = "") -> dict[str, Any]:
+            timeline_dir: str = "", cublas_workspace_knob: bool = True) -> dict[str, Any]:
     """Profile and time every strategy of `strategies` runnable on `device`, train one set of accuracy runs
     per distinct function they compute, check the same-function claims and, with `timelines`, record the
-    seed TFT's live memory through one step."""
+    seed TFT's live memory through one step; with `cublas_workspace_knob` (CUDA), the cuBLAS workspace
+    size as a memory knob (workspace.py, fresh processes)."""
     dev = resolve_device(device)
     check_target(accuracy_target)
     chosen, skipped = runnable(select(strategies), dev)
@@ -59,7 +61,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             bar.describe(f"profiling {s.name} on {dev}")
             try:
                 if s.cuda_graph:
-                    out["memory"][s.name] = _profile_graphed(configs[s.name], dev, s.precision, seed, s.options)
+                    out["memory"][s.name] = profile_graphed(StepRecipe("tft", configs[s.name], s.precision, seed,
+                                                                       s.options), dev)
                     out.setdefault("predicted", {})[s.name] = {"error": "not predicted: the step runs as one CUDA graph"}
                 else:
                     r = measure_model("tft", configs[s.name], dev, s.precision, seed, options=s.options)
@@ -85,6 +88,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     out["floors"] = step_floors(base, dev, seed)
+    out["cublas_workspace"] = measure_knob(chosen, configs, preset, dev, seed) if cublas_workspace_knob \
+        else {"skipped": "not asked (cublas_workspace_knob=False)"}
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
     out["accuracy_preset"] = acc_preset
     out.update(accuracy_runs(chosen, accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr),
@@ -169,15 +174,6 @@ def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, de
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def _profile_graphed(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> dict[str, Any]:
-    built, loss = graph_parts(StepRecipe("tft", cfg, precision, seed, options), device)
-    with matmul_tf32(options.tf32):
-        profile = profile_graphed_step(built.model, built.batch, loss, built.optimizer, precision)
-    gc.collect()
-    torch.cuda.empty_cache()
-    return profile
 
 
 def _graphed_step(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> GraphedStep:

@@ -11,6 +11,7 @@ from typing import Any
 from foxlib.core.schema import readable_version
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
+from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results, own_workspace
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
@@ -78,6 +79,11 @@ class Measurement812:
     resamples: int = RESAMPLES
     bootstrap_seed: int = SEED
     schema_version: int = SCHEMA_VERSION
+    workspace_knob: tuple[KnobResult, ...] = ()  # the cuBLAS workspace knob's strategies (workspace.py)
+
+    def knob(self, name: str) -> KnobResult | None:
+        """The strategy measured at both cuBLAS workspace sizes, or None."""
+        return next((k for k in self.workspace_knob if k.name == name), None)
 
     def __getitem__(self, name: str) -> StrategyResult:
         for s in self.strategies:
@@ -119,30 +125,24 @@ class Measurement812:
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
                 cuda_graph=bool(info.get("cuda_graph")), options=dict(info.get("options") or {}),
-                workspace_bytes=_own_workspace(m["memory"][name])))
+                workspace_bytes=own_workspace(m["memory"][name])))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
-                   BASELINE, confidence, resamples, seed)
+                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.get("cublas_workspace")))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["strategies"] = [s.to_dict() for s in self.strategies]
         d["baseline_losses"] = list(self.baseline_losses)
+        d["workspace_knob"] = [k.to_dict() for k in self.workspace_knob]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
         readable_version(d, "8.12", SCHEMA_VERSION, absent=None)  # (a raw measurement.json: from_measurement)
         return cls(**{**d, "schema_version": SCHEMA_VERSION, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
-                      "baseline_losses": tuple(d["baseline_losses"])})
-
-
-def _own_workspace(profile: dict[str, Any]) -> int | None:
-    """The cuBLAS workspaces of the step's own streams: for a captured step its capture stream's
-    (cuda_graph.profile_graphed_step), not those earlier strategies of the same run left allocated;
-    for an eager step what was allocated at its start that is not its tensors."""
-    own = (profile.get("cuda") or {}).get("workspace_of_capture_stream_bytes")
-    return _int_or_none(own if own is not None else profile.get("workspace_bytes"))
+                      "baseline_losses": tuple(d["baseline_losses"]),
+                      "workspace_knob": tuple(KnobResult.from_dict(k) for k in d.get("workspace_knob") or ())})
 
 
 def _int_or_none(x) -> int | None:

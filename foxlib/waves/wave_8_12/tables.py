@@ -12,8 +12,10 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.harness.timing import RatioInterval
 from foxlib.harness.training import skill_summary
-from foxlib.waves.wave_8_12.analysis import recommend
+from foxlib.waves.wave_8_12.analysis import lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import record
+from foxlib.waves.wave_8_12.strategies import GRAPH_MODE_VALIDATED, NOT_RECOMMENDED
+from foxlib.waves.wave_8_12.workspace import VARIABLE, median_ms
 
 
 def _mb(x):
@@ -72,7 +74,44 @@ def recommendation_text(r: dict[str, Any]) -> str:
             + "".join(f", {h}" for h in how) + ": peak "
             f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
             f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
-            f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}.")
+            f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}."
+            + (f" **Run it with `{VARIABLE}={r['cublas_workspace']}`:** {r['cublas_workspace_note']}."
+               if r.get("cublas_workspace") else
+               f" cuBLAS workspace: {r['cublas_workspace_note']}." if r.get("cublas_workspace_note") else ""))
+
+
+def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[str, Any]) -> str:
+    """The best of the other kind beside the recommendation (Markdown): the eager fallback where a CUDA
+    graph cannot run when the recommendation is graphed; the fastest graphed otherwise. "" if none."""
+    if not recommended["strategy"]:
+        return ""
+    graphed = bool(recommended.get("cuda_graph"))
+    other = recommend(m, budgets, cuda_graph=not graphed)
+    if not other["strategy"]:
+        return ""
+    lead = ("Where a CUDA graph cannot run (a CPU, another GPU stack), the eager strategy to ship" if graphed else
+            "Fastest with the whole step as one CUDA graph"
+            + ("" if GRAPH_MODE_VALIDATED else f" ({NOT_RECOMMENDED})"))
+    return (f"{lead}: **{other['strategy']}** — {figures(other)}"
+            + (" (a tie settled by memory)." if other["settled_by_memory"] else "."))
+
+
+def workspace_table(m) -> pd.DataFrame:
+    """The cuBLAS workspace knob (workspace.py): each strategy at the default size and the small one,
+    measured in fresh processes; empty where it was not measured."""
+    rec = record(m)
+    rows = []
+    for k in rec.workspace_knob:
+        rows.append({"strategy": k.name, "model peak (MB), default": _mb(k.model_peak_bytes),
+                     f"model peak (MB), {k.setting}": _mb(k.small_model_peak_bytes),
+                     "allocator peak (MB), default": _mb(k.allocator_peak_bytes),
+                     f"allocator peak (MB), {k.setting}": _mb(k.small_allocator_peak_bytes),
+                     "saved (MB)": _mb(k.saved_bytes),
+                     "step (ms, median of rounds), default": round(median_ms(k.step_s), 2),
+                     f"step (ms, median of rounds), {k.setting}": round(median_ms(k.small_step_s), 2),
+                     f"step ratio {k.setting} / default [{100 * k.ratio.confidence:.0f} %]": str(k.ratio),
+                     "reads as": "slower" if k.shown_slower else ("faster" if k.ratio.high < 1 else "a tie")})
+    return pd.DataFrame(rows)
 
 
 def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -130,7 +169,7 @@ TARGET_STEP_S = 0.006
 
 
 def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """The recommendation and the fastest CUDA-graph strategy beside the floors (foxlib.harness.floors:
+    """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the floors (foxlib.harness.floors:
     bytes per parameter; time from the step's FLOPs and the optimizer's traffic at the device's
     published peaks) and the fast path's targets, with how far each is. Empty where the measurement
     has no floors (made before they existed)."""
@@ -138,13 +177,14 @@ def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     if not fl:
         return pd.DataFrame()
     names = []
-    for kind in (False, True):
-        r = recommend(m, budgets, cuda_graph=kind)
+    for r in (recommend(m, budgets), *(recommend(m, budgets, cuda_graph=kind) for kind in (False, True)),
+              lightest_at_full_speed(m, budgets) or {"strategy": None}):
         if r["strategy"] and r["strategy"] not in names:
             names.append(r["strategy"])
     rows = []
     for name in names:
         s = record(m)[name]
+        k = record(m).knob(name)
         step_s = s.timing.median_s
         t = fl.get("time_floor_s") or {}
         arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
@@ -158,6 +198,10 @@ def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
              "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
              "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
              "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl["bytes_floor"], 2)},
+            *([{"strategy": name, "quantity": f"allocator peak (MB) with {VARIABLE}={k.setting} (fresh processes)",
+                 "measured": _mb(k.small_allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
+                 "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
+                 "× floor": round(k.small_allocator_peak_bytes / fl["bytes_floor"], 2)}] if k else []),
             {"strategy": name, "quantity": "step time (ms, median)", "measured": round(1000 * step_s, 2),
              "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl['flops'] / 1e9:,.0f} GFLOP at the "
                                                    f"published peak; optimizer traffic {1000 * fl['traffic_floor_s']:.2f})",

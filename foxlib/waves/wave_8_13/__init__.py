@@ -43,7 +43,7 @@ from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training, resid
 from foxlib.waves.wave_8_13.analysis import (
     INFERENCE_CHECK, TRAIN_CHECK, cap_text, checks, context_bytes, depends_on_text, figures, how, inference_figure,
     inference_limit, kept_bytes, largest_context_bytes, limit_text, model_peaks, named_figures, nvml_check,
-    nvml_text, process_figure, training_figure, workspace_bytes)
+    nvml_text, process_figure, tft_text, training_figure, workspace_bytes)
 from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
 from foxlib.waves.wave_8_13.charts import COLOURS, latency_chart, training_chart
 from foxlib.waves.wave_8_13.measure import GIB, INFERENCE_MODES, check_parameters, measure

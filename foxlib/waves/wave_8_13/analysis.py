@@ -216,3 +216,18 @@ def kept_bytes(m: Measurement | dict[str, Any], name: str) -> int | None:
     """What a model keeps between its steps: weights, Adam state, its device batch/buffers."""
     st = record(m).training.detail.get("models", {}).get(name)
     return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]
+
+
+def tft_text(m: Measurement | dict[str, Any]) -> str:
+    """The TFT's configuration as the run used it (Markdown): where it came from, its precision and
+    overrides, its CUDA graph and step options, and its cuBLAS workspace (asked, and whether it applied)."""
+    r = record(m)
+    t = r.tft
+    text = (f"TFT configuration: {t['source']} — precision **{t['precision']}**, overrides `{t['overrides']}`"
+            + (", the whole training step as one CUDA graph" if t.get("cuda_graph") else "")
+            + (f", step options `{t['options']}`" if t.get("options") else "") + ".")
+    ws = r.extra.get("cublas_workspace")
+    if ws:
+        text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws['asked']}` "
+                 + ("applied" if ws["applied"] else "**not applied**") + f": {ws['why']}.")
+    return text

@@ -38,9 +38,11 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def pinned_tft_config(m: "wave.Measurement | dict[str, Any]") -> str:
-    """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report."""
+    """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
+    its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
     m = wave.record(m)
-    return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"]}, separators=(",", ":"))
+    extra = {k: m.tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if m.tft.get(k)}
+    return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"], **extra}, separators=(",", ":"))
 
 
 def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str, Any]) -> dict[str, list[str]]:

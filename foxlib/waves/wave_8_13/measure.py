@@ -12,6 +12,7 @@ import torch
 from foxlib.core.progress import progress
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
+from foxlib.memory.cuda import use_cublas_workspace
 from foxlib.memory.devices import describe, environment, resolve_device, short_name
 from foxlib.memory.profile import check_precision
 from foxlib.models import ENSEMBLE, MODELS
@@ -73,6 +74,8 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                               inference_repeats=inference_repeats, inference_batch=inference_batch,
                               inference_mode=inference_mode, ensemble_precision=ensemble_precision, device=device)
     is_cuda = dev.type == "cuda"
+    # before CUDA starts here: cuBLAS reads its workspace size once (foxlib.memory.cuda.use_cublas_workspace)
+    workspace = use_cublas_workspace(tft["cublas_workspace"]) if tft.get("cublas_workspace") and is_cuda else None
     order = [n for n in ENSEMBLE if n in MODELS]
     graph_mode = bool(tft.get("cuda_graph")) and is_cuda  # every model captured where it can be (members.py)
     members = [_Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
@@ -89,6 +92,7 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                                   "inference forward captured where it can be" if graph_mode else
                                   "a CUDA graph needs a CUDA device: eager steps"}}
            if tft.get("cuda_graph") else {}),
+        **({"cublas_workspace": workspace} if workspace else {}),
         "depends_on": tft["depends_on"],
         "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
                             "preset": preset} for m in members},

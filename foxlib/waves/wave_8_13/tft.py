@@ -31,7 +31,7 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
     if "tft_overrides" in rec:  # 8.12's recommendation: its other keys (strategy, peak_bytes, reason...) describe it
         overrides = dict(nested)
     else:
-        overrides = {k: v for k, v in rec.items() if k not in ("precision", "cuda_graph", "options")}
+        overrides = {k: v for k, v in rec.items() if k not in ("precision", "cuda_graph", "options", "cublas_workspace")}
     precision = rec.get("precision") or overrides.get("precision") or "fp32"
     overrides.pop("precision", None)
     try:
@@ -43,7 +43,8 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
                 reports_dir: str | Path | None = None) -> dict[str, Any]:
-    """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"}.
+    """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"},
+    with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises a size.
 
     "auto": wave 8.12's recommendation for this device if its report exists, else the plain fp32
     TFT of the preset (and "source" says so). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE.
@@ -90,4 +91,9 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
            "recommended": recommended, "depends_on": depends_on}
     if rec.get("cuda_graph") or not options.is_default:  # graph mode: wave 8.12 recommended a captured step
         out.update(cuda_graph=bool(rec.get("cuda_graph")), options=options.to_dict())
+    if rec.get("cublas_workspace"):  # 8.12 measured it with a small cuBLAS workspace and advises it
+        if not isinstance(rec["cublas_workspace"], str):
+            raise ValueError(f"tft_config from {source}: cublas_workspace must be a string such as ':16:8', "
+                             f"got {rec['cublas_workspace']!r}")
+        out["cublas_workspace"] = rec["cublas_workspace"]
     return out

@@ -1,0 +1,137 @@
+"""The cuBLAS workspace as a memory knob. cuBLAS holds a workspace per stream, sized by
+CUBLAS_WORKSPACE_CONFIG, which it reads once, when the process first uses it: the workspace is in the
+allocator peak (max_memory_allocated), not in the model peak (the step's own tensors). Because only a
+new process can take another size, the knob is measured in fresh processes
+(foxlib.harness.fresh_process): each round runs one process at the default size and one at SMALL
+(rounds alternate which goes first); each process profiles KNOB_STRATEGIES as the wave does in-process
+(first round only: memory is the same every round) and times them alternating. A strategy's step-time
+ratio small/default is paired by round (foxlib.harness.timing.interval_of_samples over the rounds'
+medians). CUDA only: a CPU has no cuBLAS.
+
+`measure_knob` returns plain data; `knob_results` types it (KnobResult); records.py keeps them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from foxlib.core.progress import progress
+from foxlib.harness.fresh_process import measure_in_fresh_process
+from foxlib.harness.timing import RatioInterval, interval_of_samples
+from foxlib.models import MODELS
+
+SMALL = ":16:8"  # 8 buffers of 16 KiB per stream (PyTorch's default on this GPU: MiBs per stream)
+VARIABLE = "CUBLAS_WORKSPACE_CONFIG"
+KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fastest graphed, the lightest graphed
+    "efficient + checkpoint VSN variables (8 per chunk)",
+    "efficient + bf16 + CUDA graph + fused Adam",
+    "efficient + bf16 + CUDA graph + Adam in backward",
+    "efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward",
+)
+ROUNDS = 3
+STEPS = 20  # timed steps per process and strategy, alternating
+SKIPPED_CPU = "skipped: the cuBLAS workspace is a CUDA knob"
+
+
+def measure_knob(chosen, configs: dict[str, Any], preset: str, device: torch.device, seed: int,
+                 rounds: int = ROUNDS, steps: int = STEPS) -> dict[str, Any]:
+    """KNOB_STRATEGIES among `chosen` (wave 8.12's Strategy objects, `configs` their TFT configs) in
+    2 x `rounds` fresh processes, as plain data: {"setting", "strategies", "rounds", "steps", "runs":
+    {"default": [...], "small": [...]}} (one child's output per round), or {"skipped": why}."""
+    if device.type != "cuda":
+        return {"skipped": SKIPPED_CPU}
+    picked = sorted((s for s in chosen if s.name in KNOB_STRATEGIES), key=lambda s: s.cuda_graph)  # eager first:
+    if not picked:  # an eager profile counts what is allocated at its start, graphs' workspaces included
+        return {"skipped": f"none of {', '.join(KNOB_STRATEGIES)} was measured in this run"}
+    base = dataclasses.asdict(MODELS["tft"].preset(preset))
+    variants = {s.name: {"device": "cuda", "preset": preset, "precision": s.precision, "seed": seed,
+                         "cuda_graph": s.cuda_graph, "options": s.options.to_dict(),
+                         "overrides": {k: v for k, v in dataclasses.asdict(configs[s.name]).items() if v != base[k]}}
+                for s in picked}
+    runs: dict[str, list[dict[str, Any]]] = {"default": [], "small": []}
+    with progress(2 * rounds, "cuBLAS workspace knob (fresh processes)") as bar:
+        for r in range(rounds):
+            for setting in (("default", "small") if r % 2 == 0 else ("small", "default")):
+                bar.describe(f"round {r + 1}/{rounds}: {len(variants)} strategies, workspace {setting}")
+                runs[setting].append(measure_in_fresh_process(
+                    {"device": "cuda", "profile": r == 0, "steps": steps, "variants": variants},
+                    {VARIABLE: SMALL} if setting == "small" else None))
+                bar.advance()
+    return {"setting": SMALL, "strategies": list(variants), "rounds": rounds, "steps": steps, "runs": runs}
+
+
+def own_workspace(profile: dict[str, Any]) -> int | None:
+    """The cuBLAS workspaces of the step's own streams: for a captured step its capture stream's
+    (cuda_graph.profile_graphed_step), not those earlier strategies of the same run left allocated;
+    for an eager step what was allocated at its start that is not its tensors."""
+    own = (profile.get("cuda") or {}).get("workspace_of_capture_stream_bytes")
+    own = own if own is not None else profile.get("workspace_bytes")
+    return None if own is None else int(own)
+
+
+@dataclass(frozen=True)
+class KnobResult:
+    """One strategy at the default workspace and at `setting`: raw bytes, seconds (each round's median
+    step), and the step-time ratio small/default paired by round with its bootstrap interval."""
+    name: str
+    setting: str
+    model_peak_bytes: int  # at the default size
+    allocator_peak_bytes: int  # model peak + its own workspaces, at the default size
+    small_model_peak_bytes: int
+    small_allocator_peak_bytes: int
+    step_s: tuple[float, ...]  # per round, at the default size
+    small_step_s: tuple[float, ...]
+    ratio: RatioInterval  # small over default
+
+    @property
+    def saved_bytes(self) -> int:
+        return self.allocator_peak_bytes - self.small_allocator_peak_bytes
+
+    @property
+    def shown_slower(self) -> bool:
+        """Slower at the small size beyond the noise: the ratio's whole interval above 1."""
+        return self.ratio.low > 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["step_s"], d["small_step_s"], d["ratio"] = list(self.step_s), list(self.small_step_s), self.ratio.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "KnobResult":
+        return cls(**{**d, "step_s": tuple(d["step_s"]), "small_step_s": tuple(d["small_step_s"]),
+                      "ratio": RatioInterval.from_dict(d["ratio"])})
+
+
+def knob_results(knob: dict[str, Any] | None) -> tuple[KnobResult, ...]:
+    """measure_knob's data typed; () when it was skipped, is absent (a measurement made before it) or
+    a process failed (knob_error says why)."""
+    if not knob or knob.get("skipped") or knob_error(knob):
+        return ()
+    runs = knob["runs"]
+    out = []
+    for name in knob["strategies"]:
+        first = {k: runs[k][0]["variants"][name]["profile"] for k in ("default", "small")}
+        rounds = {k: [r["variants"][name]["step_s_median"] for r in runs[k]] for k in ("default", "small")}
+        out.append(KnobResult(
+            name, knob["setting"], int(first["default"]["peak"]), int(first["default"]["peak"]) + own_workspace(first["default"]),
+            int(first["small"]["peak"]), int(first["small"]["peak"]) + own_workspace(first["small"]),
+            tuple(rounds["default"]), tuple(rounds["small"]), interval_of_samples(rounds["small"], rounds["default"])))
+    return tuple(out)
+
+
+def knob_error(knob: dict[str, Any] | None) -> str | None:
+    """Why the knob has no results although it ran: the first failed process's error."""
+    for setting, rs in ((knob or {}).get("runs") or {}).items():
+        for r in rs:
+            if "error" in r:
+                return f"a process at the {setting} workspace failed: {r['error']}"
+    return None
+
+
+def median_ms(samples: tuple[float, ...]) -> float:
+    return 1000 * statistics.median(samples)

@@ -1,0 +1,114 @@
+"""The cuBLAS workspace knob (foxlib/waves/wave_8_12/workspace.py): hand-made fresh-process results typed,
+the advice the recommendation carries, the table, the 8.13 side (foxlib.memory.cuda.use_cublas_workspace,
+resolve_tft, the pinned configuration), and on a GPU the knob measured for real."""
+import json
+import os
+import unittest.mock as mock
+
+import pytest
+import torch
+
+from foxlib.core.budgets import load_budgets
+from foxlib.core.config import MB
+from foxlib.memory import cuda as cuda_mem
+from foxlib.waves import wave_8_12 as wave
+from foxlib.waves.wave_8_12 import workspace
+from foxlib.waves.wave_8_13 import deployment, resolve_tft
+from tests.test_wave_8_12 import _m
+
+NAME = "light and fast"
+
+
+def _child(step_s: float, peak_mb: float, workspace_mb: float, profile: bool) -> dict:
+    prof = {"peak": peak_mb * MB, "workspace_bytes": workspace_mb * MB} if profile else None
+    return {"variants": {NAME: {"profile": prof, "step_s_median": step_s, "step_s_samples": [step_s] * 3}}}
+
+
+def _knob(small_steps=(0.010, 0.011, 0.010), default_steps=(0.010, 0.010, 0.010)):
+    return {"setting": ":16:8", "strategies": [NAME], "rounds": 3, "steps": 3,
+            "runs": {"default": [_child(s, 500, 70, i == 0) for i, s in enumerate(default_steps)],
+                     "small": [_child(s, 500, 0.5, i == 0) for i, s in enumerate(small_steps)]}}
+
+
+def _measurement(knob):
+    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
+    m["cublas_workspace"] = knob
+    return m
+
+
+def test_knob_results_are_typed_from_the_processes_output_and_survive_a_round_trip():
+    [k] = wave.record(_measurement(_knob())).workspace_knob
+    assert k.allocator_peak_bytes == 570 * MB and k.small_allocator_peak_bytes == 500.5 * MB
+    assert k.saved_bytes == 69.5 * MB
+    assert k.step_s == (0.010, 0.010, 0.010) and k.ratio.median == pytest.approx(1.0)
+    assert k.ratio.high == pytest.approx(1.1) and not k.shown_slower  # an interval reaching 1: a tie
+    again = wave.Measurement812.from_dict(json.loads(json.dumps(wave.record(_measurement(_knob())).to_dict())))
+    assert again.workspace_knob == (k,)
+
+
+def test_the_recommendation_carries_the_small_workspace_only_when_it_saves_memory_and_is_not_slower():
+    rec = wave.recommend(_measurement(_knob()), load_budgets())
+    assert rec["strategy"] == NAME and rec["cublas_workspace"] == ":16:8"
+    assert rec["allocator_peak_bytes_small_workspace"] == 500.5 * MB
+    assert "570.0 to 500.5 MB" in rec["cublas_workspace_note"]
+    assert "CUBLAS_WORKSPACE_CONFIG=:16:8" in wave.recommendation_text(rec)
+    slower = wave.recommend(_measurement(_knob(small_steps=(0.013, 0.012, 0.013))), load_budgets())
+    assert slower["cublas_workspace"] is None and "slower" in slower["cublas_workspace_note"]
+    none = wave.recommend(_measurement(None), load_budgets())
+    assert none["cublas_workspace"] is None and "not measured" in none["cublas_workspace_note"]
+    table = wave.workspace_table(_measurement(_knob())).set_index("strategy")
+    assert table.loc[NAME, "saved (MB)"] == 69.5 and table.loc[NAME, "reads as"] == "a tie"
+
+
+def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
+    failed = _knob()
+    failed["runs"]["small"][1] = {"error": "exit 1: CUDA error", "env": {}}
+    assert wave.record(_measurement(failed)).workspace_knob == ()
+    assert "small workspace failed: exit 1" in wave.knob_error(failed)
+    assert wave.record(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
+    assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
+
+
+def test_use_cublas_workspace_checks_the_setting_and_sets_it_only_before_cuda_starts(monkeypatch):
+    with pytest.raises(ValueError, match="':16:8'"):
+        cuda_mem.use_cublas_workspace("16:8")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    late = cuda_mem.use_cublas_workspace(":16:8")
+    assert not late["applied"] and "before the process starts" in late["why"]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert cuda_mem.use_cublas_workspace(":16:8")["applied"]
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    assert "already" in cuda_mem.use_cublas_workspace(":16:8")["why"]
+
+
+def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_path):
+    res = {"recommended": {"strategy": "s", "precision": "bf16", "tft_overrides": {"memory_efficient": True},
+                           "cuda_graph": True, "options": {"adam": "fused"}, "cublas_workspace": ":16:8"}}
+    (tmp_path / "cpu" / "wave-8.12").mkdir(parents=True)
+    (tmp_path / "cpu" / "wave-8.12" / "results.json").write_text(json.dumps(res))
+    tft = resolve_tft("auto", "small", "cpu", tmp_path)
+    assert tft["cublas_workspace"] == ":16:8" and tft["cuda_graph"] and tft["options"]["adam"] == "fused"
+    flat = resolve_tft('{"precision": "bf16", "cublas_workspace": ":16:8"}', "small", "cpu", tmp_path)
+    assert flat["cublas_workspace"] == ":16:8" and flat["overrides"] == {}
+    with pytest.raises(ValueError, match="cublas_workspace must be a string"):
+        resolve_tft('{"cublas_workspace": 16}', "small", "cpu", tmp_path)
+    class R:  # what deployment.pinned_tft_config reads of the record
+        tft = {"precision": "bf16", "overrides": {"memory_efficient": True}, "cuda_graph": True,
+               "options": {"adam": "fused"}, "cublas_workspace": ":16:8", "source": "8.12"}
+    with mock.patch.object(deployment.wave, "record", lambda m: m):
+        pinned = json.loads(deployment.pinned_tft_config(R))
+    assert pinned == {"precision": "bf16", "memory_efficient": True, "cuda_graph": True, "options": {"adam": "fused"},
+                      "cublas_workspace": ":16:8"}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_the_knob_measured_in_fresh_processes_lowers_the_allocator_peak_not_the_model_peak():
+    from foxlib.models import MODELS
+    s = wave.STRATEGIES["efficient + bf16 + CUDA graph + fused Adam"]
+    cfg = wave.configure(MODELS["tft"].preset("small"), s.overrides)
+    knob = workspace.measure_knob([s], {s.name: cfg}, "small", torch.device("cuda"), 0, rounds=2, steps=3)
+    [k] = workspace.knob_results(knob)
+    assert k.small_allocator_peak_bytes < k.allocator_peak_bytes
+    assert abs(k.small_model_peak_bytes - k.model_peak_bytes) <= 0.01 * k.model_peak_bytes
