@@ -17,7 +17,7 @@ from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
 from foxlib.waves.wave_8_12.strategies import BASELINE, GRAPH_MODE_VALIDATED, NOT_RECOMMENDED, resolve_overrides
-from foxlib.waves.wave_8_12.workspace import VARIABLE
+from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
 def _kind(rec: Measurement812, cuda_graph: bool | None) -> list[StrategyResult]:
@@ -104,7 +104,7 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None =
 
 def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
     """Whether to ship `name` with the small cuBLAS workspace (workspace.py): yes when it was measured at
-    both sizes, saves bytes and is not shown slower (a ratio interval that reaches 1 is a tie).
+    both sizes, saves bytes and its step-time ratio's upper end is within workspace.MAX_SLOWDOWN of 1.
     {"cublas_workspace": setting or None, "cublas_workspace_note": why, and the measured figures}."""
     k = rec.knob(name)
     if k is None:
@@ -112,8 +112,9 @@ def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
     figures = {"allocator_peak_bytes_default_workspace": k.allocator_peak_bytes,
                "allocator_peak_bytes_small_workspace": k.small_allocator_peak_bytes,
                "workspace_step_ratio": k.ratio.to_dict()}
-    if k.saved_bytes <= 0 or k.shown_slower:
-        why = "it saves no memory" if k.saved_bytes <= 0 else f"its step is slower there ({k.ratio})"
+    if k.saved_bytes <= 0 or k.costs_time:
+        why = ("it saves no memory" if k.saved_bytes <= 0 else
+               f"its step is slower there ({k.ratio}, more than {100 * MAX_SLOWDOWN:g} %)")
         return {"cublas_workspace": None, "cublas_workspace_note": f"{VARIABLE}={k.setting} not advised: {why}",
                 **figures}
     return {"cublas_workspace": k.setting, **figures,

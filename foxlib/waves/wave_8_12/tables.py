@@ -15,7 +15,7 @@ from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_12.analysis import lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import record
 from foxlib.waves.wave_8_12.strategies import GRAPH_MODE_VALIDATED, NOT_RECOMMENDED
-from foxlib.waves.wave_8_12.workspace import VARIABLE, median_ms
+from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE, median_ms
 
 
 def _mb(x):
@@ -110,7 +110,8 @@ def workspace_table(m) -> pd.DataFrame:
                      "step (ms, median of rounds), default": round(median_ms(k.step_s), 2),
                      f"step (ms, median of rounds), {k.setting}": round(median_ms(k.small_step_s), 2),
                      f"step ratio {k.setting} / default [{100 * k.ratio.confidence:.0f} %]": str(k.ratio),
-                     "reads as": "slower" if k.shown_slower else ("faster" if k.ratio.high < 1 else "a tie")})
+                     "reads as": ("slower" if k.costs_time else f"within {100 * MAX_SLOWDOWN:g} %" if k.shown_slower
+                                  else "faster" if k.ratio.high < 1 else "a tie")})
     return pd.DataFrame(rows)
 
 

@@ -33,6 +33,7 @@ KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fas
     "efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward",
 )
 ROUNDS = 3
+MAX_SLOWDOWN = 0.02  # a small workspace "costs no time" when its ratio's upper end is at most 1.02
 STEPS = 20  # timed steps per process and strategy, alternating
 SKIPPED_CPU = "skipped: the cuBLAS workspace is a CUDA knob"
 
@@ -95,6 +96,12 @@ class KnobResult:
     def shown_slower(self) -> bool:
         """Slower at the small size beyond the noise: the ratio's whole interval above 1."""
         return self.ratio.low > 1.0
+
+    @property
+    def costs_time(self) -> bool:
+        """Not shown within MAX_SLOWDOWN of the default size's step: the interval's upper end above it
+        (three rounds give tight intervals: a 0.3 % difference can be "shown", and is no cost)."""
+        return self.ratio.high > 1.0 + MAX_SLOWDOWN
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
