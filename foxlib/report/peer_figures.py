@@ -47,8 +47,9 @@ def step_interval(v: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | N
 
 
 def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every measured row but the peer, over the peer: parameters, activations, peak, step time (ratio
-    of medians; median of per-round ratios, with its interval)."""
+    """Every measured row but the peer, over the peer: parameters, activations (where measured: not for a
+    step captured as one CUDA graph), peak, step time (ratio of medians; median of per-round ratios, with
+    its interval)."""
     variants = res.get("variants", {})
     peer = variants.get(PEER)
     if peer is None:
@@ -60,9 +61,11 @@ def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
         r: dict[str, Any] = {
             "parameters": v["n_parameters"] / peer["n_parameters"],
             "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"],
-            "activations": v["memory"]["activations"] / peer["memory"]["activations"],
             "peak": v["memory"]["peak"] / peer["memory"]["peak"],
         }
+        if v["memory"].get("activations") is not None and peer["memory"].get("activations"):
+            # a step captured as one CUDA graph has none measured (its saved tensors are in the graph's pool)
+            r["activations"] = v["memory"]["activations"] / peer["memory"]["activations"]
         if v.get("timing") and peer.get("timing"):
             r["step_time"] = v["timing"]["median_s"] / peer["timing"]["median_s"]
             interval = step_interval(v, peer)
@@ -138,7 +141,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "precision": v["precision"],
             "parameters": f"{v['n_parameters']:,}",
             "parameters (MB)": f"{v['parameter_bytes'] / MB:,.1f}",
-            "activations (MB)": f"{mem['activations'] / MB:,.1f}",
+            "activations (MB)": mb(mem.get("activations")),
             "peak (MB)": f"{mem['peak'] / MB:,.1f}",
             "step median (ms)": ms(tm.get("median_s")) if tm else "not measured",
             "step IQR (ms)": ms(tm.get("iqr_s")) if tm else "not measured",
