@@ -136,7 +136,8 @@ def test_a_graphed_row_renders_without_activations():
     assert "foxlib TFT, best (8.12), CUDA graph + fused Adam" in page
     assert "the whole step as one CUDA graph; step options: fused Adam" in page
     best_only = [c for c in peer_page.context(res)["memory"] if "CUDA graph" in c["label"]][0]
-    assert best_only["cells"][3:5] == ["not measured", "not measured"]  # activations, forward peak
+    assert best_only["cells"][3:5] == [fig.IN_GRAPH, fig.IN_GRAPH]  # activations, forward peak
+    assert [r["activations (MB)"] for r in fig.table_rows(res) if "CUDA graph" in r["variant"]] == [fig.IN_GRAPH]
 
 
 def test_an_older_file_without_the_step_fields_says_nothing_of_them():

@@ -137,7 +137,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "rows": fig.table_rows(res),
         "checks": checks,
         "memory_columns": list(MEMORY_CATEGORIES.values()),
-        "memory": [{"label": fig.label(res, n), "cells": [fig.mb(v["memory"].get(k)) for k in MEMORY_CATEGORIES]}
+        "memory": [{"label": fig.label(res, n), "cells": [fig.memory_mb(v["memory"], k) for k in MEMORY_CATEGORIES]}
                    for n, v in variants.items()],
         "peak_method": (peer or {}).get("memory", {}).get("peak_method", ""),
         "timing": [{"label": fig.label(res, n), "median": fig.ms(v["timing"]["median_s"]),
