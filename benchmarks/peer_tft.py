@@ -6,7 +6,8 @@ S&P 500 / NASDAQ features, in one process run:
 
 - parameters (count and bytes), activations saved for backward and the peak of one training
   step, measured by foxlib's `profile_step` (forward + loss, backward, Adam step; fp32 unless
-  the row says otherwise), each row profiled alone;
+  the row says otherwise; a step captured as one CUDA graph by `profile_graphed_step`: the same
+  peak, its activations inside the graph), each row profiled alone;
 - step time: median of `--repeats` full training steps, every row alternating in one run
   (`foxlib.harness.timing.time_alternating`).
 
@@ -15,7 +16,8 @@ Rows (foxlib/report/peer_figures.py: ROWS): `peer` (pytorch-forecasting, same co
 default, and 16; its default series embedding); `foxlib_default` (the same config, plain, fp32);
 `foxlib_best` (wave 8.12's best configuration: `--best` JSON, else
 `reports/<device>/wave-8.12/results.json`'s "recommended", cited in depends_on, else bf16 +
-memory_efficient + checkpointing="blocks"); `foxlib_compiled_default`,
+memory_efficient + checkpointing="blocks"; with its step options, and on CUDA its whole step as one
+CUDA graph where it says cuda_graph: benchmarks/peer/best.py); `foxlib_compiled_default`,
 `foxlib_compiled_reduce_overhead` (foxlib_default under torch.compile, `--compile auto`: on for
 CUDA, off on the CPU; compile time and graph breaks recorded).
 
@@ -44,7 +46,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere, foxlib installed
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.peer import compiled, configuration as conf, data, models  # noqa: E402
+from benchmarks.peer import best as best_row, compiled, configuration as conf, data, models  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
@@ -89,6 +91,7 @@ def measure(args) -> dict[str, Any]:
     import pytorch_forecasting
 
     from foxlib.harness.recipe import StepRecipe, build_step
+    from foxlib.harness.step_options import matmul_tf32
     from foxlib.harness.timing import time_alternating
     from foxlib.memory import profile_step
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
@@ -107,7 +110,8 @@ def measure(args) -> dict[str, Any]:
         raise SystemExit(f"no foxlib row left to run: {not_run}")
     log(f"device {device} ({describe(device)['name']}), preset {args.preset}, d={cfg.hidden_size}, "
         f"H={cfg.num_heads}, observed={cfg.n_observed}, Te={cfg.encoder_length}, Td={cfg.decoder_length}, "
-        f"batch={cfg.batch_size}; best: {best['precision']} {best['tft_overrides']} ({best['source']}); "
+        f"batch={cfg.batch_size}; best: {best_row.label(best, device)}, {best['precision']} {best['tft_overrides']} "
+        f"({best['source']}); "
         f"rows: {', '.join(chosen)}; torch.compile {'on' if compile_on else 'off'} ({compile_reason})")
 
     t0 = time.perf_counter()
@@ -121,30 +125,37 @@ def measure(args) -> dict[str, Any]:
         best_batch = card.example_batch(best_cfg, seed=args.seed)
     recipes = {  # foxlib's side: the recipe every wave measures (Adam at the card's learning rate)
         "foxlib_default": (StepRecipe("tft", cfg, "fp32", args.seed), fox_batch),
-        "foxlib_best": (StepRecipe("tft", best_cfg, best["precision"], args.seed), best_batch),
+        "foxlib_best": (best_row.recipe(best, best_cfg, args.seed), best_batch),
     }
+    graphed = best_row.graphed(best, device)  # foxlib_best's step: one captured CUDA graph (CUDA only)
     recipes.update({n: recipes["foxlib_default"] for n in fig.COMPILED})  # compiled: the default row's step
 
     def instantiate(name):
         """{model, batch, loss_fn, optimizer, precision, step, compile} on `device`: foxlib's from
-        foxlib.harness.recipe (its batch checked to be the windows the peer gets), compiled rows after
-        their first (compiling) steps; the peer's at the same seed and learning rate."""
+        foxlib.harness.recipe (its batch checked to be the windows the peer gets; the best row with its
+        step options, its step captured as one CUDA graph where `graphed`), compiled rows after their
+        first (compiling) steps; the peer's at the same seed and learning rate."""
         if name in fig.PEER_ROWS:
             torch.manual_seed(args.seed)
             model = models.build_peer(ds, cfg, PEER_DEFAULTS.get(name)).to(device)
             optimizer = torch.optim.Adam(model.parameters(), lr=recipes["foxlib_default"][0].learning_rate)
             live = {"model": model, "batch": data.to_device(peer_batch, device), "loss_fn": models.peer_loss,
                     "optimizer": optimizer, "precision": args.peer_precision}
+        elif name == best_row.NAME and graphed:
+            return best_row.live(*recipes[name], device)
         else:
             recipe, expected = recipes[name]
             step = build_step(recipe, device)
             data.check_recipe_batch(step.batch, expected)
             live = {"model": step.model, "batch": step.batch, "loss_fn": step.loss_fn, "optimizer": step.optimizer,
-                    "precision": recipe.precision}
+                    "precision": recipe.precision, "tf32": recipe.options.tf32}
             if name in fig.COMPILED:
                 live["model"] = compiled.CompiledTFT(step.model, fig.COMPILED[name], args.compile_backend)
-        live["step"] = training_step_fn(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
-                                        live["precision"], device)
+            else:
+                live["step"] = step.step  # the recipe's step (TF32 held while it runs, if its options say so)
+        if "step" not in live:
+            live["step"] = training_step_fn(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
+                                            live["precision"], device)
         if name in fig.COMPILED:
             log(f"  compiling {name} (mode {fig.COMPILED[name]}, backend {args.compile_backend}): "
                 f"{compiled.FIRST_STEPS} first steps")
@@ -193,15 +204,24 @@ def measure(args) -> dict[str, Any]:
     for name in chosen:
         if name in fig.COMPILED:
             torch._dynamo.reset()  # a fresh compile per row: its compile time is its own
-        live = instantiate(name)
-        log(f"profiling {name} ({live['precision']}): warm-up step + measured step")
         t = time.perf_counter()
-        prof = profile_step(live["model"], live["batch"], live["loss_fn"], live["optimizer"], live["precision"])
-        log(f"  {name}: peak {prof.peak / MB:,.1f} MB, activations {prof.activations / MB:,.1f} MB, "
+        if name == best_row.NAME and graphed:  # warm-up steps, the capture and one replay
+            log(f"profiling {name} ({best['precision']}) as one CUDA graph: warm-up steps, capture, replay")
+            live, (memory, body) = {"precision": best["precision"]}, best_row.profile(*recipes[name], device)
+        else:
+            live = instantiate(name)
+            log(f"profiling {name} ({live['precision']}): warm-up step + measured step")
+            with matmul_tf32(live.get("tf32", False)):
+                memory = profile_step(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
+                                      live["precision"]).to_dict()
+            body = live["model"].model if name in fig.COMPILED else live["model"]
+        log(f"  {name}: peak {fig.mb(memory['peak'])} MB, activations {fig.mb(memory['activations'])} MB, "
             f"{time.perf_counter() - t:.1f} s")
-        body = live["model"].model if name in fig.COMPILED else live["model"]
         out["variants"][name] = {"label": fig.ROWS[name], "precision": live["precision"],
-                                 **models.parameter_summary(body), "memory": prof.to_dict()}
+                                 **models.parameter_summary(body), "memory": memory}
+        if name == best_row.NAME:
+            out["variants"][name].update(label=best_row.label(best, device), cuda_graph=graphed,
+                                         options=best["options"])
         if name in fig.PEER_ROWS:
             arch = models.peer_architecture(body)
             out["variants"][name]["architecture"] = arch
@@ -210,7 +230,7 @@ def measure(args) -> dict[str, Any]:
         if "compile" in live:
             out["variants"][name]["compile"] = {"mode": fig.COMPILED[name], "backend": args.compile_backend,
                                                 **live["compile"]}
-        del live, prof, body
+        del live, memory, body
         if name in fig.COMPILED:
             torch._dynamo.reset()  # and its CUDA graphs' memory pool, before the next row's measurement
         _free(device)
@@ -238,6 +258,8 @@ def measure(args) -> dict[str, Any]:
     out["ratios"] = fig.ratios(out)
     out["checks"] = fig.checks(out)
     out["notes"] = notes + run_notes(out, device, best, best_cfg, chosen)
+    if best_row.NAME in chosen:
+        out["notes"] += best_row.notes(best, device, os.environ)
     return out
 
 
@@ -274,8 +296,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help='JSON of TFTConfig fields to override, e.g. \'{"batch_size": 4}\'')
     p.add_argument("--best", default=None,
                    help='foxlib\'s best configuration as JSON, e.g. \'{"precision": "bf16", "memory_efficient": true, '
-                        '"checkpointing": "blocks"}\'; default: reports/<device>/wave-8.12/results.json\'s '
-                        '"recommended" (cited in depends_on), else that example')
+                        '"checkpointing": "blocks"}\', optionally with "cuda_graph": true (CUDA only), "options": '
+                        '{"adam": "fused", "optimizer_in_backward": true, "tf32": false} and "cublas_workspace"; '
+                        'default: reports/<device>/wave-8.12/results.json\'s "recommended" (cited in depends_on), '
+                        'else that example')
     p.add_argument("--peer-precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     p.add_argument("--variants", default=",".join(VARIANTS),
                    help="comma-separated subset of " + ", ".join(VARIANTS) + " (peer and one foxlib row at least)")

@@ -321,3 +321,57 @@ def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
     assert len(res["windows"]) == 4 and res["notes"]
     page = path.with_suffix(".html").read_text()
     assert all(label in page for label in fig.ROWS.values()) and "not measured" not in page.split("<h2>")[1]
+
+
+# ----------------------------------------------------------------------------- the best row as 8.12 recommends it
+# (tests/test_peer_best.py: its configuration, label, notes and page without the peer)
+
+# what wave 8.12 is about to recommend, as --best gives it: bf16, the memory-efficient path, one CUDA
+# graph, fused Adam applied in backward, measured with a small cuBLAS workspace
+GRAPHED_BEST = {"precision": "bf16", "memory_efficient": True, "cuda_graph": True,
+                "options": {"adam": "fused", "optimizer_in_backward": True}, "cublas_workspace": ":16:8"}
+needs_cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+
+
+def _run_best(tmp_path, device: str) -> dict:
+    """peer and foxlib_best only, tiny, with GRAPHED_BEST: a few seconds on the CPU."""
+    out = tmp_path / "results.json"
+    rc = peer_tft.main(["--device", device, "--preset", "small", "--config", json.dumps(TINY), "--repeats", "2",
+                        "--warmup", "1", "--variants", "peer,foxlib_best", "--out", str(out), "--html", "auto",
+                        "--allow-dirty", "--reports-dir", str(tmp_path / "no-reports"),
+                        "--best", json.dumps(GRAPHED_BEST)])
+    assert rc == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@needs_peer
+def test_on_the_cpu_a_cuda_graph_best_runs_eager_with_its_options_and_a_note(tmp_path):
+    res = _run_best(tmp_path, "cpu")
+    row = res["variants"]["foxlib_best"]
+    assert row["cuda_graph"] is False and row["precision"] == "bf16"
+    assert row["options"] == {"adam": "fused", "optimizer_in_backward": True, "tf32": False}
+    assert row["label"] == "foxlib TFT, best (8.12), fused Adam + Adam in backward"
+    assert row["memory"]["activations"] > 0 and row["memory"]["gradients"] == 0  # Adam in backward freed them
+    assert row["timing"]["median_s"] > 0 and len(row["timing"]["samples_s"]) == 2
+    assert res["best"]["cuda_graph"] is True and res["best"]["cublas_workspace"] == ":16:8"
+    assert any("on the CPU its row runs eager steps" in n for n in res["notes"])
+    assert any("does not set it" in n for n in res["notes"])
+    page = (tmp_path / "results.html").read_text()
+    assert row["label"] in page and "its CUDA graph not applied on this device (eager steps)" in page
+
+
+@pytest.mark.cuda
+@needs_cuda
+@needs_peer
+def test_on_a_gpu_the_benchmarks_best_row_is_one_cuda_graph(tmp_path):
+    res = _run_best(tmp_path, "cuda")
+    row = res["variants"]["foxlib_best"]
+    assert row["cuda_graph"] is True and row["memory"]["cuda_graph"] is True and row["memory"]["activations"] is None
+    assert row["label"] == "foxlib TFT, best (8.12), CUDA graph + fused Adam + Adam in backward"
+    assert row["memory"]["peak"] >= row["memory"]["parameters"] + row["memory"]["optimizer_state"] > 0
+    assert row["timing"]["median_s"] > 0 and len(row["timing"]["samples_s"]) == 2
+    assert {"peak", "step_time", "step_time_interval"} <= set(res["ratios"]["foxlib_best"])
+    assert any("one captured CUDA graph" in n for n in res["notes"])
+    page = (tmp_path / "results.html").read_text()
+    assert row["label"] in page and "the whole step as one CUDA graph" in page and "in the CUDA graph" in page

@@ -29,11 +29,52 @@ def parse_json_option(text: str | None, what: str) -> dict[str, Any] | None:
     return value
 
 
+def step_options(value: Any, where: str) -> dict[str, Any]:
+    """A best configuration's step options (foxlib.harness.step_options.StepOptions: which Adam, Adam in
+    backward, TF32) checked and complete, as a dict of every field; SystemExit naming the valid ones."""
+    from foxlib.harness.step_options import StepOptions
+    if value is None:
+        value = {}
+    fields = {f.name: f.default for f in dataclasses.fields(StepOptions)}
+    valid = ", ".join(fields)
+    if not isinstance(value, dict):
+        raise SystemExit(f"{where}: options must be a JSON object of step options ({valid}), got {value!r}")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise SystemExit(f"{where}: unknown step option(s) {', '.join(unknown)}; valid: {valid} "
+                         "(foxlib.harness.step_options.StepOptions)")
+    wrong = sorted(k for k, v in value.items() if isinstance(fields[k], bool) and not isinstance(v, bool))
+    if wrong:
+        raise SystemExit(f"{where}: step option(s) {', '.join(wrong)} must be true or false, got "
+                         f"{ {k: value[k] for k in wrong} }")
+    try:
+        return StepOptions.from_dict(value).to_dict()
+    except ValueError as exc:  # e.g. an unknown Adam
+        raise SystemExit(f"{where}: {exc}") from None
+
+
+def _step_fields(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    """Pops the step's fields from a best configuration (--best or a recommendation): {"cuda_graph",
+    "options", "cublas_workspace"}, checked."""
+    cuda_graph = spec.pop("cuda_graph", False)
+    if not isinstance(cuda_graph, bool):
+        raise SystemExit(f"{where}: cuda_graph must be true or false, got {cuda_graph!r}")
+    options = step_options(spec.pop("options", None), where)
+    workspace = spec.pop("cublas_workspace", None)
+    if workspace is not None and not isinstance(workspace, str):
+        raise SystemExit(f"{where}: cublas_workspace must be a CUBLAS_WORKSPACE_CONFIG value such as "
+                         f"\":16:8\", got {workspace!r}")
+    return {"cuda_graph": cuda_graph, "options": options, "cublas_workspace": workspace or None}
+
+
 def best_configuration(option: dict[str, Any] | None, device_short: str, reports_dir: Path,
                        log=lambda msg: None) -> dict[str, Any]:
-    """{"precision", "tft_overrides", "source", "depends_on"}: --best, else wave 8.12's recommendation
-    (cited: depends_on holds {path, revision, sha256} of the results file read; path relative to the
-    repository where it lies in it), else DEFAULT_BEST."""
+    """{"precision", "tft_overrides", "cuda_graph", "options", "cublas_workspace", "source", "depends_on"}:
+    --best, else wave 8.12's recommendation (cited: depends_on holds {path, revision, sha256} of the
+    results file read; path relative to the repository where it lies in it), else DEFAULT_BEST.
+    cuda_graph: the whole step as one CUDA graph; options: every StepOptions field (unknown keys:
+    SystemExit); cublas_workspace: the CUBLAS_WORKSPACE_CONFIG value the recommendation was measured
+    with, or None (recorded, never set here: see workspace_note)."""
     from foxlib.core import provenance
     from foxlib.core.results import read_json
     depends_on: list[dict[str, Any]] = []
@@ -50,18 +91,39 @@ def best_configuration(option: dict[str, Any] | None, device_short: str, reports
             except ValueError as exc:
                 log(f"ignoring {shown}: {exc}")
         if rec and rec.get("precision"):
-            spec = {"precision": rec["precision"], **(rec.get("tft_overrides") or {})}
+            spec = {"precision": rec["precision"], **(rec.get("tft_overrides") or {}),
+                    **{k: rec[k] for k in ("cuda_graph", "options", "cublas_workspace") if k in rec}}
             depends_on.append(provenance.cite(path, res))
             source = f"{depends_on[0]['path']} (recommended strategy: {rec.get('strategy')})"
-            if rec.get("cuda_graph") or rec.get("options"):  # this benchmark times eager steps
-                source += ("; run here as eager steps with its precision and TFT overrides: its CUDA graph "
-                           "and step options are not applied by the peer benchmark")
         else:
             spec, source = dict(DEFAULT_BEST), f"built-in default (no recommendation in {shown})"
+    step = _step_fields(spec, source)
     precision = spec.pop("precision", "fp32")
     overrides = dict(spec.pop("tft_overrides", {}) or {})
     overrides.update(spec)  # --best may give the overrides flat, as in DEFAULT_BEST
-    return {"precision": precision, "tft_overrides": overrides, "source": source, "depends_on": depends_on}
+    if step["cuda_graph"] and precision == "fp16":
+        raise SystemExit(f"{source}: fp16 trains through a GradScaler, whose host-side decision is not captured "
+                         "in a CUDA graph (foxlib.memory.cuda_graph): use bf16 or fp32 with cuda_graph")
+    if step["options"]["optimizer_in_backward"] and precision == "fp16":
+        raise SystemExit(f"{source}: Adam in backward cannot run with fp16's GradScaler (use bf16 or fp32)")
+    return {"precision": precision, "tft_overrides": overrides, **step, "source": source, "depends_on": depends_on}
+
+
+def workspace_note(best: dict[str, Any], environ) -> str | None:
+    """What the run did with the recommendation's cuBLAS workspace (None when it names none): the
+    benchmark never sets CUBLAS_WORKSPACE_CONFIG (it acts only before CUDA starts); it is applied only
+    where the process was started with that very value."""
+    wanted = best.get("cublas_workspace")
+    if not wanted:
+        return None
+    have = environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if have == wanted:
+        return (f"The best configuration's cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG={wanted}) is applied: this "
+                "process was started with it.")
+    now = f"CUBLAS_WORKSPACE_CONFIG={have}" if have else "CUBLAS_WORKSPACE_CONFIG unset: cuBLAS's default"
+    return (f"The best configuration was measured with CUBLAS_WORKSPACE_CONFIG={wanted}; the peer benchmark does not "
+            f"set it and runs with this process's cuBLAS workspace as it is ({now}). Start the benchmark with "
+            f"CUBLAS_WORKSPACE_CONFIG={wanted} to apply it.")
 
 
 def foxlib_configs(preset: str, config_overrides: dict[str, Any], best: dict[str, Any]):

@@ -30,6 +30,7 @@ COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhe
 # the issue's targets: foxlib's default no heavier (peak) and no slower than the peer; its best at most half
 TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
 PREDATES = "not measured: the results file predates this row"
+IN_GRAPH = "in the CUDA graph"  # a graphed step's activations and forward peak: not seen by any hook
 
 
 def label(res: dict[str, Any], name: str) -> str:
@@ -47,8 +48,9 @@ def step_interval(v: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | N
 
 
 def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every measured row but the peer, over the peer: parameters, activations, peak, step time (ratio
-    of medians; median of per-round ratios, with its interval)."""
+    """Every measured row but the peer, over the peer: parameters, activations (where measured: not for a
+    step captured as one CUDA graph), peak, step time (ratio of medians; median of per-round ratios, with
+    its interval)."""
     variants = res.get("variants", {})
     peer = variants.get(PEER)
     if peer is None:
@@ -60,9 +62,11 @@ def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
         r: dict[str, Any] = {
             "parameters": v["n_parameters"] / peer["n_parameters"],
             "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"],
-            "activations": v["memory"]["activations"] / peer["memory"]["activations"],
             "peak": v["memory"]["peak"] / peer["memory"]["peak"],
         }
+        if v["memory"].get("activations") is not None and peer["memory"].get("activations"):
+            # a step captured as one CUDA graph has none measured (its saved tensors are in the graph's pool)
+            r["activations"] = v["memory"]["activations"] / peer["memory"]["activations"]
         if v.get("timing") and peer.get("timing"):
             r["step_time"] = v["timing"]["median_s"] / peer["timing"]["median_s"]
             interval = step_interval(v, peer)
@@ -110,6 +114,14 @@ def mb(value: float | None) -> str:
     return "not measured" if value is None else f"{value / MB:,.1f}"
 
 
+def memory_mb(mem: dict[str, Any], key: str) -> str:
+    """One memory category in MB; a step captured as one CUDA graph saves its activations in the graph's
+    pool, where no hook sees them (foxlib.memory.cuda_graph.profile_graphed_step): said so."""
+    if mem.get(key) is None and mem.get("cuda_graph"):
+        return IN_GRAPH
+    return mb(mem.get(key))
+
+
 def ms(seconds: float | None) -> str:
     return "not measured" if seconds is None else f"{seconds * 1e3:,.1f}"
 
@@ -138,7 +150,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "precision": v["precision"],
             "parameters": f"{v['n_parameters']:,}",
             "parameters (MB)": f"{v['parameter_bytes'] / MB:,.1f}",
-            "activations (MB)": f"{mem['activations'] / MB:,.1f}",
+            "activations (MB)": memory_mb(mem, "activations"),
             "peak (MB)": f"{mem['peak'] / MB:,.1f}",
             "step median (ms)": ms(tm.get("median_s")) if tm else "not measured",
             "step IQR (ms)": ms(tm.get("iqr_s")) if tm else "not measured",

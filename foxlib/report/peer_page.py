@@ -22,6 +22,7 @@ from typing import Any
 from foxlib.core import provenance
 from foxlib.core.config import MB
 from foxlib.core.results import read_json, write_json
+from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
 
 TEMPLATE = "peer-benchmark.html.j2"
@@ -67,6 +68,24 @@ def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
 def relative_source(text: str) -> str:
     """An older file's best.source names the measuring machine's absolute path: shown from reports/ on."""
     return re.sub(r"(?:/[^\s/()]+)+?/(reports/)", r"\1", text or "")
+
+
+def best_step(res: dict[str, Any]) -> str:
+    """How the best configuration's step ran: its CUDA graph (applied, or not on this device) and its step
+    options (foxlib.harness.step_options); "" for a plain eager step and for files that predate both."""
+    best = res.get("best") or {}
+    row = (res.get("variants") or {}).get("foxlib_best") or {}
+    parts = []
+    if best.get("cuda_graph"):
+        parts.append("the whole step as one CUDA graph" if row.get("cuda_graph")
+                     else "its CUDA graph not applied on this device (eager steps)")
+    try:
+        options = StepOptions.from_dict(best.get("options")).label()
+    except (TypeError, ValueError):
+        options = json.dumps(best.get("options"))
+    if options:
+        parts.append(f"step options: {options}")
+    return "; ".join(parts)
 
 
 def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
@@ -118,7 +137,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "rows": fig.table_rows(res),
         "checks": checks,
         "memory_columns": list(MEMORY_CATEGORIES.values()),
-        "memory": [{"label": fig.label(res, n), "cells": [fig.mb(v["memory"].get(k)) for k in MEMORY_CATEGORIES]}
+        "memory": [{"label": fig.label(res, n), "cells": [fig.memory_mb(v["memory"], k) for k in MEMORY_CATEGORIES]}
                    for n, v in variants.items()],
         "peak_method": (peer or {}).get("memory", {}).get("peak_method", ""),
         "timing": [{"label": fig.label(res, n), "median": fig.ms(v["timing"]["median_s"]),
@@ -135,7 +154,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
                    for n, v in variants.items()],
         "config": list((res.get("config") or {}).items()),
         "best": {"precision": best.get("precision"), "overrides": json.dumps(best.get("tft_overrides", {})),
-                 "source": relative_source(str(best.get("source", "")))},
+                 "step": best_step(res), "source": relative_source(str(best.get("source", "")))},
         "citations": cites if cites is not None else citations(res),
         "environment": res.get("environment") or {},
         "MB": MB,
