@@ -118,8 +118,7 @@ def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
         return {"cublas_workspace": None, "cublas_workspace_note": f"{VARIABLE}={k.setting} not advised: {why}",
                 **figures}
     return {"cublas_workspace": k.setting, **figures,
-            "cublas_workspace_note": (f"{VARIABLE}={k.setting} (set before the process starts) lowers its allocator "
-                                      f"peak from {k.allocator_peak_bytes / MB:,.1f} to "
+            "cublas_workspace_note": (f"it lowers the allocator peak from {k.allocator_peak_bytes / MB:,.1f} to "
                                       f"{k.small_allocator_peak_bytes / MB:,.1f} MB (fresh processes); step time "
                                       f"{k.ratio} of the default size's")}
 

@@ -75,7 +75,8 @@ def recommendation_text(r: dict[str, Any]) -> str:
             f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
             f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
             f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}."
-            + (f" **Run it with `{VARIABLE}={r['cublas_workspace']}`:** {r['cublas_workspace_note']}."
+            + (f" **Run it with `{VARIABLE}={r['cublas_workspace']}`** (set before the process starts): "
+               f"{r['cublas_workspace_note']}."
                if r.get("cublas_workspace") else
                f" cuBLAS workspace: {r['cublas_workspace_note']}." if r.get("cublas_workspace_note") else ""))
 
