@@ -142,7 +142,7 @@ def measure(args) -> dict[str, Any]:
             live = {"model": model, "batch": data.to_device(peer_batch, device), "loss_fn": models.peer_loss,
                     "optimizer": optimizer, "precision": args.peer_precision}
         elif name == best_row.NAME and graphed:
-            return best_row.live(*recipes[name], device)
+            return best_row.live(recipes[name][0], device, recipes[name][1])
         else:
             recipe, expected = recipes[name]
             step = build_step(recipe, device)
@@ -207,7 +207,7 @@ def measure(args) -> dict[str, Any]:
         t = time.perf_counter()
         if name == best_row.NAME and graphed:  # warm-up steps, the capture and one replay
             log(f"profiling {name} ({best['precision']}) as one CUDA graph: warm-up steps, capture, replay")
-            live, (memory, body) = {"precision": best["precision"]}, best_row.profile(*recipes[name], device)
+            live, (memory, body) = {"precision": best["precision"]}, best_row.profile(recipes[name][0], device, recipes[name][1])
         else:
             live = instantiate(name)
             log(f"profiling {name} ({live['precision']}): warm-up step + measured step")
