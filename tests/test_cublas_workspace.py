@@ -74,17 +74,25 @@ def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
 
 
-def test_use_cublas_workspace_checks_the_setting_and_sets_it_only_before_cuda_starts(monkeypatch):
-    with pytest.raises(ValueError, match="':16:8'"):
-        cuda_mem.use_cublas_workspace("16:8")
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    late = cuda_mem.use_cublas_workspace(":16:8")
-    assert not late["applied"] and "before the process starts" in late["why"]
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    assert cuda_mem.use_cublas_workspace(":16:8")["applied"]
-    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
-    assert "already" in cuda_mem.use_cublas_workspace(":16:8")["why"]
+def test_use_cublas_workspace_checks_the_setting():
+    for bad in ("16:8", ":16", "", ":a:8"):
+        with pytest.raises(ValueError, match="':16:8'"):
+            cuda_mem.use_cublas_workspace(bad, torch.device("cuda"))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_use_cublas_workspace_holds_before_cublas_is_used_and_says_so_after():
+    import subprocess
+    import sys
+    code = ("import json, torch; from foxlib.memory.cuda import use_cublas_workspace as u; d = torch.device('cuda'); "
+            "torch.cuda.init(); {} print(json.dumps(u(':16:8', d)))")
+    fresh, late = (json.loads(subprocess.run([sys.executable, "-c", code.format(pre)], capture_output=True, text=True,
+                                             check=True, env={k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+                                             ).stdout.splitlines()[-1])
+                   for pre in ("", "(torch.ones(8, 8, device=d) @ torch.ones(8, 8, device=d)).sum().item();"))
+    assert fresh["applied"] and fresh["workspace_bytes"] <= 2 * 16 * 1024 * 8
+    assert not late["applied"] and late["workspace_bytes"] > 1024 * 1024
 
 
 def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_path):

@@ -59,9 +59,12 @@ def test_best_gives_the_cuda_graph_and_options_too(tmp_path):
     plain = conf.best_configuration(None, "cpu", tmp_path)  # the built-in default: an eager, plain step
     assert plain["cuda_graph"] is False and plain["options"] == {"adam": "default", "optimizer_in_backward": False,
                                                                  "tf32": False}
-    # the committed H200 recommendation (eager, "options": {}) reads as before
+    # the committed H200 recommendation reads as the file states it
+    rec = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "results.json").read_text())["recommended"]
     published = conf.best_configuration(None, "h200", ROOT / "reports")
-    assert published["cuda_graph"] is False and published["options"]["adam"] == "default"
+    assert published["cuda_graph"] is bool(rec.get("cuda_graph"))
+    assert published["options"]["adam"] == (rec.get("options") or {}).get("adam", "default")
+    assert published["cublas_workspace"] == rec.get("cublas_workspace")
 
 
 @pytest.mark.parametrize("spec, match", [
@@ -165,3 +168,22 @@ def test_the_best_rows_graphed_step_is_profiled_and_timed_on_a_gpu():
     live = best_row.live(rec, dev, expected)
     timing = time_alternating({"foxlib_best": live["step"]}, repeats=3, warmup=1, device=dev)["foxlib_best"]
     assert timing.median_s > 0 and torch.isfinite(live["step"]())
+
+
+def test_a_reduce_overhead_rows_one_step_peak_is_not_shown_on_cuda():
+    """torch.compile's reduce-overhead mode replays CUDA graphs whose pool a one-step profile misses: on CUDA
+    its peak and its ratio to the peer's are not shown, even where an older file stored the ratio."""
+    from foxlib.report import peer_figures as fig
+    mem = {"peak": 300e6, "activations": 500e6}
+    v = {"n_parameters": 10, "parameter_bytes": 40, "memory": mem, "precision": "fp32"}
+    res = {"device": {"type": "cuda"}, "variants": {"peer": {**v, "memory": {"peak": 1000e6, "activations": 700e6}},
+                                                    "foxlib_compiled_reduce_overhead": v, "foxlib_compiled_default": v}}
+    r = fig.ratios(res)
+    assert "peak" not in r["foxlib_compiled_reduce_overhead"] and r["foxlib_compiled_default"]["peak"] == 0.3
+    res["ratios"] = {"foxlib_compiled_reduce_overhead": {"peak": 0.3}}
+    assert "peak" not in fig.ratio_of(res, "foxlib_compiled_reduce_overhead")
+    rows = {row["variant"]: row for row in fig.table_rows(res)}
+    row = rows[fig.ROWS["foxlib_compiled_reduce_overhead"]]
+    assert row["peak (MB)"] == fig.POOL_UNSEEN and row["peak / peer's (ratio)"] == "n/a"
+    res["device"]["type"] = "cpu"  # no CUDA graphs: the profile sees every tensor
+    assert fig.ratios(res)["foxlib_compiled_reduce_overhead"]["peak"] == 0.3

@@ -105,19 +105,30 @@ def bare_context(device: torch.device) -> dict[str, Any] | None:
 CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 
 
-def use_cublas_workspace(setting: str) -> dict[str, Any]:
-    """Ask for a cuBLAS workspace size (CUBLAS_WORKSPACE_CONFIG, e.g. ":16:8") for this process. cuBLAS reads
-    it once, when the process first uses it, so it is set only while CUDA has not started here; the
-    result says whether it applies: {"asked", "applied", "why"}."""
-    if not re.fullmatch(r"(:\d+:\d+)+", setting or ""):
+def use_cublas_workspace(setting: str, device: torch.device) -> dict[str, Any]:
+    """Ask for a cuBLAS workspace size (CUBLAS_WORKSPACE_CONFIG, e.g. ":16:8": 8 buffers of 16 KiB) for this
+    process, and check that it holds. cuBLAS reads the size once, at its first use in the process, and
+    gives every new stream a workspace of it: the check multiplies two small matrices on a new stream and
+    measures the workspace allocated, then frees the workspaces. {"asked", "applied", "workspace_bytes"
+    (measured), "asked_bytes", "why"}."""
+    pairs = re.fullmatch(r"(:\d+:\d+)+", setting or "") and re.findall(r":(\d+):(\d+)", setting)
+    if not pairs:
         raise ValueError(f"a cuBLAS workspace setting looks like ':16:8' or ':4096:8' (KiB:buffers pairs), "
                          f"got {setting!r}")
-    current = os.environ.get(CUBLAS_WORKSPACE)
-    if current == setting:
-        return {"asked": setting, "applied": True, "why": f"{CUBLAS_WORKSPACE} was already {setting}"}
-    if torch.cuda.is_initialized():
-        return {"asked": setting, "applied": False,
-                "why": f"CUDA had started in this process before it was asked ({CUBLAS_WORKSPACE}="
-                       f"{current or 'unset'}): set it before the process starts"}
+    asked = sum(int(kib) * 1024 * int(n) for kib, n in pairs)
     os.environ[CUBLAS_WORKSPACE] = setting
-    return {"asked": setting, "applied": True, "why": f"{CUBLAS_WORKSPACE} set to {setting} before CUDA started"}
+    x = torch.ones(8, 8, device=device)
+    stream = torch.cuda.Stream(device)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    with torch.cuda.stream(stream):
+        y = x @ x
+    torch.cuda.synchronize(device)
+    got = max(torch.cuda.memory_allocated(device) - before - 512, 0)  # less the product: one 512 B block
+    del x, y, stream
+    torch._C._cuda_clearCublasWorkspaces()
+    applied = got <= 2 * asked  # cuBLAS and cuBLASLt may each take one: never the default's MiBs
+    return {"asked": setting, "applied": applied, "workspace_bytes": got, "asked_bytes": asked,
+            "why": (f"a product on a new stream took a {got:,} B workspace ({asked:,} B asked)" if applied else
+                    f"a product on a new stream took a {got:,} B workspace, not the {asked:,} B asked: cuBLAS had "
+                    f"read its size before (set {CUBLAS_WORKSPACE} before the process starts)")}

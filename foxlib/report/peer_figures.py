@@ -31,6 +31,14 @@ COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhe
 TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
 PREDATES = "not measured: the results file predates this row"
 IN_GRAPH = "in the CUDA graph"  # a graphed step's activations and forward peak: not seen by any hook
+# torch.compile's reduce-overhead mode replays CUDA graphs (CUDA graph trees): their tensors live in a pool
+# filled during the warm-up, which a one-step profile (max_memory_allocated over one step) does not see
+POOL_UNSEEN = "not seen: CUDA graph trees' pool"
+
+
+def peak_unseen(res: dict[str, Any], name: str) -> bool:
+    """The row's one-step peak misses its tensors: torch.compile mode reduce-overhead on a CUDA device."""
+    return COMPILED.get(name) == "reduce-overhead" and (res.get("device") or {}).get("type") == "cuda"
 
 
 def label(res: dict[str, Any], name: str) -> str:
@@ -62,8 +70,9 @@ def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
         r: dict[str, Any] = {
             "parameters": v["n_parameters"] / peer["n_parameters"],
             "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"],
-            "peak": v["memory"]["peak"] / peer["memory"]["peak"],
         }
+        if not peak_unseen(res, name):
+            r["peak"] = v["memory"]["peak"] / peer["memory"]["peak"]
         if v["memory"].get("activations") is not None and peer["memory"].get("activations"):
             # a step captured as one CUDA graph has none measured (its saved tensors are in the graph's pool)
             r["activations"] = v["memory"]["activations"] / peer["memory"]["activations"]
@@ -97,6 +106,8 @@ def ratio_of(res: dict[str, Any], name: str) -> dict[str, Any] | None:
     stored = (res.get("ratios") or {}).get(name)
     if stored is None:
         return ratios(res).get(name) if name in res.get("variants", {}) else None
+    if peak_unseen(res, name):  # files written before peak_unseen stored a ratio of a peak that missed the pool
+        stored = {k: v for k, v in stored.items() if k != "peak"}
     if "step_time_interval" not in stored:
         computed = ratios(res).get(name, {})
         stored = {**stored, **{k: computed[k] for k in ("step_time_interval", "step_time_paired") if k in computed}}
@@ -151,11 +162,11 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "parameters": f"{v['n_parameters']:,}",
             "parameters (MB)": f"{v['parameter_bytes'] / MB:,.1f}",
             "activations (MB)": memory_mb(mem, "activations"),
-            "peak (MB)": f"{mem['peak'] / MB:,.1f}",
+            "peak (MB)": POOL_UNSEEN if peak_unseen(res, name) else f"{mem['peak'] / MB:,.1f}",
             "step median (ms)": ms(tm.get("median_s")) if tm else "not measured",
             "step IQR (ms)": ms(tm.get("iqr_s")) if tm else "not measured",
-            "peak / peer's (ratio)": f"{r['peak']:.3f}" if r else "1",
-            "step time / peer's (ratio, 95 % interval)": interval_text(r) if r else "1",
+            "peak / peer's (ratio)": (f"{r['peak']:.3f}" if "peak" in r else "n/a") if r is not None else "1",
+            "step time / peer's (ratio, 95 % interval)": interval_text(r) if r is not None else "1",
             "compile (s)": f"{comp['compile_s']:,.1f}" if comp.get("compile_s") is not None else "",
         })
     return rows

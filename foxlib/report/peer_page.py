@@ -98,7 +98,8 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
     r = fig.ratio_of(res, name) or {}
     i = r.get("step_time_interval")
     tm = v.get("timing") or {}
-    row.update(precision=v.get("precision", "?"), peak_mb=fig.mb(v["memory"]["peak"]), peak_ratio=r.get("peak"),
+    row.update(precision=v.get("precision", "?"), peak_ratio=r.get("peak"),
+               peak_mb=fig.POOL_UNSEEN if fig.peak_unseen(res, name) else fig.mb(v["memory"]["peak"]),
                step_ms=fig.ms(tm.get("median_s")), step_ratio=r.get("step_time"), interval=i,
                compile_s=(v.get("compile") or {}).get("compile_s"))
     if row["target"] is not None:
@@ -149,7 +150,11 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
                     "explain": comp.get("explain"),
                     "rows": [{"label": fig.label(res, n), **variants[n]["compile"]}
                              for n in fig.COMPILED if n in variants and variants[n].get("compile")]},
-        "notes": res.get("notes") or [],
+        "notes": (res.get("notes") or []) + [
+            f"{fig.label(res, n)}: its peak is not shown ({fig.POOL_UNSEEN}). torch.compile's reduce-overhead mode "
+            "replays CUDA graphs whose tensors live in a pool filled during the warm-up; a one-step profile "
+            "(max_memory_allocated over one step) misses them, so no ratio of it to the peer's is given."
+            for n in variants if fig.peak_unseen(res, n)],
         "blocks": [{"label": fig.label(res, n), "items": list((v.get("by_block") or {}).items())}
                    for n, v in variants.items()],
         "config": list((res.get("config") or {}).items()),

@@ -75,7 +75,7 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
                               inference_mode=inference_mode, ensemble_precision=ensemble_precision, device=device)
     is_cuda = dev.type == "cuda"
     # before CUDA starts here: cuBLAS reads its workspace size once (foxlib.memory.cuda.use_cublas_workspace)
-    workspace = use_cublas_workspace(tft["cublas_workspace"]) if tft.get("cublas_workspace") and is_cuda else None
+    workspace = use_cublas_workspace(tft["cublas_workspace"], dev) if tft.get("cublas_workspace") and is_cuda else None
     order = [n for n in ENSEMBLE if n in MODELS]
     graph_mode = bool(tft.get("cuda_graph")) and is_cuda  # every model captured where it can be (members.py)
     members = [_Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
