@@ -107,9 +107,10 @@ CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 
 def use_cublas_workspace(setting: str, device: torch.device) -> dict[str, Any]:
     """Ask for a cuBLAS workspace size (CUBLAS_WORKSPACE_CONFIG, e.g. ":16:8": 8 buffers of 16 KiB) for this
-    process, and check that it holds. cuBLAS reads the size once, at its first use in the process, and
-    gives every new stream a workspace of it: the check multiplies two small matrices on a new stream and
-    measures the workspace allocated, then frees the workspaces. {"asked", "applied", "workspace_bytes"
+    process, and check that it holds. PyTorch sizes a stream's workspace from it when the stream first
+    needs one (whether a size read earlier in the process sticks depends on the version: on the H200 with
+    torch 2.11 a later setting held), so the check measures instead of assuming: it multiplies two small
+    matrices on a new stream, reads the workspace allocated, then frees the workspaces. {"asked", "applied", "workspace_bytes"
     (measured), "asked_bytes", "why"}."""
     pairs = re.fullmatch(r"(:\d+:\d+)+", setting or "") and re.findall(r":(\d+):(\d+)", setting)
     if not pairs:

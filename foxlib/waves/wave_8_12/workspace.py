@@ -1,7 +1,7 @@
-"""The cuBLAS workspace as a memory knob. cuBLAS holds a workspace per stream, sized by
-CUBLAS_WORKSPACE_CONFIG, which it reads once, when the process first uses it: the workspace is in the
-allocator peak (max_memory_allocated), not in the model peak (the step's own tensors). Because only a
-new process can take another size, the knob is measured in fresh processes
+"""The cuBLAS workspace as a memory knob. PyTorch gives cuBLAS a workspace per stream, sized by
+CUBLAS_WORKSPACE_CONFIG when the stream first needs one: the workspace is in the allocator peak
+(max_memory_allocated), not in the model peak (the step's own tensors). So that every stream of a step,
+from the first, takes the size asked, the knob is measured in fresh processes
 (foxlib.harness.fresh_process): each round runs one process at the default size and one at SMALL
 (rounds alternate which goes first); each process profiles KNOB_STRATEGIES as the wave does in-process
 (first round only: memory is the same every round) and times them alternating. A strategy's step-time
