@@ -98,18 +98,19 @@ def test_cuda_replay_counts_blocks_not_requests():
         s.without(1024)  # more than was live at the start
     runs = {"eager": TimelineRun("eager", {}, s, None, profile_peak_bytes=s.peak_bytes - 512, activations_bytes=1,
                                  outside_bytes=512),
-            "graph, older record": TimelineRun("graph, older record", {}, s, None, profile_peak_bytes=s.peak_bytes),
+            "cpu": TimelineRun("cpu", {}, s, None, profile_peak_bytes=s.peak_bytes, activations_bytes=1),
             "skipped": TimelineRun("skipped", {}, None, None, skipped="failed")}
     drawn = own_timelines(runs)
     assert drawn["eager"].peak_bytes == runs["eager"].profile_peak_bytes
-    assert drawn["graph, older record"] is None and drawn["skipped"] is None
+    assert drawn["cpu"].peak_bytes == s.peak_bytes and drawn["skipped"] is None
     from foxlib.waves.wave_8_12 import timeline_lines
     links = {n: {"snapshot": "t.pickle" if n == "eager" else None, "viewer_html": None} for n in runs}
     lines = timeline_lines(runs, drawn, links)
     assert lines[0] == (f"- eager: model peak {(s.peak_bytes - 512) / 1e6:,.1f} MB in {s.peak_phase} (its own tensors; "
                         "0.0 MB of them live when the step began); the process held 0.0 MB besides (workspaces, "
                         "earlier measurements) · [snapshot](t.pickle)")
-    assert lines[1].startswith("- graph, older record: not drawn: live peak ")
+    assert lines[1] == (f"- cpu: model peak {s.peak_bytes / 1e6:,.1f} MB in {s.peak_phase} (its own tensors; "
+                        f"{s.start_bytes / 1e6:,.1f} MB of them live when the step began)")  # nothing held besides
     assert lines[2] == "- skipped: not recorded (failed)"
     # the same history recorded without stacks: same bytes, and no owner guessed from missing frames
     for e in trace:

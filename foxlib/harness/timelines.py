@@ -194,15 +194,9 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
 
 def own_timelines(runs: dict[str, TimelineRun]) -> dict[str, MemoryTimeline | None]:
     """Each recorded run's series less its outside bytes (MemoryTimeline.without): the step's own
-    memory, whose peak is the model peak. None where nothing was recorded, and for a CUDA-graph run
-    measured before its outside bytes were (outside_bytes 0 and no activations: its series would count
-    the whole process)."""
-    out: dict[str, MemoryTimeline | None] = {}
-    for name, run in runs.items():
-        legacy_graph = run.activations_bytes is None and run.outside_bytes == 0 and run.series is not None \
-            and run.series.device == "cuda" and run.profile_peak_bytes == run.series.peak_bytes
-        out[name] = None if run.series is None or legacy_graph else run.series.without(run.outside_bytes)
-    return out
+    memory, whose peak is the model peak. None where nothing was recorded."""
+    return {name: None if run.series is None else run.series.without(run.outside_bytes)
+            for name, run in runs.items()}
 
 
 def viewer_html_file(snapshot_path: str, html_path: str) -> str:

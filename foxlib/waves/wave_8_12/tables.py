@@ -214,17 +214,16 @@ def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
 
 def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, dict[str, str | None]]) -> list[str]:
     """One Markdown line per timeline (foxlib.harness.timelines: the runs, their own series from
-    own_timelines, their files from keep_beside): its model peak and what the process held besides, or
-    why it is not drawn or not recorded, with links to its snapshot and PyTorch's viewer."""
+    own_timelines, their files from keep_beside): its model peak and what the process held besides
+    (where it held anything), or why it was not recorded, with links to its snapshot and PyTorch's viewer."""
     mb = lambda b: f"{b / MB:,.1f}"  # noqa: E731
     lines = []
     for n, r in ((n, r) for n, r in runs.items() if r.series is not None):
         s = own[n]
         text = (f"model peak {mb(s.peak_bytes)} MB in {s.peak_phase} (its own tensors; {mb(s.start_bytes)} MB of "
-                f"them live when the step began); the process held {mb(r.outside_bytes)} MB besides (workspaces, "
-                "earlier measurements)" if s is not None else
-                f"not drawn: live peak {mb(r.series.peak_bytes)} MB with what the process held before the step, "
-                "which this measurement did not record apart")
+                "them live when the step began)"
+                + (f"; the process held {mb(r.outside_bytes)} MB besides (workspaces, earlier measurements)"
+                   if r.outside_bytes else ""))
         files = "".join(f" · [{label}]({links[n][key]})" for key, label in (("snapshot", "snapshot"),
                                                                             ("viewer_html", "PyTorch's viewer"))
                         if links[n][key])
