@@ -92,9 +92,8 @@ if light:
 # memory from the first round, step times as each round's median with the ratio paired by round.
 
 # %%
-knob = m.get("cublas_workspace") or {}
 display(notebook.table(wave.workspace_table(record)) if record.workspace_knob else
-        Markdown(f"Not measured in this run: {knob.get('skipped') or wave.knob_error(knob) or 'made before the knob existed'}."))
+        Markdown(f"Not measured in this run: {wave.knob_absent_reason(m)}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside

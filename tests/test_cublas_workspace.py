@@ -72,6 +72,9 @@ def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     assert "small workspace failed: exit 1" in wave.knob_error(failed)
     assert wave.record(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
     assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
+    assert wave.knob_absent_reason({"cublas_workspace": failed}).startswith("a process at the small")
+    assert wave.knob_absent_reason({"device": {"type": "cpu"}}) == workspace.SKIPPED_CPU
+    assert wave.knob_absent_reason({"device": {"type": "cuda"}}) == "measured before the knob existed"
 
 
 def test_use_cublas_workspace_checks_the_setting():

@@ -140,5 +140,12 @@ def knob_error(knob: dict[str, Any] | None) -> str | None:
     return None
 
 
+def knob_absent_reason(m: dict[str, Any]) -> str:
+    """Why a measurement has no knob results: skipped (as it says), a failed process, a CPU, or older."""
+    knob = m.get("cublas_workspace") or {}
+    return (knob.get("skipped") or knob_error(knob)
+            or (SKIPPED_CPU if (m.get("device") or {}).get("type") == "cpu" else "measured before the knob existed"))
+
+
 def median_ms(samples: tuple[float, ...]) -> float:
     return 1000 * statistics.median(samples)
