@@ -91,7 +91,7 @@ def measure(args) -> dict[str, Any]:
     import pytorch_forecasting
 
     from foxlib.harness.recipe import StepRecipe, build_step
-    from foxlib.harness.step_options import matmul_tf32
+    from foxlib.harness.step_options import StepOptions, backends
     from foxlib.harness.timing import time_alternating
     from foxlib.memory import profile_step
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
@@ -148,11 +148,11 @@ def measure(args) -> dict[str, Any]:
             step = build_step(recipe, device)
             data.check_recipe_batch(step.batch, expected)
             live = {"model": step.model, "batch": step.batch, "loss_fn": step.loss_fn, "optimizer": step.optimizer,
-                    "precision": recipe.precision, "tf32": recipe.options.tf32}
+                    "precision": recipe.precision, "options": recipe.options}
             if name in fig.COMPILED:
                 live["model"] = compiled.CompiledTFT(step.model, fig.COMPILED[name], args.compile_backend)
             else:
-                live["step"] = step.step  # the recipe's step (TF32 held while it runs, if its options say so)
+                live["step"] = step.step  # the recipe's step (its options' backends held while it runs)
         if "step" not in live:
             live["step"] = training_step_fn(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
                                             live["precision"], device)
@@ -211,7 +211,7 @@ def measure(args) -> dict[str, Any]:
         else:
             live = instantiate(name)
             log(f"profiling {name} ({live['precision']}): warm-up step + measured step")
-            with matmul_tf32(live.get("tf32", False)):
+            with backends(live.get("options") or StepOptions()):
                 memory = profile_step(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
                                       live["precision"]).to_dict()
             body = live["model"].model if name in fig.COMPILED else live["model"]

@@ -350,7 +350,7 @@ def test_on_the_cpu_a_cuda_graph_best_runs_eager_with_its_options_and_a_note(tmp
     res = _run_best(tmp_path, "cpu")
     row = res["variants"]["foxlib_best"]
     assert row["cuda_graph"] is False and row["precision"] == "bf16"
-    assert row["options"] == {"adam": "fused", "optimizer_in_backward": True, "tf32": False}
+    assert row["options"] == {"adam": "fused", "optimizer_in_backward": True, "tf32": False, "cudnn": True}
     assert row["label"] == "foxlib TFT, best (8.12), fused Adam + Adam in backward"
     assert row["memory"]["activations"] > 0 and row["memory"]["gradients"] == 0  # Adam in backward freed them
     assert row["timing"]["median_s"] > 0 and len(row["timing"]["samples_s"]) == 2

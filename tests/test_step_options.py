@@ -122,3 +122,25 @@ def test_graph_parts_build_a_capturable_step_and_refuse_a_model_without_a_device
     assert torch.equal(loss(built.model, built.batch), MODELS["tft"].loss(built.model, built.batch))
     with pytest.raises(ValueError, match="no host-copy-free loss known for 'dqn'"):
         graph_parts(StepRecipe("dqn", MODELS["dqn"].preset("small")), CPU)
+
+
+def test_backends_hold_cudnn_off_and_tf32_only_inside_and_the_option_counts_as_numerics():
+    from foxlib.harness.step_options import backends
+    off = StepOptions(cudnn=False, tf32=True)
+    assert off.changes_numerics and off.label() == "TF32 + LSTMs without cuDNN"
+    assert StepOptions.from_dict(off.to_dict()) == off and StepOptions().cudnn
+    before = (torch.backends.cudnn.enabled, torch.backends.cuda.matmul.allow_tf32)
+    with backends(off):
+        assert not torch.backends.cudnn.enabled and torch.backends.cuda.matmul.allow_tf32
+    assert (torch.backends.cudnn.enabled, torch.backends.cuda.matmul.allow_tf32) == before
+    with backends(StepOptions()):
+        assert (torch.backends.cudnn.enabled, torch.backends.cuda.matmul.allow_tf32) == before
+
+
+def test_a_step_without_cudnn_runs_its_forward_with_cudnn_off():
+    from foxlib.harness.recipe import build_step
+    seen = []
+    built = build_step(StepRecipe("tft", TINY, "fp32", 0, StepOptions(cudnn=False)), "cpu")
+    built.model.register_forward_hook(lambda *a: seen.append(torch.backends.cudnn.enabled))
+    built.step()
+    assert seen == [False] and torch.backends.cudnn.enabled

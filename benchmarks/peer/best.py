@@ -19,7 +19,7 @@ import torch
 
 from benchmarks.peer import data
 from foxlib.harness.recipe import StepRecipe, capture_step, graph_parts
-from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.harness.step_options import StepOptions, backends
 from foxlib.memory.cuda_graph import profile_graphed_step
 from foxlib.report import peer_figures as fig
 
@@ -54,7 +54,7 @@ def profile(rec: StepRecipe, device: torch.device, expected) -> tuple[dict[str, 
     options say) and its model; its batch checked to be the windows the peer gets."""
     built, loss = graph_parts(rec, device)
     data.check_recipe_batch(built.batch, expected)
-    with matmul_tf32(rec.options.tf32):
+    with backends(rec.options):
         memory = profile_graphed_step(built.model, built.batch, loss, built.optimizer, rec.precision)
     return memory, built.model
 

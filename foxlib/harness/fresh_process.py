@@ -25,7 +25,7 @@ import torch
 
 from foxlib.harness.measure_step import profile_graphed
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step, graph_parts
-from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.harness.step_options import StepOptions, backends
 from foxlib.harness.timing import time_alternating
 from foxlib.models import MODELS
 
@@ -55,7 +55,7 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("cuda_graph"):
         from foxlib.memory.cuda_graph import GraphedStep
         built, loss = graph_parts(recipe, device)
-        with matmul_tf32(options.tf32):
+        with backends(options):
             graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, recipe.precision,
                                   warmup=WARMUP_STEPS)
             torch.cuda.synchronize(device)

@@ -95,10 +95,10 @@ def profile_graphed(recipe: StepRecipe, device: torch.device) -> dict[str, Any]:
     import gc
 
     from foxlib.harness.recipe import graph_parts
-    from foxlib.harness.step_options import matmul_tf32
+    from foxlib.harness.step_options import backends
     from foxlib.memory.cuda_graph import profile_graphed_step
     built, loss = graph_parts(recipe, device)
-    with matmul_tf32(recipe.options.tf32):
+    with backends(recipe.options):
         profile = profile_graphed_step(built.model, built.batch, loss, built.optimizer, recipe.precision)
     del built, loss
     gc.collect()

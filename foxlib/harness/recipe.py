@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.harness.step_options import StepOptions, make_optimizer, matmul_tf32
+from foxlib.harness.step_options import StepOptions, backends, make_optimizer
 from foxlib.memory.profile import check_precision, training_step_fn
 from foxlib.models import MODELS
 
@@ -80,7 +80,7 @@ class TrainingStep:
         """profile_step of this very step (model, batch, loss, optimizer, precision; the card's buffers
         on their own line): a MemoryProfile."""
         from foxlib.memory import profile_step
-        with matmul_tf32(self.recipe.options.tf32):
+        with backends(self.recipe.options):
             return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
                                 buffers=self.buffers, snapshot_path=snapshot_path, **kwargs)
 
@@ -110,11 +110,11 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> T
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
     step = training_step_fn(model, batch, card.loss, optimizer, recipe.precision, device)
-    if recipe.options.tf32:
+    if recipe.options.tf32 or not recipe.options.cudnn:
         plain = step
 
         def step():
-            with matmul_tf32(True):
+            with backends(recipe.options):
                 return plain()
     return TrainingStep(recipe, model, batch, optimizer, step, device)
 
@@ -142,6 +142,6 @@ def capture_step(recipe: StepRecipe, device: torch.device | str, loss=None):
     at capture: it holds in every replay). Returns (the built step, the graph: call it to replay)."""
     from foxlib.memory.cuda_graph import GraphedStep
     built, loss = graph_parts(recipe, device, loss)
-    with matmul_tf32(recipe.options.tf32):
+    with backends(recipe.options):
         graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, recipe.precision).capture()
     return built, graphed

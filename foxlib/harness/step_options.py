@@ -7,7 +7,10 @@
 - `tf32`: float32 matrix products on TensorFloat-32 tensor cores
   (`torch.backends.cuda.matmul.allow_tf32`), set only while the step runs or is captured
   (`matmul_tf32`); PyTorch's default is off. A change of numerics, like bf16.
-The defaults are the plain step every wave has measured so far.
+- `cudnn`: False runs the LSTMs (every cuDNN-backed op) on PyTorch's own CUDA kernels instead of
+  cuDNN's (`torch.backends.cudnn.flags(enabled=False)`), held like TF32 while the step runs or is
+  captured. Other kernels, other rounding: treated as a change of numerics.
+`backends(options)` holds both. The defaults are the plain step every wave has measured so far.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ class StepOptions:
     adam: str = "default"
     optimizer_in_backward: bool = False
     tf32: bool = False
+    cudnn: bool = True
 
     def __post_init__(self):
         if self.adam not in ADAMS:
@@ -39,8 +43,9 @@ class StepOptions:
     @property
     def changes_numerics(self) -> bool:
         """TF32 rounds the products' inputs to 10 mantissa bits; Adam in backward cannot clip the
-        gradients' joint norm. A fused Adam computes the same update in one kernel."""
-        return self.tf32 or self.optimizer_in_backward
+        gradients' joint norm; the LSTMs without cuDNN round differently. A fused Adam computes the same
+        update in one kernel."""
+        return self.tf32 or self.optimizer_in_backward or not self.cudnn
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,7 +56,8 @@ class StepOptions:
 
     def label(self) -> str:
         parts = (["fused Adam"] if self.adam == "fused" else []) + \
-                (["Adam in backward"] if self.optimizer_in_backward else []) + (["TF32"] if self.tf32 else [])
+                (["Adam in backward"] if self.optimizer_in_backward else []) + (["TF32"] if self.tf32 else []) + \
+                ([] if self.cudnn else ["LSTMs without cuDNN"])
         return " + ".join(parts)
 
 
@@ -78,3 +84,11 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@contextlib.contextmanager
+def backends(options: StepOptions) -> Iterator[None]:
+    """The options' backend settings held while inside (restored after): TF32 matmuls, cuDNN off."""
+    with matmul_tf32(options.tf32), (contextlib.nullcontext() if options.cudnn
+                                     else torch.backends.cudnn.flags(enabled=False)):
+        yield

@@ -32,7 +32,7 @@ from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 from foxlib.core.progress import progress
 from foxlib.harness.recipe import StepRecipe, optimizer_for
-from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.harness.step_options import StepOptions, backends
 
 LOWER_IS_BETTER = {"quantile_loss": True, "p50_mae": True, "directional_accuracy": False,
                    "coverage_error": True}
@@ -158,7 +158,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
     started = time.perf_counter()
     step = 0
-    with matmul_tf32(options.tf32), \
+    with backends(options), \
             (progress(max_steps, f"train tft {precision} seed {seed}") if show_progress else _silent()) as bar:
         while step < max_steps:
             batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)

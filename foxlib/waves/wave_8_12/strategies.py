@@ -6,9 +6,9 @@ The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.m
 the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so). They
 compete for the recommendation since wave 8.13's graph mode (training and serving with captured
 steps) ran to the end on a GPU: GRAPH_MODE_VALIDATED.
-The fast path's knobs (foxlib.harness.step_options: fused Adam, Adam applied in backward, TF32) are
-strategies too; TF32 and Adam in backward (its gradients clipped per parameter in the accuracy runs)
-change the function, and get their own accuracy runs.
+The fast path's knobs (foxlib.harness.step_options: fused Adam, Adam applied in backward, TF32, the
+LSTMs without cuDNN) are strategies too; TF32, Adam in backward (its gradients clipped per parameter
+in the accuracy runs) and the LSTMs without cuDNN change the numbers, and get their own accuracy runs.
 """
 from __future__ import annotations
 
@@ -72,6 +72,9 @@ STRATEGIES = {s.name: s for s in (
              changes_numerics=True, options=StepOptions(tf32=True)),
     Strategy("efficient + bf16 + CUDA graph + fused Adam", "bf16", {"memory_efficient": True}, cuda_graph=True,
              options=StepOptions(adam="fused")),
+    # the LSTMs on PyTorch's own kernels instead of cuDNN's (other kernels: own accuracy runs)
+    Strategy("efficient + bf16 + CUDA graph + fused Adam, LSTMs without cuDNN", "bf16", {"memory_efficient": True},
+             cuda_graph=True, changes_numerics=True, options=StepOptions(adam="fused", cudnn=False)),
     Strategy("efficient + bf16 + CUDA graph + Adam in backward", "bf16", {"memory_efficient": True}, cuda_graph=True,
              changes_numerics=True, options=StepOptions(optimizer_in_backward=True, adam="fused")),
     Strategy("efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward", "bf16",
@@ -126,5 +129,6 @@ def accuracy_key(s: Strategy) -> tuple:
     (+ the step options that change the function: TF32, Adam in backward)."""
     numeric = tuple(sorted((k, v) for k, v in s.overrides.items() if k in ("batch_size", "encoder_length")))
     o = s.options
-    numeric_options = tuple(k for k, on in (("tf32", o.tf32), ("optimizer_in_backward", o.optimizer_in_backward)) if on)
+    numeric_options = tuple(k for k, on in (("tf32", o.tf32), ("optimizer_in_backward", o.optimizer_in_backward),
+                                             ("no_cudnn", not o.cudnn)) if on)
     return (s.precision, numeric) + ((numeric_options,) if numeric_options else ())
