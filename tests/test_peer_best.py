@@ -187,3 +187,15 @@ def test_a_reduce_overhead_rows_one_step_peak_is_not_shown_on_cuda():
     assert row["peak (MB)"] == fig.POOL_UNSEEN and row["peak / peer's (ratio)"] == "n/a"
     res["device"]["type"] = "cpu"  # no CUDA graphs: the profile sees every tensor
     assert fig.ratios(res)["foxlib_compiled_reduce_overhead"]["peak"] == 0.3
+
+
+def test_fast_path_targets_say_met_tie_or_how_far():
+    from foxlib.report import peer_figures as fig
+    res = {"variants": {"foxlib_best": {}}, "ratios": {"foxlib_best": {
+        "peak": 0.555, "step_time": 0.11, "step_time_interval": {"median": 0.11, "low": 0.098, "high": 0.121}}}}
+    peak, step = fig.fast_path_lines(res)
+    assert peak.endswith("peak ≤ 0.3x the peer's: 0.555x, not met (+0.255 over)")
+    assert step.endswith("step time ≤ 0.1x the peer's: 0.110x [0.098, 0.121], a tie: the interval holds the target")
+    res["ratios"]["foxlib_best"].update(peak=0.25, step_time_interval={"median": 0.09, "low": 0.08, "high": 0.095})
+    assert [line.rsplit(", ", 1)[1] for line in fig.fast_path_lines(res)] == ["met", "met"]
+    assert fig.fast_path_lines({"variants": {}}) == []

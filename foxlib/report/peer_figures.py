@@ -29,6 +29,8 @@ FOXLIB_ROWS = tuple(n for n in ROWS if n not in PEER_ROWS)
 COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhead": "reduce-overhead"}
 # the issue's targets: foxlib's default no heavier (peak) and no slower than the peer; its best at most half
 TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
+# the fast path's targets for the best row (benchmarks, not checks): a third of the peer's peak, a tenth of its step
+FAST_PATH_TARGETS = {"peak": 0.3, "step_time": 0.1}
 PREDATES = "not measured: the results file predates this row"
 IN_GRAPH = "in the CUDA graph"  # a graphed step's activations and forward peak: not seen by any hook
 # torch.compile's reduce-overhead mode replays CUDA graphs (CUDA graph trees): their tensors live in a pool
@@ -112,6 +114,26 @@ def ratio_of(res: dict[str, Any], name: str) -> dict[str, Any] | None:
         computed = ratios(res).get(name, {})
         stored = {**stored, **{k: computed[k] for k in ("step_time_interval", "step_time_paired") if k in computed}}
     return stored
+
+
+def fast_path_lines(res: dict[str, Any]) -> list[str]:
+    """How far the best row is from the fast path's targets: met, not met (by how much), or a tie (the
+    step-time interval holds the target)."""
+    r = ratio_of(res, "foxlib_best") if "foxlib_best" in res.get("variants", {}) else None
+    if not r:
+        return []
+    out = []
+    for key, limit in FAST_PATH_TARGETS.items():
+        what = "peak" if key == "peak" else "step time"
+        if key not in r:
+            continue
+        i = r.get("step_time_interval") if key == "step_time" else None
+        shown = f"{r[key]:.3f}x" + (f" [{i['low']:.3f}, {i['high']:.3f}]" if i else "")
+        verdict = ("met" if (i["high"] if i else r[key]) <= limit else
+                   "a tie: the interval holds the target" if i and i["low"] <= limit else
+                   f"not met ({r[key] - limit:+.3f} over)")
+        out.append(f"{label(res, 'foxlib_best')}: {what} ≤ {limit}x the peer's: {shown}, {verdict}")
+    return out
 
 
 def missing_rows(res: dict[str, Any]) -> list[dict[str, str]]:

@@ -136,6 +136,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "rounds": len(((peer or {}).get("timing") or {}).get("samples_s") or []),
         "same_configuration": res.get("same_configuration", ""),
         "rows": fig.table_rows(res),
+        "fast_path": fig.fast_path_lines(res),
         "checks": checks,
         "memory_columns": list(MEMORY_CATEGORIES.values()),
         "memory": [{"label": fig.label(res, n), "cells": [fig.memory_mb(v["memory"], k) for k in MEMORY_CATEGORIES]}
