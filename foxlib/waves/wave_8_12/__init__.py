@@ -18,13 +18,13 @@ from foxlib.waves.wave_8_12.measuring import (TIMELINE_CASES, accuracy_runs, mea
                                               same_function_checks)
 from foxlib.waves.wave_8_12.records import (FLOOR_BYTES_PER_PARAMETER, SCHEMA_VERSION, Measurement812,
                                             StrategyResult, record)
-from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_MODE_VALIDATED, GRAPH_SKIPPED, NOT_RECOMMENDED, STRATEGIES, Strategy,
+from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_SKIPPED, STRATEGIES, Strategy,
                                                configure, resolve_overrides, runnable, select)
 from foxlib.waves.wave_8_12.workspace import knob_absent_reason, knob_error
 from foxlib.waves.wave_8_12.tables import (accuracy_skill, figures, floors_table, other_kind_text, recommendation_text,
                                            same_function_table, table, targets, timeline_lines, workspace_table)
 
-__all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_MODE_VALIDATED", "GRAPH_SKIPPED", "NOT_RECOMMENDED", "SCHEMA_VERSION",
+__all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_SKIPPED", "SCHEMA_VERSION",
            "STRATEGIES", "TIMELINE_CASES", "Measurement812", "Strategy", "StrategyResult", "accuracy_powered",
            "accuracy_runs", "accuracy_skill", "checks", "configure", "figures", "floors_table", "interval_text", "knob_absent_reason", "knob_error",
            "lightest_at_full_speed", "measure", "measure_timeline_cases", "named_figures", "other_kind_text", "pareto", "recommend",

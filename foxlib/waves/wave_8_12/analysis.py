@@ -1,9 +1,8 @@
 """Wave 8.12's decisions and shared figures. They read the typed record (records.py: raw bytes,
 seconds, and each ratio to fp32 with its bootstrap interval over the alternating rounds,
 foxlib.harness.timing.ratio_interval), never a table's rounded columns; a difference inside the
-intervals is a tie, settled by memory. The Pareto front, the recommendation (among every strategy
-once wave 8.13's graph mode is validated, strategies.GRAPH_MODE_VALIDATED, else among eager ones;
-the same among one kind beside it) with the cuBLAS workspace size to run it at (workspace.py), the
+intervals is a tie, settled by memory. The Pareto front, the recommendation (among every strategy;
+the same among one kind, eager or CUDA graph, beside it) with the cuBLAS workspace size to run it at (workspace.py), the
 lightest strategy at full speed, the checks against
 budgets.toml, whether the accuracy runs have power, and the named figures other pages show too
 (foxlib.core.figures)."""
@@ -16,7 +15,7 @@ from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
-from foxlib.waves.wave_8_12.strategies import BASELINE, GRAPH_MODE_VALIDATED, NOT_RECOMMENDED, resolve_overrides
+from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
@@ -62,15 +61,13 @@ def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
             "allocator_peak_bytes": s.allocator_peak_bytes}
 
 
-def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None if GRAPH_MODE_VALIDATED
-              else False) -> dict[str, Any]:
+def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None) -> dict[str, Any]:
     """The configuration to ship. Among the strategies whose peak is within the budget, whose accuracy
     is within tolerance and whose slowdown check passes (the interval's upper end under max_slowdown),
     the fastest per training window (a smaller batch takes shorter steps but needs more of them); when
     other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
-    cuda_graph=False: among eager strategies (the recommendation while GRAPH_MODE_VALIDATED is False);
-    True: among the CUDA-graph ones; None: among every strategy (the recommendation once wave 8.13's
-    graph mode is validated)."""
+    cuda_graph None: among every strategy (the recommendation: wave 8.13 trains and serves a graphed one
+    with captured steps); False / True: the same among the eager / the CUDA-graph ones."""
     rec = record(m)
     kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
     limit_mb = budgets["tft"]["peak_training_mb"]
@@ -96,8 +93,6 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None =
         reason = (f"a tie settled by memory: of {len(ok)} {plural} with {gates}, the fastest per training window, "
                   f"{fastest.name} {fastest.window_ratio}, is within the intervals of {others}; the lightest wins: "
                   f"{lightest}")
-    if cuda_graph is False and not GRAPH_MODE_VALIDATED and any(s.cuda_graph for s in rec.strategies):
-        reason += f" ({NOT_RECOMMENDED})"
     return {**_describe(best, rec), **workspace_advice(rec, best.name), "fastest": fastest.name,
             "tied_with": [s.name for s in tied], "settled_by_memory": bool(tied), "reason": reason}
 

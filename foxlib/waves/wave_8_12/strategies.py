@@ -4,8 +4,11 @@ function the model computes (checkpointing, the memory-efficient path and CUDA g
 
 The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
 the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so). They
-compete for the recommendation since wave 8.13's graph mode (training and serving with captured
-steps) ran to the end on a GPU: GRAPH_MODE_VALIDATED.
+compete for the recommendation: wave 8.13 trains and serves a graphed recommendation with captured
+steps (its first H200 runs in graph mode, at 79e3cfb and b499286, stopped with "an illegal memory
+access was encountered": a captured inference forward kept its graph but not its input, which the
+warm-up freed; wave_8_13/serve.py's _captured keeps it, tests/test_cuda_graph.py; since bb33a65 the
+whole wave runs to the end in graph mode on the H200, scripts/h200-graphmode-diagnose.sh "all").
 The fast path's knobs (foxlib.harness.step_options: fused Adam, Adam applied in backward, TF32, the
 LSTMs without cuDNN) are strategies too; TF32, Adam in backward (its gradients clipped per parameter
 in the accuracy runs) and the LSTMs without cuDNN change the numbers, and get their own accuracy runs.
@@ -82,15 +85,6 @@ STRATEGIES = {s.name: s for s in (
              changes_numerics=True, options=StepOptions(optimizer_in_backward=True, adam="fused")),
 )}
 GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
-# Wave 8.13 trains and serves a graphed TFT with captured steps (foxlib/waves/wave_8_13/members.py,
-# serve.py). Its first H200 runs in graph mode (2026-12-03, revisions 79e3cfb, b499286) stopped with "an
-# illegal memory access was encountered": a captured inference forward kept its graph but not its input,
-# which the warm-up freed (serve.py, _captured now keeps it; tests/test_cuda_graph.py). Since bb33a65 the
-# whole wave runs to the end in graph mode on the H200 (scripts/h200-graphmode-diagnose.sh "all"), so every
-# strategy competes for the recommendation; NOT_RECOMMENDED is what a page says while this is False.
-GRAPH_MODE_VALIDATED = True
-NOT_RECOMMENDED = ("CUDA-graph strategies are shown, not recommended: wave 8.13's graph mode has not yet run to "
-                   "the end on a GPU")
 BASELINE = "fp32 (baseline)"
 
 

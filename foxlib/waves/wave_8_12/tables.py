@@ -14,7 +14,6 @@ from foxlib.harness.timing import RatioInterval
 from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_12.analysis import lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import record
-from foxlib.waves.wave_8_12.strategies import GRAPH_MODE_VALIDATED, NOT_RECOMMENDED
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE, median_ms
 
 
@@ -91,8 +90,7 @@ def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[s
     if not other["strategy"]:
         return ""
     lead = ("Where a CUDA graph cannot run (a CPU, another GPU stack), the eager strategy to ship" if graphed else
-            "Fastest with the whole step as one CUDA graph"
-            + ("" if GRAPH_MODE_VALIDATED else f" ({NOT_RECOMMENDED})"))
+            "Fastest with the whole step as one CUDA graph")
     return (f"{lead}: **{other['strategy']}** — {figures(other)}"
             + (" (a tie settled by memory)." if other["settled_by_memory"] else "."))
 

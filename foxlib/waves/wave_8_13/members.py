@@ -4,8 +4,8 @@ afterwards, its exact bytes (weights, Adam state, batch on the device and in hos
 
 In graph mode (wave 8.12 recommended a CUDA-graph strategy) a member whose training step can be
 captured (foxlib.memory.cuda_graph: its loss copies nothing from the host) trains by replaying one
-captured step; the others train eagerly, and `graph_note` says why (foxlib/waves/wave_8_12/strategies.py,
-GRAPH_MODE_VALIDATED, says how graph mode was validated on the H200)."""
+captured step; the others train eagerly, and `graph_note` says why (foxlib/waves/wave_8_12/strategies.py
+says how graph mode was validated on the H200)."""
 from __future__ import annotations
 
 import dataclasses
