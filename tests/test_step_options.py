@@ -104,12 +104,17 @@ def test_throughput_page_labels_published_figures(tmp_path):
 @pytest.mark.slow  # two Python processes
 def test_a_fresh_process_measures_the_step_and_says_why_it_failed():
     from foxlib.harness.fresh_process import measure_in_fresh_process
-    spec = {"device": "cpu", "preset": "small", "overrides": {"hidden_size": 8, "batch_size": 2, "encoder_length": 6},
-            "steps": 2}
+    tiny = {"preset": "small", "overrides": {"hidden_size": 8, "batch_size": 2, "encoder_length": 6}}
+    spec = {"device": "cpu", "profile": True, "steps": 2,
+            "variants": {"plain": tiny, "fused": {**tiny, "options": {"adam": "fused"}}}}
     r = measure_in_fresh_process(spec, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"})
-    assert r["cublas_workspace_config"] == ":16:8" and len(r["step_s_samples"]) == 2 and r["step_s_median"] > 0
-    assert r["allocator_peak_bytes"] is None  # no allocator peak on the CPU
-    bad = measure_in_fresh_process({**spec, "precision": "fp8"})
+    assert r["cublas_workspace_config"] == ":16:8" and set(r["variants"]) == {"plain", "fused"}
+    for v in r["variants"].values():
+        assert len(v["step_s_samples"]) == 2 and v["step_s_median"] > 0
+        # the profile is the in-process one: the step's own tensors, at least weights, gradients, Adam's state
+        p = v["profile"]
+        assert p["peak"] >= p["parameters"] + p["gradients"] + p["optimizer_state"] > 0
+    bad = measure_in_fresh_process({**spec, "variants": {"fp8": {**tiny, "precision": "fp8"}}})
     assert "error" in bad and "precision" in bad["error"]
 
 
