@@ -71,7 +71,7 @@ def test_best_gives_the_cuda_graph_and_options_too(tmp_path):
     ({"options": {"fused": True}}, r"unknown step option\(s\) fused; valid: adam, optimizer_in_backward, tf32, cudnn"),
     ({"options": {"adam": "sgd"}}, "unknown adam 'sgd'; valid: default, fused"),
     ({"options": {"tf32": 1}}, "tf32 must be true or false"),
-    ({"options": ["adam"]}, "options must be a JSON object"),
+    ({"options": ["adam"]}, "step options must be an object of"),
     ({"cuda_graph": "yes"}, "cuda_graph must be true or false"),
     ({"cublas_workspace": 16}, "CUBLAS_WORKSPACE_CONFIG value"),
     ({"precision": "fp16", "cuda_graph": True}, "GradScaler"),

@@ -149,3 +149,15 @@ def test_a_step_without_cudnn_runs_its_forward_with_cudnn_off():
     built.model.register_forward_hook(lambda *a: seen.append(torch.backends.cudnn.enabled))
     built.step()
     assert seen == [False] and torch.backends.cudnn.enabled
+
+
+def test_from_dict_checks_what_it_reads():
+    assert StepOptions.from_dict(None) == StepOptions() == StepOptions.from_dict({})
+    with pytest.raises(ValueError, match="unknown step option.*fused; valid: adam, optimizer_in_backward, tf32, cudnn"):
+        StepOptions.from_dict({"fused": True})
+    with pytest.raises(ValueError, match="tf32 must be true or false"):
+        StepOptions.from_dict({"tf32": 1})
+    with pytest.raises(ValueError, match="must be an object"):
+        StepOptions.from_dict(["adam"])
+    with pytest.raises(ValueError, match="valid: default, fused"):
+        StepOptions.from_dict({"adam": "sgd"})

@@ -52,7 +52,21 @@ class StepOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "StepOptions":
-        return cls(**(d or {}))
+        """From plain data (a JSON object; None: the defaults), checked: a ValueError names an unknown
+        option with the valid ones, and a switch that is not true or false."""
+        d = {} if d is None else d
+        defaults = asdict(cls())
+        valid = ", ".join(defaults)
+        if not isinstance(d, dict):
+            raise ValueError(f"step options must be an object of {valid}, got {d!r}")
+        unknown = sorted(set(d) - set(defaults))
+        if unknown:
+            raise ValueError(f"unknown step option(s) {', '.join(unknown)}; valid: {valid}")
+        wrong = sorted(k for k, v in d.items() if isinstance(defaults[k], bool) and not isinstance(v, bool))
+        if wrong:
+            raise ValueError(f"step option(s) {', '.join(wrong)} must be true or false, got "
+                             f"{ {k: d[k] for k in wrong} }")
+        return cls(**d)
 
     def label(self) -> str:
         parts = (["fused Adam"] if self.adam == "fused" else []) + \

@@ -85,7 +85,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
         raise ValueError(f"tft_config from {source}: {exc}") from None
     try:
         options = StepOptions.from_dict(rec.get("options"))
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:
         raise ValueError(f"tft_config from {source}: options: {exc}") from None
     out = {"config": cfg, "precision": precision, "overrides": overrides, "source": source,
            "recommended": recommended, "depends_on": depends_on}
