@@ -1,9 +1,8 @@
 """The peer benchmark's row foxlib_best as wave 8.12 recommends it: its precision and TFT overrides,
 its step options (foxlib.harness.step_options: fused Adam, Adam in backward, TF32) and, where the
 recommendation says cuda_graph and the device is CUDA, the whole training step captured as one CUDA
-graph, built, profiled and timed with foxlib's own functions (foxlib.harness.recipe: graph_parts,
-capture_step; foxlib.memory.cuda_graph: profile_graphed_step), as wave 8.12 measures a graphed
-strategy. On the CPU no CUDA graph runs: the row takes eager steps with the same options, and a note
+graph, built, profiled and timed with foxlib's own functions (foxlib.harness.measure_step.profile_graphed,
+foxlib.harness.recipe.capture_step), as wave 8.12 measures a graphed strategy. On the CPU no CUDA graph runs: the row takes eager steps with the same options, and a note
 says so.
 
 The graphed row's memory is profile_graphed_step's: its peak is the model peak as profile_step's is
@@ -18,9 +17,9 @@ from typing import Any
 import torch
 
 from benchmarks.peer import data
-from foxlib.harness.recipe import StepRecipe, capture_step, graph_parts
-from foxlib.harness.step_options import StepOptions, backends
-from foxlib.memory.cuda_graph import profile_graphed_step
+from foxlib.harness.measure_step import profile_graphed
+from foxlib.harness.recipe import StepRecipe, capture_step
+from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
 
 NAME = "foxlib_best"
@@ -50,13 +49,14 @@ def label(best: dict[str, Any], device: torch.device) -> str:
 
 
 def profile(rec: StepRecipe, device: torch.device, expected) -> tuple[dict[str, Any], torch.nn.Module]:
-    """The graphed row's memory (profile_graphed_step of the recipe's capturable step, TF32 held as the
-    options say) and its model; its batch checked to be the windows the peer gets."""
-    built, loss = graph_parts(rec, device)
-    data.check_recipe_batch(built.batch, expected)
-    with backends(rec.options):
-        memory = profile_graphed_step(built.model, built.batch, loss, built.optimizer, rec.precision)
-    return memory, built.model
+    """The graphed row's memory as wave 8.12 profiles a graphed strategy (foxlib.harness.measure_step.
+    profile_graphed) and its model; its batch checked to be the windows the peer gets."""
+    kept: dict[str, torch.nn.Module] = {}
+
+    def check(built) -> None:
+        data.check_recipe_batch(built.batch, expected)
+        kept["model"] = built.model
+    return profile_graphed(rec, device, on_built=check), kept["model"]
 
 
 def live(rec: StepRecipe, device: torch.device, expected) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from foxlib.harness.measure_step import profile_graphed
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import time_alternating
+from foxlib.memory.cuda import CUBLAS_WORKSPACE
 from foxlib.models import MODELS
 
 WARMUP_STEPS = 3
@@ -68,7 +69,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     timings = time_alternating(steps, repeats=spec.get("steps", 20), warmup=WARMUP_STEPS, device=device)
     return {"variants": {n: {"profile": profiles.get(n), "step_s_samples": list(t.samples), "step_s_median": t.median_s}
                          for n, t in timings.items()},
-            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
+            "cublas_workspace_config": os.environ.get(CUBLAS_WORKSPACE)}
 
 
 if __name__ == "__main__":

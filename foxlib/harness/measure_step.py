@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -89,15 +89,19 @@ class ModelMeasurement:
         return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"])})
 
 
-def profile_graphed(recipe: StepRecipe, device: torch.device) -> dict[str, Any]:
+def profile_graphed(recipe: StepRecipe, device: torch.device,
+                    on_built: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """The recipe's step profiled as one CUDA graph (foxlib.memory.cuda_graph.profile_graphed_step: the
-    peak over its capture and first replay), TF32 held while captured when the options ask for it."""
+    peak over its capture and first replay), its options' backends (TF32, cuDNN) held while captured.
+    on_built(built step) runs before the profile, e.g. to check the batch or keep the model."""
     import gc
 
     from foxlib.harness.recipe import graph_parts
     from foxlib.harness.step_options import backends
     from foxlib.memory.cuda_graph import profile_graphed_step
     built, loss = graph_parts(recipe, device)
+    if on_built is not None:
+        on_built(built)
     with backends(recipe.options):
         profile = profile_graphed_step(built.model, built.batch, loss, built.optimizer, recipe.precision)
     del built, loss

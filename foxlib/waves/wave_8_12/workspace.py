@@ -22,10 +22,10 @@ import torch
 from foxlib.core.progress import progress
 from foxlib.harness.fresh_process import measure_in_fresh_process
 from foxlib.harness.timing import RatioInterval, interval_of_samples
+from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
 from foxlib.models import MODELS
 
 SMALL = ":16:8"  # 8 buffers of 16 KiB per stream (PyTorch's default on this GPU: MiBs per stream)
-VARIABLE = "CUBLAS_WORKSPACE_CONFIG"
 KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fastest graphed, the lightest graphed
     "efficient + checkpoint VSN variables (8 per chunk)",
     "efficient + bf16 + CUDA graph + fused Adam",
