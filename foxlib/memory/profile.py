@@ -148,6 +148,19 @@ def legacy_workspace_bytes(d: dict[str, Any]) -> int:
     return max(0, int((d.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0))
 
 
+def peak_misses_saved_tensors(d: Mapping[str, Any]) -> bool:
+    """Whether a profile dict's peak is under what its own figures say was live at once: at the forward's
+    end every tensor saved for backward (activations, the saved inputs included) is live beside what
+    lived before the step (live_before_step, the batch among it, so counted once). A peak under that sum
+    missed tensors held outside the measured step, e.g. in a CUDA graph pool filled in the warm-up
+    (torch.compile's reduce-overhead mode). False where a figure is missing (a captured step's profile)."""
+    need = [d.get(k) for k in ("peak", "activations", "live_before_step", "batch")]
+    if any(v is None for v in need):
+        return False
+    peak, activations, before, batch = need
+    return peak < before + activations - batch
+
+
 def cuda_block_bytes(tensors, device: torch.device) -> int:
     """What the CUDA caching allocator holds for these tensors: each storage on `device` once,
     rounded up to the allocator's 512-byte blocks (tensors elsewhere, e.g. Adam's CPU step counters, count 0)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from foxlib.core.config import MB
 from foxlib.harness.timing import interval_of_samples
+from foxlib.memory.profile import peak_misses_saved_tensors
 
 PEER = "peer"
 # every row, in the page's order: name -> label
@@ -33,14 +34,14 @@ TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
 FAST_PATH_TARGETS = {"peak": 0.3, "step_time": 0.1}
 PREDATES = "not measured: the results file predates this row"
 IN_GRAPH = "in the CUDA graph"  # a graphed step's activations and forward peak: not seen by any hook
-# torch.compile's reduce-overhead mode replays CUDA graphs (CUDA graph trees): their tensors live in a pool
-# filled during the warm-up, which a one-step profile (max_memory_allocated over one step) does not see
-POOL_UNSEEN = "not seen: CUDA graph trees' pool"
+# a peak under the row's own saved tensors (foxlib.memory.profile.peak_misses_saved_tensors): not shown
+POOL_UNSEEN = "not shown: under its own saved tensors"
 
 
 def peak_unseen(res: dict[str, Any], name: str) -> bool:
-    """The row's one-step peak misses its tensors: torch.compile mode reduce-overhead on a CUDA device."""
-    return COMPILED.get(name) == "reduce-overhead" and (res.get("device") or {}).get("type") == "cuda"
+    """The row's one-step peak missed tensors held outside the step (e.g. torch.compile's reduce-overhead
+    mode on CUDA: CUDA graph trees fill their pool in the warm-up): its peak and its ratio are not shown."""
+    return peak_misses_saved_tensors((res.get("variants", {}).get(name) or {}).get("memory") or {})
 
 
 def label(res: dict[str, Any], name: str) -> str:

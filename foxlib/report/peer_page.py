@@ -152,9 +152,10 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
                     "rows": [{"label": fig.label(res, n), **variants[n]["compile"]}
                              for n in fig.COMPILED if n in variants and variants[n].get("compile")]},
         "notes": (res.get("notes") or []) + [
-            f"{fig.label(res, n)}: its peak is not shown ({fig.POOL_UNSEEN}). torch.compile's reduce-overhead mode "
-            "replays CUDA graphs whose tensors live in a pool filled during the warm-up; a one-step profile "
-            "(max_memory_allocated over one step) misses them, so no ratio of it to the peer's is given."
+            f"{fig.label(res, n)}: its one-step peak, {fig.mb(variants[n]['memory']['peak'])} MB, is under what its own "
+            f"saved tensors ({fig.mb(variants[n]['memory']['activations'])} MB) and the tensors live before the step "
+            "need at once: it missed memory held outside the step (torch.compile's reduce-overhead mode replays CUDA "
+            "graphs whose pool is filled in the warm-up), so neither it nor its ratio to the peer's is shown."
             for n in variants if fig.peak_unseen(res, n)],
         "blocks": [{"label": fig.label(res, n), "items": list((v.get("by_block") or {}).items())}
                    for n, v in variants.items()],
