@@ -181,10 +181,9 @@ def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
               lightest_at_full_speed(m, budgets) or {"strategy": None}):
         if r["strategy"] and r["strategy"] not in names:
             names.append(r["strategy"])
-    rows = []
+    rows, rec = [], record(m)
     for name in names:
-        s = record(m)[name]
-        k = record(m).knob(name)
+        s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
         t = fl.get("time_floor_s") or {}
         arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
