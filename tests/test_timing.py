@@ -122,6 +122,18 @@ def test_alternating_rounds_rotate_the_order_after_the_warm_up():
             time_alternating(bad, repeats=0 if bad else 3)
 
 
+def test_a_variant_that_fails_is_named_in_the_error():
+    from foxlib.harness.timing import time_alternating
+    calls = []
+
+    def broken():
+        calls.append("broken")
+        raise ValueError("boom")
+    with pytest.raises(RuntimeError, match=r"variant 'broken' failed while timed: ValueError: boom") as err:
+        time_alternating({"fine": lambda: calls.append("fine"), "broken": broken}, repeats=2, warmup=1)
+    assert calls == ["fine", "broken"] and isinstance(err.value.__cause__, ValueError)  # stopped in the warm-up
+
+
 def test_ratio_intervals_and_ties_from_hand_computable_rounds():
     # every round's ratio is exact, so each interval is its ratio: 2x and 2x tie, 3x is shown slower
     base = [0.10, 0.20, 0.40, 0.80]

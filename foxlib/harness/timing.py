@@ -69,17 +69,24 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
     if not variants or repeats < 1:
         raise ValueError("time_alternating needs at least one variant and one repeat")
     names = list(variants)
+
+    def run(name: str) -> None:  # a failure names its variant (a CUDA error surfaces at the sync after it)
+        try:
+            variants[name]()
+            _sync(device)
+        except Exception as exc:
+            raise RuntimeError(f"variant {name!r} failed while timed: {type(exc).__name__}: {exc}") from exc
+
     for _ in range(warmup):
         for name in names:
-            variants[name]()
+            run(name)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(repeats):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
             _sync(device)
             start = time.perf_counter()
-            variants[name]()
-            _sync(device)
+            run(name)
             samples[name].append(time.perf_counter() - start)
     return {n: Timing(n, tuple(s)) for n, s in samples.items()}
 
