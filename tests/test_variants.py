@@ -116,6 +116,18 @@ def test_the_index_shows_canonical_reports_only(tmp_path):
     assert "cpu: NO-GO" in lines[0] and any("variants/wave-8.10-preset-small" in line for line in lines)
 
 
+def test_the_index_shows_every_revision_short(tmp_path):
+    full = "0e92f84a9cf3bef89e4d54bcc7b5821c6ea635bc"
+    assert index.short_revision(full) == "0e92f84" and index.short_revision("a29f3a4") == "a29f3a4"
+    assert index.short_revision("?") == "?" and index.short_revision("z" * 40) == "z" * 40  # not a hex revision
+    (tmp_path / "cpu" / "wave-8.10").mkdir(parents=True)
+    (tmp_path / "cpu" / "wave-8.10" / "results.json").write_text(json.dumps(
+        {"wave": "8.10", "verdict": "GO", "device": {"name": "x"}, "generated_at": "t",
+         "measured_at_revision": full, "rendered_at_revision": "a29f3a4"}))
+    page = index.write_index(tmp_path).read_text()
+    assert "measured at 0e92f84, rendered at a29f3a4" in page and full not in page
+
+
 # ----------------------------------------------------------------------------- one run at a time
 
 def test_a_second_run_of_the_same_report_says_one_is_running(tmp_path, capsys):

@@ -108,6 +108,13 @@ def answer(found: dict[str, dict[str, Any]], devs: list[str]) -> list[str]:
     return lines
 
 
+def short_revision(rev: str) -> str:
+    """A full 40-hex git revision as its first 7 characters, as the index shows every revision;
+    anything else (a short revision already, "?") as it is."""
+    rev = str(rev)
+    return rev[:7] if len(rev) == 40 and all(c in "0123456789abcdef" for c in rev.lower()) else rev
+
+
 def write_index(reports_dir: Path | None = None) -> Path:
     """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
     import jinja2
@@ -123,16 +130,16 @@ def write_index(reports_dir: Path | None = None) -> Path:
             cells[d] = None if res is None else {
                 "verdict": res["verdict"], "link": f"{res['_dir']}/report.html", "md": f"{res['_dir']}/report.md",
                 "headline": headline(res), "device_name": res["device"]["name"],
-                "measured_at_revision": res.get("measured_at_revision", "?"),
-                "rendered_at_revision": res.get("rendered_at_revision", "?")}
+                "measured_at_revision": short_revision(res.get("measured_at_revision", "?")),
+                "rendered_at_revision": short_revision(res.get("rendered_at_revision", "?"))}
         waves.append({"id": wave.id, "title": wave.title, "question": wave.question, "cells": cells})
     dep = deployment_verdicts(found)
     waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
                   "cells": {d: {"verdict": dep[d], "link": found["8.13"][d]["_dir"] + "/report.html",
                                 "md": found["8.13"][d]["_dir"] + "/deployment.md", "headline": [],
                                 "device_name": found["8.13"][d]["device"]["name"],
-                                "measured_at_revision": found["8.13"][d].get("measured_at_revision", "?"),
-                                "rendered_at_revision": found["8.13"][d].get("rendered_at_revision", "?")}
+                                "measured_at_revision": short_revision(found["8.13"][d].get("measured_at_revision", "?")),
+                                "rendered_at_revision": short_revision(found["8.13"][d].get("rendered_at_revision", "?"))}
                             if d in found.get("8.13", {}) else None for d in devs}})
     peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
                 for pattern in PEER_PAGES for p in sorted((reports_dir / d).glob(pattern))]
