@@ -212,8 +212,8 @@ def _profiles(o, path=""):
 
 def test_every_committed_peak_holds_its_own_saved_tensors_but_one_that_missed_a_graph_pool():
     """peak_misses_saved_tensors on every profile the committed reports hold (measured and predicted, CPU and
-    H200): none misses but the H200 peer benchmark's torch.compile reduce-overhead row, whose one-step peak
-    (296.5 MB) is under its own 591.8 MB of saved tensors."""
+    H200): none misses but a peer benchmark's torch.compile reduce-overhead row, whose graph pool is filled
+    in the warm-up (on the H200 its one-step peak, 296.5 MB, was under its own 591.8 MB of saved tensors)."""
     import glob
     import json
     from pathlib import Path
@@ -227,5 +227,8 @@ def test_every_committed_peak_holds_its_own_saved_tensors_but_one_that_missed_a_
             if peak_misses_saved_tensors(p):
                 missed.append(f"{Path(f).relative_to(root)}:{path}")
     assert found > 100
-    assert missed == ["reports/h200/peer-benchmark.json:/variants/foxlib_compiled_reduce_overhead/memory"]
+    assert all(m.endswith("peer-benchmark.json:/variants/foxlib_compiled_reduce_overhead/memory") for m in missed)
     assert not peak_misses_saved_tensors({"peak": 1, "activations": None, "live_before_step": 0, "batch": 0})
+    # by hand: 100 live before (the batch's 10 among it) + 50 saved, the batch counted once: 140 at least
+    assert peak_misses_saved_tensors({"peak": 139, "activations": 50, "live_before_step": 100, "batch": 10})
+    assert not peak_misses_saved_tensors({"peak": 140, "activations": 50, "live_before_step": 100, "batch": 10})
