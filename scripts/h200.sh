@@ -41,6 +41,12 @@ if [ "${PEER:-1}" = 1 ]; then
   stamp "peer benchmark"
   python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 --compile "${PEER_COMPILE:-auto}" \
     --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
+  if [ ! -s "$OUT/peer-benchmark.json" ] && [ "${PEER_COMPILE:-auto}" != off ]; then
+    # a crash in a torch.compile row (an illegal memory access at 7440e90) loses the whole run: the rows again without it
+    stamp "peer benchmark failed with torch.compile; again without it (its page says the compiled rows were not run)"
+    python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 --compile off \
+      --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
+  fi
 fi
 if [ "${THROUGHPUT:-0}" = 1 ]; then
   stamp "throughput benchmark (NVIDIA's published TFT configuration)"
