@@ -104,7 +104,7 @@ def measure(args) -> dict[str, Any]:
     best = conf.best_configuration(conf.parse_json_option(args.best, "--best"), short_name(device), reports_dir, log)
     depends_on = best.pop("depends_on")
     card, cfg, best_cfg = conf.foxlib_configs(args.preset, overrides, best)
-    compile_on, compile_reason = compiled.enabled(args.compile, device)
+    compile_on, compile_reason = compiled.enabled(args.compile, device, args.compile_off_reason)
     chosen, not_run = select(args.variants, compile_on, compile_reason)
     if not set(chosen) - set(fig.PEER_ROWS):
         raise SystemExit(f"no foxlib row left to run: {not_run}")
@@ -310,6 +310,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated subset of " + ", ".join(VARIANTS) + " (peer and one foxlib row at least)")
     p.add_argument("--compile", default="auto", choices=("auto", "on", "off"),
                    help="the torch.compile rows: auto = on for CUDA, off on the CPU (minutes per row there)")
+    p.add_argument("--compile-off-reason", default=None, metavar="TEXT",
+                   help="with --compile off: why, said on the page instead of 'not asked for' (scripts/h200.sh "
+                        "passes the error of a run with torch.compile that failed)")
     p.add_argument("--compile-backend", default="inductor",
                    help="torch.compile backend of those rows (tests: eager, to skip Inductor's code generation)")
     p.add_argument("--repeats", type=int, default=10, help="timed steps per row (median)")
@@ -346,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.repeats < 1 or args.warmup < 0:
         p.error("--repeats must be at least 1 and --warmup at least 0")
+    if args.compile_off_reason and args.compile != "off":
+        p.error("--compile-off-reason goes with --compile off only")
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(args.variants) - set(VARIANTS))
     if unknown or "peer" not in args.variants or not set(args.variants) & set(fig.FOXLIB_ROWS):

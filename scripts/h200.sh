@@ -11,7 +11,8 @@
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES="8.10 8.11 8.12" PEER=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES="8.13" GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
 # Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), PEER=0, PEER_COMPILE=off (the peer
-# benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling), THROUGHPUT=1,
+# benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling; a run with them that
+# leaves no file is run again without them, its page saying why), THROUGHPUT=1,
 # GPU_TESTS=0, CPU_TESTS=0 (the prediction and
 # profiler tests on this machine's CPU with CUDA hidden, under two ISA caps and the default).
 set -uo pipefail
@@ -44,7 +45,9 @@ if [ "${PEER:-1}" = 1 ]; then
   if [ ! -s "$OUT/peer-benchmark.json" ] && [ "${PEER_COMPILE:-auto}" != off ]; then
     # a crash in a torch.compile row (an illegal memory access at 7440e90) loses the whole run: the rows again without it
     stamp "peer benchmark failed with torch.compile; again without it (its page says the compiled rows were not run)"
+    err=$(grep -E '^[A-Za-z_.]*(Error|Exception): ' "$LOG" | tail -n 1 | cut -c1-300)
     python3 benchmarks/peer_tft.py --device cuda --preset seed --repeats 10 --compile off \
+      --compile-off-reason "because a run with torch.compile at this revision failed (${err:-no error line in run.log})" \
       --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
   fi
 fi

@@ -117,6 +117,13 @@ def test_measuring_from_a_dirty_tree_is_refused_before_anything_runs(dirty, caps
     assert exc.value.code == 2 and "--allow-dirty" in capsys.readouterr().err
 
 
+def test_a_reason_for_compile_off_without_compile_off_is_refused(clean, capsys):
+    with pytest.raises(SystemExit) as exc:
+        peer_tft.main(["--device", "cpu", "--preset", "small", "--compile", "auto",
+                       "--compile-off-reason", "it crashed", "--out", "unused.json"])
+    assert exc.value.code == 2 and "--compile-off-reason goes with --compile off only" in capsys.readouterr().err
+
+
 def test_a_citation_that_no_longer_matches_fails_the_render(fixture_copy, clean, capsys, monkeypatch):
     path, cited = fixture_copy
     cited.write_text('{"wave": "8.12", "recommended": "re-measured"}\n')
@@ -149,6 +156,12 @@ def test_rows_not_run_are_named_with_the_reason():
     cpu, cuda = __import__("torch").device("cpu"), __import__("torch").device("cuda")
     assert compiled.enabled("auto", cpu)[0] is False and compiled.enabled("auto", cuda)[0] is True
     assert compiled.enabled("on", cpu)[0] is True and compiled.enabled("off", cuda)[0] is False
+    crashed = compiled.enabled("off", cuda, "because the run with torch.compile failed (CUDA error) ")
+    assert crashed == (False, "because the run with torch.compile failed (CUDA error) (--compile off)")
+    assert peer_tft.select(["peer", "foxlib_default"] + list(fig.COMPILED), *crashed)[1][
+        "foxlib_compiled_default"] == "not run: torch.compile is off, " + crashed[1]
+    with pytest.raises(ValueError, match="with --compile off only"):
+        compiled.enabled("on", cuda, "why")
     on, why = compiled.enabled("auto", cpu)
     chosen, not_run = peer_tft.select(list(peer_tft.VARIANTS), on, why)
     assert chosen == ["peer", "peer_hcs8", "peer_hcs16", "foxlib_default", "foxlib_best"]

@@ -19,12 +19,15 @@ MODES = ("default", "reduce-overhead")
 FIRST_STEPS = 3  # reduce-overhead: a warm-up run, then the CUDA graph's recording, then replays
 
 
-def enabled(choice: str, device: torch.device) -> tuple[bool, str]:
-    """--compile {auto,on,off}: (on?, why)."""
+def enabled(choice: str, device: torch.device, why_off: str | None = None) -> tuple[bool, str]:
+    """--compile {auto,on,off}: (on?, why). `why_off` (--compile-off-reason, with off only) is what the
+    page says instead of "not asked for", e.g. that a run with torch.compile failed."""
+    if why_off and choice != "off":
+        raise ValueError("--compile-off-reason goes with --compile off only")
     if choice == "on":
         return True, "asked for (--compile on)"
     if choice == "off":
-        return False, "not asked for (--compile off)"
+        return False, f"{why_off.strip()} (--compile off)" if why_off else "not asked for (--compile off)"
     if device.type == "cuda":
         return True, "auto: on for CUDA"
     return False, ("auto: off on the CPU, where compiling the TFT takes minutes per row on a few cores; "
