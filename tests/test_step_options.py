@@ -133,6 +133,14 @@ def test_backends_hold_cudnn_off_and_tf32_only_inside_and_the_option_counts_as_n
     from foxlib.harness.step_options import backends
     off = StepOptions(cudnn=False, tf32=True)
     assert off.changes_numerics and off.label() == "TF32 + LSTMs without cuDNN"
+    assert off.numeric_changes == ("tf32", "no_cudnn") and off.sets_backends
+    assert StepOptions(optimizer_in_backward=True).numeric_changes == ("optimizer_in_backward",)
+    assert not StepOptions(optimizer_in_backward=True).sets_backends and StepOptions(adam="fused").numeric_changes == ()
+    # a wave 8.12 strategy with such options changes the numbers, and gets accuracy runs of its own
+    from foxlib.waves.wave_8_12.strategies import Strategy, accuracy_key
+    s = Strategy("x", "bf16", options=StepOptions(cudnn=False))
+    assert s.changes_numerics and not Strategy("y", "bf16", options=StepOptions(adam="fused")).changes_numerics
+    assert accuracy_key(s) == ("bf16", (), ("no_cudnn",)) != accuracy_key(Strategy("y", "bf16"))
     assert StepOptions.from_dict(off.to_dict()) == off and StepOptions().cudnn
     before = (torch.backends.cudnn.enabled, torch.backends.cuda.matmul.allow_tf32)
     with backends(off):

@@ -110,7 +110,7 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> T
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
     step = training_step_fn(model, batch, card.loss, optimizer, recipe.precision, device)
-    if recipe.options.tf32 or not recipe.options.cudnn:
+    if recipe.options.sets_backends:
         plain = step
 
         def step():

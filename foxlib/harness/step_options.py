@@ -41,11 +41,21 @@ class StepOptions:
         return self == StepOptions()
 
     @property
+    def numeric_changes(self) -> tuple[str, ...]:
+        """The options on that change the numbers the step computes, by name: TF32 rounds the products'
+        inputs to 10 mantissa bits; Adam in backward cannot clip the gradients' joint norm; the LSTMs
+        without cuDNN round differently ("no_cudnn"). A fused Adam computes the same update in one kernel."""
+        return tuple(k for k, on in (("tf32", self.tf32), ("optimizer_in_backward", self.optimizer_in_backward),
+                                     ("no_cudnn", not self.cudnn)) if on)
+
+    @property
     def changes_numerics(self) -> bool:
-        """TF32 rounds the products' inputs to 10 mantissa bits; Adam in backward cannot clip the
-        gradients' joint norm; the LSTMs without cuDNN round differently. A fused Adam computes the same
-        update in one kernel."""
-        return self.tf32 or self.optimizer_in_backward or not self.cudnn
+        return bool(self.numeric_changes)
+
+    @property
+    def sets_backends(self) -> bool:
+        """Whether `backends(self)` changes anything (TF32 on, or cuDNN off)."""
+        return self.tf32 or not self.cudnn
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,6 +36,10 @@ class Strategy:
     cuda_graph: bool = False  # the whole step captured in one CUDA graph (CUDA only)
     options: StepOptions = StepOptions()  # fused Adam, Adam in backward, TF32 (foxlib.harness.step_options)
 
+    def __post_init__(self):  # step options that change the numbers make the strategy change them too
+        if self.options.changes_numerics:
+            object.__setattr__(self, "changes_numerics", True)
+
 
 STRATEGIES = {s.name: s for s in (
     Strategy("fp32 (baseline)", changes_numerics=True),
@@ -72,17 +76,17 @@ STRATEGIES = {s.name: s for s in (
     Strategy("efficient + checkpoint VSN variables + bf16 + CUDA graph", "bf16",
              {"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True),
     Strategy("efficient + TF32 + CUDA graph", overrides={"memory_efficient": True}, cuda_graph=True,
-             changes_numerics=True, options=StepOptions(tf32=True)),
+             options=StepOptions(tf32=True)),
     Strategy("efficient + bf16 + CUDA graph + fused Adam", "bf16", {"memory_efficient": True}, cuda_graph=True,
              options=StepOptions(adam="fused")),
     # the LSTMs on PyTorch's own kernels instead of cuDNN's (other kernels: own accuracy runs)
     Strategy("efficient + bf16 + CUDA graph + fused Adam, LSTMs without cuDNN", "bf16", {"memory_efficient": True},
-             cuda_graph=True, changes_numerics=True, options=StepOptions(adam="fused", cudnn=False)),
+             cuda_graph=True, options=StepOptions(adam="fused", cudnn=False)),
     Strategy("efficient + bf16 + CUDA graph + Adam in backward", "bf16", {"memory_efficient": True}, cuda_graph=True,
-             changes_numerics=True, options=StepOptions(optimizer_in_backward=True, adam="fused")),
+             options=StepOptions(optimizer_in_backward=True, adam="fused")),
     Strategy("efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward", "bf16",
              {"memory_efficient": True, "checkpointing": "vsn_variables"}, cuda_graph=True,
-             changes_numerics=True, options=StepOptions(optimizer_in_backward=True, adam="fused")),
+             options=StepOptions(optimizer_in_backward=True, adam="fused")),
 )}
 GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
 BASELINE = "fp32 (baseline)"
@@ -120,9 +124,7 @@ def configure(base, overrides: dict[str, Any]):
 
 def accuracy_key(s: Strategy) -> tuple:
     """Strategies that compute the same function share accuracy runs: key = precision + numeric overrides
-    (+ the step options that change the function: TF32, Adam in backward)."""
+    (+ the step options that change the numbers: StepOptions.numeric_changes)."""
     numeric = tuple(sorted((k, v) for k, v in s.overrides.items() if k in ("batch_size", "encoder_length")))
-    o = s.options
-    numeric_options = tuple(k for k, on in (("tf32", o.tf32), ("optimizer_in_backward", o.optimizer_in_backward),
-                                             ("no_cudnn", not o.cudnn)) if on)
+    numeric_options = s.options.numeric_changes
     return (s.precision, numeric) + ((numeric_options,) if numeric_options else ())
