@@ -129,9 +129,10 @@ def test_a_variant_that_fails_is_named_in_the_error():
     def broken():
         calls.append("broken")
         raise ValueError("boom")
-    with pytest.raises(RuntimeError, match=r"variant 'broken' failed while timed: ValueError: boom") as err:
+    with pytest.raises(ValueError, match="boom") as err:  # its own type: a caller may catch an OutOfMemoryError
         time_alternating({"fine": lambda: calls.append("fine"), "broken": broken}, repeats=2, warmup=1)
-    assert calls == ["fine", "broken"] and isinstance(err.value.__cause__, ValueError)  # stopped in the warm-up
+    assert calls == ["fine", "broken"]  # stopped in the warm-up
+    assert err.value.__notes__ == ["while timing variant 'broken' (foxlib.harness.timing.time_alternating)"]
 
 
 def test_ratio_intervals_and_ties_from_hand_computable_rounds():

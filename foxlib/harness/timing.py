@@ -75,7 +75,8 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             variants[name]()
             _sync(device)
         except Exception as exc:
-            raise RuntimeError(f"variant {name!r} failed while timed: {type(exc).__name__}: {exc}") from exc
+            exc.add_note(f"while timing variant {name!r} (foxlib.harness.timing.time_alternating)")
+            raise
 
     for _ in range(warmup):
         for name in names:
