@@ -79,10 +79,7 @@ display(notebook.table(notebook.checks_table(checks)))
 display(notebook.table(wave.targets(record, budgets)))
 display(Markdown(wave.other_kind_text(record, budgets, recommended)))
 display(notebook.table(wave.floors_table(m, budgets)))
-light = wave.lightest_at_full_speed(record, budgets)
-if light:
-    display(Markdown(f"Lightest strategy shown no slower than plain fp32 per training window (interval's upper "
-                     f"end ≤ 1): **{light['strategy']}** — {wave.figures(light)}."))
+display(Markdown(wave.lightest_text(record, budgets)))
 
 # %% [markdown]
 # ## The cuBLAS workspace: a memory knob set before the process starts

@@ -64,6 +64,7 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
     assert light["peak_over_floor"] == pytest.approx(450 * MB / (16 * 1_000_000))
     assert wave.figures(light) == ("peak 450.0 MB (28.12 × floor), time "
                                    "1.00x [1.00, 1.00] of fp32 per window, accuracy impact +0.00 %")
+    assert wave.lightest_text(m, load_budgets()).endswith(f"**light, as fast** — {wave.figures(light)}.")
     assert wave.recommend(m, load_budgets())["strategy"] == "fastest"
     slow = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
     assert wave.lightest_at_full_speed(slow, load_budgets())["strategy"] == wave.BASELINE

@@ -4,6 +4,7 @@ from the targets, the accuracy runs' skill and the same-function figures. MB = 1
 decision is analysis.py's, on the unrounded record."""
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pandas as pd
@@ -14,11 +15,15 @@ from foxlib.harness.timing import RatioInterval
 from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_12.analysis import lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import record
-from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE, median_ms
+from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
 def _mb(x):
     return None if x is None else round(x / MB, 1)
+
+
+def _median_ms(samples) -> float:
+    return round(1000 * statistics.median(samples), 2)
 
 
 def table(m) -> pd.DataFrame:
@@ -95,6 +100,14 @@ def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[s
             + (" (a tie settled by memory)." if other["settled_by_memory"] else "."))
 
 
+def lightest_text(m, budgets: dict[str, dict[str, float]]) -> str:
+    """The lightest strategy shown no slower than plain fp32 per training window (Markdown; analysis.
+    lightest_at_full_speed), "" if none."""
+    light = lightest_at_full_speed(m, budgets)
+    return "" if not light else (f"Lightest strategy shown no slower than plain fp32 per training window (interval's "
+                                 f"upper end ≤ 1): **{light['strategy']}** — {figures(light)}.")
+
+
 def workspace_table(m) -> pd.DataFrame:
     """The cuBLAS workspace knob (workspace.py): each strategy at the default size and the small one,
     measured in fresh processes; empty where it was not measured."""
@@ -106,8 +119,8 @@ def workspace_table(m) -> pd.DataFrame:
                      "allocator peak (MB), default": _mb(k.allocator_peak_bytes),
                      f"allocator peak (MB), {k.setting}": _mb(k.small_allocator_peak_bytes),
                      "saved (MB)": _mb(k.saved_bytes),
-                     "step (ms, median of rounds), default": round(median_ms(k.step_s), 2),
-                     f"step (ms, median of rounds), {k.setting}": round(median_ms(k.small_step_s), 2),
+                     "step (ms, median of rounds), default": _median_ms(k.step_s),
+                     f"step (ms, median of rounds), {k.setting}": _median_ms(k.small_step_s),
                      f"step ratio {k.setting} / default [{100 * k.ratio.confidence:.0f} %]": str(k.ratio),
                      "reads as": ("slower" if k.costs_time else f"within {100 * MAX_SLOWDOWN:g} %" if k.shown_slower
                                   else "faster" if k.ratio.high < 1 else "a tie")})

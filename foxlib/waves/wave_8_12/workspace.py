@@ -13,7 +13,6 @@ medians). CUDA only: a CPU has no cuBLAS.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,7 +144,3 @@ def knob_absent_reason(m: dict[str, Any]) -> str:
     knob = m.get("cublas_workspace") or {}
     return (knob.get("skipped") or knob_error(knob)
             or (SKIPPED_CPU if (m.get("device") or {}).get("type") == "cpu" else "measured before the knob existed"))
-
-
-def median_ms(samples: tuple[float, ...]) -> float:
-    return 1000 * statistics.median(samples)
