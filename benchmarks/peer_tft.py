@@ -240,12 +240,7 @@ def measure(args) -> dict[str, Any]:
                                            out["variants"][fox_name])
 
     # time: all rows alive, alternating, in one run (compiled rows compiled again, the process's caches warm)
-    # the graphed best row captured last, after the compiled rows' first steps: at 7440e90 on the H200, with
-    # it captured before them (its Adam in backward), the timing round hit an illegal memory access; whether
-    # this order avoids it is not yet known (scripts/h200.sh reruns without torch.compile if it does not)
-    order = sorted(chosen, key=lambda n: n == best_row.NAME and graphed)
-    live = {name: instantiate(name) for name in order}
-    live = {name: live[name] for name in chosen}  # timed in the rows' own order
+    live = {name: instantiate(name) for name in chosen}
     for name in fig.COMPILED:
         if name in live:
             out["variants"][name]["compile"]["recompile_s"] = live[name]["compile"]["compile_s"]

@@ -44,6 +44,15 @@ def peak_unseen(res: dict[str, Any], name: str) -> bool:
     return peak_misses_saved_tensors((res.get("variants", {}).get(name) or {}).get("memory") or {})
 
 
+def peak_unseen_note(res: dict[str, Any], name: str) -> str:
+    """The page's note on a row whose peak is not shown (peak_unseen): its figures, and why."""
+    mem = res["variants"][name]["memory"]
+    return (f"{label(res, name)}: its one-step peak, {mb(mem['peak'])} MB, is under what its own saved tensors "
+            f"({mb(mem['activations'])} MB) and the tensors live before the step need at once: it missed memory held "
+            "outside the step (torch.compile's reduce-overhead mode replays CUDA graphs whose pool is filled in the "
+            "warm-up), so neither it nor its ratio to the peer's is shown.")
+
+
 def label(res: dict[str, Any], name: str) -> str:
     return (res.get("variants", {}).get(name) or {}).get("label") or ROWS.get(name, name)
 

@@ -151,12 +151,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
                     "explain": comp.get("explain"),
                     "rows": [{"label": fig.label(res, n), **variants[n]["compile"]}
                              for n in fig.COMPILED if n in variants and variants[n].get("compile")]},
-        "notes": (res.get("notes") or []) + [
-            f"{fig.label(res, n)}: its one-step peak, {fig.mb(variants[n]['memory']['peak'])} MB, is under what its own "
-            f"saved tensors ({fig.mb(variants[n]['memory']['activations'])} MB) and the tensors live before the step "
-            "need at once: it missed memory held outside the step (torch.compile's reduce-overhead mode replays CUDA "
-            "graphs whose pool is filled in the warm-up), so neither it nor its ratio to the peer's is shown."
-            for n in variants if fig.peak_unseen(res, n)],
+        "notes": (res.get("notes") or []) + [fig.peak_unseen_note(res, n) for n in variants if fig.peak_unseen(res, n)],
         "blocks": [{"label": fig.label(res, n), "items": list((v.get("by_block") or {}).items())}
                    for n, v in variants.items()],
         "config": list((res.get("config") or {}).items()),
