@@ -147,6 +147,20 @@ def test_an_older_file_without_the_step_fields_says_nothing_of_them():
     assert "Best configuration: " in peer_page.render(res)
 
 
+def test_the_timed_graph_owns_its_cublas_workspace(monkeypatch):
+    """The compiled reduce-overhead rows clear cuBLAS's workspaces when they record: the timed graph of the
+    best row is captured with its workspace in its own pool (foxlib.memory.cuda_graph)."""
+    asked = {}
+
+    def fake_capture(rec, device, loss=None, own_cublas_workspace=False):
+        asked["own"] = own_cublas_workspace
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(best_row, "capture_step", fake_capture)
+    with pytest.raises(RuntimeError, match="stop here"):
+        best_row.live(None, torch.device("cuda"), None)
+    assert asked == {"own": True}
+
+
 # ----------------------------------------------------------------------------- the graphed step on a GPU
 
 @pytest.mark.cuda

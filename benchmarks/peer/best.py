@@ -61,8 +61,10 @@ def profile(rec: StepRecipe, device: torch.device, expected) -> tuple[dict[str, 
 
 def live(rec: StepRecipe, device: torch.device, expected) -> dict[str, Any]:
     """The graphed row for timing: {model, batch, optimizer, precision, step}; step replays the captured
-    graph (capture_step: TF32 held while it is captured, so in every replay)."""
-    built, graph = capture_step(rec, device)
+    graph (capture_step: TF32 held while it is captured, so in every replay). Its cuBLAS workspace lies
+    in the graph's own pool: the compiled "reduce-overhead" rows, alive beside it, clear cuBLAS's
+    workspaces whenever they record (foxlib.memory.cuda_graph's docstring)."""
+    built, graph = capture_step(rec, device, own_cublas_workspace=True)
     data.check_recipe_batch(built.batch, expected)
     return {"model": built.model, "batch": built.batch, "optimizer": built.optimizer, "precision": rec.precision,
             "step": graph, "built": built}

@@ -136,12 +136,14 @@ def graph_parts(recipe: StepRecipe, device: torch.device | str, loss=None):
     return built, loss
 
 
-def capture_step(recipe: StepRecipe, device: torch.device | str, loss=None):
+def capture_step(recipe: StepRecipe, device: torch.device | str, loss=None, own_cublas_workspace: bool = False):
     """The recipe's step captured as one CUDA graph (foxlib.memory.cuda_graph.GraphedStep, after its
     eager warm-up), TF32 held while it is captured when the options ask for it (the kernels are chosen
-    at capture: it holds in every replay). Returns (the built step, the graph: call it to replay)."""
+    at capture: it holds in every replay). own_cublas_workspace: GraphedStep.capture's. Returns (the
+    built step, the graph: call it to replay)."""
     from foxlib.memory.cuda_graph import GraphedStep
     built, loss = graph_parts(recipe, device, loss)
     with backends(recipe.options):
-        graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, recipe.precision).capture()
+        graphed = GraphedStep(built.model, built.batch, loss, built.optimizer, recipe.precision).capture(
+            own_cublas_workspace)
     return built, graphed

@@ -10,6 +10,14 @@ device), the optimizer is built with capturable=True, the inputs are fixed tenso
 batch is copied into, and fp16's GradScaler (a host-side decision per step) is not captured.
 Saved activations live in the graph's private memory pool, where no saved-tensor hook sees them:
 a graphed step's profile has its peak and its persistent categories, not its activations.
+
+cuBLAS keeps one workspace per handle and stream, allocated on first use and reused by every later
+call; a capture bakes its address into the graph. After the eager warm-up that workspace lies outside
+the graph's pool: anything that clears cuBLAS's workspaces (torch.compile's "reduce-overhead" mode
+does, each time its CUDA-graph trees record: torch/_inductor/cudagraph_trees.py, clear_cublass_cache)
+frees it while the graph still writes into it on every replay. capture(own_cublas_workspace=True)
+clears them just before the capture, so that the capture allocates its workspace inside the graph's
+own pool, where nothing else allocates: a graph that lives beside such code needs it.
 """
 from __future__ import annotations
 
@@ -45,6 +53,7 @@ class GraphedStep:
         if not all(g.get("capturable") for g in optimizer.param_groups):
             raise ValueError("the optimizer must be built with capturable=True to be captured in a CUDA graph")
         self.inputs = batch  # the graph reads these tensors: load() refills them
+        self.device = device
         self.graph: torch.cuda.CUDAGraph | None = None
         model.train()
         # the very step every wave times; its zero_grad(set_to_none) inside the capture makes the
@@ -58,8 +67,13 @@ class GraphedStep:
         torch.cuda.current_stream(device).wait_stream(self.stream)
         torch.cuda.synchronize(device)
 
-    def capture(self) -> "GraphedStep":
-        """Record the step (nothing runs); replaying it is the training step."""
+    def capture(self, own_cublas_workspace: bool = False) -> "GraphedStep":
+        """Record the step (nothing runs); replaying it is the training step. own_cublas_workspace: the
+        graph's cuBLAS workspace is allocated inside its own pool (see the module docstring); this frees
+        every cuBLAS workspace of the process first, those that graphs captured earlier without it use."""
+        if own_cublas_workspace:
+            torch.cuda.synchronize(self.device)  # no kernel in flight still uses a workspace
+            torch._C._cuda_clearCublasWorkspaces()
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, stream=self.stream):
             self.loss = self._step()
