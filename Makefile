@@ -55,6 +55,11 @@ render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make
 	  d=$$($(PYTHON) -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['short'])" "$$f"); \
 	  mkdir -p reports/$$d && cp "$$f" reports/$$d/ && \
 	  $(PYTHON) benchmarks/peer_tft.py --render "reports/$$d/$$(basename $$f)" --html "reports/$$d/$$(basename $$f .json).html"; done
+	@f="$(MEASURED)/throughput.json"; if [ -f "$$f" ]; then \
+	  d=$$($(PYTHON) -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['short'])" "$$f"); \
+	  mkdir -p reports/$$d && cp "$$f" reports/$$d/throughput-benchmark.json && \
+	  $(PYTHON) -m foxlib.report.throughput_page reports/$$d/throughput-benchmark.json \
+	    reports/$$d/throughput-benchmark.md reports/$$d/throughput-benchmark.html || exit 1; fi
 	$(PYTHON) -m foxlib index
 
 waves: $(STAMP) ## list the waves with their titles and verdicts

@@ -1,6 +1,8 @@
 """results.json says where a report comes from: schema 2, the revisions it was measured and rendered
 at, the files it depends on (which must still be the ones read); the first screen says so too."""
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -91,3 +93,13 @@ def test_environment_revision_is_provenances(monkeypatch):
     from foxlib.memory import devices
     monkeypatch.setenv("FOXLIB_GIT_REVISION", "cafe123")
     assert devices.environment()["git_revision"] == "cafe123" == provenance.git_revision()
+
+
+@pytest.mark.parametrize("revision", ["", "adb0b9e5", "ADB0B9EAC2AAAA34B193768D0479F7B106404A66", "x" * 40])
+def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
+    """scripts/h200.sh labels every measurement with FOXLIB_GIT_REVISION (the GPU machine's copy has no
+    .git): a short or mistyped hash would be a label nobody can check, so it stops before measuring."""
+    env = {**os.environ, "OUT": str(tmp_path), "FOXLIB_GIT_REVISION": revision}
+    r = subprocess.run(["bash", "scripts/h200.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "all 40 hex digits" in r.stderr
+    assert not any(tmp_path.iterdir())  # nothing measured, nothing logged
