@@ -14,10 +14,10 @@ a graphed step's profile has its peak and its persistent categories, not its act
 cuBLAS keeps one workspace per handle and stream, allocated on first use and reused by every later
 call; a capture bakes its address into the graph. After the eager warm-up that workspace lies outside
 the graph's pool: anything that clears cuBLAS's workspaces (torch.compile's "reduce-overhead" mode
-does, each time its CUDA-graph trees record: torch/_inductor/cudagraph_trees.py, clear_cublass_cache)
-frees it while the graph still writes into it on every replay. capture(own_cublas_workspace=True)
-clears them just before the capture, so that the capture allocates its workspace inside the graph's
-own pool, where nothing else allocates: a graph that lives beside such code needs it.
+does, each time its CUDA-graph trees record) frees it while the graph still writes into it on every
+replay. capture(own_cublas_workspace=True) clears them just before the capture, so that the capture
+allocates its workspace inside the graph's own pool, where nothing else allocates: a graph that lives
+beside such code needs it.
 """
 from __future__ import annotations
 
