@@ -42,42 +42,22 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.mark.cuda
 @needs_cuda
-def test_a_graph_owning_its_cublas_workspace_survives_a_workspace_clear():
-    """What torch.compile's reduce-overhead rows do beside the peer benchmark's graphed row: cuBLAS's
-    workspaces cleared after the capture, their memory handed to new tensors. The graph, owning its
-    workspace, writes into none of them, and trains as eager steps."""
-    dev = torch.device("cuda")
-    cfg, eager_model, batch, loss, eager_opt = _parts(dev)
-    _, graph_model, graph_batch, graph_loss, graph_opt = _parts(dev)
-    step = GraphedStep(graph_model, graph_batch, graph_loss, graph_opt).capture(own_cublas_workspace=True)
-    for _ in range(3):
-        eager_opt.zero_grad(set_to_none=True)
-        loss(eager_model, batch).backward()
-        eager_opt.step()
-    torch.cuda.synchronize()
-    torch._C._cuda_clearCublasWorkspaces()
-    fills = [torch.full((n,), 7.0, device=dev) for n in (2 ** 15, 2 ** 18, 2 ** 20, 2 ** 22, 2 ** 23) for _ in range(4)]
-    for seed in (1, 2, 3):
-        new = CARD.example_batch(cfg, device=dev, seed=seed)
-        eager_opt.zero_grad(set_to_none=True)
-        value = loss(eager_model, new)
-        value.backward()
-        eager_opt.step()
-        step.load(new)
-        assert float(step()) == pytest.approx(float(value), rel=1e-4)
-    torch.cuda.synchronize()
-    assert all(bool((f == 7.0).all()) for f in fills)
-
-
-@pytest.mark.cuda
-@needs_cuda
-@pytest.mark.parametrize("overrides", [{}, {"memory_efficient": True, "checkpointing": "vsn_variables"}])
-def test_graphed_steps_train_as_eager_steps(overrides):
-    """Three eager warm-up steps, then two steps on new batches: replayed graph against eager code."""
+@pytest.mark.parametrize("overrides, own_workspace", [
+    ({}, False), ({"memory_efficient": True, "checkpointing": "vsn_variables"}, False), ({}, True)])
+def test_graphed_steps_train_as_eager_steps(overrides, own_workspace):
+    """Three eager warm-up steps, then two steps on new batches: replayed graph against eager code.
+    own_workspace: what torch.compile's reduce-overhead rows do beside the peer benchmark's graphed row
+    (cuBLAS's workspaces cleared after the capture, their memory handed to new tensors); the graph, owning
+    its workspace, writes into none of them."""
     dev = torch.device("cuda")
     cfg, eager_model, batch, loss, eager_opt = _parts(dev, **overrides)
     _, graph_model, graph_batch, graph_loss, graph_opt = _parts(dev, **overrides)
-    step = GraphedStep(graph_model, graph_batch, graph_loss, graph_opt).capture()
+    step = GraphedStep(graph_model, graph_batch, graph_loss, graph_opt).capture(own_cublas_workspace=own_workspace)
+    fills = []
+    if own_workspace:
+        torch.cuda.synchronize()
+        torch._C._cuda_clearCublasWorkspaces()
+        fills = [torch.full((n,), 7.0, device=dev) for n in (2 ** 15, 2 ** 18, 2 ** 20, 2 ** 22, 2 ** 23) for _ in range(4)]
     for _ in range(3):
         eager_opt.zero_grad(set_to_none=True)
         loss(eager_model, batch).backward()
@@ -92,6 +72,8 @@ def test_graphed_steps_train_as_eager_steps(overrides):
         assert float(step()) == pytest.approx(float(value), rel=1e-4)
     for (name, a), b in zip(eager_model.named_parameters(), graph_model.parameters()):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name
+    torch.cuda.synchronize()
+    assert all(bool((f == 7.0).all()) for f in fills)
     with pytest.raises(ValueError, match="capturable"):
         GraphedStep(*_parts(dev, capturable=False)[1:])
 
