@@ -46,17 +46,20 @@ report: $(STAMP) ## run one wave on the best device here: make report WAVE=8.10 
 reports: $(STAMP) ## run every wave in dependency order (8.10 .. 8.13), then write reports/index.html
 	$(PYTHON) -m foxlib reports --parameters "$$P"
 
+# a results file's device folder (reports/<device>/)
+DEVICE_OF = $(PYTHON) -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['short'])"
+
 render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make render MEASURED=<folder>
 	@test -d "$(MEASURED)" || (echo "no folder $(MEASURED): run scripts/h200.sh on the GPU machine first (README)"; exit 2)
 	@if [ -f "$(MEASURED)/wave-8.12-timelines.tgz" ]; then tar -C "$(MEASURED)" -xzf "$(MEASURED)/wave-8.12-timelines.tgz"; fi
 	@for w in 8.10 8.11 8.12 8.13; do f="$(abspath $(MEASURED))/wave-$$w.json"; \
 	  if [ -f "$$f" ]; then $(PYTHON) -m foxlib report --wave $$w -p measurements="$$f" || exit 1; fi; done
 	@for f in $(MEASURED)/peer-benchmark*.json; do [ -f "$$f" ] || continue; \
-	  d=$$($(PYTHON) -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['short'])" "$$f"); \
+	  d=$$($(DEVICE_OF) "$$f"); \
 	  mkdir -p reports/$$d && cp "$$f" reports/$$d/ && \
-	  $(PYTHON) benchmarks/peer_tft.py --render "reports/$$d/$$(basename $$f)" --html "reports/$$d/$$(basename $$f .json).html"; done
+	  $(PYTHON) benchmarks/peer_tft.py --render "reports/$$d/$$(basename $$f)" --html "reports/$$d/$$(basename $$f .json).html" || exit 1; done
 	@f="$(MEASURED)/throughput.json"; if [ -f "$$f" ]; then \
-	  d=$$($(PYTHON) -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['short'])" "$$f"); \
+	  d=$$($(DEVICE_OF) "$$f"); \
 	  mkdir -p reports/$$d && cp "$$f" reports/$$d/throughput-benchmark.json && \
 	  $(PYTHON) -m foxlib.report.throughput_page reports/$$d/throughput-benchmark.json \
 	    reports/$$d/throughput-benchmark.md reports/$$d/throughput-benchmark.html || exit 1; fi
