@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.peer import best as best_row, compiled, configuration as conf, data, models  # noqa: E402
+from foxlib.core.config import env_flag  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
@@ -327,7 +328,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    args.allow_dirty = args.allow_dirty or os.environ.get("FOXLIB_ALLOW_DIRTY", "").strip().lower() in ("1", "true", "yes")
+    args.allow_dirty = args.allow_dirty or env_flag("FOXLIB_ALLOW_DIRTY")
 
     def page(json_path: Path, html: str | None) -> None:
         html_path = None if html in (None, "auto") else Path(html)

@@ -18,6 +18,22 @@ def test_committed_reports_agree():
     assert found == [], "\n".join(found)
 
 
+def test_committed_reports_name_commits_of_this_repository():
+    """Every revision a committed report names (measured and rendered) is a commit here: a mistyped
+    FOXLIB_GIT_REVISION would name none. A shallow clone, which cannot tell, skips."""
+    from foxlib.core.provenance import is_commit
+    named = {}
+    for path in (config.ROOT / "reports").rglob("*.json"):
+        if path.name in ("results.json", "peer-benchmark.json", "throughput-benchmark.json"):
+            d = json.loads(path.read_text())
+            named.update({d[k]: path for k in ("measured_at_revision", "rendered_at_revision") if d.get(k)})
+    assert named
+    told = {rev: is_commit(rev) for rev in named}
+    if None in told.values():
+        pytest.skip("this clone cannot tell commits (shallow, or no git)")
+    assert [f"{rev} ({named[rev]})" for rev, ok in told.items() if not ok] == []
+
+
 def _report(reports: Path, device: str, wave: str, figures: dict, page: str, **extra) -> Path:
     folder = reports / device / f"wave-{wave}"
     folder.mkdir(parents=True)

@@ -40,6 +40,7 @@ TINY = {"batch_size": 4, "encoder_length": 10, "decoder_length": 2}
 @pytest.fixture
 def clean(monkeypatch):
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123")
+    monkeypatch.setattr(provenance, "is_commit", lambda revision, root=None: True)  # the fixtures' made-up revisions
 
 
 @pytest.fixture
@@ -109,6 +110,15 @@ def test_a_measurement_from_a_dirty_tree_renders_only_if_allowed(fixture_copy, c
         peer_page.render_file(path, base=cited.parents[3])
     page = peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
     assert "Not a commit's page" in page and "abc1234+dirty" in page
+
+
+def test_a_measurement_naming_no_commit_renders_only_if_allowed(fixture_copy, clean, monkeypatch):
+    path, cited = fixture_copy
+    monkeypatch.setattr(provenance, "is_commit", lambda revision, root=None: False)  # e.g. a mistyped label
+    with pytest.raises(peer_page.PeerPageError, match="names revision abc1234, which is no commit"):
+        peer_page.render_file(path, base=cited.parents[3])
+    assert not path.with_suffix(".html").exists()
+    assert "abc1234" in peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
 
 
 def test_measuring_from_a_dirty_tree_is_refused_before_anything_runs(dirty, capsys):

@@ -23,6 +23,7 @@ def m():
 @pytest.fixture
 def clean(monkeypatch):
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123")
+    monkeypatch.setattr(provenance, "is_commit", lambda revision, root=None: True)  # the fixtures' made-up revisions
 
 
 def test_results_carry_schema_revisions_and_dependencies(m, clean, tmp_path):
@@ -103,3 +104,43 @@ def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
     r = subprocess.run(["bash", "scripts/h200.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "all 40 hex digits" in r.stderr
     assert not any(tmp_path.iterdir())  # nothing measured, nothing logged
+
+
+def _git(root, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                   capture_output=True)
+
+
+def test_a_revision_is_told_a_commit_only_where_the_repository_has_it(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "f").write_text("x")
+    _git(repo, "add", "f")
+    _git(repo, "commit", "-q", "-m", "one")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert provenance.is_commit(head, repo) is True and provenance.is_commit(head[:7], repo) is True
+    assert provenance.is_commit(head[:7] + "+dirty", repo) is True  # the commit it was dirty from
+    assert provenance.is_commit("adb0b9e5", repo) is False and provenance.is_commit("", repo) is False
+    outside = tmp_path / "no-repo"
+    outside.mkdir()
+    assert provenance.is_commit(head, outside) is None  # no repository: cannot be told
+
+
+def test_a_measurement_naming_no_commit_is_refused_unless_allowed(monkeypatch, tmp_path):
+    """A mistyped FOXLIB_GIT_REVISION on the GPU machine labels a measurement with a revision no commit has:
+    every render refuses it (waves, peer and throughput pages), as it refuses one from uncommitted changes."""
+    from foxlib.report import throughput_page
+    from foxlib.run import runner
+    monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123")
+    monkeypatch.setattr(provenance, "is_commit", lambda revision, root=None: revision == "abc1234")
+    provenance.check_measured("abc1234", False)
+    provenance.check_measured("adb0b9e5", True)
+    with pytest.raises(provenance.ProvenanceError, match="names revision adb0b9e5, which is no commit"):
+        runner.check_revision(False, {"measured_at_revision": "adb0b9e5"})
+    assert runner.check_revision(True, {"measured_at_revision": "adb0b9e5"}) == "feed123"
+    measured = tmp_path / "throughput.json"
+    measured.write_text(json.dumps({"measured_at_revision": "adb0b9e5"}))
+    with pytest.raises(provenance.ProvenanceError, match="no commit of this repository"):
+        throughput_page.write(measured, tmp_path / "page.md")
+    assert not (tmp_path / "page.md").exists()

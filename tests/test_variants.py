@@ -251,7 +251,7 @@ def test_a_dirty_measurement_is_refused_unless_allowed(monkeypatch, tmp_path):
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234")
     m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
     m["environment"]["git_revision"] = "0ld0ne+dirty"
-    with pytest.raises(provenance.ProvenanceError, match="measurement was made from uncommitted changes"):
+    with pytest.raises(provenance.ProvenanceError, match="measurement: measured from uncommitted changes"):
         runner.check_revision(False, m)
     assert runner.check_revision(True, m) == "abc1234"
 

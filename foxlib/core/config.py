@@ -11,3 +11,8 @@ BUDGETS_FILE = Path(os.environ.get("FOXLIB_BUDGETS", ROOT / "budgets.toml"))
 KERNEL_NAME = "foxlib"  # the Jupyter kernel `make venv` registers for papermill
 
 MB = 10**6  # reports show MB = 10^6 bytes throughout; JSON holds bytes
+
+
+def env_flag(name: str) -> bool:
+    """An on/off setting from the environment (e.g. FOXLIB_ALLOW_DIRTY=1): 1, true or yes is on."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")

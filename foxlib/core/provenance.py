@@ -45,6 +45,53 @@ def is_clean(revision: str | None) -> bool:
     return bool(revision) and not revision.endswith(DIRTY)
 
 
+def is_commit(revision: str | None, root: Path | None = None) -> bool | None:
+    """Whether `revision` names a commit of the repository at `root`; None where that cannot be told (no
+    git, no .git, a shallow clone that may lack it)."""
+    rev = str(revision or "").removesuffix(DIRTY)
+    if not rev:
+        return False
+    root = Path(root or config.ROOT)
+    try:
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=root, capture_output=True,
+                                 text=True, timeout=10)
+        if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+            return None
+        found = subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=root, capture_output=True,
+                               timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.returncode == 0
+
+
+def check_tree(allow_dirty: bool, what: str = "a report") -> str | None:
+    """This tree's revision (git_revision); ProvenanceError when it has uncommitted changes, unless
+    `allow_dirty` (the page then says so)."""
+    revision = git_revision()
+    if not allow_dirty and not is_clean(revision):
+        raise ProvenanceError(
+            f"the tree has uncommitted changes (revision {revision or 'unknown'}): {what} must come from a commit. "
+            "Commit first, or pass --allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the page will say so")
+    return revision
+
+
+def check_measured(revision: str | None, allow_dirty: bool, what: str = "the measurement") -> None:
+    """ProvenanceError, unless `allow_dirty`, when the revision a measurement names is not a clean commit
+    of this repository: made from uncommitted changes, or a label no commit has (a mistyped
+    FOXLIB_GIT_REVISION on a GPU machine's copy of the tree, or a measurement from another repository)."""
+    if allow_dirty:
+        return
+    if not is_clean(revision):
+        raise ProvenanceError(
+            f"{what}: measured from uncommitted changes (revision {revision or 'unknown'}); measure it again at a "
+            "commit, or pass --allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the page will say so")
+    if is_commit(revision) is False:
+        raise ProvenanceError(
+            f"{what}: it names revision {revision}, which is no commit of this repository (a mistyped "
+            "FOXLIB_GIT_REVISION, or measured from another tree): measure it again at a commit, or pass "
+            "--allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the page will say so")
+
+
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

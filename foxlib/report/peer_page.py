@@ -35,14 +35,12 @@ class PeerPageError(RuntimeError):
 
 
 def checked_revision(allow_dirty: bool, what: str) -> str | None:
-    """This tree's revision (foxlib.core.provenance.git_revision); PeerPageError when it has
-    uncommitted changes, unless `allow_dirty` (the page then says so)."""
-    revision = provenance.git_revision()
-    if not allow_dirty and not provenance.is_clean(revision):
-        raise PeerPageError(
-            f"the tree has uncommitted changes (revision {revision or 'unknown'}): {what} must come from a commit. "
-            "Commit first, or pass --allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the page will say so")
-    return revision
+    """This tree's revision (foxlib.core.provenance.check_tree); PeerPageError when it has uncommitted
+    changes, unless `allow_dirty` (the page then says so)."""
+    try:
+        return provenance.check_tree(allow_dirty, what)
+    except provenance.ProvenanceError as exc:
+        raise PeerPageError(str(exc)) from None
 
 
 def measured_revision(res: dict[str, Any]) -> str | None:
@@ -181,9 +179,10 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     json_path = Path(json_path)
     res = read_json(json_path)
     revision = checked_revision(allow_dirty, "a rendered page")
-    if not allow_dirty and str(measured_revision(res) or "").endswith(provenance.DIRTY):
-        raise PeerPageError(f"{json_path} was measured from uncommitted changes (revision {measured_revision(res)}): "
-                            "measure it again at a commit, or pass --allow-dirty and the page will say so")
+    try:
+        provenance.check_measured(measured_revision(res), allow_dirty, str(json_path))
+    except provenance.ProvenanceError as exc:
+        raise PeerPageError(str(exc)) from None
     cites = citations(res, base)
     bad = [c["problem"] for c in cites["items"] if not c["verified"]]
     if bad:

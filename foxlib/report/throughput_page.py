@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-from foxlib.core.provenance import git_revision
+from foxlib.core import provenance
 
 
 def render(data: dict[str, Any], rendered_at_revision: str | None = None) -> str:
@@ -22,16 +22,20 @@ def render(data: dict[str, Any], rendered_at_revision: str | None = None) -> str
     return env.get_template("throughput.md.j2").render(
         **{k: v for k, v in data.items() if k != "device"}, best=best,
         device=data["device"].get("name") or data["device"].get("type"),
-        rendered_at_revision=rendered_at_revision or git_revision())
+        rendered_at_revision=rendered_at_revision or provenance.git_revision())
 
 
-def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | None = None) -> Path:
+def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | None = None, *,
+          allow_dirty: bool = False) -> Path:
     """The page as Markdown at md_path and, with html_path, as HTML (the same text through mistune,
-    the Markdown renderer nbconvert uses)."""
+    the Markdown renderer nbconvert uses). ProvenanceError, unless allow_dirty, when this tree has
+    uncommitted changes or the measurement names no clean commit of this repository."""
     import mistune
 
     data = json.loads(Path(json_path).read_text())
-    md = render(data)
+    revision = provenance.check_tree(allow_dirty, "a rendered page")
+    provenance.check_measured(data.get("measured_at_revision"), allow_dirty, str(json_path))
+    md = render(data, revision)
     Path(md_path).write_text(md)
     if html_path:
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=False)
@@ -43,4 +47,9 @@ def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | No
 
 if __name__ == "__main__":  # python -m foxlib.report.throughput_page <json> <md> [<html>]
     import sys
-    print(write(*sys.argv[1:4]))
+
+    from foxlib.core.config import env_flag
+    try:
+        print(write(*sys.argv[1:4], allow_dirty=env_flag("FOXLIB_ALLOW_DIRTY")))
+    except provenance.ProvenanceError as exc:
+        sys.exit(f"throughput page: {exc}")

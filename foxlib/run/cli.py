@@ -83,7 +83,8 @@ def _run(args) -> int:
     if args.command == "index":
         print(index.write_index(args.reports_dir))
         return 0
-    from foxlib.run.runner import env_flag, run_wave
+    from foxlib.core.config import env_flag
+    from foxlib.run.runner import run_wave
     allow_dirty = args.allow_dirty or env_flag("FOXLIB_ALLOW_DIRTY")
     force = args.force or env_flag("FOXLIB_FORCE")
     overrides = parse_assignments(split_parameters(args.parameters) + args.parameter)

@@ -58,10 +58,6 @@ class ReportsNotWritable(RuntimeError):
     """The report folder cannot be replaced (read-only, permission): found before the run."""
 
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
-
-
 def ensure_kernel() -> None:
     """Register the `foxlib` Jupyter kernel for this interpreter's environment if it is missing."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -109,20 +105,12 @@ class Plan:
 
 
 def check_revision(allow_dirty: bool, measurement: dict[str, Any] | None = None) -> str | None:
-    """The tree's revision; ProvenanceError when the tree (or the measurement rendered) has uncommitted
-    changes, unless `allow_dirty` (then the report says so on its first screen)."""
-    revision = provenance.git_revision()
-    if allow_dirty:
-        return revision
-    if not provenance.is_clean(revision):
-        raise provenance.ProvenanceError(
-            f"the tree has uncommitted changes (revision {revision or 'unknown'}): a report must come from a "
-            "commit. Commit first, or pass --allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the report will say so")
-    measured = results.measured_revision(measurement or {}) if measurement else None
-    if measurement is not None and not provenance.is_clean(measured):
-        raise provenance.ProvenanceError(
-            f"the measurement was made from uncommitted changes (revision {measured or 'unknown'}); measure it "
-            "again at a commit, or pass --allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the report will say so")
+    """The tree's revision; ProvenanceError when the tree has uncommitted changes, or the measurement
+    rendered does not name a clean commit of this repository (provenance.check_measured), unless
+    `allow_dirty` (then the report says so on its first screen)."""
+    revision = provenance.check_tree(allow_dirty, "a report")
+    if measurement is not None:
+        provenance.check_measured(results.measured_revision(measurement), allow_dirty)
     return revision
 
 
@@ -213,8 +201,8 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
 
     allow_dirty: run from a tree with uncommitted changes (None: FOXLIB_ALLOW_DIRTY); force: run even
     when the predicted peak is more than the device's free memory (None: FOXLIB_FORCE)."""
-    allow_dirty = env_flag("FOXLIB_ALLOW_DIRTY") if allow_dirty is None else allow_dirty
-    force = env_flag("FOXLIB_FORCE") if force is None else force
+    allow_dirty = config.env_flag("FOXLIB_ALLOW_DIRTY") if allow_dirty is None else allow_dirty
+    force = config.env_flag("FOXLIB_FORCE") if force is None else force
     p = plan(wave_id, overrides, reports_dir)
     measurement = results.read_json(p.params["measurements"]) if p.params.get("measurements") else None
     check_revision(allow_dirty, measurement)
