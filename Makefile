@@ -72,11 +72,11 @@ test: $(STAMP) browser ## everything, what CI runs (under 6 minutes on 2 cores):
 	$(PYTHON) -m pytest -q -rs -n 2 --dist loadfile
 	PYTHON=$(PYTHON) bash scripts/test-isa.sh -m "not slow"
 
-test-isa: $(STAMP) ## the prediction and profiler tests under the AVX2 and avx512_bf16 (no AMX) caps
+test-isa: $(STAMP) ## the prediction and profiler tests under the AVX2 and avx512_bf16 (no AMX) caps this CPU has (others skipped, said why)
 	PYTHON=$(PYTHON) bash scripts/test-isa.sh
 
-test-fast: $(STAMP) ## the unit tier only: no notebook runs, no browser (under a minute on 2 cores)
-	$(PYTHON) -m pytest -q -rs -m "not slow"
+test-fast: $(STAMP) ## the unit tier only: no notebook runs, no browser, on two workers (under a minute on 2 cores)
+	$(PYTHON) -m pytest -q -rs -n 2 --dist loadfile -m "not slow"
 
 browser: ## install headless Chromium for the report tests if it is missing (Debian's package)
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \

@@ -17,6 +17,10 @@
 # Does the Temporal Fusion Transformer fit its memory budget in F32, batch 32, sequence 60, and
 # where does its memory go? One training step (forward + quantile loss, backward, Adam step) is
 # measured after a warm-up step. Memory is in MB = 10^6 bytes throughout; `results.json` holds bytes.
+#
+# *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
+# this device and writes its results.json and measurement.json to `scratch/wave-8.10/`, never into
+# `notebooks/` or `reports/`; the cell after the parameters says so. `make report WAVE=8.10` writes the report.
 
 # %% tags=["parameters"]
 preset: str = "seed"  # TFT preset: seed (the seed team's model size) or small
@@ -28,6 +32,7 @@ seed: int = 0  # random seed of the model initialisation and of the batch
 ensemble: bool = True  # also profile DQN, PPO and Mamba-2 for the ensemble table
 ensemble_preset: str = "seed"  # preset of DQN, PPO and Mamba-2
 target_state: bool = True  # also profile the seed's target state: every model fp16, the TFT checkpointed
+target_state_slow: str = "predict"  # on a CPU without fp16 kernels: predict the target state (seconds) or measure it (minutes)
 snapshot_path: str = ""  # CUDA only: write the allocator's memory snapshot of the measured step here
 second_opinion: bool = True  # also measure the step with torch.profiler's memory categories
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
@@ -159,6 +164,11 @@ else:
 # checkpoints every block.
 
 # %%
+if m.target_state_kernels:
+    display(Markdown(f"**Predicted, not run**: {m.target_state_kernels['reason']} "
+                     f"({m.target_state_kernels['ratio']:,.0f}x ≥ {m.target_state_kernels['slow_path_ratio']:g}x). "
+                     "Each step is predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: 10 % on "
+                     "the peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it."))
 target = wave.target_state_table(m, budgets)
 display(notebook.table(target) if target is not None else
         Markdown("Not measured in this run (`target_state=False`)."))

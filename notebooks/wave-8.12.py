@@ -19,6 +19,10 @@
 # warm-up), timed with every strategy alternating in one run (ratios to fp32 with 95 % bootstrap
 # intervals over the rounds), and — where it changes what the model computes — trained with wave
 # 8.11's harness (shorter runs). Memory in MB = 10^6 bytes.
+#
+# *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
+# this device and writes its results.json and measurement.json to `scratch/wave-8.12/`, never into
+# `notebooks/` or `reports/`; the cell after the parameters says so. `make report WAVE=8.12` writes the report.
 
 # %% tags=["parameters"]
 preset: str = "seed"  # TFT preset the strategies start from

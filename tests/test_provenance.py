@@ -77,8 +77,8 @@ def test_banner_says_so_when_made_from_uncommitted_changes(m, monkeypatch):
 def test_banner_of_a_variant_says_what_differs(m, clean):
     notebook.parameters("8.10", {**{k: None for k in ("preset", "batch_size", "encoder_length", "precision",
                                                        "device", "seed", "ensemble", "ensemble_preset",
-                                                       "snapshot_path", "second_opinion", "target_state", "measurements",
-                                                       "output_dir", "budgets_file")}})
+                                                       "snapshot_path", "second_opinion", "target_state", "target_state_slow", "measurements",
+                                                       "budgets_file")}, "output_dir": "x"})
     m["measure_parameters"]["batch_size"] = 8
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
     assert "not the canonical report" in banner and "<b>batch_size</b> = 8 (default 32)" in banner

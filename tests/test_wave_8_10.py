@@ -9,6 +9,8 @@ import sys
 
 from foxlib.core.config import MB, ROOT
 from foxlib.models import MODELS
+from foxlib.waves import wave_8_10 as wave
+from tests.conftest import TINY_8_10
 
 
 @pytest.mark.slow
@@ -236,3 +238,55 @@ def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
     for name in ("dqn", "ppo", "mamba2", "tft"):
         # two runs of the same step: the same figure, to the allocator's noise
         assert abs(models.loc[name, "fp32 model peak (MB)"] - table.loc[name, "model peak (MB)"]) <= 1.0
+
+
+def test_the_target_state_is_predicted_on_a_cpu_without_fp16_kernels_unless_asked_to_measure(monkeypatch):
+    import torch
+
+    from foxlib.memory.cpu_support import KernelSpeed
+    from foxlib.waves.wave_8_10 import measuring
+    for ratio, choice, device, predicted in [(31.9, "predict", "cpu", True), (0.5, "predict", "cpu", False),
+                                             (31.9, "measure", "cpu", False), (31.9, "predict", "cuda", False)]:
+        monkeypatch.setattr(measuring, "kernel_speed", lambda p, r=ratio: KernelSpeed(p, r, "AVX2"))
+        slow = measuring.slow_target(torch.device(device), choice)
+        assert bool(slow) == predicted
+        if predicted:
+            assert slow["ratio"] == 31.9 and "no fp16 matrix-product kernels" in slow["reason"]
+
+
+@pytest.mark.parametrize("choice, source", [("predict", "predicted"), ("measure", "measured")])
+def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkeypatch, choice, source):
+    """The seed's target state on a CPU whose fp16 products run the conversion path (cpu_support.kernel_speed)
+    is predicted, said so in its record, its figure's name, its table and the ledger; elsewhere, or asked to
+    measure, it runs."""
+    from foxlib.core import seed_claims
+    from foxlib.core.budgets import load_budgets
+    from foxlib.memory.cpu_support import KernelSpeed
+    from foxlib.report import ledger
+    from foxlib.waves.wave_8_10 import measuring
+    monkeypatch.setattr(measuring, "kernel_speed", lambda p: KernelSpeed(p, 31.9, "AVX2"))
+    params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
+    data = wave.measure(**params)
+    m = wave.Measurement.from_dict({"wave": "8.10", "measure_parameters": params, **data})
+    assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
+    assert all(v.profile.peak > 0 for v in m.target_state.values())
+    predicted = source == "predicted"
+    assert m.target_state_predicted == predicted and bool(m.target_state_kernels) == predicted
+    assert wave.Measurement.from_dict(m.to_dict()) == m  # the record round-trips
+    figures = {f.key: f.value for f in wave.named_figures(m)}
+    key = "ensemble/small/fp16-checkpoint/" + ("predicted_process_peak" if predicted else "process_peak")
+    assert figures[key] == sum(v.profile.peak for v in m.target_state.values())  # the CPU: the models' sum
+    table = wave.target_state_table(m, load_budgets())
+    assert table.columns[1] == ("predicted model peak (MB)" if predicted else "model peak (MB)")
+    if predicted:
+        assert "no fp16 matrix-product kernels" in m.target_state["tft"].note
+        judge = dict((c.name, c.judge) for c in ledger.CLAIMS)["Ensemble target (FP16 + checkpointing)"]
+        figs = {k.replace("/small/", "/seed/"): {"value": v} for k, v in figures.items()}
+        text, _ = judge(figs)
+        assert text.startswith("predicted (not run: no kernels)")
+        assert sum(seed_claims.ENSEMBLE_TARGET_MB.values()) > 0
+
+
+def test_an_unknown_target_state_choice_is_an_error():
+    with pytest.raises(ValueError, match="predict, measure"):
+        wave.measure(**TINY_8_10, target_state_slow="guess")

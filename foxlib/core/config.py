@@ -8,6 +8,9 @@ ROOT = Path(__file__).resolve().parents[2]  # foxlib/core/config.py -> the repos
 NOTEBOOKS_DIR = ROOT / "notebooks"
 REPORTS_DIR = Path(os.environ.get("FOXLIB_REPORTS", ROOT / "reports"))
 BUDGETS_FILE = Path(os.environ.get("FOXLIB_BUDGETS", ROOT / "budgets.toml"))
+# where a wave notebook opened in JupyterLab and run there ("Run All", not by the runner) writes its files:
+# never notebooks/ or reports/ (foxlib.run.notebook_cells.parameters)
+SCRATCH_DIR = Path(os.environ.get("FOXLIB_SCRATCH", ROOT / "scratch"))
 KERNEL_NAME = "foxlib"  # the Jupyter kernel `make venv` registers for papermill
 
 MB = 10**6  # reports show MB = 10^6 bytes throughout; JSON holds bytes

@@ -27,6 +27,8 @@ DEFINITIONS = {
                       "workspaces allocated in it; equal to the model peak on a CPU (bytes)",
     "process_peak": "what the process holds on the device at the step's peak: model peak + workspaces "
                     "once per stream + CUDA context; on a CPU the model peak (bytes)",
+    "predicted_process_peak": "process_peak as foxlib.memory.predict_step predicts it on fake tensors, where the "
+                              "step was not run (a CPU without the precision's kernels) (bytes)",
     "forward_peak": "the largest total of the step's own live tensors during forward + loss (bytes)",
     "theory_peak": "16 B/parameter (fp32 weights, gradients, two Adam moments) + the model's saved-activation "
                    "count (foxlib.memory.theory) (bytes)",

@@ -48,6 +48,19 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
     return out
 
 
+def predict_instead(model: str, cfg: Any, device: torch.device, precision: str, seed: int, why: str
+                    ) -> dict[str, Any]:
+    """measure_model's data for a step that is predicted (predict_step, nothing run) instead of measured,
+    because running it here would cost minutes for nothing the prediction lacks (`why`, shown on the page).
+    RuntimeError if the prediction fails: there is then no figure at all."""
+    predicted = predict_model(model, cfg, device, precision, seed)
+    if "error" in predicted:
+        raise RuntimeError(f"{model}: {why}, and {predicted['error']}")
+    recipe = StepRecipe(model, cfg, precision, seed, StepOptions())
+    return {"model": model, "title": recipe.card.title, "config": dataclasses.asdict(cfg),
+            "learning_rate": recipe.learning_rate, "profile": predicted, "source": "predicted", "note": why}
+
+
 def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
     """The same training step as measure_model's (foxlib.harness.recipe), categorised by PyTorch's own memory profiler."""
     from foxlib.memory.second_opinion import torch_memory_categories
@@ -70,10 +83,19 @@ class ModelMeasurement:
     """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
     learning_rate: float | None = None
     """Adam's learning rate of the step (the card's); None in measurements made before foxlib.harness.recipe."""
+    source: str = "measured"
+    """"measured", or "predicted": `profile` is predict_step's, not run (predict_instead's `why` in `note`)."""
+    note: str = ""
+
+    @property
+    def predicted_only(self) -> bool:
+        return self.source == "predicted"
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"model": self.model, "title": self.title, "config": self.config,
                              "learning_rate": self.learning_rate, "profile": self.profile.to_dict()}
+        if self.source != "measured":
+            d |= {"source": self.source, "note": self.note}
         if self.predicted is not None:
             d["predicted"] = self.predicted
         if self.second_opinion is not None:

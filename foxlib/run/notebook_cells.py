@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from foxlib.core import results
+from foxlib.core import config, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.parameters import read_parameters
 from foxlib.core.critical_path import get_wave
@@ -34,12 +34,60 @@ def settle_imports() -> None:
 
 def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
     """The wave's declared parameters, with the values they have in the notebook's namespace (called
-    after the notebook's imports: settles them, settle_imports)."""
+    after the notebook's imports: settles them, settle_imports).
+
+    Run by foxlib's runner, the namespace holds the checked parameters and the report's `output_dir`. Run
+    without it (JupyterLab's "Run All", or papermill by hand: no `output_dir`), `interactive_parameters`
+    gives the values `make report` would use (the device's defaults where a value is the notebook's own)
+    and a scratch folder for the files, says both on screen, and puts them in the namespace."""
     params = {name: namespace[name] for name in read_parameters(get_wave(wave_id).notebook)}
+    if not params.get("output_dir"):
+        params, text = interactive_parameters(wave_id, params)
+        namespace.update(params)
+        _show_markdown(text)
     _RUN.clear()
     _RUN.update(wave=wave_id, params=dict(params))
     settle_imports()
     return params
+
+
+def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """For a notebook run outside the runner: (parameters, what the run will do, as Markdown). A value that
+    differs from the notebook's default is the user's choice (checked as `make report P=...` checks it);
+    every other takes the default `make report` uses on this device (foxlib.core.parameters.CPU_DEFAULTS).
+    The files go to SCRATCH_DIR/wave-<N>/ (foxlib.core.config: never notebooks/ or reports/)."""
+    from foxlib.core import config
+    from foxlib.core.parameters import device_defaults, resolve, run_kind as kind_of
+    from foxlib.memory.devices import resolve_device
+    declared = read_parameters(get_wave(wave_id).notebook)
+    chosen = {k: v for k, v in values.items() if k != "output_dir" and v != declared[k].default}
+    first = resolve(declared, chosen)
+    if first.get("measurements"):
+        device_type = results.read_json(first["measurements"])["device"]["type"]
+    else:
+        device_type = resolve_device(first.get("device", "auto")).type
+    params = resolve(declared, chosen, device_defaults(wave_id, device_type))
+    out = config.SCRATCH_DIR / f"wave-{wave_id}"
+    params["output_dir"] = str(out)
+    kind = kind_of(wave_id, params, None, device_type)
+    applied = {k: v for k, v in kind.device_defaults.items() if k not in kind.differs}
+    differs = ", ".join(f"`{k}` = {d['value']!r} (default {d['default']!r})" for k, d in kind.differs.items())
+    what = f"a variant: {differs}" if differs else "with the defaults `make report` uses"
+    own = "; ".join(f"`{k}` = {v!r}" for k, v in applied.items())
+    lines = [f"**Run here, not by `make report`.** Wave {wave_id} on the {device_type.upper()}, {what}"
+             + (f"; the {device_type.upper()}'s own defaults applied: {own}" if own else "") + ".",
+             f"Its results.json and measurement.json go to the scratch folder `{out}`: nothing is written into "
+             f"`notebooks/` or `reports/`. `make report WAVE={wave_id}` writes the report."]
+    return params, "  \n".join(lines)
+
+
+def _show_markdown(text: str) -> None:
+    """Markdown in a notebook's output; plain text elsewhere."""
+    try:
+        from IPython.display import Markdown, display
+        display(Markdown(text))
+    except ImportError:  # pragma: no cover - ipykernel is installed with foxlib
+        print(text)
 
 
 def run_kind(wave_id: str, measurement: dict[str, Any], params: dict[str, Any] | None = None):
@@ -147,7 +195,8 @@ def finish(wave_id: str, params: dict[str, Any], measurement: dict[str, Any], ch
     kind = run_kind(wave_id, measurement, params)
     res = results.build(wave_id, params, measurement, checks, run=kind.to_dict(), **extra)
     provenance.verify(res["depends_on"])
-    out = Path(params.get("output_dir") or ".")
+    out = Path(params.get("output_dir") or config.SCRATCH_DIR / f"wave-{wave_id}")
+    out.mkdir(parents=True, exist_ok=True)
     _keep_snapshot(measurement, params, out)
     results.write_json(out / results.MEASUREMENT_FILE, measurement)
     results.write_json(out / results.RESULTS_FILE, res)

@@ -126,5 +126,6 @@ def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
     for state, tag in ((False, "fp32"), (True, f"{TARGET_PRECISION}-checkpoint")):
         totals = ensemble_totals(m, target_state=state)
         if totals is not None and len(totals.model_peaks) == len(ENSEMBLE):
-            out.append(Figure(f"ensemble/{ensemble_preset}/{tag}/process_peak", totals.process_peak, "bytes"))
+            quantity = "predicted_process_peak" if state and m.target_state_predicted else "process_peak"
+            out.append(Figure(f"ensemble/{ensemble_preset}/{tag}/{quantity}", totals.process_peak, "bytes"))
     return out

@@ -1,16 +1,24 @@
 """Wave 8.10's measurement on a device: the TFT's training step profiled (with torch.profiler's
 categories as a second opinion), the other models of the ensemble beside it, and the seed's target
 state (every model in fp16, the TFT checkpointed). `measure(...)` returns plain data (JSON-able, bytes);
-records.py types it."""
+records.py types it.
+
+On a CPU without fp16 matrix-product kernels (foxlib.memory.cpu_support.kernel_speed: most CPUs, AVX2-only
+ones and AMD's AVX-512 ones among them) a checkpointed fp16 TFT step takes minutes (205 s on an AVX2-only
+EPYC). The target state is a memory claim, so there, by default (`target_state_slow="predict"`), its steps are
+predicted on fake tensors (foxlib.memory.predict, within foxlib.memory.tolerances' 10 % on the peak; tested
+against measurements under the AVX2 and AVX-512 caps) instead of run, and the page says so and why.
+`target_state_slow="measure"` runs them anyway."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
 from foxlib.core.progress import progress
-from foxlib.harness.measure_step import measure_model
+from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
 from foxlib.memory import theory, theory_tft
+from foxlib.memory.cpu_support import kernel_speed
 from foxlib.memory.cuda import bare_context
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import ENSEMBLE, MODELS
@@ -24,18 +32,34 @@ def TARGET_TFT(cfg):  # noqa: N802 - a configuration, named as the seed names it
     return dataclasses.replace(cfg, checkpointing="all")
 
 
+TARGET_SLOW_CHOICES = ("predict", "measure")
+
+
+def slow_target(device, choice: str) -> dict[str, Any] | None:
+    """kernel_speed's data for TARGET_PRECISION where the target state is predicted rather than run (a CPU
+    without its kernels, `choice` "predict"); None where it is measured."""
+    if choice not in TARGET_SLOW_CHOICES:
+        raise ValueError(f"target_state_slow must be one of {', '.join(TARGET_SLOW_CHOICES)}, got {choice!r}")
+    if device.type != "cpu" or choice == "measure":
+        return None
+    speed = kernel_speed(TARGET_PRECISION)
+    return None if speed.fast else speed.to_dict() | {"reason": speed.reason()}
+
+
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
             precision: str = "fp32", device: str = "auto", seed: int = 0, ensemble: bool = True,
             ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True,
-            target_state: bool = True) -> dict[str, Any]:
+            target_state: bool = True, target_state_slow: str = "predict") -> dict[str, Any]:
     """Profile the TFT (and, with `ensemble`, the other models) on `device`; with `target_state`, also the
-    seed's target configuration of the ensemble (every model in fp16, the TFT checkpointed)."""
+    seed's target configuration of the ensemble (every model in fp16, the TFT checkpointed), predicted
+    instead of run on a CPU without fp16 kernels unless `target_state_slow` is "measure" (slow_target)."""
     dev = resolve_device(device)
+    slow = slow_target(dev, target_state_slow) if target_state else None
     context = bare_context(dev)
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context,
-                           "snapshot": snapshot_path if dev.type == "cuda" else ""}
+                           "snapshot": snapshot_path if dev.type == "cuda" else "", "target_state_kernels": slow}
     with progress(1 + second_opinion + len(others) + (len(others) + 1) * target_state, "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")
         out["tft"] = measure_model("tft", cfg, dev, precision, seed, snapshot_path or None)
@@ -55,9 +79,12 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
         if target_state:
             out["target_state"] = {}
             for name in others + ["tft"]:
-                bar.describe(f"profiling {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
+                how = "predicting" if slow else "profiling"
+                bar.describe(f"{how} {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
                 model_cfg = TARGET_TFT(cfg) if name == "tft" else MODELS[name].preset(ensemble_preset)
-                out["target_state"][name] = measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False)
+                out["target_state"][name] = (
+                    predict_instead(name, model_cfg, dev, TARGET_PRECISION, seed, slow["reason"]) if slow else
+                    measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False))
                 bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
     out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)

@@ -14,7 +14,7 @@ SCHEMA_VERSION = 2
 CUDA profile's peaks held the workspaces (MemoryProfile.from_dict takes them out)."""
 
 _TOP = ("wave", "measured_at", "measure_parameters", "device", "environment", "bare_context", "snapshot",
-        "theory", "second_opinion", "depends_on")
+        "theory", "second_opinion", "depends_on", "target_state_kernels")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class Measurement:
     bare_context: dict[str, Any] | None = None
     """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context())."""
     snapshot: str = ""
+    target_state_kernels: dict[str, Any] | None = None
+    """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
     wave: str = "8.10"
     measured_at: str | None = None
     measure_parameters: dict[str, Any] = field(default_factory=dict)
@@ -46,12 +48,17 @@ class Measurement:
         return {k: every[k] for k in ENSEMBLE if k in every} | {k: v for k, v in every.items() if k not in ENSEMBLE}
 
     @property
+    def target_state_predicted(self) -> bool:
+        """True where any model of the target state was predicted, not run (target_state_kernels says why)."""
+        return any(v.predicted_only for v in self.target_state.values())
+
+    @property
     def on_cuda(self) -> bool:
         return self.tft.profile.cuda is not None
 
     def to_dict(self) -> dict[str, Any]:
         d = {**self.extra, "schema_version": SCHEMA_VERSION}
-        d |= {k: getattr(self, k) for k in _TOP}
+        d |= {k: getattr(self, k) for k in _TOP if k != "target_state_kernels" or self.target_state_kernels}
         d["tft"] = self.tft.to_dict()
         d["ensemble"] = {k: v.to_dict() for k, v in self.ensemble.items()}
         d["target_state"] = {k: v.to_dict() for k, v in self.target_state.items()}

@@ -223,12 +223,14 @@ def unexplained_by_model(m: Measurement | dict[str, Any]) -> pd.DataFrame:
 
 
 def target_state_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame | None:
-    """The seed's target state (every model fp16, the TFT checkpointed) measured, beside the seed's figures."""
+    """The seed's target state (every model fp16, the TFT checkpointed) measured (or, where the CPU has no fp16
+    kernels, predicted: the columns say which), beside the seed's figures."""
     m = Measurement.coerce(m)
     e = ensemble_totals(m, target_state=True)
     if e is None:
         return None
-    col, proc = f"{MODEL_PEAK} (MB)", f"{PROCESS_PEAK} (MB)"
+    how = "predicted " if m.target_state_predicted else ""
+    col, proc = f"{how}{MODEL_PEAK} (MB)", f"{how}{PROCESS_PEAK} (MB)"
     rows = [{"model": name, col: _mb(peak), "seed's target (MB)": seed_claims.ENSEMBLE_TARGET_MB.get(name)}
             for name, peak in e.model_peaks.items()]
     if e.on_cuda:

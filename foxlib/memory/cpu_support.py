@@ -1,0 +1,192 @@
+"""What this CPU can run: its instruction sets (for the test caps of scripts/test-isa.sh) and whether it
+has fast kernels for a 16-bit precision (for the waves' canonical CPU runs).
+
+Two facts differ between the CPUs users have (AVX2 only; AVX-512 with bf16; AMX) and decide what a run
+may do there:
+
+- **A cap above the CPU is no cap.** `ATEN_CPU_CAPABILITY=avx512` on an AVX2-only CPU makes torch run
+  AVX-512 code and die with "Illegal instruction". `runnable_caps` keeps only the caps the CPU has the
+  instructions for, read from its flags (`/proc/cpuinfo`), and at or below a cap already set in the
+  environment (a user emulating an AVX2 CPU with `DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2`); each
+  skipped cap comes with its reason. `python -m foxlib.memory.cpu_support caps` prints the plan.
+- **A 16-bit precision without kernels runs a slow path.** Without native fp16 (or, below AVX-512, bf16)
+  matrix products, oneDNN and ATen convert and multiply element by element: a matrix product is tens to
+  hundreds of times slower than in fp32, and a checkpointed TFT step takes minutes. `kernel_speed` times
+  one matrix product in the precision against fp32 in this process (under its caps), so a canonical run
+  can decide from the machine it runs on, not from a list of CPU models.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# ------------------------------------------------------------------ instruction-set caps
+
+
+@dataclass(frozen=True)
+class IsaCap:
+    """One cap of scripts/test-isa.sh: the two variables that set it, the CPU flags it needs, its rank."""
+    dnnl: str  # DNNL_MAX_CPU_ISA (oneDNN's ceiling)
+    aten: str  # ATEN_CPU_CAPABILITY (ATen's kernels)
+    flags: frozenset[str]  # /proc/cpuinfo flags the cap's instructions need
+    rank: int  # higher: a larger instruction set
+
+    @property
+    def env(self) -> str:
+        return f"DNNL_MAX_CPU_ISA={self.dnnl} ATEN_CPU_CAPABILITY={self.aten}"
+
+
+CAPS = (
+    IsaCap("AVX2", "avx2", frozenset({"avx2", "fma"}), 1),
+    # avx512_bf16 without AMX, as on an AMD EPYC: ATen's avx512 kernels need F, BW, VL and DQ
+    IsaCap("AVX512_CORE_BF16", "avx512", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}), 2),
+)
+"""The caps the prediction and profiler tests run under, smallest first."""
+
+_ATEN_RANK = {"default": 0, "avx2": 1, "avx512": 2}
+_DNNL_RANK = {"SSE41": 0, "AVX": 0, "AVX2": 1, "AVX2_VNNI": 1, "AVX2_VNNI_2": 1, "AVX512_CORE": 2,
+              "AVX512_CORE_VNNI": 2, "AVX512_CORE_BF16": 2, "AVX512_CORE_FP16": 3, "AVX512_CORE_AMX": 3,
+              "AVX512_CORE_AMX_FP16": 3, "ALL": 99}
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The flags of the first processor in `/proc/cpuinfo` (or of `cpuinfo`, its text); empty where
+    there is no such file (not Linux): then no cap is known to be safe."""
+    if cpuinfo is None:
+        path = Path("/proc/cpuinfo")
+        if not path.is_file():
+            return frozenset()
+        cpuinfo = path.read_text(errors="replace")
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def environment_ceiling(env: dict[str, str] | None = None) -> tuple[int, str] | None:
+    """(rank, why) of the lowest cap the environment already sets (DNNL_MAX_CPU_ISA, ATEN_CPU_CAPABILITY),
+    None where neither is set. An unknown value counts as no ceiling: the library ignores it too."""
+    env = os.environ if env is None else env
+    found = []
+    aten = env.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if aten in _ATEN_RANK:
+        found.append((_ATEN_RANK[aten], f"ATEN_CPU_CAPABILITY={aten} is set"))
+    dnnl = env.get("DNNL_MAX_CPU_ISA", "").strip().upper()
+    if dnnl in _DNNL_RANK:
+        found.append((_DNNL_RANK[dnnl], f"DNNL_MAX_CPU_ISA={dnnl} is set"))
+    return min(found) if found else None
+
+
+@dataclass(frozen=True)
+class CapPlan:
+    """A cap and whether it runs here; `reason` says why not."""
+    cap: IsaCap
+    runs: bool
+    reason: str = ""
+
+
+def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> list[CapPlan]:
+    """Every cap of CAPS, in order, with whether this CPU (its `flags`) and the environment's own cap allow it.
+    A cap runs only when the CPU has every flag it needs and it is not above a cap already set."""
+    ceiling = environment_ceiling(env)
+    out = []
+    for cap in CAPS:
+        missing = sorted(cap.flags - flags)
+        if missing:
+            out.append(CapPlan(cap, False, f"this CPU lacks {', '.join(missing)}: torch would stop with "
+                                          "'Illegal instruction'"))
+        elif ceiling is not None and cap.rank > ceiling[0]:
+            out.append(CapPlan(cap, False, f"above the environment's own cap ({ceiling[1]})"))
+        else:
+            out.append(CapPlan(cap, True))
+    return out
+
+
+def _print_caps() -> int:
+    """`caps`: one line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)."""
+    for plan in runnable_caps(cpu_flags()):
+        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten}" + (f" {plan.reason}" if plan.reason else ""))
+    return 0
+
+
+# ------------------------------------------------------------------ 16-bit kernels
+
+SLOW_PATH_RATIO = 4.0
+"""A 16-bit matrix product this many times slower than fp32's (or more) runs without kernels for it. On this
+project's CPU (AMD EPYC, one thread, the probe's shape): bf16 0.4-0.5x fp32 with its AVX-512 kernels; fp16
+there, and bf16 and fp16 under the AVX2 cap, 25-43x (the conversion path). The threshold sits far from both."""
+
+_PROBE_SHAPE = (256, 256, 256)  # (m, k, n): 17 M multiply-adds, about 12 ms on the slow path
+
+
+@dataclass(frozen=True)
+class KernelSpeed:
+    """One matrix product in `precision` against fp32 on this CPU, in this process (under its caps)."""
+    precision: str
+    ratio: float  # the 16-bit product's time over fp32's (best of a few)
+    capability: str  # torch.backends.cpu.get_cpu_capability() while timed
+
+    @property
+    def fast(self) -> bool:
+        return self.ratio < SLOW_PATH_RATIO
+
+    def to_dict(self) -> dict:
+        return {"precision": self.precision, "ratio": self.ratio, "capability": self.capability,
+                "fast": self.fast, "slow_path_ratio": SLOW_PATH_RATIO}
+
+    def reason(self) -> str:
+        """Why a run does not execute this precision here (for the page)."""
+        return (f"this CPU has no {self.precision} matrix-product kernels (ATen capability {self.capability}): "
+                f"a {self.precision} product took {self.ratio:,.0f}x fp32's time here, so a step would take minutes")
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_speed(precision: str) -> KernelSpeed:
+    """Time one (256 x 256) @ (256 x 256) product in `precision` ("fp16", "bf16"; "fp32": 1) against fp32,
+    on one thread (several threads' wake-ups make fp32's time vary tenfold): best of 5 after two warm-ups.
+    Cached for the process (its caps do not change)."""
+    import torch
+    dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    if precision not in dtypes:
+        raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(dtypes)}")
+    m, k, n = _PROBE_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+
+    def best(dtype) -> float:
+        x, y = a.to(dtype), b.to(dtype)
+        x @ y, x @ y
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            x @ y
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ratio = 1.0 if precision == "fp32" else best(dtypes[precision]) / best(torch.float32)
+    finally:
+        torch.set_num_threads(threads)
+    return KernelSpeed(precision, ratio, torch.backends.cpu.get_cpu_capability())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["caps"]:
+        return _print_caps()
+    if len(argv) == 2 and argv[0] == "kernels":
+        print(kernel_speed(argv[1]).to_dict())
+        return 0
+    print("usage: python -m foxlib.memory.cpu_support caps | kernels fp16|bf16", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
