@@ -46,6 +46,7 @@ accuracy_min_skill_pct: float = 2.0  # a run has skill when it beats climatology
 timelines: bool = True  # also record live memory through one step (plain, checkpointed, memory-efficient, CUDA graph)
 timeline_dir: str = ""  # where the timelines' snapshot files go (a temporary folder if empty)
 cublas_workspace_knob: bool = True  # on CUDA, also measure the cuBLAS workspace size as a memory knob (fresh processes)
+claim_runs: int = 3  # independent runs (fresh processes) that time the strategies the seed's speed claims are about; a verdict needs every run to agree
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -65,6 +66,7 @@ m = notebook.measure_or_load("8.12", params)
 record = wave.record(m)  # raw bytes, seconds and each ratio's interval: what every decision below reads
 checks = wave.checks(record, budgets)
 recommended = wave.recommend(record, budgets)
+per_class = wave.recommend_per_class(record, budgets)
 display(HTML(notebook.verdict_banner("8.12", checks, m)))
 display(reading.opening("8.12", checks, params["output_dir"] or "."))
 
@@ -80,6 +82,10 @@ display(reading.opening("8.12", checks, params["output_dir"] or "."))
 # %%
 display(Markdown(wave.recommendation_text(recommended)))
 display(notebook.table(notebook.checks_table(checks)))
+display(Markdown("**Per card class.** The same decision among the strategies each class of device runs (a GPU "
+                 "without bf16 has no TF32 either: V100, T4, RTX 20xx, the 4 GB GTX 1650). Memory holds across a "
+                 "class; speeds are this device's own."))
+display(notebook.table(wave.per_class_table(per_class)))
 display(notebook.table(wave.targets(record, budgets)))
 display(Markdown(wave.other_kind_text(record, budgets, recommended)))
 display(notebook.table(wave.floors_table(m, budgets)))
@@ -112,6 +118,22 @@ if m.get("skipped"):
 if m["accuracy_preset"] != params["preset"]:
     display(Markdown(f"Accuracy runs used the `{m['accuracy_preset']}` TFT preset (batch and sequence scaled "
                      "by the same fractions): the seed preset trains too slowly on the CPU."))
+
+# %% [markdown]
+# ## The seed's speed claims in independent runs
+# One alternating run's interval is narrower than the spread between runs of the same code, so the
+# strategies the seed's speed claims are about are timed again in independent runs (fresh processes, fp32
+# beside them in each). A claim holds, or is wrong, only when every run says so; else it is inconclusive.
+
+# %%
+from foxlib.core.seed_claims import SPEED_READING
+
+claims = wave.claim_runs_table(record)
+display(Markdown(f"Reading: {SPEED_READING}."))
+display(notebook.table(claims) if claims is not None else
+        Markdown(f"Not measured in this run (`claim_runs={params['claim_runs']}`"
+                 + (", the CPU's default: each run costs minutes on two cores" if m["device"]["type"] == "cpu" else "")
+                 + "): each claim rests on the one alternating run above, and the index calls it inconclusive."))
 
 # %% [markdown]
 # ## Accuracy: skill over the naive forecast, and "same function" as numbers
@@ -182,7 +204,8 @@ display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.12", params, m, checks, recommended=recommended, record=record.to_dict(),
+res = notebook.finish("8.12", params, m, checks, recommended=recommended, recommended_per_class=per_class,
+                      record=record.to_dict(),
                       figures=as_dict(wave.named_figures(m)),
                       prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "

@@ -10,7 +10,7 @@
 # and sha256; so measure 8.12 first, render and commit it here, then run 8.13 and the peer:
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES="8.10 8.11 8.12" PEER=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES="8.13" GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
-# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), PEER=0, PEER_COMPILE=off (the peer
+# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), CLAIMS=1 (8.12's claim runs alone), PEER=0, PEER_COMPILE=off (the peer
 # benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling; a run with them that
 # leaves no file is run again without them, its page saying why), THROUGHPUT=1,
 # GPU_TESTS=0, CPU_TESTS=0 (the prediction and
@@ -51,6 +51,10 @@ if [ "${PEER:-1}" = 1 ]; then
       --compile-off-reason "because a run with torch.compile at this revision failed (${err:-no error line in run.log})" \
       --out "$OUT/peer-benchmark.json" 2>&1 | tail -n 40 | tee -a "$LOG"
   fi
+fi
+if [ "${CLAIMS:-0}" = 1 ]; then  # the seed's speed claims again, alone (fresh processes): verdicts from run to run
+  stamp "seed claims, independent runs (foxlib.waves.wave_8_12.claim_runs)"
+  python3 -m foxlib.waves.wave_8_12.claim_runs --device cuda --out "$OUT/claim-runs.json" 2>&1 | tail -n 20 | tee -a "$LOG"
 fi
 if [ "${THROUGHPUT:-0}" = 1 ]; then
   stamp "throughput benchmark (NVIDIA's published TFT configuration)"

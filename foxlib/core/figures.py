@@ -54,6 +54,8 @@ class Figure:
     low: float | None = None
     """The lower end of the value's confidence interval, where it has one (timing ratios)."""
     high: float | None = None
+    runs: tuple[tuple[float, float, float], ...] | None = None
+    """(median, low, high) of each independent run of the same figure, where it was measured in several."""
 
     def __post_init__(self):
         if self.unit not in UNITS:
@@ -73,6 +75,8 @@ class Figure:
         d = {"value": self.value, "unit": self.unit}
         if self.low is not None or self.high is not None:
             d["low"], d["high"] = self.low, self.high
+        if self.runs:
+            d["runs"] = [list(r) for r in self.runs]
         return d
 
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from foxlib.core import config, results
+from foxlib.core import config, results, seed_claims
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
 
@@ -147,7 +147,7 @@ def write_index(reports_dir: Path | None = None) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     page = env.get_template("index.html.j2").render(
-        answer=answer(found, devs), ledger=ledger.rows(found, devs), devices=devs, waves=waves,
+        answer=answer(found, devs), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING, devices=devs, waves=waves,
         deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
                    "differs": ", ".join(f"{k} = {val.get('value')!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}

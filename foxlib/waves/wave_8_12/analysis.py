@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from foxlib.core.budgets import Check
+from foxlib.core.card_classes import CardClass, classes_for
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
@@ -19,8 +20,9 @@ from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
-def _kind(rec: Measurement812, cuda_graph: bool | None) -> list[StrategyResult]:
-    return [s for s in rec.strategies if cuda_graph is None or s.cuda_graph == cuda_graph]
+def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass | None = None) -> list[StrategyResult]:
+    return [s for s in rec.strategies if (cuda_graph is None or s.cuda_graph == cuda_graph)
+            and (card_class is None or card_class.allows(s.precision, s.options))]
 
 
 def pareto(m) -> list[str]:
@@ -61,21 +63,25 @@ def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
             "allocator_peak_bytes": s.allocator_peak_bytes}
 
 
-def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None) -> dict[str, Any]:
+def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None,
+              card_class: CardClass | None = None) -> dict[str, Any]:
     """The configuration to ship. Among the strategies whose peak is within the budget, whose accuracy
     is within tolerance and whose slowdown check passes (the interval's upper end under max_slowdown),
     the fastest per training window (a smaller batch takes shorter steps but needs more of them); when
     other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
     cuda_graph None: among every strategy (the recommendation: wave 8.13 trains and serves a graphed one
-    with captured steps); False / True: the same among the eager / the CUDA-graph ones."""
+    with captured steps); False / True: the same among the eager / the CUDA-graph ones. card_class: only
+    the strategies that class's kernels run (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class)."""
     rec = record(m)
     kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
+    if card_class is not None:
+        kind += f" open to the {card_class.name} class"
     limit_mb = budgets["tft"]["peak_training_mb"]
     tolerance_pct = budgets["accuracy"]["max_degradation_pct"]
     max_slowdown = budgets["speed"]["max_slowdown"]
     gates = (f"a peak under {limit_mb:,.0f} MB, accuracy within {tolerance_pct} % and a slowdown per training window "
              f"under {max_slowdown:g}x (upper end of the {100 * rec.confidence:.0f} % interval)")
-    ok = [s for s in _kind(rec, cuda_graph) if s.peak_bytes <= limit_mb * MB
+    ok = [s for s in _kind(rec, cuda_graph, card_class) if s.peak_bytes <= limit_mb * MB
           and s.accuracy_impact_pct <= tolerance_pct and s.window_ratio.under(max_slowdown)]
     if not ok:
         return {"strategy": None, "reason": f"no {kind} has {gates}"}
@@ -95,6 +101,15 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None =
                   f"{lightest}")
     return {**_describe(best, rec), **workspace_advice(rec, best.name), "fastest": fastest.name,
             "tied_with": [s.name for s in tied], "settled_by_memory": bool(tied), "reason": reason}
+
+
+def recommend_per_class(m, budgets: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """{class name: recommend() among the strategies that class runs} for every class this measurement's device
+    answers for (foxlib.core.card_classes.classes_for: a GPU's run answers for every GPU class, in memory; its
+    speeds are the GPU's own)."""
+    rec = record(m)
+    return {c.name: {**recommend(rec, budgets, card_class=c), "card_class": c.name, "card_class_title": c.title}
+            for c in classes_for(rec.device["type"])}
 
 
 def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
@@ -167,7 +182,8 @@ def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
         out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
         if s.name != BASELINE:
             w = s.window_ratio
-            out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high))
+            runs = tuple((x.median, x.low, x.high) for x in r.claim_runs.get(s.name, ())) or None
+            out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high, runs=runs))
         same = (m.get("same_function", {}) if isinstance(m, dict) else {}).get(s.name)
         if same and "error" not in same:
             out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))

@@ -24,6 +24,7 @@ from foxlib.harness.training import HARNESS, accuracy_config, check_target
 from foxlib.memory.cuda_graph import GraphedStep
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
+from foxlib.waves.wave_8_12.claim_runs import measure_claim_runs
 from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
 from foxlib.waves.wave_8_12.workspace import measure_knob
 
@@ -35,11 +36,12 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             accuracy_val_windows: int = HARNESS["val_windows"], accuracy_target: str = HARNESS["target"],
             accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
             accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"], timelines: bool = True,
-            timeline_dir: str = "", cublas_workspace_knob: bool = True) -> dict[str, Any]:
+            timeline_dir: str = "", cublas_workspace_knob: bool = True, claim_runs: int = 3) -> dict[str, Any]:
     """Profile and time every strategy of `strategies` runnable on `device`, train one set of accuracy runs
     per distinct function they compute, check the same-function claims and, with `timelines`, record the
     seed TFT's live memory through one step; with `cublas_workspace_knob` (CUDA), the cuBLAS workspace
-    size as a memory knob (workspace.py, fresh processes)."""
+    size as a memory knob (workspace.py, fresh processes); the strategies the seed's claims are about timed
+    again in `claim_runs` independent fresh processes (claim_runs.py)."""
     dev = resolve_device(device)
     check_target(accuracy_target)
     chosen, skipped = runnable(select(strategies), dev)
@@ -87,6 +89,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     del steps
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+    out["claim_runs"] = measure_claim_runs(chosen, configs, preset, dev, seed, runs=claim_runs)
     out["floors"] = step_floors(base, dev, seed)
     out["cublas_workspace"] = measure_knob(chosen, configs, preset, dev, seed) if cublas_workspace_knob \
         else {"skipped": "not asked (cublas_workspace_knob=False)"}

@@ -10,6 +10,7 @@ from typing import Any
 
 from foxlib.core.schema import readable_version
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
+from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results, own_workspace
 
@@ -80,6 +81,8 @@ class Measurement812:
     bootstrap_seed: int = SEED
     schema_version: int = SCHEMA_VERSION
     workspace_knob: tuple[KnobResult, ...] = ()  # the cuBLAS workspace knob's strategies (workspace.py)
+    claim_runs: dict[str, tuple[RatioInterval, ...]] = field(default_factory=dict)
+    """Per seed-claim strategy, its time per window over fp32's in each independent run (claim_runs.py)."""
 
     def knob(self, name: str) -> KnobResult | None:
         """The strategy measured at both cuBLAS workspace sizes, or None."""
@@ -128,13 +131,15 @@ class Measurement812:
                 workspace_bytes=own_workspace(m["memory"][name])))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
-                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.get("cublas_workspace")))
+                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.get("cublas_workspace")),
+                   claim_runs=claim_intervals(m.get("claim_runs")))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["strategies"] = [s.to_dict() for s in self.strategies]
         d["baseline_losses"] = list(self.baseline_losses)
         d["workspace_knob"] = [k.to_dict() for k in self.workspace_knob]
+        d["claim_runs"] = {n: [r.to_dict() for r in rs] for n, rs in self.claim_runs.items()}
         return d
 
     @classmethod
@@ -142,7 +147,9 @@ class Measurement812:
         readable_version(d, "8.12", SCHEMA_VERSION, absent=None)  # (a raw measurement.json: from_measurement)
         return cls(**{**d, "schema_version": SCHEMA_VERSION, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "baseline_losses": tuple(d["baseline_losses"]),
-                      "workspace_knob": tuple(KnobResult.from_dict(k) for k in d.get("workspace_knob") or ())})
+                      "workspace_knob": tuple(KnobResult.from_dict(k) for k in d.get("workspace_knob") or ()),
+                      "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
+                                     for n, rs in (d.get("claim_runs") or {}).items()}})
 
 
 def _int_or_none(x) -> int | None:

@@ -239,3 +239,42 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
                         if links[n][key])
         lines.append(f"- {n}: {text}{files}")
     return lines + [f"- {n}: not recorded ({r.skipped})" for n, r in runs.items() if r.series is None]
+
+
+def claim_runs_table(m) -> pd.DataFrame | None:
+    """The seed's speed claims against the independent runs (claim_runs.py): per strategy, the seed's claim as
+    a time ratio (foxlib.core.seed_claims.SPEED_READING) and its band, each run's time per window against
+    fp32 with its interval, the spread and the verdict (seed_claims.speed_verdict, as the index's ledger
+    judges it). None where the runs were not made."""
+    rec = record(m)
+    if not rec.claim_runs:
+        return None
+    rows = []
+    for name, runs in rec.claim_runs.items():
+        claim = seed_claims.STRATEGY_GUESSES[rec[name].seed_guess]["speed"]
+        ratio = seed_claims.speed_ratio(claim)
+        low, high = seed_claims.speed_band(ratio)
+        medians = [r.median for r in runs]
+        row = {"strategy": name, "seed's claim": claim, "as time per window (x fp32)": round(ratio, 2),
+               f"within ±{100 * seed_claims.SPEED_BAND:g} %": f"[{low:.2f}, {high:.2f}]"}
+        row |= {f"run {i + 1} (x fp32)": str(r) for i, r in enumerate(runs)}
+        row |= {"spread of medians": f"{min(medians):.2f}-{max(medians):.2f}",
+                "verdict": seed_claims.speed_verdict([(r.median, r.low, r.high) for r in runs], ratio)}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """analysis.recommend_per_class as a table: per card class, the strategy to ship and its figures (or why none)."""
+    rows = []
+    for name, r in per_class.items():
+        row = {"card class": r["card_class_title"], "configuration to ship": r["strategy"] or "none"}
+        if r["strategy"]:
+            row |= {"precision": r["precision"], "model peak (MB)": _mb(r["peak_bytes"]),
+                    "allocator peak (MB)": _mb(r.get("allocator_peak_bytes")),
+                    "time per window (x fp32, 95 % interval)": r["interval"].removesuffix(" of fp32 per window"),
+                    "accuracy impact (%)": round(r["accuracy_impact_pct"], 2)}
+        else:
+            row["why"] = r["reason"]
+        rows.append(row)
+    return pd.DataFrame(rows)

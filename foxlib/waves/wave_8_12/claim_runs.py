@@ -1,0 +1,121 @@
+"""The seed's speed claims timed in independent runs. One alternating run (measuring.py's timing) gives
+intervals narrower than the spread between runs of the same code: on the H200, "checkpoint all" was
+1.39x [1.23, 1.69] in one run and 1.53x [1.43, 1.69] in another (issue 25). So each strategy a seed claim
+is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh processes
+(foxlib.harness.fresh_process: each builds the steps anew, warms up, then times them alternating), and a
+claim's verdict needs every run to agree (foxlib.report.ledger).
+
+`measure_claim_runs` returns plain data; `claim_intervals` types it: per strategy, one ratio of time per
+training window to fp32's per run, with its bootstrap interval over that run's rounds.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from foxlib.core.progress import progress
+from foxlib.core.seed_claims import MIN_RUNS
+from foxlib.harness.fresh_process import measure_in_fresh_process
+from foxlib.harness.timing import RatioInterval, interval_of_samples
+from foxlib.memory.cpu_support import kernel_speed
+from foxlib.models import MODELS
+from foxlib.waves.wave_8_12.strategies import BASELINE, STRATEGIES
+
+CLAIM_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.seed_guess)
+"""fp16, the checkpointing granularities, batch ÷4 and sequence ÷2: every strategy a seed claim is about."""
+RUNS = MIN_RUNS  # independent runs a verdict needs (foxlib.core.seed_claims)
+STEPS = 20  # timed rounds per run, after the child's warm-up steps
+
+
+def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: torch.device, seed: int,
+                       runs: int = RUNS, steps: int = STEPS) -> dict[str, Any]:
+    """The claim strategies among `chosen` (with fp32) timed in `runs` fresh processes, as plain data:
+    {"strategies", "batch_sizes", "steps", "runs": [one child's output per run], "skipped": {name: why}},
+    or {"skipped_all": why}. On a CPU, a strategy in a 16-bit precision without kernels there is skipped
+    (foxlib.memory.cpu_support: minutes a step)."""
+    if runs < 1:
+        return {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
+    skipped: dict[str, str] = {}
+    picked = []
+    for s in chosen:
+        if s.name != BASELINE and s.name not in CLAIM_STRATEGIES:
+            continue
+        if device.type == "cpu" and s.precision != "fp32" and not kernel_speed(s.precision).fast:
+            skipped[s.name] = kernel_speed(s.precision).reason()
+            continue
+        picked.append(s)
+    base = dataclasses.asdict(MODELS["tft"].preset(preset))
+    variants = {s.name: {"device": device.type, "preset": preset, "precision": s.precision, "seed": seed,
+                         "cuda_graph": s.cuda_graph, "options": s.options.to_dict(),
+                         "overrides": {k: v for k, v in dataclasses.asdict(configs[s.name]).items() if v != base[k]}}
+                for s in picked}
+    out: list[dict[str, Any]] = []
+    with progress(runs, "seed claims, independent runs (fresh processes)") as bar:
+        for r in range(runs):
+            bar.describe(f"run {r + 1}/{runs}: {len(variants)} strategies alternating, {steps} rounds")
+            out.append(measure_in_fresh_process({"device": device.type, "profile": False, "steps": steps,
+                                                 "variants": variants}))
+            bar.advance()
+    return {"strategies": list(variants), "batch_sizes": {n: configs[n].batch_size for n in variants},
+            "steps": steps, "runs": out, "skipped": skipped}
+
+
+def claim_intervals(data: dict[str, Any] | None) -> dict[str, tuple[RatioInterval, ...]]:
+    """{strategy: one time-per-window ratio to fp32 per run}, fp32 left out; {} where the runs were not made
+    (an older measurement, claim_runs=0) or a run failed (claim_runs_error says why)."""
+    if not data or data.get("skipped_all") or claim_runs_error(data):
+        return {}
+    base_bs = data["batch_sizes"][BASELINE]
+    out: dict[str, tuple[RatioInterval, ...]] = {}
+    for name in data["strategies"]:
+        if name == BASELINE:
+            continue
+        per_run = []
+        for run in data["runs"]:
+            v = run["variants"]
+            step = interval_of_samples(v[name]["step_s_samples"], v[BASELINE]["step_s_samples"])
+            per_run.append(step.scaled(base_bs / data["batch_sizes"][name]))
+        out[name] = tuple(per_run)
+    return out
+
+
+def claim_runs_error(data: dict[str, Any] | None) -> str | None:
+    """Why the runs have no intervals although they were made: the first failed process's error."""
+    for i, run in enumerate((data or {}).get("runs") or []):
+        if "error" in run:
+            return f"independent run {i + 1} failed: {run['error']}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m foxlib.waves.wave_8_12.claim_runs --out F [--device D] [--runs N]`: the claim runs alone, at the
+    seed configuration (as wave 8.12 makes them), into a JSON file: a re-run of the same revision checks that the
+    verdicts hold from run to run without the whole wave."""
+    import argparse
+    import json
+
+    from foxlib.core.provenance import git_revision
+    from foxlib.memory.devices import describe, resolve_device
+    from foxlib.waves.wave_8_12.strategies import configure, select
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--runs", type=int, default=RUNS)
+    p.add_argument("--steps", type=int, default=STEPS)
+    a = p.parse_args(argv)
+    dev = resolve_device(a.device)
+    chosen = select(";".join(CLAIM_STRATEGIES))
+    base = MODELS["tft"].preset("seed")
+    configs = {s.name: configure(base, s.overrides) for s in chosen}
+    data = measure_claim_runs(chosen, configs, "seed", dev, 0, runs=a.runs, steps=a.steps)
+    with open(a.out, "w") as f:
+        json.dump({"device": describe(dev), "revision": git_revision(), "claim_runs": data}, f, indent=1)
+    for name, runs in claim_intervals(data).items():
+        print(name, ", ".join(str(r) for r in runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

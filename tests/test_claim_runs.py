@@ -1,0 +1,91 @@
+"""The seed's speed claims: one reading of "+N % faster" / "-N % slower" (foxlib.core.seed_claims), verdicts
+only from independent runs that agree, and the runs themselves (foxlib.waves.wave_8_12.claim_runs)."""
+import pytest
+
+from foxlib.core import seed_claims as sc
+from foxlib.waves.wave_8_12 import claim_runs as cr
+
+
+@pytest.mark.parametrize("text, ratio", [("+20% faster", 1 / 1.2), ("-40% slower", 1 / 0.6), ("-75% slower", 4.0),
+                                         ("no change", 1.0), ("-40 % slower", 1 / 0.6)])
+def test_one_reading_of_faster_and_slower(text, ratio):
+    assert sc.speed_ratio(text) == pytest.approx(ratio)
+
+
+@pytest.mark.parametrize("text", ["twice as fast", "-100% slower", "40% quicker"])
+def test_a_claim_without_a_reading_is_an_error(text):
+    with pytest.raises(ValueError):
+        sc.speed_ratio(text)
+
+
+def test_every_speed_guess_of_the_seed_has_a_reading():
+    assert {k: round(sc.speed_ratio(g["speed"]), 3) for k, g in sc.STRATEGY_GUESSES.items()} == \
+        {"fp16": 0.833, "checkpointing": 1.667, "batch_8": 4.0, "sequence_30": 1.0}
+
+
+def test_the_band_is_ten_percent_either_way():
+    low, high = sc.speed_band(1.0)
+    assert low == pytest.approx(1 / 1.1) and high == pytest.approx(1.1)
+
+
+def test_the_runs_that_flipped_on_the_h200_agree_under_the_band():
+    """Issue 25's two runs of "checkpoint all" at one revision, 1.39x [1.23, 1.69] and 1.53x [1.43, 1.69]:
+    one reading, one band, and both meet it."""
+    runs = [(1.39, 1.23, 1.69), (1.53, 1.43, 1.69), (1.45, 1.30, 1.60)]
+    assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "holds"
+    assert sc.speed_verdict(runs[:2], sc.speed_ratio("-40% slower")) == "inconclusive"  # two runs are not enough
+
+
+def test_a_verdict_needs_every_run_to_agree():
+    apart = (2.5, 2.4, 2.6)
+    meets = (1.0, 0.95, 1.05)
+    assert sc.speed_verdict([apart] * 3, 1.0) == "wrong"
+    assert sc.speed_verdict([meets] * 3, 1.0) == "holds"
+    assert sc.speed_verdict([meets, meets, apart], 1.0) == "inconclusive"
+    wide = (1.0, 0.5, 2.0)  # high / low = 4: confirms nothing
+    assert sc.run_verdict(wide[1], wide[2], sc.speed_band(1.0)) == "inconclusive"
+    assert sc.speed_verdict([wide] * 3, 1.0) == "inconclusive"
+
+
+def _run(base_samples, other_samples):
+    return {"variants": {"fp32 (baseline)": {"step_s_samples": base_samples},
+                         "batch ÷4": {"step_s_samples": other_samples}}}
+
+
+def test_claim_intervals_are_per_run_and_per_training_window():
+    data = {"strategies": ["fp32 (baseline)", "batch ÷4"], "batch_sizes": {"fp32 (baseline)": 32, "batch ÷4": 8},
+            "steps": 3, "runs": [_run([1.0, 1.0, 1.0], [0.5, 0.5, 0.5]), _run([2.0, 2.0, 2.0], [0.5, 0.5, 0.5])],
+            "skipped": {}}
+    got = cr.claim_intervals(data)
+    assert list(got) == ["batch ÷4"] and len(got["batch ÷4"]) == 2
+    assert got["batch ÷4"][0].median == pytest.approx(2.0)  # half the step time, four times the steps
+    assert got["batch ÷4"][1].median == pytest.approx(1.0)
+    assert cr.claim_intervals({**data, "runs": [{"error": "exit 1: boom"}]}) == {}
+    assert "run 1 failed: exit 1: boom" in cr.claim_runs_error({"runs": [{"error": "exit 1: boom"}]})
+    assert cr.claim_intervals({"skipped_all": "not asked"}) == {} and cr.claim_intervals(None) == {}
+
+
+def test_the_claim_strategies_are_those_a_seed_guess_names():
+    assert set(cr.CLAIM_STRATEGIES) == {"fp16", "checkpoint VSNs", "checkpoint blocks", "checkpoint all",
+                                        "checkpoint variables", "batch ÷4", "sequence ÷2"}
+    assert cr.RUNS == sc.MIN_RUNS == 3
+
+
+@pytest.mark.slow
+def test_claim_runs_run_in_fresh_processes_and_skip_16_bit_without_kernels(monkeypatch):
+    import torch
+
+    from foxlib.memory.cpu_support import KernelSpeed
+    from foxlib.models import MODELS
+    from foxlib.waves.wave_8_12.strategies import configure, select
+    monkeypatch.setattr(cr, "kernel_speed", lambda p: KernelSpeed(p, 30.0, "AVX2"))
+    chosen = select("fp32 (baseline);fp16;batch ÷4")
+    base = MODELS["tft"].config("small", batch_size=8, encoder_length=8)
+    configs = {s.name: configure(base, s.overrides) for s in chosen}
+    data = cr.measure_claim_runs(chosen, configs, "small", torch.device("cpu"), 0, runs=1, steps=2)
+    assert "no fp16 matrix-product kernels" in data["skipped"]["fp16"]
+    assert data["strategies"] == ["fp32 (baseline)", "batch ÷4"] and data["batch_sizes"]["batch ÷4"] == 2
+    got = cr.claim_intervals(data)
+    assert len(got["batch ÷4"]) == 1 and got["batch ÷4"][0].median > 0
+    assert cr.measure_claim_runs(chosen, configs, "small", torch.device("cpu"), 0, runs=0) == \
+        {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
