@@ -13,12 +13,14 @@ from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.step_options import StepOptions
 
 
-def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
+def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0,
+                  kernel_scratch: bool | None = None) -> dict[str, Any]:
     """predict_step for the step measure_model measures (Adam in the device's default form), as a dict;
     {"error": ...} if the prediction fails: a failed prediction must not cost the measurement."""
     from foxlib.memory.predict import predict_step
     try:
-        return predict_step(MODELS[model], cfg, precision=precision, seed=seed, target=device.type).to_dict()
+        return predict_step(MODELS[model], cfg, precision=precision, seed=seed, target=device.type,
+                            kernel_scratch=kernel_scratch).to_dict()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement, never raised
         return {"error": f"prediction failed: {type(exc).__name__}: {exc}"}
 
@@ -52,8 +54,9 @@ def predict_instead(model: str, cfg: Any, device: torch.device, precision: str, 
                     ) -> dict[str, Any]:
     """measure_model's data for a step that is predicted (predict_step, nothing run) instead of measured,
     because running it here would cost minutes for nothing the prediction lacks (`why`, shown on the page).
+    The CPU kernels' scratch is not probed (a probe runs those slow kernels): the step's own tensors.
     RuntimeError if the prediction fails: there is then no figure at all."""
-    predicted = predict_model(model, cfg, device, precision, seed)
+    predicted = predict_model(model, cfg, device, precision, seed, kernel_scratch=False)
     if "error" in predicted:
         raise RuntimeError(f"{model}: {why}, and {predicted['error']}")
     recipe = StepRecipe(model, cfg, precision, seed, StepOptions())

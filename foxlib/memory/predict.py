@@ -241,7 +241,7 @@ _PREDICTED: dict[tuple, MemoryProfile] = {}
 
 def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
-                 batch: Any = None, target: str = "cpu") -> MemoryProfile:
+                 batch: Any = None, target: str = "cpu", kernel_scratch: bool | None = None) -> MemoryProfile:
     """Predict what profile_step measures for one training step of `card` built from `config`
     (as foxlib.harness.measure_step does it: Adam at the config's learning rate over all parameters), on
     the CPU, without allocating the model, its gradients, optimizer state or activations.
@@ -253,6 +253,9 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     target: the device type the step will run on: "cpu", or "cuda" (then Adam is the multi-tensor
     one unless foreach says otherwise, and dropout the fused kernel with its 1-byte mask; the CPU
     kernels' scratch is not probed).
+    kernel_scratch: probe the CPU kernels' scratch (predict_scratch: each 16-bit matmul run once on zeros); None:
+    on a "cpu" target. False where those kernels are the conversion path (foxlib.memory.cpu_support): the probe
+    would take as long as the step, and the prediction is then the step's own tensors.
 
     A prediction is deterministic: one made from the card's own batch (batch None) is made once per
     process and argument set, and given again (the run's preflight, its measurement and wave 8.13's card
@@ -262,7 +265,8 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
         raise ValueError(f"unknown target {target!r}; valid: cpu, cuda")
     if target == "cuda" and foreach is None:
         foreach = True
-    key = (card.name, id(card), repr(config), precision, optimizer, foreach, warmup, seed, target)
+    scratch = target == "cpu" if kernel_scratch is None else kernel_scratch
+    key = (card.name, id(card), repr(config), precision, optimizer, foreach, warmup, seed, target, scratch)
     if batch is None and key in _PREDICTED:
         return _PREDICTED[key]
     keep = batch is None and not torch._C._autograd._profiler_enabled()
@@ -271,7 +275,7 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     profile = predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
                                  optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach, warmup=warmup,
                                  buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu",
-                                 kernel_scratch=target == "cpu")
+                                 kernel_scratch=scratch)
     if keep:
         _PREDICTED[key] = profile
     return profile
