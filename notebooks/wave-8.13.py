@@ -44,6 +44,7 @@ inference_mode: str = "auto"  # how the models run at once: streams (one CUDA st
 ensemble_precision: str = "fp32"  # precision of DQN, PPO and Mamba-2 in training and inference (the TFT's comes from tft_config)
 device: str = "auto"  # auto (CUDA if present, else CPU), cpu or cuda
 seed: int = 0  # random seed of the models and their batches
+card_class: str = "auto"  # card class to validate: auto (this device's own: bf16 on an H200), bf16, fp16 (no bf16, no TF32: V100, T4, GTX 1650; emulated on a newer GPU) or cpu
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -65,7 +66,8 @@ provenance.verify(wave.citations(m))  # the cited 8.12 results must be the publi
 checks = wave.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))
 display(reading.opening("8.13", checks, params["output_dir"] or "."))
-display(Markdown(wave.depends_on_text(m) + "  \n" + wave.nvml_text(m) + "  \n" + wave.cap_text(m)))
+display(Markdown(wave.card_class_text(m) + "  \n" + wave.depends_on_text(m) + "  \n" + wave.nvml_text(m) + "  \n"
+                 + wave.cap_text(m)))
 
 # %% [markdown]
 # ## Checks
@@ -160,7 +162,7 @@ display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this sectio
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.13", params, m.to_dict(), checks, deployment=deployment.FILE,
+res = notebook.finish("8.13", params, m.to_dict(), checks, card_class=m.extra.get("card_class"), deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
                       enforced=m.cap.enforced, tft_config=m.tft,
                       figures=as_dict(wave.named_figures(m)))

@@ -93,18 +93,61 @@ def headline(res: dict[str, Any], most: int = 3) -> list[str]:
     return [margin(c) for c in checks[:most]]
 
 
-def answer(found: dict[str, dict[str, Any]], devs: list[str]) -> list[str]:
-    """The page's first lines: the deployment verdict per device and what decides it."""
+def tightest(res: dict[str, Any]) -> str:
+    """The smallest margin among a report's byte checks, as a reader needs it: what is left under the limit
+    (or how far over), and of which check."""
+    byte_checks = [c for c in res.get("checks", []) if c.get("unit") == "bytes" and c.get("limit")]
+    if not byte_checks:
+        return ""
+    c = min(byte_checks, key=lambda c: (c["limit"] - c["measured"]) / c["limit"])
+    left = c["limit"] - c["measured"]
+    return (f"margin {display(left, 'bytes')} ({100 * left / c['limit']:.0f} % of {display(c['limit'], 'bytes')}) "
+            f"at its tightest check, {c['name']}" if left >= 0 else
+            f"{display(-left, 'bytes')} over at {c['name']}")
+
+
+def _class_runs(found: dict[str, dict[str, Any]], variants: list[dict[str, Any]], device: str) -> dict[str, dict]:
+    """{card class: 8.13 results} on one device: the canonical report for its own class (a report made before
+    card classes: the bf16 class where its TFT ran bf16, else the fp16 one), a card_class variant for another."""
+    runs: dict[str, dict[str, Any]] = {}
+    canonical = found.get("8.13", {}).get(device)
+    if canonical:
+        cls = (canonical.get("card_class") or {}).get("name")
+        if cls is None:
+            cls = "cpu" if canonical["device"]["type"] == "cpu" else (
+                "bf16" if (canonical.get("tft_config") or {}).get("precision") == "bf16" else "fp16")
+        runs[cls] = canonical
+    for v in variants:
+        cls = (v.get("card_class") or {}).get("name")
+        differs = set(((v.get("run") or {}).get("differs") or {}))
+        if v["wave"] == "8.13" and v["_device"] == device and cls and cls not in runs and differs <= {"card_class"}:
+            runs[cls] = v
+    return runs
+
+
+def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dict[str, Any]] | None = None
+           ) -> list[str]:
+    """The page's first lines: per class of card (foxlib.core.card_classes), GO or NO-GO for deployment (8.14,
+    from wave 8.13's run for that class), the configuration to ship (wave 8.12's for the class) and the margin."""
+    from foxlib.core.card_classes import classes_for
     lines = []
     for d in devs:
-        res = found.get("8.13", {}).get(d)
-        if res is None:
-            lines.append(f"{d}: wave 8.13 (production validation) has not run: no deployment verdict.")
-            continue
-        failing = [margin(c) for c in res.get("checks", []) if not c.get("passed")]
-        lines.append(f"{d}: deployment (8.14) {res['verdict']}"
-                     + (f" — failing: {'; '.join(failing)}" if failing else f" — all {len(res.get('checks', []))} checks of 8.13 pass")
-                     + f" (measured on {res['device']['name']}).")
+        device_type = "cpu" if d == "cpu" else "cuda"
+        runs = _class_runs(found, variants or [], d)
+        r812 = found.get("8.12", {}).get(d) or {}
+        own = "cpu" if device_type == "cpu" else "bf16"  # a report made before card classes: its one recommendation
+        per_class = r812.get("recommended_per_class") or ({own: r812["recommended"]} if r812.get("recommended") else {})
+        for c in classes_for(device_type):
+            res, rec = runs.get(c.name), per_class.get(c.name) or {}
+            ship = f"ship {rec['strategy']}" if rec.get("strategy") else "8.12 has no recommendation for it"
+            if res is None:
+                lines.append(f"{c.title}: no verdict — {ship}, but wave 8.13 has not validated it under a 4 GiB cap "
+                             f"on {d} yet.")
+                continue
+            facts = res.get("card_class") or {}
+            where = (f"emulated on the {res['device']['name']} ({'; '.join(facts.get('enforced', []))})"
+                     if facts.get("emulated") else f"validated on the {res['device']['name']}")
+            lines.append(f"{c.title}: deployment (8.14) {res['verdict']} — {ship}; {tightest(res)}; {where}.")
     return lines
 
 
@@ -147,7 +190,7 @@ def write_index(reports_dir: Path | None = None) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     page = env.get_template("index.html.j2").render(
-        answer=answer(found, devs), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING, devices=devs, waves=waves,
+        answer=answer(found, devs, collect_variants(reports_dir)), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING, devices=devs, waves=waves,
         deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
                    "differs": ", ".join(f"{k} = {val.get('value')!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}

@@ -41,7 +41,7 @@ from __future__ import annotations
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training, resident_bytes
 from foxlib.waves.wave_8_13.analysis import (
-    INFERENCE_CHECK, TRAIN_CHECK, cap_text, checks, context_bytes, depends_on_text, figures, how, inference_figure,
+    INFERENCE_CHECK, TRAIN_CHECK, cap_text, card_class_text, checks, context_bytes, depends_on_text, figures, how, inference_figure,
     inference_limit, kept_bytes, largest_context_bytes, limit_text, model_peaks, named_figures, nvml_check,
     nvml_text, process_figure, tft_text, training_figure, workspace_bytes)
 from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context

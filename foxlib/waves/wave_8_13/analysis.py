@@ -231,3 +231,14 @@ def tft_text(m: Measurement | dict[str, Any]) -> str:
         text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws['asked']}` "
                  + ("applied" if ws["applied"] else "**not applied**") + f": {ws['why']}.")
     return text
+
+
+def card_class_text(m: Measurement | dict[str, Any]) -> str:
+    """Which class of card the run answers for, what of its limits it enforced and what it cannot emulate
+    (measure.class_facts), for the first screen; "" for a measurement made before card classes."""
+    facts = record(m).extra.get("card_class")
+    if not facts:
+        return ""
+    how = (f"**emulated** on this {facts['own_class']}-class GPU" if facts["emulated"] else "this device's own class")
+    text = f"Card class: **{facts['title']}** ({how}). Enforced: {'; '.join(facts['enforced'])}."
+    return text + (f" Not emulated: {facts['not_emulated']}." if facts.get("not_emulated") else "")

@@ -4,11 +4,13 @@ ensemble trained interleaved and served all at once with NVML sampled throughout
 the same run checked by accounting. It returns plain data (JSON-able, bytes)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
 import torch
 
+from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
 from foxlib.core.progress import progress
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
@@ -30,9 +32,60 @@ GIB = 2**30
 INFERENCE_MODES = ("auto", "streams", "threads")
 
 
+def resolve_class(card_class: str, dev: torch.device) -> CardClass:
+    """The card class a run validates: "auto" is the device's own (foxlib.core.card_classes.class_of); another GPU
+    class is emulated on this GPU, never a CPU class on a GPU or a GPU class on the CPU (ValueError)."""
+    own = class_of(describe(dev).get("capability"), dev.type)
+    if card_class == "auto":
+        return own
+    chosen = get_class(card_class)
+    if chosen.device_type != dev.type:
+        raise ValueError(f"card_class {card_class!r} is a {chosen.device_type} class; this run is on {dev.type}: "
+                         f"valid here: auto, {', '.join(c.name for c in classes_for(dev.type))}")
+    return chosen
+
+
+def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensemble_precision: str) -> dict[str, Any]:
+    """What the run enforces of the class's limits, and what it cannot emulate; ValueError where the TFT or the
+    ensemble asks for what the class lacks (bf16 on a GPU without it)."""
+    own = class_of(describe(dev).get("capability"), dev.type)
+    options = tft.get("options") or {}
+    for what, precision, opts in (("the TFT", tft["precision"], options), ("DQN, PPO and Mamba-2", ensemble_precision, {})):
+        if not chosen.allows(precision, opts):
+            raise ValueError(f"{what} in {precision}{' with TF32' if opts.get('tf32') else ''} cannot run on the "
+                             f"{chosen.name} class ({chosen.title}): it runs {', '.join(chosen.precisions)}"
+                             + ("" if chosen.tf32 else ", no TF32"))
+    enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft['precision']}, the others "
+                f"{ensemble_precision}: checked before the run)"]
+    if dev.type == "cuda" and not chosen.tf32:
+        enforced.append("TF32 off for the whole run (torch.backends.cuda.matmul.allow_tf32 = "
+                        "torch.backends.cudnn.allow_tf32 = False)")
+    emulated = chosen.name != own.name
+    return {"name": chosen.name, "title": chosen.title, "own_class": own.name, "emulated": emulated,
+            "enforced": enforced,
+            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its CUDA "
+                             "context and cuBLAS workspaces: this GPU's are used, measured here, which bounds them from "
+                             "above (a newer GPU loads more kernels into its context)") if emulated else ""}
+
+
+@contextlib.contextmanager
+def class_limits(chosen: CardClass, dev: torch.device):
+    """TF32 off while the run lasts where the class has none; restored after."""
+    if dev.type != "cuda" or chosen.tf32:
+        yield
+        return
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
 def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_bytes: int, inference_repeats: int,
-             inference_batch: int, inference_mode: str, ensemble_precision: str, device: str):
-    """The parameters' values checked: (device, inference mode, resolved TFT); ValueError naming the valid ones."""
+             inference_batch: int, inference_mode: str, ensemble_precision: str, device: str, card_class: str = "auto"):
+    """The parameters' values checked: (device, inference mode, resolved TFT, card class facts); ValueError naming
+    the valid ones."""
     if steps < 1 or inference_repeats < 1:
         raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
     if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
@@ -48,14 +101,16 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
-    return dev, mode, resolve_tft(tft_config, preset, short_name(dev))
+    chosen = resolve_class(card_class, dev)
+    tft = resolve_tft(tft_config, preset, short_name(dev), card_class=chosen.name)
+    return dev, mode, tft, class_facts(chosen, dev, tft, ensemble_precision)
 
 
 def check_parameters(params: dict[str, Any]) -> None:
     """Check a wave 8.13 parameter set before anything runs (for foxlib.run.preflight): the values
     `measure` would reject, the TFT configuration included. Run parameters are ignored."""
     keys = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
-            "inference_mode", "ensemble_precision", "device")
+            "inference_mode", "ensemble_precision", "device", "card_class")
     if params.get("measurements"):
         return  # nothing is measured: the file's own parameters were checked when it was made
     _checked(**{k: params[k] for k in keys})
@@ -64,15 +119,28 @@ def check_parameters(params: dict[str, Any]) -> None:
 def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, card_gb: float = 4.0,
             cap_bytes: int = 0, inference_repeats: int = 100, inference_batch: int = 0,
             inference_mode: str = "auto", ensemble_precision: str = "fp32", device: str = "auto",
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0, card_class: str = "auto") -> dict[str, Any]:
     """Train the four models interleaved under the card's cap, then serve them concurrently.
 
     card_gb: the card in GiB; the cap is that minus the CUDA context (measured). cap_bytes > 0 sets
     the allocator's cap directly (the context still comes on top): a tiny one forces an out-of-memory
-    error, which is recorded ("oom"), never raised."""
-    dev, mode, tft = _checked(preset=preset, tft_config=tft_config, steps=steps, card_gb=card_gb, cap_bytes=cap_bytes,
-                              inference_repeats=inference_repeats, inference_batch=inference_batch,
-                              inference_mode=inference_mode, ensemble_precision=ensemble_precision, device=device)
+    error, which is recorded ("oom"), never raised.
+    card_class: the class of card validated (foxlib.core.card_classes): "auto", this device's own; another GPU
+    class emulated here, with its limits enforced (class_facts, class_limits) and 8.12's recommendation for it."""
+    dev, mode, tft, facts = _checked(preset=preset, tft_config=tft_config, steps=steps, card_gb=card_gb,
+                                     cap_bytes=cap_bytes, inference_repeats=inference_repeats,
+                                     inference_batch=inference_batch, inference_mode=inference_mode,
+                                     ensemble_precision=ensemble_precision, device=device, card_class=card_class)
+    with class_limits(get_class(facts["name"]), dev):
+        out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
+                   ensemble_precision, seed)
+    out["card_class"] = facts
+    return out
+
+
+def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
+         seed) -> dict[str, Any]:
+    """measure's run, its parameters checked."""
     is_cuda = dev.type == "cuda"
     # before CUDA starts here: cuBLAS reads its workspace size once (foxlib.memory.cuda.use_cublas_workspace)
     workspace = use_cublas_workspace(tft["cublas_workspace"], dev) if tft.get("cublas_workspace") and is_cuda else None

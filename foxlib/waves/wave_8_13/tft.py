@@ -42,11 +42,12 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
-                reports_dir: str | Path | None = None) -> dict[str, Any]:
+                reports_dir: str | Path | None = None, card_class: str | None = None) -> dict[str, Any]:
     """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"},
     with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises a size.
 
-    "auto": wave 8.12's recommendation for this device if its report exists, else the plain fp32
+    "auto": wave 8.12's recommendation for this device if its report exists (for `card_class`, its recommendation
+    among the strategies that class runs, "recommended_per_class", where one is given), else the plain fp32
     TFT of the preset (and "source" says so). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE.
     An unknown TFT field or precision is a ValueError naming the valid ones. "depends_on" cites
     (foxlib.core.provenance.cite: path, revision, sha256) the 8.12 results file whose recommendation was taken."""
@@ -61,11 +62,19 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
                       f"the plain fp32 TFT of preset {preset!r}")
         else:
             res = results.read_json(path)  # ValueError when truncated: a broken file is an error, not a fallback
-            rec = res.get("recommended")
+            per_class = res.get("recommended_per_class") or {}
+            if card_class and card_class in per_class:
+                rec = per_class[card_class]
+            elif card_class and per_class:
+                raise ValueError(f"wave {RECOMMENDING_WAVE}'s report ({provenance.display_path(path)}) recommends for "
+                                 f"the card classes {', '.join(per_class)}, not {card_class!r}")
+            else:
+                rec = res.get("recommended")
             if rec:
                 recommended = True
                 depends_on.append(provenance.cite(path, res))
-                source = (f"wave {RECOMMENDING_WAVE}'s recommendation ({provenance.display_path(path)}, generated "
+                which = f" for the {card_class} class" if card_class and card_class in per_class else ""
+                source = (f"wave {RECOMMENDING_WAVE}'s recommendation{which} ({provenance.display_path(path)}, generated "
                           f"{res.get('generated_at', '?')}, verdict {res.get('verdict', '?')})")
             else:
                 rec = {}
