@@ -10,7 +10,8 @@
 # and sha256; so measure 8.12 first, render and commit it here, then run 8.13 and the peer:
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES="8.10 8.11 8.12" PEER=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES="8.13" GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
-# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), CLAIMS=1 (8.12's claim runs alone), PEER=0, PEER_COMPILE=off (the peer
+# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), CLASSES="fp16" (8.13 for other card classes,
+# emulated: variant reports the index reads per class), CLAIMS=1 (8.12's claim runs alone), PEER=0, PEER_COMPILE=off (the peer
 # benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling; a run with them that
 # leaves no file is run again without them, its page saying why), THROUGHPUT=1,
 # GPU_TESTS=0, CPU_TESTS=0 (the prediction and
@@ -38,6 +39,10 @@ for w in ${WAVES:-8.10 8.11 8.12 8.13}; do
     $( [ "$w" = 8.12 ] && echo "-p timeline_dir=/tmp/foxlib-out/timelines" ) 2>&1 | tail -n 20 | tee -a "$LOG"
   # the timelines' snapshots in one file (the device tool returns at most 8): make render unpacks them
   [ "$w" = 8.12 ] && [ -d /tmp/foxlib-out/timelines ] && tar -C /tmp/foxlib-out -czf "$OUT/wave-8.12-timelines.tgz" timelines
+done
+for c in ${CLASSES:-}; do  # wave 8.13 again for another card class (foxlib.core.card_classes), emulated here
+  stamp "wave 8.13, card class $c"
+  python3 -m foxlib measure --wave 8.13 -p card_class="$c" --out "$OUT/wave-8.13-card_class-$c.json" 2>&1 | tail -n 20 | tee -a "$LOG"
 done
 if [ "${PEER:-1}" = 1 ]; then
   stamp "peer benchmark"
