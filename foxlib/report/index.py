@@ -145,8 +145,10 @@ def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dic
                              f"on {d} yet.")
                 continue
             facts = res.get("card_class") or {}
-            where = (f"emulated on the {res['device']['name']} ({'; '.join(facts.get('enforced', []))})"
-                     if facts.get("emulated") else f"validated on the {res['device']['name']}")
+            limits = ", ".join(x for x in ("no bf16" if "bf16" not in c.precisions else "",
+                                           "TF32 off" if not c.tf32 and c.device_type == "cuda" else "") if x)
+            where = (f"emulated on the {res['device']['name']} under a 4 GiB cap ({limits}; speed and CUDA context "
+                     "are that GPU's)" if facts.get("emulated") else f"validated on the {res['device']['name']}")
             lines.append(f"{c.title}: deployment (8.14) {res['verdict']} — {ship}; {tightest(res)}; {where}.")
     return lines
 

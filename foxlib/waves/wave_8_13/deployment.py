@@ -211,7 +211,11 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
         "## Decision",
         "",
         f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
-        + ("every check passed." if v == "GO" else "at least one check failed."),
+        + ("every check passed." if v == "GO" else "at least one check failed.")
+        + (f" It holds for the card class **{facts['title']}**"
+           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)" if facts["emulated"]
+              else "") + ", with this configuration; another class of card has a report of its own (the index's "
+           "first lines)." if (facts := wave.record(m).extra.get("card_class")) else ""),
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
                [[c.name, _mb(c.measured), _mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
