@@ -1,0 +1,107 @@
+"""The answer per class of card (foxlib.core.card_classes): what each class runs, 8.12's recommendation per
+class, 8.13's class checks, and the index's first lines."""
+import json
+
+import pytest
+import torch
+
+from foxlib.core import card_classes as cc
+from foxlib.core.budgets import load_budgets
+from foxlib.core.config import ROOT
+
+
+@pytest.mark.parametrize("capability, name", [("7.5", "fp16"), ("7.0", "fp16"), ("8.0", "bf16"), ("8.9", "bf16"),
+                                              ("9.0", "bf16")])
+def test_a_gpu_s_class_is_read_from_its_compute_capability(capability, name):
+    assert cc.class_of(capability).name == name
+
+
+def test_the_cpu_and_unknown_gpus():
+    assert cc.class_of(None, "cpu").name == "cpu"
+    with pytest.raises(ValueError, match="older than every class"):
+        cc.class_of("6.1")
+    with pytest.raises(ValueError, match="valid: bf16, fp16, cpu"):
+        cc.get_class("ampere")
+
+
+def test_what_each_class_runs():
+    fp16, bf16 = cc.get_class("fp16"), cc.get_class("bf16")
+    assert fp16.allows("fp32") and fp16.allows("fp16") and not fp16.allows("bf16")
+    assert not fp16.allows("fp32", {"tf32": True}) and bf16.allows("fp32", {"tf32": True}) and bf16.allows("bf16")
+    assert [c.name for c in cc.classes_for("cuda")] == ["bf16", "fp16"] and cc.classes_for("cpu")[0].name == "cpu"
+
+
+def test_8_12_recommends_per_class_among_what_the_class_runs():
+    from foxlib.waves import wave_8_12 as wave
+    m = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "measurement.json").read_text())
+    rec = wave.record(m)
+    per = wave.recommend_per_class(rec, load_budgets())
+    assert set(per) == {"bf16", "fp16"}
+    assert per["bf16"]["strategy"] == wave.recommend(rec, load_budgets())["strategy"]  # every strategy is open to it
+    fp16 = rec[per["fp16"]["strategy"]]
+    assert fp16.precision in ("fp32", "fp16") and not fp16.options.get("tf32")
+    # the fp16 class's pick is the recommendation among exactly the strategies it runs
+    allowed = {s.name for s in rec.strategies if cc.get_class("fp16").allows(s.precision, s.options)}
+    assert per["fp16"]["strategy"] in allowed and len(allowed) < len(rec.strategies)
+    table = wave.per_class_table(per)
+    assert list(table["configuration to ship"]) == [per["bf16"]["strategy"], per["fp16"]["strategy"]]
+
+
+def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
+    from foxlib.waves.wave_8_13.measure import class_facts, resolve_class
+    cpu = torch.device("cpu")
+    assert resolve_class("auto", cpu).name == "cpu"
+    with pytest.raises(ValueError, match="is a cuda class; this run is on cpu"):
+        resolve_class("fp16", cpu)
+    fp16 = cc.get_class("fp16")
+    with pytest.raises(ValueError, match="cannot run on the fp16 class"):
+        class_facts(fp16, cpu, {"precision": "bf16"}, "fp32")
+    with pytest.raises(ValueError, match="with TF32 cannot run"):
+        class_facts(fp16, cpu, {"precision": "fp32", "options": {"tf32": True}}, "fp32")
+    with pytest.raises(ValueError, match="DQN, PPO and Mamba-2 in bf16"):
+        class_facts(fp16, cpu, {"precision": "fp32"}, "bf16")
+    facts = class_facts(cc.get_class("cpu"), cpu, {"precision": "fp32"}, "fp32")
+    assert facts["name"] == "cpu" and not facts["emulated"] and "fp32" in facts["enforced"][0]
+
+
+def test_the_tf32_limit_is_set_for_the_run_and_restored():
+    from foxlib.waves.wave_8_13.measure import class_limits
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = True
+    with class_limits(cc.get_class("fp16"), torch.device("cuda")):
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    assert torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def _res(verdict, card_class, measured, limit=4_294_967_296, device="h200", kind="cuda", differs=None):
+    return {"wave": "8.13", "verdict": verdict, "_device": device, "_dir": f"{device}/x",
+            "device": {"type": kind, "name": "NVIDIA H200" if kind == "cuda" else "a CPU"},
+            "card_class": card_class, "run": {"differs": differs or {}},
+            "checks": [{"name": "ensemble trains under the cap", "measured": measured, "limit": limit, "unit": "bytes",
+                        "passed": measured <= limit}]}
+
+
+def test_the_index_answers_per_card_class_with_the_margin():
+    from foxlib.report.index import answer
+    own = {"name": "bf16", "emulated": False, "enforced": []}
+    emulated = {"name": "fp16", "emulated": True, "enforced": ["TF32 off"]}
+    found = {"8.13": {"h200": _res("GO", own, 2_000_000_000)},
+             "8.12": {"h200": {"recommended_per_class": {"bf16": {"strategy": "bf16 graph"},
+                                                         "fp16": {"strategy": "fp32 graph"}}}}}
+    lines = answer(found, ["h200"], [_res("NO-GO", emulated, 5_000_000_000, differs={"card_class": {}})])
+    assert lines[0].startswith("GPU with bf16") and "GO — ship bf16 graph" in lines[0]
+    assert "margin 2,295.0 MB (53 % of 4,295.0 MB)" in lines[0] and "validated on the NVIDIA H200" in lines[0]
+    assert lines[1].startswith("GPU without bf16") and "NO-GO — ship fp32 graph" in lines[1]
+    assert "705.0 MB over" in lines[1] and "emulated on the NVIDIA H200 under a 4 GiB cap (no bf16, TF32 off" in lines[1]
+    # a variant that differs in more than its class answers for nothing
+    lines = answer(found, ["h200"], [_res("GO", emulated, 1, differs={"card_class": {}, "steps": {}})])
+    assert "no verdict" in lines[1] and "has not validated it" in lines[1]
+
+
+def test_the_committed_index_opens_with_every_class():
+    html = (ROOT / "reports" / "index.html").read_text()
+    first = html[html.index('<div class="answer">'):html.index("</div>")]
+    for c in cc.CLASSES:
+        assert c.title in first
+    assert first.count("deployment (8.14) GO") + first.count("deployment (8.14) NO-GO") == len(cc.CLASSES)
