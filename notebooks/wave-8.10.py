@@ -158,10 +158,10 @@ else:
     display(Markdown("The ensemble was not profiled in this run (`ensemble=False`)."))
 
 # %% [markdown]
-# ## The seed's target state, measured
+# ## The seed's target state
 # The seed expected "FP16 + Checkpointing" to bring the ensemble to 932 MB (23 % of 4 GB): DQN 3, PPO 73,
 # Mamba-2 82, TFT 774 MB. Here every model trains in fp16 (autocast with a gradient scaler) and the TFT
-# checkpoints every block.
+# checkpoints every block: measured, or predicted where this CPU has no fp16 kernels (said below).
 
 # %%
 if m.target_state_kernels:
