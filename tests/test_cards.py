@@ -210,3 +210,20 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
     headroom = budgets["ensemble"]["min_headroom_mb"]
     assert frame.iloc[1]["phase"] == f"serves (all at once, ≥ {headroom:,.1f} MB free)"
     assert notes.startswith("- measured (seed: ") and "- predicted (every configuration): CUDA context" in notes
+
+
+def test_a_prediction_fits_a_card_only_with_its_error_added():
+    """A predicted footprint 5 % under a 4 GB card does not fit it: the predictor's 10 % peak tolerance is added
+    before deciding; measured, the same bytes fit."""
+    from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
+    from foxlib.waves.wave_8_13.card_table import CARDS, Footprint, cell_text, fits
+    card = CARDS[0].memory_bytes
+    near = int(card * 0.95)
+    predicted = Footprint("c", "predicted", near, 0, margin_fraction=PEAK_TOLERANCE_PCT / 100)
+    cell = fits([predicted], 0, CARDS[:1]).cell("c", 4)
+    assert not cell.trains and cell.training_free_bytes == card - int(near * 1.1)
+    assert "+ 10 % for the prediction's error" in cell_text(cell, "trains", 0)
+    measured = Footprint("c", "measured", near, 0, card_bytes=card)
+    assert fits([measured], 0, CARDS[:1]).cell("c", 4).trains
+    far = Footprint("c", "predicted", int(card * 0.8), 0, margin_fraction=0.1)
+    assert fits([far], 0, CARDS[:1]).cell("c", 4).trains

@@ -94,6 +94,9 @@ class Footprint:
     """measured: False when training ran out of memory (its figure is then where it stopped)."""
     serving_ran: bool = True
     note: str = ""
+    margin_fraction: float = 0.0
+    """predicted: how far the figures may be too low (the predictor's tolerance on the peak, tested against
+    measurements: foxlib.memory.tolerances.PEAK_TOLERANCE_PCT); a card fits only with it added. 0 when measured."""
 
     def __post_init__(self):
         if self.source not in SOURCES:
@@ -120,6 +123,8 @@ class CardCell:
     serving_limit_bytes: int
     """card − the headroom asked: the most serving may use."""
     reason: str = ""
+    margin_fraction: float = 0.0
+    """The footprint's margin (Footprint.margin_fraction), added before deciding."""
 
 
 @dataclass(frozen=True)
@@ -146,8 +151,9 @@ class CardTable:
 
 def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
     limit = card.memory_bytes - headroom
-    trains = fp.training_ran and fp.training_bytes <= card.memory_bytes
-    serves = fp.serving_ran and fp.serving_bytes <= limit
+    grow = 1 + fp.margin_fraction  # a prediction decides with its error added
+    trains = fp.training_ran and fp.training_bytes * grow <= card.memory_bytes
+    serves = fp.serving_ran and fp.serving_bytes * grow <= limit
     reasons = []
     if "bf16" in fp.precisions and not card.bf16:
         trains = serves = False
@@ -157,8 +163,8 @@ def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
     if not fp.serving_ran:
         reasons.append("serving ran out of memory under the cap")
     return CardCell(card, fp.configuration, fp.source, fp.training_bytes, fp.serving_bytes, trains, serves,
-                    card.memory_bytes - fp.training_bytes, card.memory_bytes - fp.serving_bytes, limit,
-                    "; ".join(reasons))
+                    card.memory_bytes - int(fp.training_bytes * grow), card.memory_bytes - int(fp.serving_bytes * grow),
+                    limit, "; ".join(reasons), fp.margin_fraction)
 
 
 def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequence[Card] = CARDS) -> CardTable:
@@ -197,15 +203,18 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     if cell is None:
         return "— (no figure)"
     card = cell.card.memory_bytes
+    grow = 1 + cell.margin_fraction
     if phase == "trains":
         ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
         margin = f"{_mb(free)} MB free" if free >= 0 else f"{_mb(-free)} MB short"
     else:
         ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
-        left = cell.serving_limit_bytes - used
+        left = cell.serving_limit_bytes - int(used * grow)
         margin = (f"{_mb(free)} MB free" if left >= 0 else
                   f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
-    text = f"{'yes' if ok else 'no'}: {_mb(used)} of {_mb(card)} MB, {margin} ({cell.source})"
+    shown = (f"{_mb(used)} MB + {100 * cell.margin_fraction:g} % for the prediction's error = {_mb(int(used * grow))}"
+             if cell.margin_fraction else _mb(used))
+    text = f"{'yes' if ok else 'no'}: {shown} of {_mb(card)} MB, {margin} ({cell.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")
 
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.account import account_training
 from foxlib.waves.wave_8_13.card_table import (  # noqa: F401 - the table's names, re-exported
@@ -54,7 +55,8 @@ def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, c
     workspace (the step runs on the default stream) + the context; serving = every model's serve
     figure + a workspace per stream (`streams`, default serving_streams) + the context. The
     *_cache_bytes add what the caching allocator holds beyond live tensors (reserved − allocated
-    at the peak), which no prediction of tensors sees; 0 unless given (measured_overheads)."""
+    at the peak), which no prediction of tensors sees; 0 unless given (measured_overheads). A card fits it only
+    with the predictor's peak tolerance added (Footprint.margin_fraction)."""
     if min(context_bytes, workspace_bytes, training_cache_bytes, serving_cache_bytes) < 0:
         raise ValueError(f"context, workspace and cache bytes must not be negative, got {context_bytes}, "
                          f"{workspace_bytes}, {training_cache_bytes}, {serving_cache_bytes}")
@@ -62,7 +64,8 @@ def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, c
     training = accounted_training_bytes(models) + workspace_bytes + training_cache_bytes + context_bytes
     serving = sum(m.serve_bytes for m in models) + streams * workspace_bytes + serving_cache_bytes + context_bytes
     return Footprint(configuration, "predicted", int(training), int(serving),
-                     tuple(sorted({m.precision for m in models})), note=note)
+                     tuple(sorted({m.precision for m in models})), note=note,
+                     margin_fraction=PEAK_TOLERANCE_PCT / 100)
 
 
 def _get(profile: Any, name: str) -> Any:
