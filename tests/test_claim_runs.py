@@ -29,7 +29,7 @@ def test_the_band_is_ten_percent_either_way():
 
 
 def test_the_runs_that_flipped_on_the_h200_agree_under_the_band():
-    """Issue 25's two runs of "checkpoint all" at one revision, 1.39x [1.23, 1.69] and 1.53x [1.43, 1.69]:
+    """Two H200 runs of "checkpoint all" at one revision, 1.39x [1.23, 1.69] and 1.53x [1.43, 1.69]:
     one reading, one band, and both meet it."""
     runs = [(1.39, 1.23, 1.69), (1.53, 1.43, 1.69), (1.45, 1.30, 1.60)]
     assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "holds"

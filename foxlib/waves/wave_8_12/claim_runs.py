@@ -1,6 +1,6 @@
 """The seed's speed claims timed in independent runs. One alternating run (measuring.py's timing) gives
 intervals narrower than the spread between runs of the same code: on the H200, "checkpoint all" was
-1.39x [1.23, 1.69] in one run and 1.53x [1.43, 1.69] in another (issue 25). So each strategy a seed claim
+1.39x [1.23, 1.69] in one run and 1.53x [1.43, 1.69] in another of the same code. So each strategy a seed claim
 is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh processes
 (foxlib.harness.fresh_process: each builds the steps anew, warms up, then times them alternating), and a
 claim's verdict needs every run to agree (foxlib.report.ledger).
