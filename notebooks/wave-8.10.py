@@ -164,11 +164,7 @@ else:
 # checkpoints every block: measured, or predicted where this CPU has no fp16 kernels (said below).
 
 # %%
-if m.target_state_kernels:
-    display(Markdown(f"**Predicted, not run**: {m.target_state_kernels['reason']} "
-                     f"({m.target_state_kernels['ratio']:,.0f}x ≥ {m.target_state_kernels['slow_path_ratio']:g}x). "
-                     "Each step is predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: 10 % on "
-                     "the peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it."))
+display(Markdown(wave.target_state_note(m)))
 target = wave.target_state_table(m, budgets)
 display(notebook.table(target) if target is not None else
         Markdown("Not measured in this run (`target_state=False`)."))

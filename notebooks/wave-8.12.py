@@ -126,14 +126,10 @@ if m["accuracy_preset"] != params["preset"]:
 # beside them in each). A claim holds, or is wrong, only when every run says so; else it is inconclusive.
 
 # %%
-from foxlib.core.seed_claims import SPEED_READING
-
+display(Markdown(wave.claim_runs_text(record, params["claim_runs"])))
 claims = wave.claim_runs_table(record)
-display(Markdown(f"Reading: {SPEED_READING}."))
-display(notebook.table(claims) if claims is not None else
-        Markdown(f"Not measured in this run (`claim_runs={params['claim_runs']}`"
-                 + (", the CPU's default: each run costs minutes on two cores" if m["device"]["type"] == "cpu" else "")
-                 + "): each claim rests on the one alternating run above, and the index calls it inconclusive."))
+if claims is not None:
+    display(notebook.table(claims))
 
 # %% [markdown]
 # ## Accuracy: skill over the naive forecast, and "same function" as numbers

@@ -89,3 +89,16 @@ def test_claim_runs_run_in_fresh_processes_and_skip_16_bit_without_kernels(monke
     assert len(got["batch ÷4"]) == 1 and got["batch ÷4"][0].median > 0
     assert cr.measure_claim_runs(chosen, configs, "small", torch.device("cpu"), 0, runs=0) == \
         {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
+
+
+def test_the_page_says_the_reading_and_why_a_cpu_has_no_runs():
+    import json
+
+    from foxlib.core.config import ROOT
+    from foxlib.waves.wave_8_12 import claim_runs_table, claim_runs_text, record
+    gpu = record(json.loads((ROOT / "reports/h200/wave-8.12/measurement.json").read_text()))
+    cpu = record(json.loads((ROOT / "reports/cpu/wave-8.12/measurement.json").read_text()))
+    assert claim_runs_text(gpu, 3) == f"Reading: {sc.SPEED_READING}."
+    assert len(claim_runs_table(gpu)) == len(gpu.claim_runs) == len(cr.CLAIM_STRATEGIES)
+    assert "Not measured in this run (`claim_runs=0`, the CPU's default" in claim_runs_text(cpu, 0)
+    assert claim_runs_table(cpu) is None

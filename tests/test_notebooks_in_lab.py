@@ -7,6 +7,7 @@ from foxlib.core import config
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import ParameterError, read_parameters
 from foxlib.run import notebook_cells as notebook
+from tests.conftest import snapshot
 
 
 def defaults(wave_id):
@@ -36,10 +37,6 @@ def test_the_runner_s_parameters_are_taken_as_they_are(tmp_path):
     assert notebook.parameters("8.10", namespace) == namespace
 
 
-def _files(folder):
-    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name, wave_id", [("explore", None), ("wave-8.10", "8.10")])
 def test_run_all_in_jupyterlab_leaves_notebooks_and_reports_as_they_were(tmp_path, monkeypatch, name, wave_id):
@@ -51,11 +48,11 @@ def test_run_all_in_jupyterlab_leaves_notebooks_and_reports_as_they_were(tmp_pat
     ensure_kernel()
     monkeypatch.setenv("FOXLIB_SCRATCH", str(tmp_path / "scratch"))
     monkeypatch.setenv("MPLBACKEND", "agg")
-    before = {d: _files(d) for d in (config.NOTEBOOKS_DIR, config.ROOT / "reports")}
+    before = {d: snapshot(d) for d in (config.NOTEBOOKS_DIR, config.ROOT / "reports")}
     nb = jupytext.read(config.NOTEBOOKS_DIR / f"{name}.py")
     nbclient.NotebookClient(nb, kernel_name=config.KERNEL_NAME, timeout=600,
                             resources={"metadata": {"path": str(config.NOTEBOOKS_DIR)}}).execute()
-    assert {d: _files(d) for d in before} == before
+    assert {d: snapshot(d) for d in before} == before
     if wave_id is None:
         return
     outputs = [c.outputs for c in nb.cells if c.cell_type == "code" and c.outputs]

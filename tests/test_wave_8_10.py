@@ -278,13 +278,15 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     assert figures[key] == sum(v.profile.peak for v in m.target_state.values())  # the CPU: the models' sum
     table = wave.target_state_table(m, load_budgets())
     assert table.columns[1] == ("predicted model peak (MB)" if predicted else "model peak (MB)")
+    assert ("Predicted, not run" in wave.target_state_note(m)) == predicted
     if predicted:
         assert "no fp16 matrix-product kernels" in m.target_state["tft"].note
         judge = dict((c.name, c.judge) for c in ledger.CLAIMS)["Ensemble target (FP16 + checkpointing)"]
         figs = {k.replace("/small/", "/seed/"): {"value": v} for k, v in figures.items()}
-        text, _ = judge(figs)
+        text, verdict = judge(figs)
         assert text.startswith("predicted (not run: no kernels)")
-        assert sum(seed_claims.ENSEMBLE_TARGET_MB.values()) > 0
+        total_mb = figures[key] / MB  # the small presets: far under the seed's 932 MB, judged as such
+        assert verdict == ("holds" if abs(total_mb - sum(seed_claims.ENSEMBLE_TARGET_MB.values())) <= 93.2 else "wrong")
 
 
 def test_an_unknown_target_state_choice_is_an_error():

@@ -4,6 +4,7 @@ module is the repository's record of them; the quotes beside the values are the 
 Taken with nvidia-smi in a Rust/Candle code base. They appear in reports only in columns
 labelled as the seed's, beside what foxlib measured. MB here is the seed's own unit.
 """
+import re
 
 TFT_8_10_MB = {
     "parameters": 72,
@@ -45,7 +46,6 @@ SPEED_READING = ("\"+N % faster\" and \"-N % slower\" are read as throughput (tr
 def speed_ratio(text: str) -> float:
     """A seed speed claim as a time ratio against fp32, read as SPEED_READING says: "+20% faster" -> 1/1.2,
     "-40% slower" -> 1/0.6, "no change" -> 1."""
-    import re
     t = text.strip().lower()
     if t == "no change":
         return 1.0

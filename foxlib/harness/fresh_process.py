@@ -42,6 +42,16 @@ def measure_in_fresh_process(spec: dict[str, Any], env: dict[str, str] | None = 
     return {**json.loads(run.stdout.strip().splitlines()[-1]), "env": env or {}}
 
 
+def variant_spec(cfg: Any, preset: str, precision: str, seed: int, device: torch.device, cuda_graph: bool = False,
+                 options: StepOptions | None = None) -> dict[str, Any]:
+    """One variant of a spec (the module's docstring): the TFT config `cfg` as overrides of `preset`, the
+    inverse of what the child builds from it (_recipe)."""
+    base = dataclasses.asdict(MODELS["tft"].preset(preset))
+    return {"device": device.type, "preset": preset, "precision": precision, "seed": seed, "cuda_graph": cuda_graph,
+            "options": (options or StepOptions()).to_dict(),
+            "overrides": {k: v for k, v in dataclasses.asdict(cfg).items() if v != base[k]}}
+
+
 def _recipe(spec: dict[str, Any]) -> StepRecipe:
     cfg = dataclasses.replace(MODELS["tft"].preset(spec.get("preset", "seed")), **spec.get("overrides", {}))
     return StepRecipe("tft", cfg, spec.get("precision", "fp32"), spec.get("seed", 0),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from foxlib.core import config, results, seed_claims
+from foxlib.core.card_classes import class_of, classes_for
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
 
@@ -106,22 +107,25 @@ def tightest(res: dict[str, Any]) -> str:
             f"{display(-left, 'bytes')} over at {c['name']}")
 
 
-def _class_runs(found: dict[str, dict[str, Any]], variants: list[dict[str, Any]], device: str) -> dict[str, dict]:
-    """{card class: 8.13 results} on one device: the canonical report for its own class (a report made before
-    card classes: the bf16 class where its TFT ran bf16, else the fp16 one), a card_class variant for another."""
+def answers_for(res: dict[str, Any], device_type: str) -> str:
+    """The card class a report answers for: the one it names (wave 8.13's card_class), else its device's own
+    (foxlib.core.card_classes.class_of): a canonical run is made for the class of the device it ran on."""
+    named = (res.get("card_class") or {}).get("name")
+    return named or class_of(res["device"].get("capability"), device_type).name
+
+
+def _class_runs(found: dict[str, dict[str, Any]], variants: list[dict[str, Any]], device: str,
+                device_type: str) -> dict[str, dict]:
+    """{card class: 8.13 results} on one device: the canonical report for its class, and a card_class variant
+    (one that differs in card_class alone) for another."""
     runs: dict[str, dict[str, Any]] = {}
     canonical = found.get("8.13", {}).get(device)
     if canonical:
-        cls = (canonical.get("card_class") or {}).get("name")
-        if cls is None:
-            cls = "cpu" if canonical["device"]["type"] == "cpu" else (
-                "bf16" if (canonical.get("tft_config") or {}).get("precision") == "bf16" else "fp16")
-        runs[cls] = canonical
+        runs[answers_for(canonical, device_type)] = canonical
     for v in variants:
-        cls = (v.get("card_class") or {}).get("name")
         differs = set(((v.get("run") or {}).get("differs") or {}))
-        if v["wave"] == "8.13" and v["_device"] == device and cls and cls not in runs and differs <= {"card_class"}:
-            runs[cls] = v
+        if v["wave"] == "8.13" and v["_device"] == device and differs == {"card_class"}:
+            runs.setdefault(answers_for(v, device_type), v)
     return runs
 
 
@@ -129,14 +133,13 @@ def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dic
            ) -> list[str]:
     """The page's first lines: per class of card (foxlib.core.card_classes), GO or NO-GO for deployment (8.14,
     from wave 8.13's run for that class), the configuration to ship (wave 8.12's for the class) and the margin."""
-    from foxlib.core.card_classes import classes_for
     lines = []
     for d in devs:
-        device_type = "cpu" if d == "cpu" else "cuda"
-        runs = _class_runs(found, variants or [], d)
+        device_type = "cpu" if d == "cpu" else "cuda"  # reports/<device>/: cpu, or a GPU's short name
+        runs = _class_runs(found, variants or [], d, device_type)
         r812 = found.get("8.12", {}).get(d) or {}
-        own = "cpu" if device_type == "cpu" else "bf16"  # a report made before card classes: its one recommendation
-        per_class = r812.get("recommended_per_class") or ({own: r812["recommended"]} if r812.get("recommended") else {})
+        per_class = r812.get("recommended_per_class") or (  # a report made before card classes: its one recommendation
+            {answers_for(r812, device_type): r812["recommended"]} if r812.get("recommended") else {})
         for c in classes_for(device_type):
             res, rec = runs.get(c.name), per_class.get(c.name) or {}
             ship = f"ship {rec['strategy']}" if rec.get("strategy") else "8.12 has no recommendation for it"
@@ -144,11 +147,11 @@ def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dic
                 lines.append(f"{c.title}: no verdict — {ship}, but wave 8.13 has not validated it under a 4 GiB cap "
                              f"on {d} yet.")
                 continue
-            facts = res.get("card_class") or {}
             limits = ", ".join(x for x in ("no bf16" if "bf16" not in c.precisions else "",
                                            "TF32 off" if not c.tf32 and c.device_type == "cuda" else "") if x)
             where = (f"emulated on the {res['device']['name']} under a 4 GiB cap ({limits}; speed and CUDA context "
-                     "are that GPU's)" if facts.get("emulated") else f"validated on the {res['device']['name']}")
+                     "are that GPU's)" if (res.get("card_class") or {}).get("emulated")
+                     else f"validated on the {res['device']['name']}")
             lines.append(f"{c.title}: deployment (8.14) {res['verdict']} — {ship}; {tightest(res)}; {where}.")
     return lines
 

@@ -53,29 +53,20 @@ def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
 
 def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """For a notebook run outside the runner: (parameters, what the run will do, as Markdown). A value that
-    differs from the notebook's default is the user's choice (checked as `make report P=...` checks it);
-    every other takes the default `make report` uses on this device (foxlib.core.parameters.CPU_DEFAULTS).
-    The files go to SCRATCH_DIR/wave-<N>/ (foxlib.core.config: never notebooks/ or reports/)."""
-    from foxlib.core import config
-    from foxlib.core.parameters import device_defaults, resolve, run_kind as kind_of
-    from foxlib.memory.devices import resolve_device
+    differs from the notebook's default is the user's choice; the rest is what `make report` takes: the same
+    plan, checked the same way (foxlib.run.runner.plan: the device's defaults, CPU_DEFAULTS on a CPU). The
+    files go to SCRATCH_DIR/wave-<N>/ (foxlib.core.config: never notebooks/ or reports/)."""
+    from foxlib.run.runner import plan
     declared = read_parameters(get_wave(wave_id).notebook)
-    chosen = {k: v for k, v in values.items() if k != "output_dir" and v != declared[k].default}
-    first = resolve(declared, chosen)
-    if first.get("measurements"):
-        device_type = results.read_json(first["measurements"])["device"]["type"]
-    else:
-        device_type = resolve_device(first.get("device", "auto")).type
-    params = resolve(declared, chosen, device_defaults(wave_id, device_type))
+    run = plan(wave_id, {k: v for k, v in values.items() if k != "output_dir" and v != declared[k].default})
     out = config.SCRATCH_DIR / f"wave-{wave_id}"
-    params["output_dir"] = str(out)
-    kind = kind_of(wave_id, params, None, device_type)
-    applied = {k: v for k, v in kind.device_defaults.items() if k not in kind.differs}
+    params = {**run.params, "output_dir": str(out)}
+    kind, device = run.kind, run.kind.device_type.upper()
+    applied = "; ".join(f"`{k}` = {v!r}" for k, v in kind.device_defaults.items() if k not in kind.differs)
     differs = ", ".join(f"`{k}` = {d['value']!r} (default {d['default']!r})" for k, d in kind.differs.items())
     what = f"a variant: {differs}" if differs else "with the defaults `make report` uses"
-    own = "; ".join(f"`{k}` = {v!r}" for k, v in applied.items())
-    lines = [f"**Run here, not by `make report`.** Wave {wave_id} on the {device_type.upper()}, {what}"
-             + (f"; the {device_type.upper()}'s own defaults applied: {own}" if own else "") + ".",
+    lines = [f"**Run here, not by `make report`.** Wave {wave_id} on the {device}, {what}"
+             + (f"; the {device}'s own defaults applied: {applied}" if applied else "") + ".",
              f"Its results.json and measurement.json go to the scratch folder `{out}`: nothing is written into "
              f"`notebooks/` or `reports/`. `make report WAVE={wave_id}` writes the report."]
     return params, "  \n".join(lines)

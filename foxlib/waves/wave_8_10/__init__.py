@@ -12,10 +12,10 @@ from foxlib.waves.wave_8_10.measuring import TARGET_PRECISION, TARGET_TFT, measu
 from foxlib.waves.wave_8_10.records import SCHEMA_VERSION, Measurement
 from foxlib.waves.wave_8_10.tables import (activations_by_module, breakdown_table, cuda_reconciliation,
                                            ensemble_table, second_opinion_table, seed_explanations,
-                                           target_state_table, unexplained_by_model)
+                                           target_state_note, target_state_table, unexplained_by_model)
 
 __all__ = ["MODEL_PEAK", "MODEL_PEAK_DEFINITION", "PROCESS_PEAK", "PROCESS_PEAK_DEFINITION", "SCHEMA_VERSION",
            "TARGET_PRECISION", "TARGET_TFT", "UNEXPLAINED_TARGET_PCT", "EnsembleTotals", "Measurement",
            "activations_by_module", "breakdown_table", "checks", "cuda_reconciliation", "ensemble_table",
            "ensemble_totals", "measure", "named_figures", "second_opinion_table", "seed_explanations",
-           "target_state_table", "unexplained_by_model", "unexplained_share"]
+           "target_state_note", "target_state_table", "unexplained_by_model", "unexplained_share"]

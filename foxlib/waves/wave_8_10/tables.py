@@ -9,6 +9,7 @@ import pandas as pd
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
+from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_10.analysis import (MODEL_PEAK, MODEL_PEAK_DEFINITION, PROCESS_PEAK,
                                              UNEXPLAINED_TARGET_PCT, EnsembleTotals, ensemble_totals,
                                              unexplained_fraction)
@@ -241,3 +242,13 @@ def target_state_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[
                  "seed's target (MB)": seed_total_mb})
     rows += _card_rows(e, card_bytes, seed_total_mb, proc, "seed's target (MB)")
     return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
+
+
+def target_state_note(m: Measurement | dict[str, Any]) -> str:
+    """Why the target state was predicted, not run (measuring.slow_target), as Markdown; "" where it was run."""
+    k = Measurement.coerce(m).target_state_kernels
+    if not k:
+        return ""
+    return (f"**Predicted, not run**: {k['reason']} ({k['ratio']:,.0f}x ≥ {k['slow_path_ratio']:g}x). Each step is "
+            f"predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: {PEAK_TOLERANCE_PCT:g} % on the "
+            "peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")

@@ -21,12 +21,12 @@ from foxlib.waves.wave_8_12.records import (FLOOR_BYTES_PER_PARAMETER, SCHEMA_VE
 from foxlib.waves.wave_8_12.strategies import (BASELINE, GRAPH_SKIPPED, STRATEGIES, Strategy,
                                                configure, resolve_overrides, runnable, select)
 from foxlib.waves.wave_8_12.workspace import knob_absent_reason, knob_error
-from foxlib.waves.wave_8_12.tables import (accuracy_skill, claim_runs_table, per_class_table, figures, floors_table, lightest_text, other_kind_text, recommendation_text,
+from foxlib.waves.wave_8_12.tables import (accuracy_skill, claim_runs_table, claim_runs_text, per_class_table, figures, floors_table, lightest_text, other_kind_text, recommendation_text,
                                            same_function_table, table, targets, timeline_lines, workspace_table)
 
 __all__ = ["BASELINE", "FLOOR_BYTES_PER_PARAMETER", "GRAPH_SKIPPED", "SCHEMA_VERSION",
            "STRATEGIES", "TIMELINE_CASES", "Measurement812", "Strategy", "StrategyResult", "accuracy_powered",
-           "accuracy_runs", "accuracy_skill", "checks", "claim_runs_table", "per_class_table", "configure", "figures", "floors_table", "interval_text", "knob_absent_reason", "knob_error",
+           "accuracy_runs", "accuracy_skill", "checks", "claim_runs_table", "claim_runs_text", "per_class_table", "configure", "figures", "floors_table", "interval_text", "knob_absent_reason", "knob_error",
            "lightest_at_full_speed", "lightest_text", "measure", "measure_timeline_cases", "named_figures", "other_kind_text", "pareto", "recommend", "recommend_per_class",
            "recommendation_text", "record", "resolve_overrides", "runnable", "same_function_checks",
            "same_function_table", "select", "slowdown_check", "table", "targets", "timeline_lines", "workspace_table"]

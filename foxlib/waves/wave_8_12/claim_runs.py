@@ -10,14 +10,13 @@ training window to fp32's per run, with its bootstrap interval over that run's r
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
 
 from foxlib.core.progress import progress
 from foxlib.core.seed_claims import MIN_RUNS
-from foxlib.harness.fresh_process import measure_in_fresh_process
+from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cpu_support import kernel_speed
 from foxlib.models import MODELS
@@ -46,10 +45,7 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
             skipped[s.name] = kernel_speed(s.precision).reason()
             continue
         picked.append(s)
-    base = dataclasses.asdict(MODELS["tft"].preset(preset))
-    variants = {s.name: {"device": device.type, "preset": preset, "precision": s.precision, "seed": seed,
-                         "cuda_graph": s.cuda_graph, "options": s.options.to_dict(),
-                         "overrides": {k: v for k, v in dataclasses.asdict(configs[s.name]).items() if v != base[k]}}
+    variants = {s.name: variant_spec(configs[s.name], preset, s.precision, seed, device, s.cuda_graph, s.options)
                 for s in picked}
     out: list[dict[str, Any]] = []
     with progress(runs, "seed claims, independent runs (fresh processes)") as bar:

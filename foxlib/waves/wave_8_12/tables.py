@@ -278,3 +278,15 @@ def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
             row["why"] = r["reason"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def claim_runs_text(m, claim_runs: int) -> str:
+    """The reading of the seed's speed claims, and why there is no table where the independent runs were not
+    made (claim_runs.py), as Markdown."""
+    rec = record(m)
+    text = f"Reading: {seed_claims.SPEED_READING}."
+    if rec.claim_runs:
+        return text
+    cpu = ", the CPU's default: each run costs minutes on two cores" if rec.device["type"] == "cpu" else ""
+    return (text + f"\n\nNot measured in this run (`claim_runs={claim_runs}`{cpu}): each claim rests on the one "
+            "alternating run above, and the index calls it inconclusive.")

@@ -19,10 +19,9 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
-from foxlib.harness.fresh_process import measure_in_fresh_process
+from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
-from foxlib.models import MODELS
 
 SMALL = ":16:8"  # 8 buffers of 16 KiB per stream (PyTorch's default on this GPU: MiBs per stream)
 KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fastest graphed, the lightest graphed
@@ -47,10 +46,7 @@ def measure_knob(chosen, configs: dict[str, Any], preset: str, device: torch.dev
     picked = sorted((s for s in chosen if s.name in KNOB_STRATEGIES), key=lambda s: s.cuda_graph)  # eager first:
     if not picked:  # an eager profile counts what is allocated at its start, graphs' workspaces included
         return {"skipped": f"none of {', '.join(KNOB_STRATEGIES)} was measured in this run"}
-    base = dataclasses.asdict(MODELS["tft"].preset(preset))
-    variants = {s.name: {"device": "cuda", "preset": preset, "precision": s.precision, "seed": seed,
-                         "cuda_graph": s.cuda_graph, "options": s.options.to_dict(),
-                         "overrides": {k: v for k, v in dataclasses.asdict(configs[s.name]).items() if v != base[k]}}
+    variants = {s.name: variant_spec(configs[s.name], preset, s.precision, seed, torch.device("cuda"), s.cuda_graph, s.options)
                 for s in picked}
     runs: dict[str, list[dict[str, Any]]] = {"default": [], "small": []}
     with progress(2 * rounds, "cuBLAS workspace knob (fresh processes)") as bar:

@@ -7,7 +7,8 @@ it when its serving figure leaves at least budgets.toml's [ensemble] min_headroo
 checks of wave 8.13, with the same limits. Decisions are on bytes; `card_frame` only formats.
 
 Cards are sold in GB that are GiB: a "4 GB" card holds 4 × 2^30 = 4,294,967,296 bytes
-(budgets.toml's card_mb). bf16 autocast needs compute capability 8.0 (Ampere) or newer.
+(budgets.toml's card_mb). bf16 autocast needs the bf16 card class (foxlib.core.card_classes: compute
+capability 8.0, Ampere, or newer).
 """
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from foxlib.core.card_classes import class_of
 from foxlib.core.config import MB
 
 GIB = 2**30
 SOURCES = ("predicted", "measured")
-BF16_MIN_CAPABILITY = (8, 0)
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class Card:
 
     @property
     def bf16(self) -> bool:
-        major, minor = (int(x) for x in self.compute_capability.split("."))
-        return (major, minor) >= BF16_MIN_CAPABILITY
+        """Whether its card class (foxlib.core.card_classes, by compute capability) runs bf16."""
+        return class_of(self.compute_capability).allows("bf16")
 
     @property
     def label(self) -> str:

@@ -26,7 +26,7 @@ from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.account import account_training
 from foxlib.waves.wave_8_13.card_table import (  # noqa: F401 - the table's names, re-exported
-    BF16_MIN_CAPABILITY, CARDS, GIB, SOURCES, Card, CardCell, CardTable, Footprint, ModelFigures, card_frame,
+    CARDS, GIB, SOURCES, Card, CardCell, CardTable, Footprint, ModelFigures, card_frame,
     cell_text, fits, notes_text)
 from foxlib.waves.wave_8_13.records import Measurement, record
 
