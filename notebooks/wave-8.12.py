@@ -46,7 +46,7 @@ accuracy_min_skill_pct: float = 2.0  # a run has skill when it beats climatology
 timelines: bool = True  # also record live memory through one step (plain, checkpointed, memory-efficient, CUDA graph)
 timeline_dir: str = ""  # where the timelines' snapshot files go (a temporary folder if empty)
 cublas_workspace_knob: bool = True  # on CUDA, also measure the cuBLAS workspace size as a memory knob (fresh processes)
-claim_runs: int = 3  # independent runs (fresh processes) that time the strategies the seed's speed claims are about; a verdict needs every run to agree
+claim_runs: int = 3  # independent runs (fresh processes) that time the strategies the seed's speed claims are about; a verdict pools them (the interval of their mean)
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
@@ -123,7 +123,8 @@ if m["accuracy_preset"] != params["preset"]:
 # ## The seed's speed claims in independent runs
 # One alternating run's interval is narrower than the spread between runs of the same code, so the
 # strategies the seed's speed claims are about are timed again in independent runs (fresh processes, fp32
-# beside them in each). A claim holds, or is wrong, only when every run says so; else it is inconclusive.
+# beside them in each). The runs are pooled: a claim holds, or is wrong, only when the interval of their mean
+# lies inside, or outside, the claim's band; else it is inconclusive.
 
 # %%
 display(Markdown(wave.claim_runs_text(record, params["claim_runs"])))

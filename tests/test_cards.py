@@ -227,3 +227,21 @@ def test_a_prediction_fits_a_card_only_with_its_error_added():
     assert fits([measured], 0, CARDS[:1]).cell("c", 4).trains
     far = Footprint("c", "predicted", int(card * 0.8), 0, margin_fraction=0.1)
     assert fits([far], 0, CARDS[:1]).cell("c", 4).trains
+
+
+def test_the_margin_is_the_predictions_measured_error():
+    """A run that measured its configuration on the card it emulated: the margin is |measured - predicted| /
+    predicted, the larger of training (1,100 against 1,000: 10 %) and serving (450 against 500: 10 % under; here
+    600 against 500: 20 %); without a complete run, the predictor's stated peak tolerance."""
+    from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
+    predicted = Footprint("c", "predicted", 1000, 500)
+    measured = Footprint("c", "measured", 1100, 600, card_bytes=4 * GIB)
+    margin, text = cards.prediction_margin(measured, predicted)
+    assert margin == pytest.approx(0.2)
+    assert "20.00 % (serving" in text and "training +10.00 %" in text
+    under = Footprint("c", "measured", 900, 450, card_bytes=4 * GIB)
+    assert cards.prediction_margin(under, predicted)[0] == pytest.approx(0.1)
+    oom = Footprint("c", "measured", 1100, 600, card_bytes=4 * GIB, training_ran=False)
+    for m in (None, oom):
+        margin, text = cards.prediction_margin(m, predicted)
+        assert margin == PEAK_TOLERANCE_PCT / 100 and "stated peak tolerance" in text

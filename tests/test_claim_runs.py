@@ -28,23 +28,49 @@ def test_the_band_is_ten_percent_either_way():
     assert low == pytest.approx(1 / 1.1) and high == pytest.approx(1.1)
 
 
-def test_the_runs_that_flipped_on_the_h200_agree_under_the_band():
-    """Two H200 runs of "checkpoint all" at one revision, 1.39x [1.23, 1.69] and 1.53x [1.43, 1.69]:
-    one reading, one band, and both meet it."""
+def test_the_runs_that_flipped_on_the_h200_straddle_the_band_and_say_so():
+    """Two H200 runs of "checkpoint all" at one revision, 1.39x [1.23, 1.69] and 1.53x [1.43, 1.69], and a third:
+    their pooled interval crosses the band's lower edge (1.52), so the verdict is inconclusive, not holds in one
+    set and wrong in another."""
     runs = [(1.39, 1.23, 1.69), (1.53, 1.43, 1.69), (1.45, 1.30, 1.60)]
-    assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "holds"
+    assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "inconclusive"
     assert sc.speed_verdict(runs[:2], sc.speed_ratio("-40% slower")) == "inconclusive"  # two runs are not enough
 
 
-def test_a_verdict_needs_every_run_to_agree():
+def test_the_committed_h200_runs_of_checkpoint_variables_are_wrong_pooled():
+    """The committed H200 claim runs of "checkpoint variables" (2.06x [1.89, 2.19], 2.18x [2.06, 2.28],
+    2.02x [1.81, 2.22]): the third run's interval meets the band, so "every run agrees" called it inconclusive
+    where another set of runs called it wrong; pooled, the mean's interval lies above the band."""
+    runs = [(2.06, 1.89, 2.19), (2.18, 2.06, 2.28), (2.02, 1.81, 2.22)]
+    centre, low, high = sc.pooled_interval(runs)
+    assert centre == pytest.approx((2.06 * 2.18 * 2.02) ** (1 / 3))
+    assert low > sc.speed_band(sc.speed_ratio("-40% slower"))[1]
+    assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "wrong"
+
+
+def test_the_pooled_interval_by_hand():
+    """Medians e^-0.1, 1, e^0.1: log mean 0, sd 0.1, half-width t(2) 4.303 x 0.1 / sqrt(3) = 0.2484; each run's own
+    interval (half-width 0.01 on the log scale) is narrower, so it does not widen it."""
+    import math
+    runs = [(math.exp(x), math.exp(x - 0.01), math.exp(x + 0.01)) for x in (-0.1, 0.0, 0.1)]
+    centre, low, high = sc.pooled_interval(runs)
+    assert centre == pytest.approx(1.0)
+    assert math.log(high) == pytest.approx(4.303 * 0.1 / math.sqrt(3), rel=1e-4)
+    assert math.log(low) == pytest.approx(-math.log(high))
+    same = [(1.0, 0.9, 1.2)] * 3  # runs that agree exactly: the interval is one run's own, not a point
+    assert sc.pooled_interval(same) == pytest.approx((1.0, 0.9, 1.2))
+
+
+def test_a_verdict_needs_the_pooled_interval_on_one_side_of_an_edge():
     apart = (2.5, 2.4, 2.6)
-    meets = (1.0, 0.95, 1.05)
+    inside = (1.0, 0.97, 1.03)
     assert sc.speed_verdict([apart] * 3, 1.0) == "wrong"
-    assert sc.speed_verdict([meets] * 3, 1.0) == "holds"
-    assert sc.speed_verdict([meets, meets, apart], 1.0) == "inconclusive"
+    assert sc.speed_verdict([inside] * 3, 1.0) == "holds"
+    assert sc.speed_verdict([inside, inside, apart], 1.0) == "inconclusive"  # the spread crosses the band
     wide = (1.0, 0.5, 2.0)  # high / low = 4: confirms nothing
-    assert sc.run_verdict(wide[1], wide[2], sc.speed_band(1.0)) == "inconclusive"
+    assert sc.interval_verdict(wide[1], wide[2], sc.speed_band(1.0)) == "inconclusive"
     assert sc.speed_verdict([wide] * 3, 1.0) == "inconclusive"
+    assert sc.interval_verdict(1.05, 1.15, sc.speed_band(1.0)) == "inconclusive"  # across the upper edge 1.1
 
 
 def _run(base_samples, other_samples):

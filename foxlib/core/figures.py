@@ -91,12 +91,6 @@ def key(model: str, preset: str, batch_size: int, encoder_length: int | None, pr
 
 def slug(name: str) -> str:
     """A strategy or configuration name as a key part: "checkpoint all" -> "checkpoint-all"."""
-    import re
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def slug(name: str) -> str:
-    """A strategy or configuration name as a key part: "checkpoint all" -> "checkpoint-all"."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 

@@ -4,6 +4,7 @@ module is the repository's record of them; the quotes beside the values are the 
 Taken with nvidia-smi in a Rust/Candle code base. They appear in reports only in columns
 labelled as the seed's, beside what foxlib measured. MB here is the seed's own unit.
 """
+import math
 import re
 
 TFT_8_10_MB = {
@@ -36,11 +37,17 @@ spread between runs of the same code (foxlib.waves.wave_8_12.claim_runs)."""
 SPEED_BAND = 0.10
 """An approximate speed claim ("-40 % slower", "no change") holds within a factor 1 ± 10 % of its ratio."""
 WIDE_INTERVAL = 1.5
-"""high / low of a timing interval past which it confirms nothing."""
+"""high / low of an interval past which it confirms nothing."""
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+"""Student's t, 97.5th percentile, for 1 .. 10 degrees of freedom (more: the last): the two-sided 95 % interval
+of a mean over a few runs."""
 SPEED_READING = ("\"+N % faster\" and \"-N % slower\" are read as throughput (training windows per second) N % "
                  "higher or lower: time per window x 1/(1 + N/100) or x 1/(1 - N/100) (-40 % slower = 1.67x, "
                  f"-75 % slower = 4.00x); an approximate claim holds within a factor 1 ± {100 * SPEED_BAND:g} % of that "
-                 f"ratio, and a verdict needs {MIN_RUNS} independent timing runs that agree (else inconclusive)")
+                 f"ratio. The verdict rests on {MIN_RUNS} or more independent timing runs pooled: the 95 % interval of "
+                 "their mean (geometric, Student's t over the runs' medians, so that it holds the spread between runs, "
+                 "never narrower than one run's own interval); \"holds\" when that interval lies inside the band, "
+                 "\"wrong\" when it lies outside, else inconclusive")
 
 
 def speed_ratio(text: str) -> float:
@@ -65,18 +72,37 @@ def speed_band(ratio: float) -> tuple[float, float]:
     return ratio / (1 + SPEED_BAND), ratio * (1 + SPEED_BAND)
 
 
-def run_verdict(low: float, high: float, band: tuple[float, float]) -> str:
-    """One run's interval against a claim's band: "wrong" when they are apart, "holds" when they meet and the
-    interval is narrow enough to confirm anything (WIDE_INTERVAL), else "inconclusive"."""
+def pooled_interval(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """(centre, low, high) over independent runs ((median, low, high) each, ratios > 0): the geometric mean of the
+    runs' medians with its 95 % interval (Student's t over their logarithms, T_975), widened where needed to the
+    narrowest run's own interval (its half-widths on the log scale): a few runs that happen to agree do not make
+    the estimate more precise than one run's rounds."""
+    if not runs:
+        raise ValueError("no runs to pool")
+    logs = [math.log(m) for m, _, _ in runs]
+    n = len(logs)
+    centre = sum(logs) / n
+    sd = math.sqrt(sum((x - centre) ** 2 for x in logs) / (n - 1)) if n > 1 else math.inf
+    half = T_975[min(n - 1, len(T_975)) - 1] * sd / math.sqrt(n) if n > 1 else math.inf
+    own = min(runs, key=lambda r: math.log(r[2] / r[1]))
+    below, above = math.log(own[0] / own[1]), math.log(own[2] / own[0])
+    return math.exp(centre), math.exp(centre - max(half, below)), math.exp(centre + max(half, above))
+
+
+def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:
+    """An interval against a claim's band: "holds" inside it, "wrong" apart from it, "inconclusive" across an
+    edge or when wider than WIDE_INTERVAL (it confirms nothing)."""
     if high < band[0] or low > band[1]:
         return "wrong"
-    return "holds" if high / low <= WIDE_INTERVAL else "inconclusive"
+    if band[0] <= low and high <= band[1] and high / low <= WIDE_INTERVAL:
+        return "holds"
+    return "inconclusive"
 
 
 def speed_verdict(runs: list[tuple[float, float, float]], ratio: float) -> str:
-    """The claim's verdict over independent runs ((median, low, high) each): "holds" or "wrong" when at least
-    MIN_RUNS runs all say so, else "inconclusive"."""
+    """The claim's verdict over independent runs ((median, low, high) each): fewer than MIN_RUNS is
+    "inconclusive"; else the pooled interval (pooled_interval) against the claim's band (interval_verdict)."""
     if len(runs) < MIN_RUNS:
         return "inconclusive"
-    verdicts = {run_verdict(lo, hi, speed_band(ratio)) for _, lo, hi in runs}
-    return verdicts.pop() if len(verdicts) == 1 else "inconclusive"
+    _, low, high = pooled_interval(runs)
+    return interval_verdict(low, high, speed_band(ratio))

@@ -144,6 +144,19 @@ class RatioInterval:
         return cls(float(d["median"]), float(d["low"]), float(d["high"]), float(d.get("confidence", CONFIDENCE)))
 
 
+def median_interval(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> tuple[float, float, float]:
+    """(median, low, high) of one variant's step times (seconds): the median and its bootstrap percentile
+    interval (samples resampled with replacement, a seeded generator), as interval_of_samples does for ratios."""
+    a = np.asarray(samples, dtype=float)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError("a median interval needs at least one sample")
+    boot = np.median(a[np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))], axis=1)
+    low, high = np.quantile(boot, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    median = float(np.median(a))
+    return median, float(min(low, median)), float(max(high, median))
+
+
 def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[float, ...] | list[float]) -> np.ndarray:
     """Round r's sample over round r's baseline sample, for every round."""
     a, b = np.asarray(samples, dtype=float), np.asarray(baseline, dtype=float)

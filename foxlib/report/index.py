@@ -166,7 +166,7 @@ def short_revision(rev: str) -> str:
 def write_index(reports_dir: Path | None = None) -> Path:
     """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
     import jinja2
-    from foxlib.report import ledger
+    from foxlib.report import baselines, ledger
     reports_dir = Path(reports_dir or config.REPORTS_DIR)
     found = collect(reports_dir)
     devs = devices(found)
@@ -196,6 +196,7 @@ def write_index(reports_dir: Path | None = None) -> Path:
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     page = env.get_template("index.html.j2").render(
         answer=answer(found, devs, collect_variants(reports_dir)), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING, devices=devs, waves=waves,
+        baselines=baselines.rows(reports_dir),
         deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
                    "differs": ", ".join(f"{k} = {val.get('value')!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}

@@ -108,8 +108,9 @@ def _speed(key: str, guess: str, what: str):
                     f"{seed_claims.MIN_RUNS} independent runs ({claim})", "inconclusive")
         medians = [m for m, _, _ in runs]
         each = ", ".join(f"{m:,.2f}x [{lo:,.2f}, {hi:,.2f}]" for m, lo, hi in runs)
+        centre, lo, hi = seed_claims.pooled_interval(runs)
         return (f"{len(runs)} independent runs, {what}: {each}; spread {min(medians):,.2f}-{max(medians):,.2f}x; "
-                f"{claim}", seed_claims.speed_verdict(runs, ratio))
+                f"pooled {centre:,.2f}x [{lo:,.2f}, {hi:,.2f}]; {claim}", seed_claims.speed_verdict(runs, ratio))
     return judge
 
 

@@ -15,6 +15,7 @@ from foxlib.core.budgets import Check
 from foxlib.core.card_classes import CardClass, classes_for
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
+from foxlib.harness.timing import median_interval
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
@@ -184,6 +185,9 @@ def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
             w = s.window_ratio
             runs = tuple((x.median, x.low, x.high) for x in r.claim_runs.get(s.name, ())) or None
             out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high, runs=runs))
+        if s.name == BASELINE:  # the fp32 step every ratio of this run rests on (foxlib.report.baselines)
+            median, low, high = median_interval(s.step_samples_s)
+            out.append(Figure(k(quantity="step_time", variant="wave-8-12"), median, "s", low=low, high=high))
         same = (m.get("same_function", {}) if isinstance(m, dict) else {}).get(s.name)
         if same and "error" not in same:
             out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))

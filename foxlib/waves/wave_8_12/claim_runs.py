@@ -3,7 +3,8 @@ intervals narrower than the spread between runs of the same code: on the H200, "
 1.39x [1.23, 1.69] in one run and 1.53x [1.43, 1.69] in another of the same code. So each strategy a seed claim
 is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh processes
 (foxlib.harness.fresh_process: each builds the steps anew, warms up, then times them alternating), and a
-claim's verdict needs every run to agree (foxlib.report.ledger).
+claim's verdict comes from the runs pooled: the interval of their mean holds the spread between them
+(foxlib.core.seed_claims.speed_verdict).
 
 `measure_claim_runs` returns plain data; `claim_intervals` types it: per strategy, one ratio of time per
 training window to fp32's per run, with its bootstrap interval over that run's rounds.

@@ -244,7 +244,7 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
 def claim_runs_table(m) -> pd.DataFrame | None:
     """The seed's speed claims against the independent runs (claim_runs.py): per strategy, the seed's claim as
     a time ratio (foxlib.core.seed_claims.SPEED_READING) and its band, each run's time per window against
-    fp32 with its interval, the spread and the verdict (seed_claims.speed_verdict, as the index's ledger
+    fp32 with its interval, the spread, the pooled interval and the verdict (seed_claims.speed_verdict, as the index's ledger
     judges it). None where the runs were not made."""
     rec = record(m)
     if not rec.claim_runs:
@@ -258,8 +258,11 @@ def claim_runs_table(m) -> pd.DataFrame | None:
         row = {"strategy": name, "seed's claim": claim, "as time per window (x fp32)": round(ratio, 2),
                f"within ±{100 * seed_claims.SPEED_BAND:g} %": f"[{low:.2f}, {high:.2f}]"}
         row |= {f"run {i + 1} (x fp32)": str(r) for i, r in enumerate(runs)}
+        triples = [(r.median, r.low, r.high) for r in runs]
+        centre, lo, hi = seed_claims.pooled_interval(triples)
         row |= {"spread of medians": f"{min(medians):.2f}-{max(medians):.2f}",
-                "verdict": seed_claims.speed_verdict([(r.median, r.low, r.high) for r in runs], ratio)}
+                "pooled (x fp32, 95 %)": f"{centre:.2f} [{lo:.2f}, {hi:.2f}]",
+                "verdict": seed_claims.speed_verdict(triples, ratio)}
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -96,8 +96,8 @@ class Footprint:
     serving_ran: bool = True
     note: str = ""
     margin_fraction: float = 0.0
-    """predicted: how far the figures may be too low (the predictor's tolerance on the peak, tested against
-    measurements: foxlib.memory.tolerances.PEAK_TOLERANCE_PCT); a card fits only with it added. 0 when measured."""
+    """predicted: how far the figures may be off (cards.prediction_margin: the prediction's error measured by this
+    run, else the predictor's stated peak tolerance); a card fits only with it added. 0 when measured."""
 
     def __post_init__(self):
         if self.source not in SOURCES:
@@ -199,6 +199,11 @@ def _mb(x: int) -> str:
     return f"{x / MB:,.1f}"
 
 
+def _pct(fraction: float) -> str:
+    """A margin in %, two decimals below 1 % (a measured error), else as few as it needs (10 %)."""
+    return f"{100 * fraction:.2f}" if fraction < 0.01 else f"{100 * fraction:.3g}"
+
+
 def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     """A cell as the table shows it: "yes: 1,923.1 of 4,295.0 MB, 2,371.9 MB free (measured)"."""
     if cell is None:
@@ -213,7 +218,7 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
         left = cell.serving_limit_bytes - int(used * grow)
         margin = (f"{_mb(free)} MB free" if left >= 0 else
                   f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
-    shown = (f"{_mb(used)} MB + {100 * cell.margin_fraction:g} % for the prediction's error = {_mb(int(used * grow))}"
+    shown = (f"{_mb(used)} MB + {_pct(cell.margin_fraction)} % for the prediction's error = {_mb(int(used * grow))}"
              if cell.margin_fraction else _mb(used))
     text = f"{'yes' if ok else 'no'}: {shown} of {_mb(card)} MB, {margin} ({cell.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")

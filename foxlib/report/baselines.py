@@ -1,0 +1,90 @@
+"""The fp32 step each page's speed ratios rest on, side by side per device: one baseline per device and
+revision is the aim, and where two pages' baselines disagree by more than their intervals the index says so.
+
+Every speed ratio a page shows is against the fp32 step of its own run (alternating rounds: the drift of
+the machine hits both). Two pages of one device may still time that same fp32 step very differently (a busy
+machine, another CPU): then their ratios are not comparable with each other, even if each holds. A page lists
+its baseline as a figure `tft/<preset>/b<batch>/t<T>/fp32/<page>/step_time` (seconds, with its 95 % interval:
+foxlib.harness.timing.median_interval); the peer benchmark's is its "foxlib TFT, default" row.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from foxlib.core import config
+from foxlib.harness.timing import median_interval
+
+PEER_ROW = "foxlib_default"  # the peer benchmark's foxlib TFT at its default configuration, fp32
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One page's fp32 step: its median and 95 % interval (seconds), and the configuration it was timed at."""
+    page: str
+    """The page's results file, relative to the reports folder."""
+    configuration: str
+    """tft/<preset>/b<batch>/t<T>: pages compare only at one configuration."""
+    revision: str
+    median_s: float
+    low_s: float
+    high_s: float
+
+    def overlaps(self, other: "Baseline") -> bool:
+        return self.low_s <= other.high_s and other.low_s <= self.high_s
+
+    def text(self) -> str:
+        return f"{self.median_s * 1e3:,.1f} ms [{self.low_s * 1e3:,.1f}, {self.high_s * 1e3:,.1f}]"
+
+
+def _from_results(path: Path, rel: str, res: dict) -> list[Baseline]:
+    out = []
+    for k, fig in (res.get("figures") or {}).items():
+        parts = k.split("/")
+        if parts[-1] == "step_time" and len(parts) == 7 and parts[4] == "fp32" and fig.get("low") is not None:
+            out.append(Baseline(rel, "/".join(parts[:4]), str(res.get("measured_at_revision", "?")),
+                                fig["value"], fig["low"], fig["high"]))
+    return out
+
+
+def _from_peer(rel: str, res: dict) -> list[Baseline]:
+    row = (res.get("variants") or {}).get(PEER_ROW) or {}
+    samples = (row.get("timing") or {}).get("samples_s")
+    cfg = res.get("config") or {}
+    if not samples or row.get("precision") != "fp32" or not cfg:
+        return []
+    median, low, high = median_interval(samples)
+    preset = (res.get("arguments") or {}).get("preset", "seed")
+    return [Baseline(rel, f"tft/{preset}/b{cfg['batch_size']}/t{cfg['encoder_length']}",
+                     str(res.get("measured_at_revision", "?")), median, low, high)]
+
+
+def collect(reports_dir: Path | None = None) -> dict[str, list[Baseline]]:
+    """{device: its canonical pages' fp32 baselines}, from reports/<device>/wave-*/results.json and the peer
+    benchmark's JSON (variants are not read)."""
+    reports_dir = Path(reports_dir or config.REPORTS_DIR)
+    out: dict[str, list[Baseline]] = {}
+    for path in sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json")):
+        rel = str(path.relative_to(reports_dir))
+        res = json.loads(path.read_text())
+        found = _from_results(path, rel, res) if path.name == "results.json" else _from_peer(rel, res)
+        out.setdefault(rel.split("/")[0], []).extend(found)
+    return {d: b for d, b in out.items() if b}
+
+
+def disagreements(baselines: list[Baseline]) -> list[str]:
+    """Each pair of pages timed at one configuration whose fp32 intervals do not overlap, in words."""
+    lines = []
+    for i, a in enumerate(baselines):
+        for b in baselines[i + 1:]:
+            if a.configuration == b.configuration and not a.overlaps(b):
+                ratio = max(a.median_s, b.median_s) / min(a.median_s, b.median_s)
+                lines.append(f"{a.page} {a.text()} and {b.page} {b.text()} differ by {ratio:,.2f}x, beyond their "
+                             "intervals: their speed ratios rest on different baselines")
+    return lines
+
+
+def rows(reports_dir: Path | None = None) -> dict[str, dict[str, object]]:
+    """For the index: per device, each page's baseline and the disagreements."""
+    return {d: {"baselines": b, "disagreements": disagreements(b)} for d, b in collect(reports_dir).items()}
