@@ -96,7 +96,7 @@ def measure(args) -> dict[str, Any]:
     from foxlib.harness.timing import time_alternating
     from foxlib.memory import profile_step
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
-    from foxlib.memory.profile import training_step_fn
+    from foxlib.memory.step import training_step_fn
 
     revision = peer_page.checked_revision(args.allow_dirty, "a measurement")
     device = resolve_device(args.device)

@@ -269,7 +269,7 @@ def test_a_compiled_row_measures_like_the_others_and_counts_its_graph_breaks():
 
     from foxlib.harness.recipe import StepRecipe, build_step
     from foxlib.memory import profile_step
-    from foxlib.memory.profile import training_step_fn
+    from foxlib.memory.step import training_step_fn
     from foxlib.models import MODELS
     cfg = MODELS["tft"].config("small", **TINY)
     step = build_step(StepRecipe("tft", cfg, seed=0), "cpu")

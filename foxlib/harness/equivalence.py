@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from foxlib.memory.profile import autocast, check_precision
+from foxlib.memory.step import autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.harness.step_options import StepOptions, backends, make_optimizer
-from foxlib.memory.profile import check_precision, training_step_fn
+from foxlib.memory.step import check_precision, training_step_fn
 from foxlib.models import MODELS
 
 

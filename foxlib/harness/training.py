@@ -27,7 +27,7 @@ import torch
 
 from foxlib.harness import skill
 from foxlib.data.market import TARGETS, MarketWindows
-from foxlib.memory.profile import NonFiniteLossError, autocast, check_precision
+from foxlib.memory.step import TrainingStep, autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 from foxlib.core.progress import progress
@@ -154,7 +154,9 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     # Adam at the card's learning rate, as the options say
     optimizer = optimizer_for(StepRecipe("tft", cfg, precision, seed, options), model,
                               clip_each=grad_clip if options.optimizer_in_backward else None)
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    # the one training step (foxlib.memory.step); Adam in backward clips each parameter itself
+    run = TrainingStep(model, None, card.loss, optimizer, precision, device,
+                       clip=None if options.optimizer_in_backward else grad_clip)
     best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
     started = time.perf_counter()
     step = 0
@@ -162,24 +164,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
             (progress(max_steps, f"train tft {precision} seed {seed}") if show_progress else _silent()) as bar:
         while step < max_steps:
             batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(device, precision):
-                loss = card.loss(model, batch)
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(f"the TFT's loss became {float(loss.detach())} at step {step} "
-                                         f"({precision}, seed {seed}); lower the learning rate or use bf16")
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-            else:
-                loss.backward()
-            if not options.optimizer_in_backward:  # (in backward: clipped per parameter, and stepped)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
+            loss = run(batch, check=f"training step {step} (TFT, {precision}, seed {seed})")
             step += 1
             if step % eval_every == 0 or step == max_steps:
                 scores = evaluate(model, val, val_rows, precision, device, climatology=levels)

@@ -28,7 +28,8 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
-from foxlib.memory.profile import check_precision, cuda_block_bytes, training_step_fn
+from foxlib.memory.profile import cuda_block_bytes
+from foxlib.memory.step import check_precision, training_step_fn
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
 METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, after "

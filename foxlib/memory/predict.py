@@ -24,7 +24,8 @@ from foxlib.memory import accounting
 from foxlib.memory.predict_kernels import RealKernelSizes
 from foxlib.memory.predict_scratch import probe_kernel_scratch
 from foxlib.memory.predict_tracing import FakeSavedTensorTracker, LiveStorages, is_fake, unique_storage_bytes
-from foxlib.memory.profile import MemoryProfile, autocast, check_precision
+from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.memory.tolerances import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
@@ -160,27 +161,15 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         model.train()
         live = None
 
-        # mirrors profile_step's step(): same statements, so the same lifetimes
-        def step(tracker=None, on_forward_end=None, make_state=False):
-            opt.zero_grad(set_to_none=True)
-            with autocast(device, precision), (tracker if tracker is not None else contextlib.nullcontext()):
-                loss = loss_fn(model, batch)
-            if on_forward_end is not None:
-                on_forward_end()
-                live.watch_backward(loss)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                if make_state:
-                    with live.paused():
-                        opt.step()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                if make_state:
-                    with live.paused():
-                        opt.step()
+        # the one TrainingStep (foxlib.memory.step), as profile_step runs it: the same statements, the same lifetimes
+        run = TrainingStep(model, batch, loss_fn, opt, precision, device, scaler=scaler)
+
+        def make_state():  # the optimizer's state made outside the live count, as a warm-up step would have
+            with live.paused():
                 opt.step()
+
+        def step(tracker=None, on_forward_end=None, make_state_first=False):
+            run(tracker=tracker, on_forward_end=on_forward_end, before_step=make_state if make_state_first else None)
 
         if warmup == "full":
             step()
@@ -192,12 +181,13 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         tracker = FakeSavedTensorTracker(model)
         live = LiveStorages(fake_mode)
 
-        def on_forward_end():
+        def on_forward_end(loss):
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             live.mark()
+            live.watch_backward(loss)
 
         with live:
-            step(tracker, on_forward_end, make_state=warmup == "optimizer")
+            step(tracker, on_forward_end, make_state_first=warmup == "optimizer")
         # what the real kernels hold inside themselves (oneDNN scratchpads...): one probe each
         if kernel_scratch:
             scratch = probe_kernel_scratch(k for k, _, _ in live.kernel_calls)

@@ -18,10 +18,8 @@ those once (foxlib.waves.wave_8_10.ensemble_totals).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -29,29 +27,8 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats, nvml_view
+from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.memory.timeline import cpu_allocations, mark_forward_end
-
-PRECISIONS = ("fp32", "fp16", "bf16")
-_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def check_precision(precision: str) -> str:
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
-    return precision
-
-
-def autocast(device: torch.device, precision: str):
-    """The forward's context for a precision: nothing for fp32, torch.autocast otherwise."""
-    check_precision(precision)
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=_DTYPES[precision])
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss became NaN or infinite during a measured or warm-up step."""
-
 
 @dataclass(frozen=True)
 class MemoryProfile:
@@ -173,36 +150,6 @@ def cuda_block_bytes(tensors, device: torch.device) -> int:
     return sum(seen.values())
 
 
-def _finite(loss: torch.Tensor, when: str) -> float:
-    value = float(loss.detach().float())
-    if not math.isfinite(value):
-        raise NonFiniteLossError(f"the loss is {value} during the {when} step: training diverged "
-                                 "(lower the learning rate, use bf16 instead of fp16, or check the data)")
-    return value
-
-
-def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
-                     optimizer: torch.optim.Optimizer, precision: str, device: torch.device) -> Callable[[], torch.Tensor]:
-    """A zero-argument callable running one full training step (zero_grad, forward + loss under
-    autocast, backward, optimizer step; fp16 through a GradScaler), for timing, profilers and
-    CUDA-graph capture; it returns the loss, detached."""
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision):
-            loss = loss_fn(model, batch)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-        return loss.detach()
-    return step
-
-
 MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
 
 
@@ -234,30 +181,17 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     check_precision(precision)
     device = next(model.parameters()).device
     is_cuda = device.type == "cuda"
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     model.train()
+    run = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
 
     def step(tracker=None, on_forward_end=None, when="warm-up"):
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision), (tracker if tracker is not None else contextlib.nullcontext()):
-            loss = loss_fn(model, batch)
-        value = _finite(loss, when)
-        if on_forward_end is not None:
-            on_forward_end()
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-        return value
+        return float(run(tracker=tracker, check=f"{when} step", on_forward_end=on_forward_end))
 
     def warm() -> bool:
         """One warm-up step; True if the GradScaler skipped its optimizer step (gradients overflowed)."""
-        before = scaler.get_scale() if scaler is not None else None
+        before = run.scale()
         step()
-        return scaler is not None and scaler.get_scale() < before
+        return run.scaler is not None and run.scale() < before
 
     skipped = [warm() for _ in range(warmup)]
     # fp16: the first steps at the scaler's initial scale (65,536) often overflow and are skipped, and a
@@ -268,7 +202,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     optimizer.zero_grad(set_to_none=True)
     gc.collect()
 
-    scale_before = scaler.get_scale() if scaler is not None else None  # lowered by the step if it skips
+    scale_before = run.scale()  # lowered by the step if it skips
     own = (list(model.parameters()) + list(model.buffers())
            + list(accounting.iter_tensors(list(optimizer.state.values())))
            + [t for t in accounting.iter_tensors(batch) if t.device == device])
@@ -286,7 +220,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         if snapshot_path:
             record_cuda_history(snapshot_stacks)
 
-        def on_forward_end():
+        def on_forward_end(_loss):
             torch.cuda.synchronize(device)
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
@@ -316,7 +250,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
                   "workspaces allocated before the step (workspace_bytes)")
         name = torch.cuda.get_device_name(device)
     else:
-        def on_forward_end():
+        def on_forward_end(_loss):
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
             mark_forward_end()
 
@@ -345,7 +279,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         buffers=accounting.buffer_bytes(dict(buffers or {})),
         live_before_step=live_before, forward_peak=forward_peak, peak=peak, loss=loss,
         peak_method=method, cuda=cuda,
-        optimizer_step_skipped=None if scaler is None else scaler.get_scale() < scale_before,
+        optimizer_step_skipped=None if run.scaler is None else run.scale() < scale_before,
         warmup_steps=len(skipped), workspace_bytes=workspace,
     )
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.memory.profile import check_precision, training_step_fn
+from foxlib.memory.step import check_precision, training_step_fn
 
 
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,

@@ -21,7 +21,7 @@ from typing import Any
 
 from foxlib.core import results
 from foxlib.core.budgets import load_budgets
-from foxlib.memory.profile import check_precision
+from foxlib.memory.step import check_precision
 from foxlib.models import MODELS
 
 # counts that must be at least 1, and those that may be 0 (0: "none" or "the default")

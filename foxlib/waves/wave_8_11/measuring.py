@@ -15,7 +15,7 @@ from foxlib.harness.recipe import timed_step
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.training import HARNESS, accuracy_config, check_target, compare_precisions, degradation
 from foxlib.memory.devices import describe, environment, resolve_device
-from foxlib.memory.profile import PRECISIONS, check_precision
+from foxlib.memory.step import PRECISIONS, check_precision
 from foxlib.models import MODELS
 
 

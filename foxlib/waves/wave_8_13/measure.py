@@ -16,7 +16,7 @@ from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory.cuda import use_cublas_workspace
 from foxlib.memory.devices import describe, environment, resolve_device, short_name
-from foxlib.memory.profile import check_precision
+from foxlib.memory.step import check_precision
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training
 from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context

@@ -16,7 +16,7 @@ import torch
 from foxlib.harness.timing import _sync
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
-from foxlib.memory.profile import autocast
+from foxlib.memory.step import autocast
 from foxlib.memory.timeline import cpu_allocations
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED, _accounting_oom
 from foxlib.waves.wave_8_13.cap import _end_view, _reset_peak

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from foxlib.core import config, provenance, results
-from foxlib.memory.profile import check_precision
+from foxlib.memory.step import check_precision
 from foxlib.harness.step_options import StepOptions
 from foxlib.models import MODELS
 

@@ -1,0 +1,103 @@
+"""The training step, written once: zero_grad, forward + loss under autocast, backward, optimizer step (fp16
+through a GradScaler). Profiling (profile.py), prediction on fake tensors (predict.py), timing, CUDA-graph
+capture (cuda_graph.py), the second opinion, training (foxlib.harness.training) and the waves run this
+one `TrainingStep`; what each adds happens in its hooks, so every one of them measures the same statements,
+in the same order, with the same lifetimes.
+
+Hooks, in the order they run: `tracker` (a context around the forward + loss: saved-tensor accounting),
+`check` (the loss before backward: a non-finite loss stops there), `on_forward_end(loss)` (the forward's
+end: a peak, a mark), `clip` (gradients clipped by their joint norm, unscaled first under fp16),
+`before_step()` (just before the optimizer steps).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable
+
+import torch
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
+    return precision
+
+
+def autocast(device: torch.device, precision: str):
+    """The forward's context for a precision: nothing for fp32, torch.autocast otherwise."""
+    check_precision(precision)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite during a measured, warm-up or training step."""
+
+
+def finite_loss(loss: torch.Tensor, when: str) -> float:
+    """The loss as a float; NonFiniteLossError naming `when` ("warm-up step", "measured step", "training step 12
+    (fp16, seed 0)") if it is NaN or infinite."""
+    value = float(loss.detach().float())
+    if not math.isfinite(value):
+        raise NonFiniteLossError(f"the loss is {value} at the {when}: training diverged "
+                                 "(lower the learning rate, use bf16 instead of fp16, or check the data)")
+    return value
+
+
+class TrainingStep:
+    """One training step of `model` on `batch` (or the batch a call passes) with `optimizer`, in `precision`.
+
+    Calling it runs the step and returns the loss, detached. `scaler`: fp16's GradScaler, made here unless
+    one is given (prediction passes one that always steps); `clip`: the gradients' joint norm is clipped to it
+    before the optimizer steps."""
+
+    def __init__(self, model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+                 optimizer: torch.optim.Optimizer, precision: str = "fp32", device: torch.device | None = None, *,
+                 scaler: Any = None, clip: float | None = None):
+        check_precision(precision)
+        self.model, self.batch, self.loss_fn, self.optimizer, self.precision = model, batch, loss_fn, optimizer, precision
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        if scaler is None and precision == "fp16":
+            scaler = torch.amp.GradScaler(self.device.type)
+        self.scaler = scaler
+        self.clip = clip
+
+    def __call__(self, batch: Any = None, *, tracker: Any = None, check: str | None = None,
+                 on_forward_end: Callable[[torch.Tensor], None] | None = None,
+                 before_step: Callable[[], None] | None = None) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast(self.device, self.precision), (tracker if tracker is not None else contextlib.nullcontext()):
+            loss = self.loss_fn(self.model, self.batch if batch is None else batch)
+        if check is not None:
+            finite_loss(loss, check)
+        if on_forward_end is not None:
+            on_forward_end(loss)
+        scaler = self.scaler
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        if self.clip is not None:
+            if scaler is not None:
+                scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        if before_step is not None:
+            before_step()
+        if scaler is not None:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
+        return loss.detach()
+
+    def scale(self) -> float | None:
+        """fp16: the GradScaler's scale now (it drops when a step's gradients overflow and the step is skipped)."""
+        return self.scaler.get_scale() if self.scaler is not None else None
+
+
+def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+                     optimizer: torch.optim.Optimizer, precision: str, device: torch.device) -> TrainingStep:
+    """The step as a zero-argument callable (timing, CUDA-graph capture): a TrainingStep."""
+    return TrainingStep(model, batch, loss_fn, optimizer, precision, device)
