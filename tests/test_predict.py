@@ -10,11 +10,11 @@ import torch
 
 from foxlib.memory import tolerances as prediction
 from foxlib.memory import profile_step
-from foxlib.memory.predict import build_fake, predict_model_step
+from foxlib.memory.predict import build_fake, predict_model_step, predict_step
 from foxlib.memory.predict_scratch import SCRATCH_OPS, probe_kernel_scratch, probe_spec
 from foxlib.memory.predict_tracing import is_fake, unique_storage_bytes
 from foxlib.models import MODELS
-from foxlib.harness.screening import largest_fitting, predicted_profile
+from foxlib.harness.screening import largest_fitting
 
 F32 = 4
 
@@ -30,7 +30,7 @@ def small_pairs():
         model = card.build(cfg)
         optimizer = torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3))
         measured = profile_step(model, batch, card.loss, optimizer, buffers=card.buffers(batch))
-        predicted = predicted_profile(card, cfg, batch=batch)  # predict_step, memoised for screening
+        predicted = predict_step(card, cfg, batch=batch)
         out[name] = (predicted, measured)
     return out
 
@@ -66,7 +66,7 @@ def test_16bit_prediction_matches_measurement(name, precision):
     model = card.build(cfg)
     meas = profile_step(model, batch, card.loss, torch.optim.Adam(model.parameters(), lr=getattr(cfg, "lr", 1e-3)),
                         precision, buffers=card.buffers(batch))
-    pred = predicted_profile(card, cfg, precision=precision, batch=batch)
+    pred = predict_step(card, cfg, precision=precision, batch=batch)
     for field in ("parameters", "gradients", "optimizer_state", "batch", "activations"):
         assert getattr(pred, field) == getattr(meas, field), field
     for field in ("forward_peak", "peak"):
@@ -228,7 +228,7 @@ def test_largest_fitting_search_and_bad_field(monkeypatch):
         if cfg.batch_size > 40:
             raise ValueError("the model refuses it")
         return types.SimpleNamespace(peak=1000 * cfg.batch_size + 500)
-    monkeypatch.setattr(screening, "predicted_profile", peak)
+    monkeypatch.setattr(screening, "predict_step", peak)
     card = MODELS["dqn"]
     base = card.config("small", batch_size=8)
     scan = largest_fitting(card, base, "batch_size", 1 << 40, confirm=False, max_value=32)

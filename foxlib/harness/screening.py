@@ -26,16 +26,10 @@ from typing import Any, Iterable
 
 import torch
 
-from foxlib.memory import MemoryProfile, profile_step
+from foxlib.memory import profile_step
 from foxlib.memory.predict import make_optimizer, predict_step
 
 FIELDS = ("batch_size", "encoder_length", "seq_len")
-
-# predictions, by (card name, card identity, config, precision, optimizer, foreach): a prediction
-# is deterministic, and screening the same ladder twice (a budget chosen from a first pass)
-# should not pay for it twice
-_PREDICTED: dict[tuple, MemoryProfile] = {}
-
 
 def _config_with(card, base_config, field: str, value: int):
     names = {f.name for f in dataclasses.fields(base_config)}
@@ -43,18 +37,6 @@ def _config_with(card, base_config, field: str, value: int):
         raise ValueError(f"model {card.name!r} has no config field {field!r}; "
                          f"screenable fields: {', '.join(f for f in FIELDS if f in names)}")
     return dataclasses.replace(base_config, **{field: value})
-
-
-def predicted_profile(card, config, *, precision: str = "fp32", optimizer: str = "adam",
-                      foreach: bool | None = None, batch: Any = None) -> MemoryProfile:
-    """predict_step(card, config, ...), memoised per (card, config, precision, optimizer, foreach).
-
-    batch: the real batch card.example_batch(config, "cpu", 0) if already made (not part of the key)."""
-    key = (card.name, id(card), config, precision, optimizer, foreach)
-    if key not in _PREDICTED:
-        _PREDICTED[key] = predict_step(card, config, precision=precision, optimizer=optimizer,
-                                       foreach=foreach, batch=batch)
-    return _PREDICTED[key]
 
 
 def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "adam",
@@ -107,8 +89,9 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
         if value not in probes:
             try:
                 cfg = _config_with(card, base_config, field, value)
-                probes[value] = predicted_profile(card, cfg, precision=precision, optimizer=optimizer,
-                                                  foreach=foreach).peak
+                # predict_step keeps its predictions: screening the same ladder twice pays once
+                probes[value] = predict_step(card, cfg, precision=precision, optimizer=optimizer,
+                                             foreach=foreach).peak
             except ValueError:  # the model or its data refuse this value
                 probes[value] = None
         return probes[value]
