@@ -94,7 +94,7 @@ def test_claim_intervals_are_per_run_and_per_training_window():
 def test_the_claim_strategies_are_those_a_seed_guess_names():
     assert set(cr.CLAIM_STRATEGIES) == {"fp16", "checkpoint VSNs", "checkpoint blocks", "checkpoint all",
                                         "checkpoint variables", "batch ÷4", "sequence ÷2"}
-    assert cr.RUNS == sc.MIN_RUNS == 3
+    assert cr.RUNS == 5 and sc.MIN_RUNS == 3  # made by default; the fewest a verdict takes
 
 
 @pytest.mark.slow
@@ -128,3 +128,13 @@ def test_the_page_says_the_reading_and_why_a_cpu_has_no_runs():
     assert len(claim_runs_table(gpu)) == len(gpu.claim_runs) == len(cr.CLAIM_STRATEGIES)
     assert "Not measured in this run (`claim_runs=0`, the CPU's default" in claim_runs_text(cpu, 0)
     assert claim_runs_table(cpu) is None
+
+
+def test_the_ledger_judges_checkpointing_every_block_and_the_variables():
+    """The ledger's checkpointing rows: "checkpoint blocks" (every major block) and "checkpoint variables" (the
+    granularity that saves memory), each named in its row."""
+    from foxlib.report import ledger
+    names = [c.name for c in ledger.CLAIMS if c.name.startswith("Checkpointing")]
+    assert names == [f"Checkpointing ({g}): {what}" for g in ("every block", "VSN variables, the granularity that "
+                                                                              "saves memory")
+                     for what in ("memory", "speed", "accuracy")]
