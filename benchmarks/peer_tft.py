@@ -222,11 +222,26 @@ def measure(args) -> dict[str, Any]:
         step.free()
 
     # memory: each row alone (on CUDA the peak is the allocator's, so nothing else may be resident)
-    for name in chosen:
+    for name in list(chosen):
         if name in fig.COMPILED:
             torch._dynamo.reset()  # a fresh compile per row: its compile time is its own
         t = time.perf_counter()
-        if name == best_row.NAME and graphed:  # warm-up steps, the capture and one replay
+        if name in fig.OTHER_PEERS:  # another library's step that fails here loses its rows only, said why
+            try:
+                live = instantiate(name)
+                log(f"profiling {name} ({live['precision']}): warm-up step + measured step")
+                memory = profile_step(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
+                                      live["precision"]).to_dict()
+                body = live["model"]
+            except Exception as exc:  # noqa: BLE001 - recorded as the row's reason on the page
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                log(f"  {name} failed ({why}): not run")
+                not_run[name] = f"not run: its training step failed on this machine ({why})"
+                chosen.remove(name)
+                live = body = None
+                _free(device)
+                continue
+        elif name == best_row.NAME and graphed:  # warm-up steps, the capture and one replay
             log(f"profiling {name} ({best['precision']}) as one CUDA graph: warm-up steps, capture, replay")
             live, (memory, body) = {"precision": best["precision"]}, best_row.profile(recipes[name][0], device, recipes[name][1])
         else:
