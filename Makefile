@@ -88,19 +88,20 @@ browser: ## install headless Chromium for the report tests if it is missing (Deb
 screenshot: $(STAMP) ## screenshots of the index and the H200 wave 8.12 report into reports/
 	$(PYTHON) -c "from foxlib.report.browser import screenshot; screenshot('reports/index.html', 'reports/screenshot-index.png'); screenshot('reports/h200/wave-8.12/report.html', 'reports/screenshot-h200-wave-8.12.png')"
 
-$(PEER_STAMP): requirements-peer.txt pyproject.toml
-	@echo "setting up $(PEER_VENV) for the peer benchmark (pytorch-forecasting; not needed by the workbook)"
+$(PEER_STAMP): requirements-peer.txt requirements-peer-nodeps.txt pyproject.toml
+	@echo "setting up $(PEER_VENV) for the peer benchmark (pytorch-forecasting, neuralforecast, darts; not needed by the workbook)"
 	$(PY) -m venv $(PEER_VENV)
 	$(PEER_VENV)/bin/python -m pip install -q --upgrade pip
 	$(PEER_VENV)/bin/python -m pip install -q -r requirements-peer.txt
+	$(PEER_VENV)/bin/python -m pip install -q --no-deps -r requirements-peer-nodeps.txt
 	$(PEER_VENV)/bin/python -m pip install -q --no-deps -e .
 	@touch $(PEER_STAMP)
 
-peer-bench: $(STAMP) $(PEER_STAMP) ## foxlib's TFT against pytorch-forecasting's, same config, into reports/<device>/peer-benchmark.* [COMPILE=auto|on|off]
+peer-bench: $(STAMP) $(PEER_STAMP) ## foxlib's TFT against pytorch-forecasting's, neuralforecast's and darts', same config and their defaults, into reports/<device>/peer-benchmark.* [COMPILE=auto|on|off]
 	$(PEER_VENV)/bin/python benchmarks/peer_tft.py --device auto --preset seed --repeats $(REPEATS) --compile "$$COMPILE" --html auto
 	$(PYTHON) -m foxlib index
 
-peer-test: $(PEER_STAMP) ## the peer benchmark's tests, with pytorch-forecasting installed
+peer-test: $(PEER_STAMP) ## the peer benchmark's tests, with pytorch-forecasting, neuralforecast and darts installed
 	$(PEER_VENV)/bin/python -m pytest -q -rs tests/test_peer_benchmark.py
 
 lab: $(STAMP) ## open JupyterLab on the project's kernel (notebooks/*.py open as notebooks, via jupytext)

@@ -1,4 +1,5 @@
-"""Peer benchmark: pytorch-forecasting's TemporalFusionTransformer against foxlib's TFT.
+"""Peer benchmark: pytorch-forecasting's TemporalFusionTransformer, neuralforecast's TFT and darts' TFTModel
+against foxlib's TFT.
 
 Both models at the same configuration (hidden size, heads, variables, encoder and decoder
 lengths, batch, quantiles, dropout, one LSTM layer), on the same training windows of the real
@@ -13,7 +14,10 @@ S&P 500 / NASDAQ features, in one process run:
 
 Rows (foxlib/report/peer_figures.py: ROWS): `peer` (pytorch-forecasting, same configuration, fp32);
 `peer_hcs8`, `peer_hcs16` (pytorch-forecasting at its own defaults: hidden_continuous_size 8, its
-default, and 16; its default series embedding); `foxlib_default` (the same config, plain, fp32);
+default, and 16; its default series embedding); `nf`, `nf_defaults` (neuralforecast's TFT at the same configuration and at its
+defaults), `darts`, `darts_skip`, `darts_defaults`, `darts_defaults_skip` (darts' TFTModel, skip_interpolation off
+and on, at the same configuration and at its defaults: benchmarks/peer/others.py; rows of a library not
+installed are not run, the page says why); `foxlib_default` (the same config, plain, fp32);
 `foxlib_best` (wave 8.12's best configuration: `--best` JSON, else
 `reports/<device>/wave-8.12/results.json`'s "recommended", cited in depends_on, else bf16 +
 memory_efficient + checkpointing="blocks"; with its step options, and on CUDA its whole step as one
@@ -46,7 +50,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere, foxlib installed
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.peer import best as best_row, compiled, configuration as conf, data, models  # noqa: E402
+from benchmarks.peer import best as best_row, compiled, configuration as conf, data, models, others  # noqa: E402
 from foxlib.core.config import env_flag  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
@@ -75,12 +79,18 @@ def _free(device) -> None:
         torch.cuda.empty_cache()
 
 
-def select(asked: list[str], compile_on: bool, compile_reason: str) -> tuple[list[str], dict[str, str]]:
-    """The rows to run, in ROWS order, and {row: why not} for the others."""
+def select(asked: list[str], compile_on: bool, compile_reason: str,
+           missing: dict[str, str | None] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The rows to run, in ROWS order, and {row: why not} for the others. `missing`: {library: why its rows
+    cannot run, or None} (others.missing; default: asked of the libraries the chosen rows need)."""
+    if missing is None:
+        missing = {lib: others.missing(lib) for lib in {fig.OTHER_PEERS[n] for n in asked if n in fig.OTHER_PEERS}}
     chosen, not_run = [], {}
     for name in VARIANTS:
         if name not in asked:
             not_run[name] = "not run: not selected (--variants)"
+        elif name in fig.OTHER_PEERS and missing.get(fig.OTHER_PEERS[name]):
+            not_run[name] = missing[fig.OTHER_PEERS[name]]
         elif name in fig.COMPILED and not compile_on:
             not_run[name] = f"not run: torch.compile is off, {compile_reason}"
         else:
@@ -118,6 +128,8 @@ def measure(args) -> dict[str, Any]:
     t0 = time.perf_counter()
     ds = data.peer_dataset(cfg)
     fox_batch, peer_batch, windows = data.same_batches(cfg, ds, args.seed)
+    other_batches = {lib: others.batch(lib, ds, peer_batch) for lib in {fig.OTHER_PEERS[n] for n in chosen
+                                                                         if n in fig.OTHER_PEERS}}
     log(f"built the peer's TimeSeriesDataSet ({len(ds):,} windows) and the same {cfg.batch_size} windows for both "
         f"in {time.perf_counter() - t0:.1f} s")
     best_batch = fox_batch
@@ -136,7 +148,14 @@ def measure(args) -> dict[str, Any]:
         foxlib.harness.recipe (its batch checked to be the windows the peer gets; the best row with its
         step options, its step captured as one CUDA graph where `graphed`), compiled rows after their
         first (compiling) steps; the peer's at the same seed and learning rate."""
-        if name in fig.PEER_ROWS:
+        if name in fig.OTHER_PEERS:  # neuralforecast's or darts' torch module, on the same windows
+            lib = fig.OTHER_PEERS[name]
+            torch.manual_seed(args.seed)
+            model = others.build(name, ds, cfg, args.seed).to(device)
+            optimizer = torch.optim.Adam(others.trainable(model), lr=recipes["foxlib_default"][0].learning_rate)
+            live = {"model": model, "batch": data.to_device(other_batches[lib], device), "loss_fn": others.loss_fn(lib),
+                    "optimizer": optimizer, "precision": args.peer_precision}
+        elif name in fig.PEER_ROWS:
             torch.manual_seed(args.seed)
             model = models.build_peer(ds, cfg, PEER_DEFAULTS.get(name)).to(device)
             optimizer = torch.optim.Adam(model.parameters(), lr=recipes["foxlib_default"][0].learning_rate)
@@ -166,11 +185,12 @@ def measure(args) -> dict[str, Any]:
 
     out: dict[str, Any] = {
         "benchmark": "peer-tft",
-        "title": "Peer benchmark: pytorch-forecasting's TFT vs foxlib's TFT",
+        "title": "Peer benchmark: pytorch-forecasting's, neuralforecast's and darts' TFTs vs foxlib's TFT",
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "measured_at_revision": revision,
         "device": describe(device),
         "environment": {**environment(), "pytorch_forecasting": pytorch_forecasting.__version__,
+                        "neuralforecast": others.version("neuralforecast"), "darts": others.version("darts"),
                         "lightning": _version("lightning"), "pandas": _version("pandas"),
                         "numpy": np.__version__, "threads": torch.get_num_threads()},
         "arguments": {"device": args.device, "preset": args.preset, "config": overrides, "repeats": args.repeats,
@@ -202,11 +222,26 @@ def measure(args) -> dict[str, Any]:
         step.free()
 
     # memory: each row alone (on CUDA the peak is the allocator's, so nothing else may be resident)
-    for name in chosen:
+    for name in list(chosen):
         if name in fig.COMPILED:
             torch._dynamo.reset()  # a fresh compile per row: its compile time is its own
         t = time.perf_counter()
-        if name == best_row.NAME and graphed:  # warm-up steps, the capture and one replay
+        if name in fig.OTHER_PEERS:  # another library's step that fails here loses its rows only, said why
+            try:
+                live = instantiate(name)
+                log(f"profiling {name} ({live['precision']}): warm-up step + measured step")
+                memory = profile_step(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
+                                      live["precision"]).to_dict()
+                body = live["model"]
+            except Exception as exc:  # noqa: BLE001 - recorded as the row's reason on the page
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                log(f"  {name} failed ({why}): not run")
+                not_run[name] = f"not run: its training step failed on this machine ({why})"
+                chosen.remove(name)
+                live = body = None
+                _free(device)
+                continue
+        elif name == best_row.NAME and graphed:  # warm-up steps, the capture and one replay
             log(f"profiling {name} ({best['precision']}) as one CUDA graph: warm-up steps, capture, replay")
             live, (memory, body) = {"precision": best["precision"]}, best_row.profile(recipes[name][0], device, recipes[name][1])
         else:
@@ -223,7 +258,9 @@ def measure(args) -> dict[str, Any]:
         if name == best_row.NAME:
             out["variants"][name].update(label=best_row.label(best, device), cuda_graph=graphed,
                                          options=best["options"])
-        if name in fig.PEER_ROWS:
+        if name in fig.OTHER_PEERS:
+            out["variants"][name]["architecture"] = others.architecture(name, body)
+        elif name in fig.PEER_ROWS:
             arch = models.peer_architecture(body)
             out["variants"][name]["architecture"] = arch
             if name == fig.PEER:
@@ -257,8 +294,9 @@ def measure(args) -> dict[str, Any]:
     _free(device)
 
     out["ratios"] = fig.ratios(out)
+    out["ratios_by_peer"] = fig.foxlib_over_peers(out)
     out["checks"] = fig.checks(out)
-    out["notes"] = notes + run_notes(out, device, best, best_cfg, chosen)
+    out["notes"] = notes + others.notes(chosen) + run_notes(out, device, best, best_cfg, chosen)
     if best_row.NAME in chosen:
         out["notes"] += best_row.notes(best, device, os.environ)
     return out

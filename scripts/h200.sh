@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1 FOXLIB_PROGRESS=1
 LOG="$OUT/run.log"
 if ! [[ "${FOXLIB_GIT_REVISION:-}" =~ ^[0-9a-f]{40}$ ]]; then  # the full hash: a short or mistyped one cannot be checked
   echo "set FOXLIB_GIT_REVISION=<the clean commit this tree is, all 40 hex digits: git rev-parse HEAD>" >&2; exit 2; fi
-if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU image lacks (arch, pytorch-forecasting), carried as wheels
+if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU image lacks (arch, pytorch-forecasting, darts: benchmarks/README.md), carried as wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 else

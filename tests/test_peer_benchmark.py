@@ -1,7 +1,8 @@
 """The peer benchmark (benchmarks/peer_tft.py, benchmarks/peer/) and its page (foxlib/report/peer_page.py).
 
-pytorch-forecasting is a benchmark-only dependency: it lives in `.venv-peer` (requirements-peer.txt),
-not in the workbook's `.venv`, so the tests that build the peer are skipped where it is not importable.
+pytorch-forecasting, neuralforecast and darts are benchmark-only dependencies: they live in `.venv-peer`
+(requirements-peer.txt, requirements-peer-nodeps.txt), not in the workbook's `.venv`, so the tests that build
+a peer are skipped where its library is not importable.
 The page renders from a hand-made results file (tests/fixtures/peer-benchmark.json) and from the
 committed H200 one, in any environment. Nothing here compiles with Inductor: the compiled rows are
 run on the CPU only deliberately, with a tiny model and Dynamo's eager backend.
@@ -32,6 +33,12 @@ HAS_PEER = importlib.util.find_spec("pytorch_forecasting") is not None
 needs_peer = pytest.mark.skipif(
     not HAS_PEER, reason="pytorch_forecasting is not installed here (a benchmark-only dependency: run the "
                          "test in .venv-peer, built from requirements-peer.txt)")
+HAS_NF = importlib.util.find_spec("neuralforecast") is not None
+HAS_DARTS = importlib.util.find_spec("darts") is not None
+needs_others = pytest.mark.skipif(
+    not (HAS_PEER and HAS_NF and HAS_DARTS),
+    reason="pytorch_forecasting, neuralforecast or darts is not installed here (benchmark-only dependencies: run "
+           "the test in .venv-peer, built from requirements-peer.txt and requirements-peer-nodeps.txt)")
 
 # the small preset, shortened: every code path of the benchmark, a few seconds per step on two busy cores
 TINY = {"batch_size": 4, "encoder_length": 10, "decoder_length": 2}
@@ -81,7 +88,8 @@ def test_the_page_answers_in_numbers_from_a_results_file(fixture_copy, clean):
     assert "rendered at <code>feed123</code>" in first_screen and "NVIDIA H200" in first_screen
     assert "targets not all met" in first_screen and "Not a commit" not in page
     # the new rows, with the compile time and the graph breaks
-    for name in ("peer_hcs8", "peer_hcs16", "foxlib_compiled_default", "foxlib_compiled_reduce_overhead"):
+    for name in ("peer_hcs8", "peer_hcs16", "foxlib_compiled_default", "foxlib_compiled_reduce_overhead",
+                 *fig.OTHER_PEERS):
         assert fig.ROWS[name] in first_screen, name
     assert "compile: 95.3 s" in first_screen and "compile: 110.2 s" in first_screen
     assert "Attempted to wrap RNN, GRU, or LSTM" in page and "3 graph break(s)" in page
@@ -173,13 +181,18 @@ def test_rows_not_run_are_named_with_the_reason():
     with pytest.raises(ValueError, match="with --compile off only"):
         compiled.enabled("on", cuda, "why")
     on, why = compiled.enabled("auto", cpu)
-    chosen, not_run = peer_tft.select(list(peer_tft.VARIANTS), on, why)
-    assert chosen == ["peer", "peer_hcs8", "peer_hcs16", "foxlib_default", "foxlib_best"]
+    chosen, not_run = peer_tft.select(list(peer_tft.VARIANTS), on, why, {"neuralforecast": None, "darts": None})
+    assert chosen == ["peer", "peer_hcs8", "peer_hcs16", *fig.OTHER_PEERS, "foxlib_default", "foxlib_best"]
     assert set(not_run) == set(fig.COMPILED) and all("off on the CPU" in r for r in not_run.values())
+    # a library missing on the machine: its rows are not run, saying why
+    gone = {"neuralforecast": "not run: neuralforecast is not installed here", "darts": None}
+    chosen_nf, not_run_nf = peer_tft.select(list(peer_tft.VARIANTS), on, why, gone)
+    assert "nf" not in chosen_nf and "darts_skip" in chosen_nf
+    assert not_run_nf["nf"] == not_run_nf["nf_defaults"] == gone["neuralforecast"]
     res = json.loads(FIXTURE.read_text())
     for name in fig.COMPILED:
         del res["variants"][name]
-    res["not_run"] = not_run
+    res["not_run"] = {**res["not_run"], **not_run}
     page = peer_page.render(res)  # never rendered: no rendered-at revision, and no dirty one either
     assert "rendered at <code>not rendered yet</code>" in page and "Not a commit" not in page
     assert page.count("torch.compile is off, auto: off on the CPU") >= 2
@@ -189,7 +202,7 @@ def test_rows_not_run_are_named_with_the_reason():
 def test_ratios_intervals_and_checks():
     res = json.loads(FIXTURE.read_text())
     r = fig.ratios(res)
-    assert set(r) == set(fig.ROWS) - {"peer"}
+    assert set(r) == set(fig.ROWS) - {"peer", "nf", "nf_defaults"}  # the fixture's neuralforecast rows: not run
     assert r["foxlib_default"]["peak"] == pytest.approx(0.9) and r["foxlib_default"]["step_time"] == pytest.approx(0.9)
     i = r["foxlib_default"]["step_time_interval"]
     assert i["low"] <= i["median"] <= i["high"] and i["rounds"] == 5 and i["confidence"] == 0.95
@@ -197,6 +210,38 @@ def test_ratios_intervals_and_checks():
     assert [c["passed"] for c in fig.checks(res)] == [True, True, True, False]  # best: 0.61 > 0.5
     del res["variants"]["peer"]["timing"]["samples_s"]  # an older file without raw samples: no interval
     assert "step_time_interval" not in fig.ratios(res)["foxlib_default"]
+
+
+def test_the_page_shows_all_three_peers_with_foxlibs_ratios_and_intervals(fixture_copy, clean):
+    """pytorch-forecasting, neuralforecast and darts (skip_interpolation off and on, same configuration and
+    defaults): foxlib's default and best over each measured peer row, with the step-time interval; a library
+    missing on the machine says so in its rows."""
+    res = json.loads(FIXTURE.read_text())
+    v = res["variants"]
+    over = fig.foxlib_over_peers(res)
+    assert set(over) == set(fig.PEER_ROWS) - {"nf", "nf_defaults"}
+    for p in over:
+        assert set(over[p]) == {"foxlib_default", "foxlib_best"}, p
+        assert {"peak", "step_time", "step_time_interval"} <= set(over[p]["foxlib_default"]), p
+    assert over["darts"]["foxlib_default"]["peak"] == pytest.approx(0.9e9 / 1.1e9)
+    step = interval_of_samples(v["foxlib_default"]["timing"]["samples_s"], v["darts_skip"]["timing"]["samples_s"])
+    assert over["darts_skip"]["foxlib_default"]["step_time_interval"]["median"] == pytest.approx(step.median)
+    table = {r["name"]: r for r in fig.peers_table(res)}
+    assert list(table) == list(fig.PEER_ROWS)
+    assert not table["nf"]["measured"] and "neuralforecast is not installed" in table["nf"]["reason"]
+    assert table["darts"]["library"] == "darts" and table["peer"]["library"] == "pytorch-forecasting"
+    path, cited = fixture_copy
+    page = peer_page.render_file(path, base=cited.parents[3]).read_text()
+    first_screen = page[:page.index("<h2>Same configuration")]
+    assert "Three peers" in first_screen
+    for name in fig.PEER_ROWS:
+        assert fig.ROWS[name] in first_screen, name
+    assert f"{step.median:.3f}× [{step.low:.3f}, {step.high:.3f}]" in first_screen
+    assert f"{0.9e9 / 1.1e9:.3f}×" in first_screen
+    assert first_screen.count("neuralforecast is not installed here") >= 2
+    assert "darts 0.48.1" in page and "neuralforecast not installed" in page
+    stamped = json.loads(path.read_text())  # a file without ratios_by_peer renders them computed
+    assert "ratios_by_peer" not in stamped
 
 
 def test_the_index_links_every_peer_page(tmp_path, clean):
@@ -304,6 +349,48 @@ def test_peer_sees_the_same_windows_as_foxlib():
     assert own.hparams.hidden_continuous_size == 8 and own.hparams.embedding_sizes["series"][1] != 16
 
 
+@needs_others
+def test_the_other_peers_see_the_same_windows_and_are_built_as_asked():
+    """neuralforecast's and darts' batches are pytorch-forecasting's numbers re-laid; each row's module is
+    built at foxlib's configuration or at the library's defaults, darts with skip_interpolation off or on,
+    and one training step's loss back-propagates."""
+    import torch
+
+    from benchmarks.peer import others
+    from foxlib.models import MODELS
+    cfg = MODELS["tft"].config("small", **TINY)
+    ds = data.peer_dataset(cfg)
+    fox, (x, y), _ = data.same_batches(cfg, ds, seed=3)
+    nf, dt = others.batch("neuralforecast", ds, (x, y)), others.batch("darts", ds, (x, y))
+    b, te, td, n = cfg.batch_size, cfg.encoder_length, cfg.decoder_length, cfg.n_observed
+    assert nf["hist_exog"].shape == (b, te, n) and nf["futr_exog"].shape == (b, te + td, 5)
+    assert torch.allclose(nf["hist_exog"], fox["observed"].float()) and torch.equal(nf["hist_exog"], dt["past_covariates"])
+    assert torch.allclose(nf["futr_exog"][..., :4], fox["known"][..., :4].float())  # the calendar features
+    assert torch.equal(dt["future_covariates"], nf["futr_exog"][:, te:]) and dt["static_covariates"].shape == (b, 1, 1)
+    assert torch.allclose(nf["outsample_y"][..., 0], fox["target"].float()) and torch.equal(nf["outsample_y"], dt["future_target"])
+    assert set(nf["stat_exog"].flatten().tolist()) <= {0.0, 1.0}
+    built = {}
+    for name, (lib, same, skip) in others.ROWS.items():
+        model = others.build(name, ds, cfg, seed=0)
+        arch = others.architecture(name, model)
+        built[name] = arch
+        loss = others.loss_fn(lib)(model, nf if lib == "neuralforecast" else dt)
+        loss.backward()
+        assert loss.ndim == 0 and torch.isfinite(loss), name
+        grads = [p.grad for p in others.trainable(model)]
+        assert all(g is not None for g in grads) or sum(g is not None for g in grads) > len(grads) // 2, name
+    assert built["nf"]["hidden_size"] == 16 and built["nf"]["n_head"] == cfg.num_heads and built["nf"]["outputs"] == 3
+    assert built["nf_defaults"]["hidden_size"] == 128 and built["nf_defaults"]["loss"] == "MAE"
+    assert built["nf"]["historic_variables"] == 5 + n + 1  # its past target: one more historic variable
+    assert built["darts"]["hidden_size"] == built["darts"]["hidden_continuous_size"] == 16
+    assert built["darts"]["encoder_variables"] == 1 + n + 5 and built["darts"]["decoder_variables"] == 5
+    assert built["darts"]["outputs"] == 3 and built["darts"]["static_categorical"] is True
+    assert [built[r]["skip_interpolation"] for r in ("darts", "darts_skip", "darts_defaults", "darts_defaults_skip")] \
+        == [False, True, False, True]
+    assert built["darts_defaults"]["hidden_size"] == 16 and built["darts_defaults"]["hidden_continuous_size"] == 8
+    assert built["darts_defaults"]["outputs"] == 17 and built["darts_defaults"]["heads"] == 4
+
+
 @pytest.fixture(scope="module")
 def tiny_results(tmp_path_factory):
     """Every row, tiny, on the CPU: the compiled ones deliberately, with Dynamo's eager backend."""
@@ -320,9 +407,13 @@ def tiny_results(tmp_path_factory):
 @needs_peer
 def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
     path, res = tiny_results
-    assert set(res["variants"]) == set(fig.ROWS) and res["not_run"] == {}
+    absent = {n for n, lib in fig.OTHER_PEERS.items() if not {"neuralforecast": HAS_NF, "darts": HAS_DARTS}[lib]}
+    assert set(res["variants"]) == set(fig.ROWS) - absent and set(res["not_run"]) == absent
     for name, v in res["variants"].items():
-        assert v["n_parameters"] > 0 and v["parameter_bytes"] == 4 * v["n_parameters"], name
+        # parameters and buffers (neuralforecast's attention mask is a buffer), fp32
+        assert v["n_parameters"] > 0 and v["parameter_bytes"] >= 4 * v["n_parameters"], name
+        if name not in fig.OTHER_PEERS:
+            assert v["parameter_bytes"] == 4 * v["n_parameters"], name
         mem = v["memory"]
         for key in ("parameters", "gradients", "optimizer_state", "activations", "forward_peak", "peak"):
             assert isinstance(mem[key], int) and mem[key] >= 0, (name, key)
@@ -337,8 +428,15 @@ def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
         c = res["variants"][name]["compile"]
         assert c["compile_s"] > 0 and c["recompile_s"] > 0 and c["backend"] == "eager", name
     assert res["compile"]["explain"]["graph_breaks"] >= 1
-    for name in set(fig.ROWS) - {"peer"}:
+    for name in set(fig.ROWS) - {"peer"} - absent:
         assert {"parameters", "peak", "step_time", "step_time_interval"} <= set(res["ratios"][name])
+    for name in set(fig.PEER_ROWS) - absent:  # foxlib over every peer row, with its interval
+        assert {"peak", "step_time", "step_time_interval"} <= set(res["ratios_by_peer"][name]["foxlib_default"]), name
+    for name in set(fig.OTHER_PEERS) - absent:
+        assert res["variants"][name]["architecture"]["library"] == fig.OTHER_PEERS[name]
+    if not absent:
+        assert res["variants"]["darts_skip"]["architecture"]["skip_interpolation"] is True
+        assert any("skip_interpolation" in n for n in res["notes"]) and any("neuralforecast" in n for n in res["notes"])
     assert len(res["checks"]) == 4 and all(isinstance(c["passed"], bool) for c in res["checks"])
     assert res["config"]["hidden_size"] == 16 and res["config"]["batch_size"] == 4
     assert len(res["windows"]) == 4 and res["notes"]
@@ -398,3 +496,25 @@ def test_on_a_gpu_the_benchmarks_best_row_is_one_cuda_graph(tmp_path):
     assert any("one captured CUDA graph" in n for n in res["notes"])
     page = (tmp_path / "results.html").read_text()
     assert row["label"] in page and "the whole step as one CUDA graph" in page and "in the CUDA graph" in page
+
+
+@pytest.mark.slow
+@needs_peer
+def test_another_librarys_row_that_fails_is_not_run_and_says_why(tmp_path, monkeypatch):
+    """A step of neuralforecast or darts that fails on the machine loses its row only (the page says why),
+    not the run: the GPU run is one process for every row."""
+    from benchmarks.peer import others
+
+    def broken(name, ds, cfg, seed):
+        raise RuntimeError("CUDA error: an illegal memory access (made up)")
+    monkeypatch.setattr(others, "build", broken)
+    out = tmp_path / "results.json"
+    rc = peer_tft.main(["--device", "cpu", "--preset", "small", "--config", json.dumps(TINY), "--repeats", "1",
+                        "--warmup", "0", "--variants", "peer,darts_skip,foxlib_default", "--out", str(out),
+                        "--html", "auto", "--allow-dirty", "--reports-dir", str(tmp_path / "no-reports")])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert set(res["variants"]) == {"peer", "foxlib_default"}
+    if HAS_DARTS:
+        assert res["not_run"]["darts_skip"].startswith("not run: its training step failed on this machine (RuntimeError")
+    assert res["not_run"]["darts_skip"] in out.with_suffix(".html").read_text()

@@ -20,12 +20,25 @@ ROWS = {
     "peer": "pytorch-forecasting TFT",
     "peer_hcs8": "pytorch-forecasting TFT, its defaults (hidden_continuous_size 8)",
     "peer_hcs16": "pytorch-forecasting TFT, its defaults with hidden_continuous_size 16",
+    "nf": "neuralforecast TFT",
+    "nf_defaults": "neuralforecast TFT, its defaults",
+    "darts": "darts TFTModel, skip_interpolation off",
+    "darts_skip": "darts TFTModel, skip_interpolation on",
+    "darts_defaults": "darts TFTModel, its defaults (skip_interpolation off)",
+    "darts_defaults_skip": "darts TFTModel, its defaults with skip_interpolation on",
     "foxlib_default": "foxlib TFT, default",
     "foxlib_best": "foxlib TFT, best (8.12)",
     "foxlib_compiled_default": "foxlib TFT, default, torch.compile (mode default)",
     "foxlib_compiled_reduce_overhead": "foxlib TFT, default, torch.compile (mode reduce-overhead)",
 }
-PEER_ROWS = ("peer", "peer_hcs8", "peer_hcs16")
+PF_ROWS = ("peer", "peer_hcs8", "peer_hcs16")  # pytorch-forecasting: "peer" is every ratio's baseline
+# the other peers (benchmarks/peer/others.py): row -> library
+OTHER_PEERS = {"nf": "neuralforecast", "nf_defaults": "neuralforecast", "darts": "darts", "darts_skip": "darts",
+               "darts_defaults": "darts", "darts_defaults_skip": "darts"}
+PEER_ROWS = (*PF_ROWS, *OTHER_PEERS)
+LIBRARY = {**{n: "pytorch-forecasting" for n in PF_ROWS}, **OTHER_PEERS}
+# foxlib's rows compared with every peer row (foxlib_over_peers)
+OVER_PEERS = ("foxlib_default", "foxlib_best")
 FOXLIB_ROWS = tuple(n for n in ROWS if n not in PEER_ROWS)
 COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhead": "reduce-overhead"}
 # the issue's targets: foxlib's default no heavier (peak) and no slower than the peer; its best at most half
@@ -67,23 +80,23 @@ def step_interval(v: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | N
     return {**interval_of_samples(a, b).to_dict(), "rounds": len(a)}
 
 
-def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every measured row but the peer, over the peer: parameters, activations (where measured: not for a
-    step captured as one CUDA graph), peak, step time (ratio of medians; median of per-round ratios, with
-    its interval)."""
+def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[str, Any]]:
+    """Every measured row but the peer (or those of `names`), over the peer (or the row `base`): parameters,
+    activations (where measured: not for a step captured as one CUDA graph), peak, step time (ratio of
+    medians; median of per-round ratios, with its interval)."""
     variants = res.get("variants", {})
-    peer = variants.get(PEER)
+    peer = variants.get(base)
     if peer is None:
         return {}
     out = {}
     for name, v in variants.items():
-        if name == PEER:
+        if name == base or (names is not None and name not in names):
             continue
         r: dict[str, Any] = {
             "parameters": v["n_parameters"] / peer["n_parameters"],
             "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"],
         }
-        if not peak_unseen(res, name):
+        if not peak_unseen(res, name) and not peak_unseen(res, base):
             r["peak"] = v["memory"]["peak"] / peer["memory"]["peak"]
         if v["memory"].get("activations") is not None and peer["memory"].get("activations"):
             # a step captured as one CUDA graph has none measured (its saved tensors are in the graph's pool)
@@ -96,6 +109,41 @@ def ratios(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 r["step_time_paired"] = interval["median"]
                 r["step_time_interval"] = interval
         out[name] = r
+    return out
+
+
+def foxlib_over_peers(res: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{peer row: {foxlib row: its ratios over that peer}} for every measured peer row (all three
+    libraries) and foxlib's default and best rows: peak, step time with its interval over the paired rounds."""
+    variants = res.get("variants", {})
+    return {p: ratios(res, p, OVER_PEERS) for p in PEER_ROWS if p in variants}
+
+
+def peers_table(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per peer row, in ROWS order: measured (its peak, step, foxlib's ratios over it) or not
+    (the reason). From the file's "ratios_by_peer" where it has them, else computed."""
+    variants = res.get("variants", {})
+    stored = res.get("ratios_by_peer") or {}
+    computed = None
+    reasons = {m["name"]: m["reason"] for m in missing_rows(res)}
+    out = []
+    for name in PEER_ROWS:
+        row: dict[str, Any] = {"name": name, "label": label(res, name), "library": LIBRARY[name],
+                               "measured": name in variants}
+        if name not in variants:
+            out.append({**row, "reason": reasons.get(name, PREDATES)})
+            continue
+        v = variants[name]
+        over = stored.get(name)
+        if over is None:
+            computed = computed if computed is not None else foxlib_over_peers(res)
+            over = computed.get(name, {})
+        row.update(precision=v.get("precision", "?"), n_parameters=f"{v['n_parameters']:,}",
+                   peak_mb=POOL_UNSEEN if peak_unseen(res, name) else mb(v["memory"]["peak"]),
+                   step_ms=ms((v.get("timing") or {}).get("median_s")),
+                   foxlib={f: {"peak": (f"{over[f]['peak']:.3f}×" if "peak" in over[f] else "n/a"),
+                               "step": interval_text(over[f])} if f in over else None for f in OVER_PEERS})
+        out.append(row)
     return out
 
 

@@ -129,7 +129,8 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
             "label": fig.label(res, fig.PEER), "precision": peer.get("precision", "?"),
             "peak_mb": fig.mb(peer["memory"]["peak"]), "step_ms": fig.ms((peer.get("timing") or {}).get("median_s"))},
         "answer": [_answer_row(res, n) for n in fig.FOXLIB_ROWS],
-        "peer_defaults": [_answer_row(res, n) for n in fig.PEER_ROWS if n != fig.PEER],
+        "peer_defaults": [_answer_row(res, n) for n in fig.PF_ROWS if n != fig.PEER],
+        "peers": fig.peers_table(res),
         "missing": fig.missing_rows(res),
         "rounds": len(((peer or {}).get("timing") or {}).get("samples_s") or []),
         "same_configuration": res.get("same_configuration", ""),
@@ -157,6 +158,8 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
                  "step": best_step(res), "source": relative_source(str(best.get("source", "")))},
         "citations": cites if cites is not None else citations(res),
         "environment": res.get("environment") or {},
+        "architectures": [{"label": fig.label(res, n), "items": list(v["architecture"].items())}
+                          for n, v in variants.items() if n in fig.OTHER_PEERS and v.get("architecture")],
         "MB": MB,
     }
 
