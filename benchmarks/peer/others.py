@@ -43,12 +43,33 @@ def missing(library: str) -> str | None:
                 f"on a GPU machine, its wheels in .whl/)")
     try:
         if library == NF:
-            from neuralforecast.models import TFT  # noqa: F401  (imports ray through neuralforecast.core)
+            nf_tft()
         else:
             from darts.models.forecasting.tft_model import TFTModel  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - an import that fails for want of a dependency: said on the page
         return f"not run: {library} does not import here ({type(exc).__name__}: {exc})"
     return None
+
+
+def nf_tft():
+    """neuralforecast's TFT class and its MQLoss, imported without running neuralforecast/__init__.py.
+
+    That __init__ imports the library's orchestration (neuralforecast.core, the NeuralForecast class and its
+    Auto* models), which imports ray and through it pyarrow and pydantic: about 136 MB of wheels that the TFT
+    module never uses, more than a GPU machine without internet can be given. The package is registered with
+    its real path and spec but without running its __init__, and then its own models.tft and losses.pytorch
+    modules are imported as they are: the TFT's code is the library's, unchanged (they import torch,
+    pytorch_lightning, utilsforecast and safetensors)."""
+    import importlib
+    import sys
+    import types
+    if NF not in sys.modules:
+        spec = importlib.util.find_spec(NF)
+        package = types.ModuleType(NF)
+        package.__path__, package.__spec__, package.__file__ = list(spec.submodule_search_locations), spec, spec.origin
+        sys.modules[NF] = package
+    return (importlib.import_module("neuralforecast.models.tft").TFT,
+            importlib.import_module("neuralforecast.losses.pytorch").MQLoss)
 
 
 def version(library: str) -> str | None:
@@ -98,8 +119,7 @@ def build(name: str, ds, cfg, seed: int):
 
 
 def _build_nf(ds, cfg, same: bool, seed: int):
-    from neuralforecast.losses.pytorch import MQLoss
-    from neuralforecast.models import TFT
+    TFT, MQLoss = nf_tft()  # noqa: N806 - the library's class names
     _, observed = _columns(ds)
     names = list(ds.reals)
     data = {"h": cfg.decoder_length, "input_size": cfg.encoder_length, "stat_exog_list": ["series"],
