@@ -121,6 +121,8 @@ class TemporalFusionTransformer(nn.Module):
         return fn(*args)
 
     def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
+        if self.config.vsn_batched:
+            return vsn.forward_batched(x, emb_weight, emb_bias, c_s)[0]
         inner = self.config.checkpointing in CHUNKED and self.training and torch.is_grad_enabled()
         return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner)[0]
 

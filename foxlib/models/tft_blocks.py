@@ -126,6 +126,30 @@ class VariableGRNs(nn.Module):
         # m LayerNorms with per-variable affine at once: GroupNorm with one group per variable
         return F.group_norm(r, m, self.norm_weight.flatten(), self.norm_bias.flatten()).view(x.shape)
 
+    def all_at_once(self, x, v, emb_weight, emb_bias):
+        """Σ_j v_j GRN_j(ξ_j) over all m variables, ξ_j = x_j·w_j + b_j folded in, in a handful of kernels:
+        one batched product per layer and ξ_j + GLU in one more (a rank-2 product [x_j, 1]·[w_j; b_j] added to
+        the GLU's output), ξ_j never on its own. x, v: (N, m); emb_*: (m, d). -> (N, d). Every product is a
+        bmm, whose backward is products again (addcmul's would be (N, m, d) temporaries). Under autocast the
+        residual and its per-variable LayerNorm (GroupNorm, a group per variable) stay in the 16-bit compute
+        dtype (the per-chunk path sums and normalises in float32, then rounds y for the weighted sum): half
+        the bytes, two casts fewer. Dropout: one draw over (m, N, d), as folded(batched=True) with c = m."""
+        (n, m), d = x.shape, emb_weight.shape[1]
+        with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
+            wb = torch.stack([emb_weight, emb_bias], dim=1)                                      # (m, 2, d)
+            # rows W1_j w_j and W1_j b_j + b1_j: fc1(ξ_j) = [x_j, 1]·uk_j
+            uk = torch.baddbmm(F.pad(self.fc1_bias.unsqueeze(1), (0, 0, 1, 0)), wb, self.fc1_weight.transpose(1, 2))
+        dt = _compute_dtype(uk)
+        xt1 = F.pad(x.t().unsqueeze(-1), (0, 1), value=1.0).to(dt)                             # (m, N, 2)
+        h = F.elu(torch.bmm(xt1, uk.to(dt)), inplace=True)                                      # (m, N, d)
+        h = torch.baddbmm(self.fc2_bias.unsqueeze(1), h, self.fc2_weight.transpose(1, 2))
+        h = torch.baddbmm(self.glu_bias.unsqueeze(1), self.dropout(h), self.glu_weight.transpose(1, 2))
+        with torch.autocast(x.device.type, enabled=False):  # in dt: autocast would run the norm in float32
+            r = torch.baddbmm(F.glu(h, dim=-1), xt1, wb.to(dt))                                 # ξ_j + GLU
+            y = F.group_norm(r.transpose(0, 1).reshape(n, m * d), m, self.norm_weight.flatten().to(dt),
+                             self.norm_bias.flatten().to(dt))                                    # token-major
+            return (v.to(dt).unsqueeze(-2) @ y.view(n, m, d)).squeeze(-2)                     # Σ_j v_j ξ̃_j
+
     def chunks(self, size: int):
         """The stacked parameters split into chunks of `size` variables: one tuple per chunk, in
         folded()'s order. Split once per forward, outside any checkpoint segment: autograd joins the
@@ -201,6 +225,30 @@ class VariableSelectionNetwork(nn.Module):
             part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)   # (N, d)
             out = part if out is None else out + part
         return out.view(*x.shape[:-1], out.shape[-1]), weights
+
+    def forward_batched(self, x, emb_weight, emb_bias, context=None):
+        """forward_folded(x, emb_weight, emb_bias, context) (all m variables in one chunk) in fewer kernels:
+        the selection GRN's two folded maps of Ξ (fc1 and skip) as ONE product of x with their stacked
+        folded weights, then every variable's GRN as one batched product per layer over all m at once
+        (no chunks: no split of the stacked parameters, no partial sums), Σ_j v_j ξ̃_j as one batched
+        matrix-vector product. Dropout drawn as forward_folded draws it with chunk=m. -> (output, v)."""
+        m, d = emb_weight.shape
+        fused = self.flat_grn.skip is not None  # d = 1 has no skip map to stack with fc1
+        weights = (self._batched_weights if fused else self._folded_weights)(x, emb_weight, emb_bias, context)
+        out = self.variable_grns.all_at_once(x.reshape(-1, m), weights.reshape(-1, m), emb_weight, emb_bias)
+        return out.view(*x.shape[:-1], d), weights
+
+    def _batched_weights(self, x, emb_weight, emb_bias, context=None):
+        """_folded_weights with its two folded maps of Ξ (fc1 and skip) as one product of x with their
+        stacked folded weights (d + m, m): one parameter-side bmm, one addmv, one linear."""
+        g, m, d = self.flat_grn, x.shape[-1], emb_weight.shape[1]
+        with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
+            w = torch.cat([g.fc1.weight, g.skip.weight])                                     # (d + m, m·d)
+            a = torch.bmm(w.view(-1, m, d).transpose(0, 1), emb_weight.unsqueeze(-1))        # (m, d + m, 1)
+            c = torch.addmv(torch.cat([g.fc1.bias, g.skip.bias]), w, emb_bias.flatten())      # (d + m,)
+        h, skip = F.linear(x, a.squeeze(-1).t(), c).split([d, m], dim=-1)
+        h = F.elu(h if context is None else h + g.context(context))
+        return torch.softmax(g.norm(skip + g.glu(g.fc2(h))), dim=-1)
 
     def _folded_weights(self, x, emb_weight, emb_bias, context=None):
         """v = Softmax(GRN_v(Ξ, c_s)) (Eq. 6) from the raw x (..., m): GatedResidualNetwork.forward's
