@@ -69,6 +69,20 @@ def test_batched_equals_one_chunk_dropout_on(batch):
     assert max_diffs(run(off, batch), run(new, batch))[0] > 1e-6
 
 
+@pytest.mark.parametrize("mode", ["variables", "vsn_variables"])
+@pytest.mark.parametrize("chunk", [1, 3, M_ENC])
+def test_batched_chunk_segments_equal_per_chunk_path(batch, mode, chunk):
+    """With a CHUNKED checkpointing the batched kernels run per chunk segment: dropout on, the same
+    function and draws as the un-checkpointed per-chunk batched path of the same chunks; dropout off, as
+    the plain per-variable path."""
+    for dropout, ref_overrides in ((0.2, {"memory_efficient": True}), (0.0, {})):
+        ref = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, **ref_overrides))
+        new = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, checkpointing=mode, **BATCHED), seed=7)
+        new.load_state_dict(ref.state_dict())
+        out, attn, grad = max_diffs(run(new, batch), run(ref, batch))
+        assert out < 1e-12 and attn < 1e-12 and grad < 1e-12, (dropout, out, attn, grad)
+
+
 def test_vsn_shapes_and_weights(batch):
     model = make(dataclasses.replace(SMALL, **BATCHED))
     vsn, B, Te = model.encoder_vsn, SMALL.batch_size, SMALL.encoder_length
@@ -95,9 +109,6 @@ def test_batched_autocast_finite(dtype):
 def test_vsn_batched_validation():
     with pytest.raises(ValueError, match="memory_efficient"):
         dataclasses.replace(SMALL, vsn_batched=True)
-    for mode in ("variables", "vsn_variables"):
-        with pytest.raises(ValueError, match="chunks"):
-            dataclasses.replace(SMALL, checkpointing=mode, **BATCHED)
     with pytest.raises(ValueError, match="vsn_batched must be True or False"):
         dataclasses.replace(SMALL, memory_efficient=True, vsn_batched=1)
 

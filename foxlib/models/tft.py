@@ -121,10 +121,12 @@ class TemporalFusionTransformer(nn.Module):
         return fn(*args)
 
     def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
-        if self.config.vsn_batched:
+        chunked = self.config.checkpointing in CHUNKED
+        if self.config.vsn_batched and not chunked:
             return vsn.forward_batched(x, emb_weight, emb_bias, c_s)[0]
-        inner = self.config.checkpointing in CHUNKED and self.training and torch.is_grad_enabled()
-        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner)[0]
+        inner = chunked and self.training and torch.is_grad_enabled()
+        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner,
+                                  fused=self.config.vsn_batched)[0]
 
     def _select_past_folded(self, known, observed, c_s):
         emb = (self.known_embedding, self.observed_embedding)

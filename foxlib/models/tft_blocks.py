@@ -126,29 +126,30 @@ class VariableGRNs(nn.Module):
         # m LayerNorms with per-variable affine at once: GroupNorm with one group per variable
         return F.group_norm(r, m, self.norm_weight.flatten(), self.norm_bias.flatten()).view(x.shape)
 
-    def all_at_once(self, x, v, emb_weight, emb_bias):
-        """Σ_j v_j GRN_j(ξ_j) over all m variables, ξ_j = x_j·w_j + b_j folded in, in a handful of kernels:
-        one batched product per layer and ξ_j + GLU in one more (a rank-2 product [x_j, 1]·[w_j; b_j] added to
-        the GLU's output), ξ_j never on its own. x, v: (N, m); emb_*: (m, d). -> (N, d). Every product is a
-        bmm, whose backward is products again (addcmul's would be (N, m, d) temporaries). Under autocast the
-        residual and its per-variable LayerNorm (GroupNorm, a group per variable) stay in the 16-bit compute
-        dtype (the per-chunk path sums and normalises in float32, then rounds y for the weighted sum): half
-        the bytes, two casts fewer. Dropout: one draw over (m, N, d), as folded(batched=True) with c = m."""
-        (n, m), d = x.shape, emb_weight.shape[1]
+    def fused(self, x, v, emb_weight, emb_bias, w1, b1, w2, b2, wg, bg, nw, nb):
+        """folded(..., batched=True) in fewer kernels and bytes: Σ_j v_j GRN_j(ξ_j) over c variables (all m,
+        or one chunk: the arguments as folded's), one batched product per layer, ξ_j + GLU in one more (a
+        rank-2 product [x_j, 1]·[w_j; b_j] added to the GLU's output): ξ_j never on its own. Every product is
+        a bmm, whose backward is products again (addcmul's would be (N, c, d) temporaries). The c LayerNorms
+        run in this variable-major layout, their affine weight as one mul and their bias folded into the
+        weighted sum (v·b, a small product); folded()'s token-major GroupNorm takes a copy, and its backward
+        two float32 (N, c·d) buffers (one element per channel and sample). Under autocast the residual and
+        the norm stay in the 16-bit compute dtype (folded() sums and normalises in float32, then rounds for
+        the weighted sum): half the bytes, fewer casts. Dropout: one draw over (c, N, d), as folded's. -> (N, d)."""
+        (n, c), d = x.shape, emb_weight.shape[1]
         with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
-            wb = torch.stack([emb_weight, emb_bias], dim=1)                                      # (m, 2, d)
-            # rows W1_j w_j and W1_j b_j + b1_j: fc1(ξ_j) = [x_j, 1]·uk_j
-            uk = torch.baddbmm(F.pad(self.fc1_bias.unsqueeze(1), (0, 0, 1, 0)), wb, self.fc1_weight.transpose(1, 2))
+            wb = torch.stack([emb_weight, emb_bias], dim=1)                                      # (c, 2, d)
+            uk = torch.baddbmm(F.pad(b1.unsqueeze(1), (0, 0, 1, 0)), wb, w1.transpose(1, 2))  # W1 w_j; W1 b_j + b1
         dt = _compute_dtype(uk)
-        xt1 = F.pad(x.t().unsqueeze(-1), (0, 1), value=1.0).to(dt)                             # (m, N, 2)
-        h = F.elu(torch.bmm(xt1, uk.to(dt)), inplace=True)                                      # (m, N, d)
-        h = torch.baddbmm(self.fc2_bias.unsqueeze(1), h, self.fc2_weight.transpose(1, 2))
-        h = torch.baddbmm(self.glu_bias.unsqueeze(1), self.dropout(h), self.glu_weight.transpose(1, 2))
+        xt1 = F.pad(x.t().unsqueeze(-1), (0, 1), value=1.0).to(dt)                             # (c, N, 2): [x_j, 1]
+        h = F.elu(torch.bmm(xt1, uk.to(dt)), inplace=True)                                      # (c, N, d)
+        h = torch.baddbmm(b2.unsqueeze(1), h, w2.transpose(1, 2))
+        h = torch.baddbmm(bg.unsqueeze(1), self.dropout(h), wg.transpose(1, 2))
         with torch.autocast(x.device.type, enabled=False):  # in dt: autocast would run the norm in float32
             r = torch.baddbmm(F.glu(h, dim=-1), xt1, wb.to(dt))                                 # ξ_j + GLU
-            y = F.group_norm(r.transpose(0, 1).reshape(n, m * d), m, self.norm_weight.flatten().to(dt),
-                             self.norm_bias.flatten().to(dt))                                    # token-major
-            return (v.to(dt).unsqueeze(-2) @ y.view(n, m, d)).squeeze(-2)                     # Σ_j v_j ξ̃_j
+            z = F.layer_norm(r, (d,)) * nw.unsqueeze(1).to(dt)                                  # ξ̃_j - b_j
+            v = v.to(dt)  # Σ_j v_j ξ̃_j = Σ_j v_j z_j + v·nb: the affine's bias folded into the weighted sum's
+            return torch.baddbmm((v @ nb.to(dt)).unsqueeze(1), v.unsqueeze(1), z.transpose(0, 1)).squeeze(1)
 
     def chunks(self, size: int):
         """The stacked parameters split into chunks of `size` variables: one tuple per chunk, in
@@ -204,25 +205,31 @@ class VariableSelectionNetwork(nn.Module):
         return (weights.unsqueeze(-2) @ transformed).squeeze(-2), weights
 
     def forward_folded(self, x, emb_weight, emb_bias, context=None, chunk: int | None = None,
-                       checkpointed: bool = False):
+                       checkpointed: bool = False, fused: bool = False):
         """forward(x·w + b) for m real inputs x (..., m) with embedding weights w, b (m, d), the embedding
         folded into the first layers (module docstring). The selection weights v, then Σ_j v_j ξ̃_j
         accumulated over chunks of `chunk` variables (all m if None). checkpointed: v's GRN is one
         checkpoint segment and each chunk another, each from the raw inputs: the forward keeps x, v
         and the segments' parameter pieces (views), O(N·m); a backward rebuilds one chunk at a time.
         Dropout is drawn in the order of the un-checkpointed computation with the same chunks
-        (checkpoint restores the RNG state), and, on the loop path, in the plain forward's order."""
+        (checkpoint restores the RNG state), and, on the loop path, in the plain forward's order.
+        fused: forward_batched's kernels (the selection GRN's fc1 and skip as one product, VariableGRNs.fused
+        per chunk), the same dropout draws as the batched path's."""
         def run(fn, *args):
             return checkpoint(fn, *args, use_reentrant=False) if checkpointed else fn(*args)
 
         m = x.shape[-1]
-        weights = run(self._folded_weights, x, emb_weight, emb_bias, context)   # (..., m)
+        select = self._batched_weights if fused and self.flat_grn.skip is not None else self._folded_weights
+        weights = run(select, x, emb_weight, emb_bias, context)                   # (..., m)
         chunk = chunk or m
         pieces = zip(x.reshape(-1, m).split(chunk, dim=1), weights.reshape(-1, m).split(chunk, dim=1),
                      emb_weight.split(chunk), emb_bias.split(chunk), self.variable_grns.chunks(chunk))
         out = None
         for xc, vc, wc, bc, params in pieces:
-            part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)   # (N, d)
+            if fused:
+                part = run(self.variable_grns.fused, xc, vc, wc, bc, *params)                # (N, d)
+            else:
+                part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)  # (N, d)
             out = part if out is None else out + part
         return out.view(*x.shape[:-1], out.shape[-1]), weights
 
@@ -235,7 +242,9 @@ class VariableSelectionNetwork(nn.Module):
         m, d = emb_weight.shape
         fused = self.flat_grn.skip is not None  # d = 1 has no skip map to stack with fc1
         weights = (self._batched_weights if fused else self._folded_weights)(x, emb_weight, emb_bias, context)
-        out = self.variable_grns.all_at_once(x.reshape(-1, m), weights.reshape(-1, m), emb_weight, emb_bias)
+        g = self.variable_grns
+        out = g.fused(x.reshape(-1, m), weights.reshape(-1, m), emb_weight, emb_bias, g.fc1_weight, g.fc1_bias,
+                      g.fc2_weight, g.fc2_bias, g.glu_weight, g.glu_bias, g.norm_weight, g.norm_bias)
         return out.view(*x.shape[:-1], d), weights
 
     def _batched_weights(self, x, emb_weight, emb_bias, context=None):

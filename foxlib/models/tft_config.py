@@ -44,10 +44,11 @@ class TFTConfig:
     batched op, or one checkpoint segment, per chunk. Smaller: lower peak, more (smaller) ops. Seed
     preset, fp32, CPU, "variables": step peak 1.20x the 290 MB floor at 4, 1.46x at 8, 1.13x at 1 (Adam's step)."""
     vsn_batched: bool = False
-    """The VSNs in a handful of kernels (memory_efficient only): every variable's GRN in one batched product
-    per layer, no loop over chunks (vsn_chunk is not read), the selection GRN's folded layers in one product
-    (foxlib/models/tft_vsn.py). Same function and parameters; fewer, larger kernels: the launch-bound step's
-    path. Not with a CHUNKED checkpointing (whose point is the chunks)."""
+    """The VSNs in a handful of kernels (memory_efficient only): the selection GRN's folded fc1 and skip as one
+    product, every variable's GRN as one batched product per layer (tft_blocks.VariableGRNs.fused). Without
+    a CHUNKED checkpointing all m variables at once (vsn_chunk not read): the fewest kernels, a larger
+    backward peak; with one, each chunk segment of vsn_chunk variables so (chunking bounds memory). Same
+    function and parameters, the same dropout draws as memory_efficient with the same chunks (all m)."""
 
     def __post_init__(self):
         object.__setattr__(self, "quantiles", tuple(float(q) for q in self.quantiles))
@@ -72,6 +73,3 @@ class TFTConfig:
             raise ValueError(f"vsn_batched must be True or False, got {self.vsn_batched!r}")
         if self.vsn_batched and not self.memory_efficient:
             raise ValueError("vsn_batched needs memory_efficient=True (it is a form of the folded, batched path)")
-        if self.vsn_batched and self.checkpointing in CHUNKED:
-            raise ValueError(f"vsn_batched runs every variable at once: it cannot checkpoint them in chunks "
-                             f"(checkpointing={self.checkpointing!r}); use vsn, blocks, all or none")

@@ -87,11 +87,14 @@ STRATEGIES = {s.name: s for s in (
     Strategy("efficient + batched VSNs + bf16 + CUDA graph", "bf16", BATCHED, cuda_graph=True),
     Strategy("efficient + batched VSNs + bf16 + CUDA graph + fused Adam", "bf16", BATCHED, cuda_graph=True,
              options=StepOptions(adam="fused")),
-    # lighter: the batched VSNs recomputed in the backward (a few kernels each), Adam applied in backward
-    Strategy("efficient + batched VSNs + checkpoint VSNs + bf16 + CUDA graph + fused Adam", "bf16",
-             {**BATCHED, "checkpointing": "vsn"}, cuda_graph=True, options=StepOptions(adam="fused")),
-    Strategy("efficient + batched VSNs + checkpoint VSNs + bf16 + CUDA graph + Adam in backward", "bf16",
-             {**BATCHED, "checkpointing": "vsn"}, cuda_graph=True,
+    # lighter: the batched kernels per checkpointed chunk of variables (chunking bounds the backward's peak)
+    Strategy("efficient + batched VSNs + checkpoint VSN variables + bf16 + CUDA graph + fused Adam", "bf16",
+             {**BATCHED, "checkpointing": "vsn_variables"}, cuda_graph=True, options=StepOptions(adam="fused")),
+    Strategy("efficient + batched VSNs + checkpoint VSN variables (8 per chunk) + bf16 + CUDA graph + fused Adam",
+             "bf16", {**BATCHED, "checkpointing": "vsn_variables", "vsn_chunk": 8}, cuda_graph=True,
+             options=StepOptions(adam="fused")),
+    Strategy("efficient + batched VSNs + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward", "bf16",
+             {**BATCHED, "checkpointing": "vsn_variables"}, cuda_graph=True,
              options=StepOptions(optimizer_in_backward=True, adam="fused")),
     # the LSTMs on PyTorch's own kernels instead of cuDNN's (other kernels: own accuracy runs)
     Strategy("efficient + bf16 + CUDA graph + fused Adam, LSTMs without cuDNN", "bf16", {"memory_efficient": True},
