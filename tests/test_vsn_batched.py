@@ -15,7 +15,8 @@ from foxlib.models.tft import PRESETS, build, example_batch, quantile_loss
 
 SMALL = PRESETS["small"]
 M_ENC = N_KNOWN + SMALL.n_observed  # 13
-BATCHED = {"memory_efficient": True, "vsn_batched": True}
+FUSED = {"memory_efficient": True, "vsn_batched": True}
+BATCHED = {**FUSED, "vsn_chunk": 0}  # all variables at once
 
 
 def make(cfg, seed=0):
@@ -69,15 +70,16 @@ def test_batched_equals_one_chunk_dropout_on(batch):
     assert max_diffs(run(off, batch), run(new, batch))[0] > 1e-6
 
 
-@pytest.mark.parametrize("mode", ["variables", "vsn_variables"])
+@pytest.mark.parametrize("mode", ["none", "variables", "vsn_variables"])
 @pytest.mark.parametrize("chunk", [1, 3, M_ENC])
 def test_batched_chunk_segments_equal_per_chunk_path(batch, mode, chunk):
-    """With a CHUNKED checkpointing the batched kernels run per chunk segment: dropout on, the same
+    """In chunks of vsn_chunk (1, 3, all 13) the batched kernels run per chunk (per chunk segment under a
+    CHUNKED checkpointing): dropout on, the same
     function and draws as the un-checkpointed per-chunk batched path of the same chunks; dropout off, as
     the plain per-variable path."""
     for dropout, ref_overrides in ((0.2, {"memory_efficient": True}), (0.0, {})):
         ref = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, **ref_overrides))
-        new = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, checkpointing=mode, **BATCHED), seed=7)
+        new = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, checkpointing=mode, **FUSED), seed=7)
         new.load_state_dict(ref.state_dict())
         out, attn, grad = max_diffs(run(new, batch), run(ref, batch))
         assert out < 1e-12 and attn < 1e-12 and grad < 1e-12, (dropout, out, attn, grad)
@@ -109,6 +111,9 @@ def test_batched_autocast_finite(dtype):
 def test_vsn_batched_validation():
     with pytest.raises(ValueError, match="memory_efficient"):
         dataclasses.replace(SMALL, vsn_batched=True)
+    with pytest.raises(ValueError, match="vsn_chunk must be at least 1, or 0"):
+        dataclasses.replace(SMALL, vsn_chunk=-1)
+    assert dataclasses.replace(SMALL, vsn_chunk=0).vsn_chunk == 0  # all variables in one chunk
     with pytest.raises(ValueError, match="vsn_batched must be True or False"):
         dataclasses.replace(SMALL, memory_efficient=True, vsn_batched=1)
 
@@ -123,7 +128,7 @@ def test_fewer_ops_per_step():
     assert new.total <= 0.6 * old.total and new.matmuls <= 0.6 * old.matmuls, (new.total, old.total)
     assert count_step(recipe(True)).to_dict() == new.to_dict()  # deterministic
     blocks = new.per_block()
-    assert blocks["encoder VSN: variable GRNs"] == blocks["decoder VSN: variable GRNs"]  # m = 13 and m = 5
+    assert blocks["encoder VSN: variable GRNs"] == blocks["decoder VSN: variable GRNs"]  # m = 37 and m = 5
     assert old.per_block()["encoder VSN: variable GRNs"]["ops"] > 3 * blocks["encoder VSN: variable GRNs"]["ops"]
     assert "other" not in blocks or blocks["other"]["ops"] < 0.02 * new.total  # nearly every op has its block
 

@@ -182,12 +182,14 @@ def count_step(recipe: StepRecipe, device: str | torch.device = "cpu", warmup: i
 
 
 def seed_recipe(vsn_batched: bool, precision: str = "bf16", adam: str = "fused", preset: str = "seed",
-                **overrides) -> StepRecipe:
-    """The seed step on the memory-efficient path, per-chunk (vsn_batched False) or batched VSNs."""
+                optimizer_in_backward: bool = False, **overrides) -> StepRecipe:
+    """The seed step on the memory-efficient path, per-chunk (vsn_batched False, vsn_chunk 4) or batched VSNs
+    (vsn_chunk 0, all variables at once, unless overridden)."""
     from foxlib.models import MODELS
+    overrides = {"vsn_chunk": 0 if vsn_batched else 4, **overrides}
     cfg = dataclasses.replace(MODELS["tft"].preset(preset), memory_efficient=True, vsn_batched=vsn_batched,
                               **overrides)
-    return StepRecipe("tft", cfg, precision, options=StepOptions(adam=adam))
+    return StepRecipe("tft", cfg, precision, options=StepOptions(adam=adam, optimizer_in_backward=optimizer_in_backward))
 
 
 def table(counts: dict[str, OpCount]) -> str:
@@ -206,6 +208,7 @@ def table(counts: dict[str, OpCount]) -> str:
                 r = c.per_block().get(b, {"ops": 0, "fwd": 0, "bwd": 0, "matmuls": 0})
                 cells.append(f"{r['ops']:6d} ops ({r['fwd']:4d}+{r['bwd']:5d}) {r['matmuls']:4d} mm")
         lines.append(f"{b:34s}" + "".join(f" | {x:>30s}" for x in cells))
+    lines.append(f"{'kernels (ops less views)':34s}" + "".join(f" | {c.total - c.views:30d}" for c in counts.values()))
     return "\n".join(lines)
 
 
@@ -216,17 +219,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
     p.add_argument("--adam", default="fused", choices=("default", "fused"))
     p.add_argument("--dropout", type=float, default=None, help="override the preset's dropout")
+    p.add_argument("--checkpointing", default=None, help="both variants' checkpointing (e.g. vsn_variables)")
+    p.add_argument("--chunk", type=int, default=0, help="the batched variant's vsn_chunk (0: all variables)")
+    p.add_argument("--optimizer-in-backward", action="store_true", help="Adam applied in backward (both variants)")
     p.add_argument("--time", action="store_true", help="also time the steps (foxlib.harness.op_timing)")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--replays", type=int, default=20, help="graph replays per timed sample")
     p.add_argument("--eager-steps", type=int, default=3, help="eager steps per timed sample")
     p.add_argument("--out", default=None, help="write the counts (and times) as JSON here")
     a = p.parse_args(argv)
-    extra = {} if a.dropout is None else {"dropout": a.dropout}
-    variants = {"per-chunk VSNs (vsn_chunk 4)": seed_recipe(False, a.precision, a.adam, a.preset, **extra),
-                "batched VSNs": seed_recipe(True, a.precision, a.adam, a.preset, **extra)}
+    extra = {k: v for k, v in (("dropout", a.dropout), ("checkpointing", a.checkpointing)) if v is not None}
+    variants = {"per-chunk VSNs (vsn_chunk 4)": seed_recipe(False, a.precision, a.adam, a.preset,
+                                                            a.optimizer_in_backward, **extra),
+                f"batched VSNs (vsn_chunk {a.chunk})": seed_recipe(True, a.precision, a.adam, a.preset,
+                                                                   a.optimizer_in_backward, vsn_chunk=a.chunk, **extra)}
     counts = {n: count_step(r, a.device) for n, r in variants.items()}
-    print(f"one training step, {a.preset} preset, {a.precision}, {a.adam} Adam, on {a.device}:")
+    print(f"one training step, {a.preset} preset, {a.precision}, {a.adam} Adam"
+          f"{' in backward' if a.optimizer_in_backward else ''}, {extra or 'no overrides'}, on {a.device}:")
     print(table(counts))
     result = {"counts": {n: c.to_dict() for n, c in counts.items()}}
     if a.time:

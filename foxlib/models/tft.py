@@ -121,11 +121,11 @@ class TemporalFusionTransformer(nn.Module):
         return fn(*args)
 
     def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
-        chunked = self.config.checkpointing in CHUNKED
-        if self.config.vsn_batched and not chunked:
+        chunked, chunk = self.config.checkpointing in CHUNKED, self.config.vsn_chunk
+        if self.config.vsn_batched and not chunked and (chunk == 0 or chunk >= x.shape[-1]):  # all at once
             return vsn.forward_batched(x, emb_weight, emb_bias, c_s)[0]
         inner = chunked and self.training and torch.is_grad_enabled()
-        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner,
+        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, chunk or None, checkpointed=inner,
                                   fused=self.config.vsn_batched)[0]
 
     def _select_past_folded(self, known, observed, c_s):
