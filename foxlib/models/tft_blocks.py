@@ -249,12 +249,15 @@ class VariableSelectionNetwork(nn.Module):
 
     def _batched_weights(self, x, emb_weight, emb_bias, context=None):
         """_folded_weights with its two folded maps of Ξ (fc1 and skip) as one product of x with their
-        stacked folded weights (d + m, m): one parameter-side bmm, one addmv, one linear."""
+        stacked folded weights (d + m, m). Each map is folded on its own (a cat of the two (·, m·d) weights
+        would be an m·d-wide copy that its product keeps for backward), the small results stacked."""
         g, m, d = self.flat_grn, x.shape[-1], emb_weight.shape[1]
         with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
-            w = torch.cat([g.fc1.weight, g.skip.weight])                                     # (d + m, m·d)
-            a = torch.bmm(w.view(-1, m, d).transpose(0, 1), emb_weight.unsqueeze(-1))        # (m, d + m, 1)
-            c = torch.addmv(torch.cat([g.fc1.bias, g.skip.bias]), w, emb_bias.flatten())      # (d + m,)
+            w = emb_weight.unsqueeze(-1)                                                           # (m, d, 1)
+            a = torch.cat([torch.bmm(g.fc1.weight.view(d, m, d).transpose(0, 1), w),
+                           torch.bmm(g.skip.weight.view(m, m, d).transpose(0, 1), w)], dim=1)      # (m, d + m, 1)
+            c = torch.cat([torch.addmv(g.fc1.bias, g.fc1.weight, emb_bias.flatten()),
+                           torch.addmv(g.skip.bias, g.skip.weight, emb_bias.flatten())])          # (d + m,)
         h, skip = F.linear(x, a.squeeze(-1).t(), c).split([d, m], dim=-1)
         h = F.elu(h if context is None else h + g.context(context))
         return torch.softmax(g.norm(skip + g.glu(g.fc2(h))), dim=-1)
