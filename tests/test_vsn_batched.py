@@ -1,6 +1,7 @@
-"""The batched VSN path (TFTConfig.vsn_batched: every variable's GRN in one batched product per layer) on
-the small preset: the same function as the per-variable path in float64 (outputs and every gradient), the
-same parameters, and fewer ops per training step (foxlib.harness.op_count: counts, not timings)."""
+"""The batched VSN path (TFTConfig.vsn_batched: every variable's GRN in one batched product per layer, the
+static covariate encoder's four GRNs as one) on the small preset: the same function as the per-variable path
+in float64 (outputs and every gradient), the same parameters, and fewer ops per training step
+(foxlib.harness.op_count: counts, not timings)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,6 +12,7 @@ import torch
 from foxlib.data.market import N_KNOWN
 from foxlib.harness.op_count import count_step, main as op_count_main, seed_recipe
 from foxlib.harness.op_timing import time_variants
+from foxlib.models import tft_blocks
 from foxlib.models.tft import PRESETS, build, example_batch, quantile_loss
 
 SMALL = PRESETS["small"]
@@ -22,6 +24,14 @@ BATCHED = {**FUSED, "vsn_chunk": 0}  # all variables at once
 def make(cfg, seed=0):
     torch.manual_seed(seed)
     return build(cfg).to(torch.float64).train()
+
+
+def static_batched(model):
+    """The reference's static covariate encoder drawing its dropout as the batched one does (one (4, B, d)
+    draw, not four of (B, d): the same masks only on a CPU whose bernoulli_ draws serially), so that a
+    dropout-on comparison tests the VSNs."""
+    model.static_encoders.forward = model.static_encoders.forward_batched
+    return model
 
 
 def run(model, batch, seed=1):
@@ -60,7 +70,7 @@ def test_batched_equals_per_variable_path_dropout_off(batch, checkpointing):
 def test_batched_equals_one_chunk_dropout_on(batch):
     """Dropout on: the same draws as the per-chunk batched path with all m variables in one chunk
     (one (m, N, d) mask per VSN, the selection GRN's first), so outputs and gradients match."""
-    ref = make(dataclasses.replace(SMALL, dropout=0.2, memory_efficient=True, vsn_chunk=M_ENC))
+    ref = static_batched(make(dataclasses.replace(SMALL, dropout=0.2, memory_efficient=True, vsn_chunk=M_ENC)))
     new = make(dataclasses.replace(SMALL, dropout=0.2, **BATCHED), seed=7)
     new.load_state_dict(ref.state_dict())
     out, attn, grad = max_diffs(run(new, batch), run(ref, batch))
@@ -78,11 +88,29 @@ def test_batched_chunk_segments_equal_per_chunk_path(batch, mode, chunk):
     function and draws as the un-checkpointed per-chunk batched path of the same chunks; dropout off, as
     the plain per-variable path."""
     for dropout, ref_overrides in ((0.2, {"memory_efficient": True}), (0.0, {})):
-        ref = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, **ref_overrides))
+        ref = static_batched(make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, **ref_overrides)))
         new = make(dataclasses.replace(SMALL, dropout=dropout, vsn_chunk=chunk, checkpointing=mode, **FUSED), seed=7)
         new.load_state_dict(ref.state_dict())
         out, attn, grad = max_diffs(run(new, batch), run(ref, batch))
         assert out < 1e-12 and attn < 1e-12 and grad < 1e-12, (dropout, out, attn, grad)
+
+
+def test_static_encoders_batched_equal_per_grn():
+    """The static covariate encoder's four GRNs as one batched GRN (vsn_batched): the same contexts and
+    gradients in float64, dropout off (on, it draws one (4, B, d) mask where the loop draws four)."""
+    torch.manual_seed(0)
+    enc = tft_blocks.StaticCovariateEncoder(SMALL.hidden_size, 0.0).to(torch.float64)
+    xi = torch.randn(SMALL.batch_size, SMALL.hidden_size, dtype=torch.float64, requires_grad=True)
+    runs = []
+    for fn in (enc.forward, enc.forward_batched):
+        enc.zero_grad(set_to_none=True)
+        xi.grad = None
+        out = fn(xi)
+        sum((k + 1) * o.square().sum() for k, o in enumerate(out)).backward()  # a different weight per context
+        runs.append(([o.detach() for o in out], [p.grad.clone() for p in enc.parameters()], xi.grad.clone()))
+    (o1, g1, x1), (o2, g2, x2) = runs
+    assert len(o2) == 4 and all(a.shape == b.shape for a, b in zip(o1, o2))
+    assert max(float((a - b).abs().max()) for a, b in zip(o1 + g1 + [x1], o2 + g2 + [x2])) < 1e-12
 
 
 def test_vsn_shapes_and_weights(batch):

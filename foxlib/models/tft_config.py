@@ -47,9 +47,10 @@ class TFTConfig:
     vsn_batched: bool = False
     """The VSNs in fewer, larger kernels (memory_efficient only): the selection GRN's folded fc1 and skip as
     one product, each chunk's variable GRNs as one batched product per layer with the residual, norm and
-    weighted sum in a few more (tft_blocks.VariableGRNs.fused). With vsn_chunk 0 (or >= m) every variable
-    at once: the fewest kernels, the largest backward transient; chunking bounds memory. Same function,
-    parameters and dropout draws as memory_efficient with the same chunks."""
+    weighted sum in a few more (tft_blocks.VariableGRNs.fused); and the static covariate encoder's four GRNs
+    (one input) as one batched GRN. With vsn_chunk 0 (or >= m) every variable at once: the fewest kernels,
+    the largest backward transient; chunking bounds memory. Same function and parameters; the VSNs draw
+    dropout as memory_efficient with the same chunks, the static encoder one (4, B, d) mask for four (B, d)."""
 
     def __post_init__(self):
         object.__setattr__(self, "quantiles", tuple(float(q) for q in self.quantiles))
