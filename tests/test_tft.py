@@ -284,7 +284,7 @@ def test_unknown_preset_and_bad_config():
     with pytest.raises(ValueError, match="none, vsn, blocks, all"):
         dataclasses.replace(SMALL, checkpointing="sometimes")
     with pytest.raises(ValueError, match="vsn_chunk"):
-        dataclasses.replace(SMALL, vsn_chunk=0)
+        dataclasses.replace(SMALL, vsn_chunk=-1)
     with pytest.raises(ValueError, match="divisible"):
         dataclasses.replace(SMALL, hidden_size=10, num_heads=4)
     with pytest.raises(ValueError, match="n_observed"):

@@ -11,7 +11,7 @@ from typing import Any
 
 DEFAULT_BEST = {"precision": "bf16", "memory_efficient": True, "checkpointing": "blocks"}
 # fields of a best configuration that keep the computed function (and the comparison) at equal configuration
-SAME_FUNCTION_FIELDS = {"memory_efficient", "checkpointing", "vsn_chunk"}
+SAME_FUNCTION_FIELDS = {"memory_efficient", "checkpointing", "vsn_chunk", "vsn_batched"}
 # what the peer and both foxlib variants must share (the peer is built from these)
 SAME_CONFIGURATION_FIELDS = ("hidden_size", "num_heads", "n_observed", "encoder_length", "decoder_length",
                              "batch_size", "dropout", "quantiles")

@@ -26,7 +26,7 @@ from foxlib.models.tft import quantile_loss
 TOLERANCE_REL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 """Largest max |Δ| / max |reference| (outputs and gradients) of the same function, per precision:
 float32 rounding (~1e-7 per op) through a few hundred ops; 16-bit rounding (bf16: 2^-8, fp16: 2^-11)."""
-EQUIVALENT_FIELDS = ("checkpointing", "memory_efficient", "vsn_chunk")
+EQUIVALENT_FIELDS = ("checkpointing", "memory_efficient", "vsn_chunk", "vsn_batched")
 """TFTConfig fields that change how the function is computed, not which function."""
 
 
@@ -170,4 +170,6 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
 
 def _describe(cfg, cuda_graph: bool) -> str:
     parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}", f"vsn_chunk={cfg.vsn_chunk}"]
+    if cfg.vsn_batched:
+        parts.append("vsn_batched=True")
     return ", ".join(parts) + (", CUDA graph" if cuda_graph else "")

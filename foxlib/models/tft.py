@@ -7,7 +7,9 @@ the state dict) unchanged: `checkpointing`, gradient checkpointing at one of the
 CHECKPOINTING (Chen et al. 2016); `memory_efficient`, the per-variable GRNs of a VSN as batched ops
 over chunks of `vsn_chunk` variables, the real-valued embeddings folded into the first layers
 (tft_blocks.py) and attention through fused `scaled_dot_product_attention` (weights computed on the
-side). The plain path (memory_efficient=False, checkpointing not CHUNKED) is the reference:
+side); `vsn_batched` (with memory_efficient), the VSNs and the static covariate encoder in fewer, larger
+kernels (batched products over every variable, or over chunks of `vsn_chunk`; 0: all). The plain path
+(memory_efficient=False, checkpointing not CHUNKED) is the reference:
 embeddings materialised, a loop over the per-variable GRNs, explicit attention."""
 from __future__ import annotations
 
@@ -91,7 +93,8 @@ class TemporalFusionTransformer(nn.Module):
         # hooks (tensors inside a tuple argument are held where no hook sees them)
         Te = self.config.encoder_length
         xi = self._run("vsn", self._select_static, static)                          # ξ (B, d)
-        c_s, c_e, c_h, c_c = self._run("block", self.static_encoders, xi)
+        encoders = self.static_encoders.forward_batched if self.config.vsn_batched else self.static_encoders
+        c_s, c_e, c_h, c_c = self._run("block", encoders, xi)
         if self.config.memory_efficient or self.config.checkpointing in CHUNKED:  # folded embeddings
             # CHUNKED modes checkpoint inside the VSN (per chunk); the other modes around it, as for the plain path
             select = self._direct if self.config.checkpointing in CHUNKED else lambda *a: self._run("vsn", *a)
@@ -121,8 +124,12 @@ class TemporalFusionTransformer(nn.Module):
         return fn(*args)
 
     def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
-        inner = self.config.checkpointing in CHUNKED and self.training and torch.is_grad_enabled()
-        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, self.config.vsn_chunk, checkpointed=inner)[0]
+        chunked, chunk = self.config.checkpointing in CHUNKED, self.config.vsn_chunk
+        if self.config.vsn_batched and not chunked and (chunk == 0 or chunk >= x.shape[-1]):  # all at once
+            return vsn.forward_batched(x, emb_weight, emb_bias, c_s)[0]
+        inner = chunked and self.training and torch.is_grad_enabled()
+        return vsn.forward_folded(x, emb_weight, emb_bias, c_s, chunk or None, checkpointed=inner,
+                                  fused=self.config.vsn_batched)[0]
 
     def _select_past_folded(self, known, observed, c_s):
         emb = (self.known_embedding, self.observed_embedding)

@@ -126,6 +126,31 @@ class VariableGRNs(nn.Module):
         # m LayerNorms with per-variable affine at once: GroupNorm with one group per variable
         return F.group_norm(r, m, self.norm_weight.flatten(), self.norm_bias.flatten()).view(x.shape)
 
+    def fused(self, x, v, emb_weight, emb_bias, w1, b1, w2, b2, wg, bg, nw, nb):
+        """folded(..., batched=True) in fewer kernels and bytes: Σ_j v_j GRN_j(ξ_j) over c variables (all m,
+        or one chunk: the arguments as folded's), one batched product per layer, ξ_j + GLU in one more (a
+        rank-2 product [x_j, 1]·[w_j; b_j] added to the GLU's output): ξ_j never on its own. Every product is
+        a bmm, whose backward is products again (addcmul's would be (N, c, d) temporaries). The c LayerNorms
+        run in this variable-major layout, their affine weight as one mul and their bias folded into the
+        weighted sum (v·b, a small product); folded()'s token-major GroupNorm takes a copy, and its backward
+        two float32 (N, c·d) buffers (one element per channel and sample). Under autocast the residual and
+        the norm stay in the 16-bit compute dtype (folded() sums and normalises in float32, then rounds for
+        the weighted sum): half the bytes, fewer casts. Dropout: one draw over (c, N, d), as folded's. -> (N, d)."""
+        (n, c), d = x.shape, emb_weight.shape[1]
+        with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
+            wb = torch.stack([emb_weight, emb_bias], dim=1)                                      # (c, 2, d)
+            uk = torch.baddbmm(F.pad(b1.unsqueeze(1), (0, 0, 1, 0)), wb, w1.transpose(1, 2))  # W1 w_j; W1 b_j + b1
+        dt = _compute_dtype(uk)
+        xt1 = F.pad(x.t().unsqueeze(-1), (0, 1), value=1.0).to(dt)                             # (c, N, 2): [x_j, 1]
+        h = F.elu(torch.bmm(xt1, uk.to(dt)), inplace=True)                                      # (c, N, d)
+        h = torch.baddbmm(b2.unsqueeze(1), h, w2.transpose(1, 2))
+        h = torch.baddbmm(bg.unsqueeze(1), self.dropout(h), wg.transpose(1, 2))
+        with torch.autocast(x.device.type, enabled=False):  # in dt: autocast would run the norm in float32
+            r = torch.baddbmm(F.glu(h, dim=-1), xt1, wb.to(dt))                                 # ξ_j + GLU
+            z = F.layer_norm(r, (d,)) * nw.unsqueeze(1).to(dt)                                  # ξ̃_j - b_j
+            v = v.to(dt)  # Σ_j v_j ξ̃_j = Σ_j v_j z_j + v·nb: the affine's bias folded into the weighted sum's
+            return torch.baddbmm((v @ nb.to(dt)).unsqueeze(1), v.unsqueeze(1), z.transpose(0, 1)).squeeze(1)
+
     def chunks(self, size: int):
         """The stacked parameters split into chunks of `size` variables: one tuple per chunk, in
         folded()'s order. Split once per forward, outside any checkpoint segment: autograd joins the
@@ -180,27 +205,62 @@ class VariableSelectionNetwork(nn.Module):
         return (weights.unsqueeze(-2) @ transformed).squeeze(-2), weights
 
     def forward_folded(self, x, emb_weight, emb_bias, context=None, chunk: int | None = None,
-                       checkpointed: bool = False):
+                       checkpointed: bool = False, fused: bool = False):
         """forward(x·w + b) for m real inputs x (..., m) with embedding weights w, b (m, d), the embedding
         folded into the first layers (module docstring). The selection weights v, then Σ_j v_j ξ̃_j
         accumulated over chunks of `chunk` variables (all m if None). checkpointed: v's GRN is one
         checkpoint segment and each chunk another, each from the raw inputs: the forward keeps x, v
         and the segments' parameter pieces (views), O(N·m); a backward rebuilds one chunk at a time.
         Dropout is drawn in the order of the un-checkpointed computation with the same chunks
-        (checkpoint restores the RNG state), and, on the loop path, in the plain forward's order."""
+        (checkpoint restores the RNG state), and, on the loop path, in the plain forward's order.
+        fused: forward_batched's kernels (the selection GRN's fc1 and skip as one product, VariableGRNs.fused
+        per chunk), the same dropout draws as the batched path's."""
         def run(fn, *args):
             return checkpoint(fn, *args, use_reentrant=False) if checkpointed else fn(*args)
 
         m = x.shape[-1]
-        weights = run(self._folded_weights, x, emb_weight, emb_bias, context)   # (..., m)
+        select = self._batched_weights if fused and self.flat_grn.skip is not None else self._folded_weights
+        weights = run(select, x, emb_weight, emb_bias, context)                   # (..., m)
         chunk = chunk or m
         pieces = zip(x.reshape(-1, m).split(chunk, dim=1), weights.reshape(-1, m).split(chunk, dim=1),
                      emb_weight.split(chunk), emb_bias.split(chunk), self.variable_grns.chunks(chunk))
         out = None
         for xc, vc, wc, bc, params in pieces:
-            part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)   # (N, d)
+            if fused:
+                part = run(self.variable_grns.fused, xc, vc, wc, bc, *params)                # (N, d)
+            else:
+                part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)  # (N, d)
             out = part if out is None else out + part
         return out.view(*x.shape[:-1], out.shape[-1]), weights
+
+    def forward_batched(self, x, emb_weight, emb_bias, context=None):
+        """forward_folded(x, emb_weight, emb_bias, context) (all m variables in one chunk) in fewer kernels:
+        the selection GRN's two folded maps of Ξ (fc1 and skip) as ONE product of x with their stacked
+        folded weights, then every variable's GRN as one batched product per layer over all m at once
+        (no chunks: no split of the stacked parameters, no partial sums), Σ_j v_j ξ̃_j as one batched
+        matrix-vector product. Dropout drawn as forward_folded draws it with chunk=m. -> (output, v)."""
+        m, d = emb_weight.shape
+        fused = self.flat_grn.skip is not None  # d = 1 has no skip map to stack with fc1
+        weights = (self._batched_weights if fused else self._folded_weights)(x, emb_weight, emb_bias, context)
+        g = self.variable_grns
+        out = g.fused(x.reshape(-1, m), weights.reshape(-1, m), emb_weight, emb_bias, g.fc1_weight, g.fc1_bias,
+                      g.fc2_weight, g.fc2_bias, g.glu_weight, g.glu_bias, g.norm_weight, g.norm_bias)
+        return out.view(*x.shape[:-1], d), weights
+
+    def _batched_weights(self, x, emb_weight, emb_bias, context=None):
+        """_folded_weights with its two folded maps of Ξ (fc1 and skip) as one product of x with their
+        stacked folded weights (d + m, m). Each map is folded on its own (a cat of the two (·, m·d) weights
+        would be an m·d-wide copy that its product keeps for backward), the small results stacked."""
+        g, m, d = self.flat_grn, x.shape[-1], emb_weight.shape[1]
+        with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
+            w = emb_weight.unsqueeze(-1)                                                           # (m, d, 1)
+            a = torch.cat([torch.bmm(g.fc1.weight.view(d, m, d).transpose(0, 1), w),
+                           torch.bmm(g.skip.weight.view(m, m, d).transpose(0, 1), w)], dim=1)      # (m, d + m, 1)
+            c = torch.cat([torch.addmv(g.fc1.bias, g.fc1.weight, emb_bias.flatten()),
+                           torch.addmv(g.skip.bias, g.skip.weight, emb_bias.flatten())])          # (d + m,)
+        h, skip = F.linear(x, a.squeeze(-1).t(), c).split([d, m], dim=-1)
+        h = F.elu(h if context is None else h + g.context(context))
+        return torch.softmax(g.norm(skip + g.glu(g.fc2(h))), dim=-1)
 
     def _folded_weights(self, x, emb_weight, emb_bias, context=None):
         """v = Softmax(GRN_v(Ξ, c_s)) (Eq. 6) from the raw x (..., m): GatedResidualNetwork.forward's
@@ -225,6 +285,23 @@ class StaticCovariateEncoder(nn.Module):
 
     def forward(self, xi):
         return tuple(grn(xi) for grn in self.grns)
+
+    def forward_batched(self, xi):
+        """forward(xi) in a few kernels: the four GRNs read the same ξ, so their weights are stacked (one
+        stack per parameter: the backward only views its pieces) and each layer is one batched product over
+        the four. Same function and parameters; dropout is one draw over (4, B, d) where forward draws four
+        of (B, d) (the same function at dropout 0)."""
+        g = self.grns
+
+        def stacked(name: str):
+            return torch.stack([m.get_parameter(name) for m in g])
+
+        x = xi.unsqueeze(0).expand(len(g), *xi.shape)                                           # (4, B, d)
+        h = torch.baddbmm(stacked("fc1.bias").unsqueeze(1), x, stacked("fc1.weight").transpose(1, 2))
+        h = torch.baddbmm(stacked("fc2.bias").unsqueeze(1), F.elu(h, inplace=True), stacked("fc2.weight").transpose(1, 2))
+        h = torch.baddbmm(stacked("glu.fc.bias").unsqueeze(1), g[0].glu.dropout(h), stacked("glu.fc.weight").transpose(1, 2))
+        y = F.layer_norm(x + F.glu(h, dim=-1), xi.shape[-1:])  # each GRN's LayerNorm; the affine below
+        return tuple(torch.addcmul(stacked("norm.bias").unsqueeze(1), y, stacked("norm.weight").unsqueeze(1)).unbind(0))
 
 
 class InterpretableMultiHeadAttention(nn.Module):

@@ -41,16 +41,26 @@ class TFTConfig:
     only at dropout 0); same parameters."""
     vsn_chunk: int = 4
     """Variables per chunk of the folded VSN path (memory_efficient or a CHUNKED checkpointing): one
-    batched op, or one checkpoint segment, per chunk. Smaller: lower peak, more (smaller) ops. Seed
-    preset, fp32, CPU, "variables": step peak 1.20x the 290 MB floor at 4, 1.46x at 8, 1.13x at 1 (Adam's step)."""
+    batched op, or one checkpoint segment, per chunk; 0: all m variables in one chunk. Smaller: lower
+    peak, more (smaller) ops. Seed preset, fp32, CPU, "variables": step peak 1.20x the 290 MB floor at 4,
+    1.46x at 8, 1.13x at 1 (Adam's step)."""
+    vsn_batched: bool = False
+    """The VSNs in fewer, larger kernels (memory_efficient only): the selection GRN's folded fc1 and skip as
+    one product, each chunk's variable GRNs as one batched product per layer with the residual, norm and
+    weighted sum in a few more (tft_blocks.VariableGRNs.fused); and the static covariate encoder's four GRNs
+    (one input) as one batched GRN. With vsn_chunk 0 (or >= m) every variable at once: the fewest kernels,
+    the largest backward transient; chunking bounds memory. Same function and parameters; the VSNs draw
+    dropout as memory_efficient with the same chunks, the static encoder one (4, B, d) mask for four (B, d)."""
 
     def __post_init__(self):
         object.__setattr__(self, "quantiles", tuple(float(q) for q in self.quantiles))
         if self.checkpointing not in CHECKPOINTING:
             raise ValueError(f"unknown checkpointing {self.checkpointing!r}; valid: {', '.join(CHECKPOINTING)}")
-        for name in ("hidden_size", "num_heads", "encoder_length", "decoder_length", "batch_size", "vsn_chunk"):
+        for name in ("hidden_size", "num_heads", "encoder_length", "decoder_length", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.vsn_chunk < 0:
+            raise ValueError(f"vsn_chunk must be at least 1, or 0 for all variables in one chunk, got {self.vsn_chunk}")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if not 1 <= self.n_observed <= N_FEATURES_MAX:
@@ -63,3 +73,7 @@ class TFTConfig:
             raise ValueError(f"lr must be positive, got {self.lr}")
         if not isinstance(self.memory_efficient, bool):
             raise ValueError(f"memory_efficient must be True or False, got {self.memory_efficient!r}")
+        if not isinstance(self.vsn_batched, bool):
+            raise ValueError(f"vsn_batched must be True or False, got {self.vsn_batched!r}")
+        if self.vsn_batched and not self.memory_efficient:
+            raise ValueError("vsn_batched needs memory_efficient=True (it is a form of the folded, batched path)")

@@ -41,6 +41,7 @@ class Strategy:
             object.__setattr__(self, "changes_numerics", True)
 
 
+BATCHED = {"memory_efficient": True, "vsn_batched": True, "vsn_chunk": 0}  # vsn_chunk 0: all variables at once
 STRATEGIES = {s.name: s for s in (
     Strategy("fp32 (baseline)", changes_numerics=True),
     Strategy("fp16", "fp16", seed_guess="fp16", changes_numerics=True),
@@ -79,6 +80,27 @@ STRATEGIES = {s.name: s for s in (
              options=StepOptions(tf32=True)),
     Strategy("efficient + bf16 + CUDA graph + fused Adam", "bf16", {"memory_efficient": True}, cuda_graph=True,
              options=StepOptions(adam="fused")),
+    # fewer, larger kernels: every variable's GRN of a VSN in one batched product per layer (vsn_batched,
+    # vsn_chunk 0: all variables at once)
+    Strategy("efficient + batched VSNs", overrides=BATCHED),
+    Strategy("efficient + batched VSNs + bf16", "bf16", BATCHED),
+    Strategy("efficient + batched VSNs + CUDA graph", overrides=BATCHED, cuda_graph=True),
+    Strategy("efficient + batched VSNs + bf16 + CUDA graph", "bf16", BATCHED, cuda_graph=True),
+    Strategy("efficient + batched VSNs + bf16 + CUDA graph + fused Adam", "bf16", BATCHED, cuda_graph=True,
+             options=StepOptions(adam="fused")),
+    # chunking bounds memory: the encoder VSN's 37 variables in two batched chunks (a smaller backward transient)
+    Strategy("efficient + batched VSNs (19 per chunk) + bf16 + CUDA graph + fused Adam", "bf16",
+             {**BATCHED, "vsn_chunk": 19}, cuda_graph=True, options=StepOptions(adam="fused")),
+    # lighter: the batched kernels per checkpointed chunk of variables, Adam applied in backward
+    Strategy("efficient + batched VSNs + checkpoint VSN variables + bf16 + CUDA graph + fused Adam", "bf16",
+             {**BATCHED, "checkpointing": "vsn_variables", "vsn_chunk": 4}, cuda_graph=True,
+             options=StepOptions(adam="fused")),
+    Strategy("efficient + batched VSNs + checkpoint VSN variables (8 per chunk) + bf16 + CUDA graph + fused Adam",
+             "bf16", {**BATCHED, "checkpointing": "vsn_variables", "vsn_chunk": 8}, cuda_graph=True,
+             options=StepOptions(adam="fused")),
+    Strategy("efficient + batched VSNs + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward", "bf16",
+             {**BATCHED, "checkpointing": "vsn_variables", "vsn_chunk": 4}, cuda_graph=True,
+             options=StepOptions(optimizer_in_backward=True, adam="fused")),
     # the LSTMs on PyTorch's own kernels instead of cuDNN's (other kernels: own accuracy runs)
     Strategy("efficient + bf16 + CUDA graph + fused Adam, LSTMs without cuDNN", "bf16", {"memory_efficient": True},
              cuda_graph=True, options=StepOptions(adam="fused", cudnn=False)),

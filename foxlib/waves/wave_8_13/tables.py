@@ -80,7 +80,7 @@ def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
         info = r.models[name]
         cfg = info["config"]
         keys = [k for k in ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing",
-                            "memory_efficient", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device",
+                            "memory_efficient", "vsn_batched", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device",
                             "n_envs", "n_steps", "window", "n_features") if k in cfg]
         rows.append({"model": name, "title": info["title"], "precision": info["precision"],
                      "preset": info["preset"], "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
