@@ -6,6 +6,7 @@ labelled as the seed's, beside what foxlib measured. MB here is the seed's own u
 """
 import math
 import re
+from typing import Iterable
 
 TFT_8_10_MB = {
     "parameters": 72,
@@ -45,9 +46,9 @@ SPEED_READING = ("\"+N % faster\" and \"-N % slower\" are read as throughput (tr
                  "higher or lower: time per window x 1/(1 + N/100) or x 1/(1 - N/100) (-40 % slower = 1.67x, "
                  f"-75 % slower = 4.00x); an approximate claim holds within a factor 1 ± {100 * SPEED_BAND:g} % of that "
                  f"ratio. The verdict rests on {MIN_RUNS} or more independent timing runs pooled: the 95 % interval of "
-                 "their mean (geometric, Student's t over the runs' medians, so that it holds the spread between runs, "
-                 "never narrower than one run's own interval); \"holds\" when that interval lies inside the band, "
-                 "\"wrong\" when it lies outside, else inconclusive")
+                 "their geometric mean, with the spread between runs estimated over every claim timed in the same "
+                 "runs (Student's t on the pooled spread; never narrower than the runs' own intervals allow); "
+                 "\"holds\" when that interval lies inside the band, \"wrong\" when it lies outside, else inconclusive")
 
 
 def speed_ratio(text: str) -> float:
@@ -72,21 +73,45 @@ def speed_band(ratio: float) -> tuple[float, float]:
     return ratio / (1 + SPEED_BAND), ratio * (1 + SPEED_BAND)
 
 
-def pooled_interval(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+def t_975(df: int) -> float:
+    """Student's t, 97.5th percentile, for df degrees of freedom (T_975; past its end, its last value)."""
+    if df < 1:
+        raise ValueError(f"an interval needs at least one degree of freedom, got {df}")
+    return T_975[min(df, len(T_975)) - 1]
+
+
+def run_spread(claims: Iterable[list[tuple[float, float, float]]]) -> tuple[float, int]:
+    """(sd, df): the spread between independent runs, on the log scale, pooled over every claim timed in the same
+    runs (each claim's runs' medians around their own mean; df = the sum of (runs - 1)). The runs' noise is the
+    machine's and the run's, shared by every strategy timed in it: pooled, it is estimated with more degrees of
+    freedom than one claim's few runs give."""
+    ss, df = 0.0, 0
+    for runs in claims:
+        logs = [math.log(m) for m, _, _ in runs]
+        if len(logs) > 1:
+            mean = sum(logs) / len(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    if df == 0:
+        raise ValueError("a spread between runs needs a claim with two runs or more")
+    return math.sqrt(ss / df), df
+
+
+def pooled_interval(runs: list[tuple[float, float, float]],
+                    spread: tuple[float, int] | None = None) -> tuple[float, float, float]:
     """(centre, low, high) over independent runs ((median, low, high) each, ratios > 0): the geometric mean of the
-    runs' medians with its 95 % interval (Student's t over their logarithms, T_975), widened where needed to the
-    narrowest run's own interval (its half-widths on the log scale): a few runs that happen to agree do not make
-    the estimate more precise than one run's rounds."""
+    runs' medians with its 95 % interval, Student's t on `spread` (run_spread: (sd, df) on the log scale; the runs'
+    own spread where None). Never narrower than the runs' own intervals allow for a mean of len(runs) of them:
+    the median run's half-width on the log scale / sqrt(runs)."""
     if not runs:
         raise ValueError("no runs to pool")
+    n = len(runs)
     logs = [math.log(m) for m, _, _ in runs]
-    n = len(logs)
     centre = sum(logs) / n
-    sd = math.sqrt(sum((x - centre) ** 2 for x in logs) / (n - 1)) if n > 1 else math.inf
-    half = T_975[min(n - 1, len(T_975)) - 1] * sd / math.sqrt(n) if n > 1 else math.inf
-    own = min(runs, key=lambda r: math.log(r[2] / r[1]))
-    below, above = math.log(own[0] / own[1]), math.log(own[2] / own[0])
-    return math.exp(centre), math.exp(centre - max(half, below)), math.exp(centre + max(half, above))
+    sd, df = spread if spread is not None else run_spread([runs])
+    halves = sorted(math.log(hi / lo) / 2 for _, lo, hi in runs)
+    half = max(t_975(df) * sd / math.sqrt(n), halves[n // 2] / math.sqrt(n))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:
@@ -99,10 +124,11 @@ def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:
     return "inconclusive"
 
 
-def speed_verdict(runs: list[tuple[float, float, float]], ratio: float) -> str:
+def speed_verdict(runs: list[tuple[float, float, float]], ratio: float,
+                  spread: tuple[float, int] | None = None) -> str:
     """The claim's verdict over independent runs ((median, low, high) each): fewer than MIN_RUNS is
-    "inconclusive"; else the pooled interval (pooled_interval) against the claim's band (interval_verdict)."""
+    "inconclusive"; else the pooled interval (pooled_interval, with `spread`) against the claim's band."""
     if len(runs) < MIN_RUNS:
         return "inconclusive"
-    _, low, high = pooled_interval(runs)
+    _, low, high = pooled_interval(runs, spread)
     return interval_verdict(low, high, speed_band(ratio))

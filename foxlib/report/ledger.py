@@ -92,25 +92,29 @@ def _reduction(key: str, seed_pct: float):
 
 def _speed(key: str, guess: str, what: str):
     """guess: the seed_claims.STRATEGY_GUESSES entry whose speed claim ("-40% slower") is judged, read once
-    (seed_claims.speed_ratio, SPEED_READING)."""
+    (seed_claims.speed_ratio, SPEED_READING). key: the strategy's time_per_window_ratio; its independent runs,
+    pooled as wave 8.12 pooled them, are the figure beside it, claim_time_per_window_ratio (its value and
+    interval: judged here, not recomputed)."""
     ratio = seed_claims.speed_ratio(seed_claims.STRATEGY_GUESSES[guess]["speed"])
     band = seed_claims.speed_band(ratio)
+    pooled_key = key.replace("/time_per_window_ratio", "/claim_time_per_window_ratio")
 
     def judge(figs):
-        fig = figs.get(key)
-        if fig is None:
+        fig, pooled = figs.get(key), figs.get(pooled_key)
+        if fig is None and pooled is None:
             return None
-        low, high, runs = fig.get("low"), fig.get("high"), fig.get("runs") or []
+        runs = (pooled or {}).get("runs") or []
         claim = f"the seed's {ratio:,.2f}x ± {100 * seed_claims.SPEED_BAND:g} % is [{band[0]:,.2f}, {band[1]:,.2f}]"
-        if len(runs) < seed_claims.MIN_RUNS:
+        if pooled is None or len(runs) < seed_claims.MIN_RUNS:
+            low, high = (fig or {}).get("low"), (fig or {}).get("high")
             interval = f" [{low:,.2f}, {high:,.2f}]" if low is not None and high is not None else ""
             return (f"{fig['value']:,.2f}x {what}{interval} in {max(len(runs), 1)} timing run; a verdict needs "
                     f"{seed_claims.MIN_RUNS} independent runs ({claim})", "inconclusive")
         medians = [m for m, _, _ in runs]
         each = ", ".join(f"{m:,.2f}x [{lo:,.2f}, {hi:,.2f}]" for m, lo, hi in runs)
-        centre, lo, hi = seed_claims.pooled_interval(runs)
         return (f"{len(runs)} independent runs, {what}: {each}; spread {min(medians):,.2f}-{max(medians):,.2f}x; "
-                f"pooled {centre:,.2f}x [{lo:,.2f}, {hi:,.2f}]; {claim}", seed_claims.speed_verdict(runs, ratio))
+                f"pooled {pooled['value']:,.2f}x [{pooled['low']:,.2f}, {pooled['high']:,.2f}]; {claim}",
+                seed_claims.interval_verdict(pooled["low"], pooled["high"], band))
     return judge
 
 

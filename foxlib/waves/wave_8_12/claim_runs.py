@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
+from foxlib.core.seed_claims import MIN_RUNS
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cpu_support import kernel_speed
@@ -24,11 +25,12 @@ from foxlib.waves.wave_8_12.strategies import BASELINE, STRATEGIES
 
 CLAIM_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.seed_guess)
 """fp16, the checkpointing granularities, batch ÷4 and sequence ÷2: every strategy a seed claim is about."""
-RUNS = 5
-"""Independent runs made by default, at least MIN_RUNS (foxlib.core.seed_claims). With 3, Student's t for two degrees
-of freedom (4.30) widened the pooled interval of batch ÷4 and of sequence ÷2, about 7 % inside their bands, across
-the band's edge in one of three sets of H200 runs made at one revision (d3b10e0); of every 5 of those 9 runs, none
-crossed it."""
+RUNS = MIN_RUNS
+"""Independent runs made by default (foxlib.core.seed_claims.MIN_RUNS). Their spread is pooled over every claim
+timed in them (seed_claims.run_spread): with each claim's 3 runs alone, Student's t for two degrees of freedom
+(4.30) widened batch ÷4's and sequence ÷2's intervals, about 7 % inside their bands, across an edge in one of
+three sets of H200 runs (d3b10e0); pooled (14 degrees of freedom: 2.14), the three sets gave one verdict per
+claim."""
 STEPS = 20  # timed rounds per run, after the child's warm-up steps
 
 

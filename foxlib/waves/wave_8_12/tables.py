@@ -13,7 +13,7 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.harness.timing import RatioInterval
 from foxlib.harness.training import skill_summary
-from foxlib.waves.wave_8_12.analysis import lightest_at_full_speed, recommend
+from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import record
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
@@ -242,27 +242,23 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
 
 
 def claim_runs_table(m) -> pd.DataFrame | None:
-    """The seed's speed claims against the independent runs (claim_runs.py): per strategy, the seed's claim as
-    a time ratio (foxlib.core.seed_claims.SPEED_READING) and its band, each run's time per window against
-    fp32 with its interval, the spread, the pooled interval and the verdict (seed_claims.speed_verdict, as the index's ledger
-    judges it). None where the runs were not made."""
+    """The seed's speed claims against the independent runs (claim_runs.py), as analysis.claim_verdicts judged
+    them (the index's ledger reads the same figures): per strategy, the seed's claim as a time ratio
+    (foxlib.core.seed_claims.SPEED_READING) and its band, each run's time per window against fp32 with its
+    interval, the spread, the pooled interval and the verdict. None where the runs were not made."""
     rec = record(m)
-    if not rec.claim_runs:
+    judged = claim_verdicts(rec)
+    if not judged:
         return None
     rows = []
-    for name, runs in rec.claim_runs.items():
-        claim = seed_claims.STRATEGY_GUESSES[rec[name].seed_guess]["speed"]
-        ratio = seed_claims.speed_ratio(claim)
-        low, high = seed_claims.speed_band(ratio)
-        medians = [r.median for r in runs]
-        row = {"strategy": name, "seed's claim": claim, "as time per window (x fp32)": round(ratio, 2),
-               f"within ±{100 * seed_claims.SPEED_BAND:g} %": f"[{low:.2f}, {high:.2f}]"}
-        row |= {f"run {i + 1} (x fp32)": str(r) for i, r in enumerate(runs)}
-        triples = [(r.median, r.low, r.high) for r in runs]
-        centre, lo, hi = seed_claims.pooled_interval(triples)
+    for name, c in judged.items():
+        medians = [x[0] for x in c["runs"]]
+        row = {"strategy": name, "seed's claim": c["claim"], "as time per window (x fp32)": round(c["ratio"], 2),
+               f"within ±{100 * seed_claims.SPEED_BAND:g} %": f"[{c['band'][0]:.2f}, {c['band'][1]:.2f}]"}
+        row |= {f"run {i + 1} (x fp32)": str(r) for i, r in enumerate(rec.claim_runs[name])}
         row |= {"spread of medians": f"{min(medians):.2f}-{max(medians):.2f}",
-                "pooled (x fp32, 95 %)": f"{centre:.2f} [{lo:.2f}, {hi:.2f}]",
-                "verdict": seed_claims.speed_verdict(triples, ratio)}
+                "pooled (x fp32, 95 %)": f"{c['centre']:.2f} [{c['low']:.2f}, {c['high']:.2f}]",
+                "verdict": c["verdict"]}
         rows.append(row)
     return pd.DataFrame(rows)
 
