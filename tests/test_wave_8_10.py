@@ -204,8 +204,10 @@ def test_a_record_of_a_newer_schema_or_another_wave_is_refused():
         module, data, _ = _record(wave, device)
         with pytest.raises(ValueError, match="schema"):
             module.Measurement.from_dict({**data, "schema_version": module.SCHEMA_VERSION + 1})
-        with pytest.raises(ValueError, match="not 8.1"):
+        with pytest.raises(ValueError, match="is not a wave 8.1"):
             module.Measurement.from_dict({**data, "wave": "8.12"})
+        with pytest.raises(ValueError, match="schema_version 1"):  # a file from before the schema's version
+            module.Measurement.from_dict({k: v for k, v in data.items() if k != "schema_version"})
 
 
 def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
@@ -263,11 +265,11 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     from foxlib.core.budgets import load_budgets
     from foxlib.memory.cpu_support import KernelSpeed
     from foxlib.report import ledger
+    from foxlib.run import notebook_cells
     from foxlib.waves.wave_8_10 import measuring
     monkeypatch.setattr(measuring, "kernel_speed", lambda p: KernelSpeed(p, 31.9, "AVX2"))
     params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
-    data = wave.measure(**params)
-    m = wave.Measurement.from_dict({"wave": "8.10", "measure_parameters": params, **data})
+    m = wave.Measurement.from_dict(notebook_cells.measure("8.10", params))
     assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
     assert all(v.profile.peak > 0 for v in m.target_state.values())
     predicted = source == "predicted"

@@ -37,17 +37,15 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def pinned_tft_config(m: "wave.Measurement | dict[str, Any]") -> str:
+def pinned_tft_config(m: "wave.Measurement") -> str:
     """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
     its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
-    m = wave.record(m)
     extra = {k: m.tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if m.tft.get(k)}
     return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"], **extra}, separators=(",", ":"))
 
 
-def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str, Any]) -> dict[str, list[str]]:
+def reproduce_commands(m: "wave.Measurement", params: dict[str, Any]) -> dict[str, list[str]]:
     """The exact commands that reproduce this report, by purpose."""
-    m = wave.record(m)
     used = dict(m.measure_parameters or {k: v for k, v in params.items()
                                                   if k not in ("measurements", "output_dir", "budgets_file")})
     used["device"] = m.device["type"]
@@ -80,9 +78,8 @@ def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str,
     return cmds
 
 
-def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, float]]) -> list[str]:
+def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[str]:
     """What this validation does not cover, with this run's numbers."""
-    m = wave.record(m)
     cap, t, i = m.cap, m.training, m.inference
     card = cap.card_bytes
     head = budgets["ensemble"]["min_headroom_mb"] * MB
@@ -176,15 +173,13 @@ def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, f
     return out
 
 
-def _host_buffers(m: "wave.Measurement | dict[str, Any]") -> dict[str, int]:
-    m = wave.record(m)
+def _host_buffers(m: "wave.Measurement") -> dict[str, int]:
     return {name: st.get("batch_host_bytes", 0) for name, st in m.training["models"].items()}
 
 
-def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets: dict[str, dict[str, float]],
+def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
            params: dict[str, Any]) -> str:
     """The deployment document, as Markdown."""
-    m = wave.record(m)
     cap, t, i = m.cap, m.training, m.inference
     v = verdict(checks)
     card = cap.card_bytes
@@ -215,7 +210,7 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
         + (f" It holds for the card class **{facts['title']}**"
            + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)" if facts["emulated"]
               else "") + ", with this configuration; another class of card has a report of its own (the index's "
-           "first lines)." if (facts := wave.record(m).extra.get("card_class")) else ""),
+           "first lines)." if (facts := m.card_class) else ""),
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
                [[c.name, _mb(c.measured), _mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
@@ -298,7 +293,7 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
     return "\n".join(parts)
 
 
-def write(out_dir: str | Path, m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets: dict[str, dict[str, float]],
+def write(out_dir: str | Path, m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
           params: dict[str, Any]) -> Path:
     """Write deployment.md into `out_dir` (the wave's output folder) and return its path."""
     path = Path(out_dir or ".") / FILE

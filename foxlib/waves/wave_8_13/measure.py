@@ -12,6 +12,7 @@ import torch
 
 from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
 from foxlib.core.progress import progress
+from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory.cuda import use_cublas_workspace
@@ -135,7 +136,7 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
         out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
                    ensemble_precision, seed)
     out["card_class"] = facts
-    return out
+    return json_safe(out)
 
 
 def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
