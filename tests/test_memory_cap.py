@@ -119,7 +119,7 @@ def test_a_tiny_cap_on_a_gpu_is_a_real_out_of_memory_error_reported_as_a_failed_
     assert "out of memory" in t["oom"]["error"].lower()
     check = _train_check(m)
     assert not check.passed and "OUT OF MEMORY" in check.note
-    print(f"\nOOM {wave._where(t['oom'])}: {t['oom']['error'][:200]}")
+    print(f"\nOOM {wave.oom_where(t['oom'])}: {t['oom']['error'][:200]}")
     # the cap is lifted again: a 256 MB tensor fits
     x = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
     del x
@@ -342,7 +342,7 @@ def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(monkeypa
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 123)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     members = [wave._Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in wave.ENSEMBLE]
-    got = wave._warm_up(members, torch.device("cpu"), "threads", 0, 0)
+    got = wave.warm_up(members, torch.device("cpu"), "threads", 0, 0)
     assert got["oom"] is None and got["allocated_after_bytes"] == 123
     assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {wave.WARMUP_TRAINING_STEPS} training "
                                "steps, one inference forward" for n in wave.ENSEMBLE]

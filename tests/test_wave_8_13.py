@@ -296,10 +296,10 @@ def test_a_changed_8_12_results_file_fails_verification(tmp_path):
 
 
 def test_together_runs_every_model_once_a_round_and_times_it():
-    from foxlib.waves.wave_8_13.serve import _Together
+    from foxlib.waves.wave_8_13.serve import Together
     calls = []
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    with _Together(fns, "threads", torch.device("cpu")) as together:
+    with Together(fns, "threads", torch.device("cpu")) as together:
         assert together.streams == {}  # one stream per model on CUDA only
         latencies, wall = together()
     assert sorted(calls) == ["a", "b"] and set(latencies) == {"a", "b"} and wall >= max(latencies.values()) >= 0

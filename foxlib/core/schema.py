@@ -2,6 +2,7 @@
 wave's `Measurement.from_dict` runs (`check_plain`), and foxlib.run.preflight through it."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any, Iterable, Mapping
@@ -48,11 +49,12 @@ def _is_bytes_key(path: str) -> bool:
 
 
 def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterable[str] = (),
-                allowed: Iterable[str] | None = None, source: str = "the measurement") -> None:
+                allowed: Iterable[str] | None = None, nullable: Iterable[str] = (),
+                source: str = "the measurement") -> None:
     """ValueError, naming the problem, unless `data` is a wave `wave` measurement of one of `versions`
     (a file without "schema_version" is of version 1): a device whose short name is a plain folder name,
-    every key of `required` present and not null, no key outside `allowed` (when given), every number
-    finite and no memory figure negative."""
+    every key of `required` present and not null (those of `nullable` may be null), no key outside `allowed`
+    (when given), every number finite and no memory figure negative."""
     versions, required = tuple(versions), tuple(required)
     if not isinstance(data, dict):
         raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
@@ -73,7 +75,7 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
         raise ValueError(f"{source}: device.type {dev.get('type')!r} is not one of {', '.join(DEVICE_TYPES)}")
     if not isinstance(dev.get("name"), str) or not dev["name"].strip():
         raise ValueError(f"{source}: device.name is missing")
-    missing = [k for k in required if data.get(k) is None]
+    missing = [k for k in required if k not in data or (data[k] is None and k not in nullable)]
     if missing:
         raise ValueError(f"{source} lacks {', '.join(missing)}: a wave {wave} measurement holds "
                          f"{', '.join(required)}")
@@ -88,3 +90,11 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
             raise ValueError(f"{source}: {path} is {value} (every figure must be a finite number)")
         if value < 0 and _is_bytes_key(path):
             raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
+
+
+def check_fields(data: Any, wave: str, version: int, cls: type, source: str = "the measurement") -> None:
+    """check_plain for a wave's Measurement dataclass `cls`: its fields are the keys, each one present (those
+    whose type admits None may be null), none other."""
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    check_plain(data, wave, (version,), names, names, [f.name for f in fields if "None" in str(f.type)], source)

@@ -3,10 +3,10 @@ on load), read by every check, table and figure of the wave."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import check_plain
+from foxlib.core.schema import check_fields
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.models import ENSEMBLE
 
@@ -31,12 +31,13 @@ class Measurement:
     """The seed's target configuration (TARGET_PRECISION, TARGET_TFT), each model; empty if not measured."""
     snapshot: str
     depends_on: list[dict[str, Any]]
-    second_opinion: dict[str, Any] | None = None
-    bare_context: dict[str, Any] | None = None
-    """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context())."""
-    target_state_kernels: dict[str, Any] | None = None
+    second_opinion: dict[str, Any] | None
+    """torch.profiler's categories of the TFT's step (None: not measured)."""
+    bare_context: dict[str, Any] | None
+    """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context()); None on the CPU."""
+    target_state_kernels: dict[str, Any] | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int
 
     @property
     def models(self) -> dict[str, ModelMeasurement]:
@@ -54,8 +55,7 @@ class Measurement:
         return self.tft.profile.cuda is not None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if f.name not in _MODELS and (f.default is not None or getattr(self, f.name) is not None)}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _MODELS}
         d["tft"] = self.tft.to_dict()
         d["ensemble"] = {k: v.to_dict() for k, v in self.ensemble.items()}
         d["target_state"] = {k: v.to_dict() for k, v in self.target_state.items()}
@@ -63,10 +63,8 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
-        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_plain)."""
-        fields = dataclasses.fields(cls)
-        check_plain(d, "8.10", (SCHEMA_VERSION,), [f.name for f in fields if f.default is dataclasses.MISSING],
-                    [f.name for f in fields], source)
+        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
+        check_fields(d, "8.10", SCHEMA_VERSION, cls, source)
         return cls(**{**d, "tft": ModelMeasurement.from_dict(d["tft"]),
                       "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
                       "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}})

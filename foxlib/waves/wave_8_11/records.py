@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import check_plain
+from foxlib.core.schema import check_fields
 from foxlib.harness.timing import Timing
 from foxlib.memory.profile import MemoryProfile
 
@@ -37,7 +37,7 @@ class Measurement:
     accuracy: list[dict[str, Any]]
     accuracy_harness: dict[str, Any]
     """The accuracy harness's configuration as run (foxlib.harness.training.HARNESS, resolved)."""
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -47,10 +47,8 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
-        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_plain)."""
-        fields = dataclasses.fields(cls)
-        check_plain(d, "8.11", (SCHEMA_VERSION,), [f.name for f in fields if f.default is dataclasses.MISSING],
-                    [f.name for f in fields], source)
+        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
+        check_fields(d, "8.11", SCHEMA_VERSION, cls, source)
         return cls(**{**d, "memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()}
                                       for n, per in d["memory"].items()},
                       "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()}})

@@ -3,7 +3,7 @@
 On a GPU the caching allocator is capped with `torch.cuda.set_per_process_memory_fraction` so
 that the cap plus this process's CUDA context (the context is outside the cap) equals the card. An
 out-of-memory error inside the cap is then a real one. The context grows as kernels and library
-handles load lazily, so every library the run uses is warmed up first (`_warm_up`: each model's
+handles load lazily, so every library the run uses is warmed up first (`warm_up`: each model's
 training step and inference, in its precision, on the run's streams or threads), then the context
 is measured (NVML per-process used − allocator reserved) and the cap set (`cap_arithmetic`). Through
 training and inference a background thread samples NVML's per-process figure (`Sampler`,
@@ -50,11 +50,11 @@ from foxlib.waves.wave_8_13.measure import GIB, INFERENCE_MODES, check_parameter
 from foxlib.waves.wave_8_13.members import _load, _Member, _step
 from foxlib.waves.wave_8_13.nvml import (NVML_CHECK, SAMPLE_INTERVAL_S, NvmlPeak, NvmlProcessReader, Sampler,
                                          nvml_peak, nvml_samples)
-from foxlib.waves.wave_8_13.oom import _where, requested_bytes
+from foxlib.waves.wave_8_13.oom import oom_where, requested_bytes
 from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Cap, Citation, Measurement, NvmlSeries, Phase, Step
 from foxlib.waves.wave_8_13.serve import WARMUP_ROUNDS
 from foxlib.waves.wave_8_13.tables import (cap_table, configuration_table, inference_table, oom_table,
                                            totals_table, training_table)
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE, TFT_CONFIG_EXAMPLE, recommendation_file, resolve_tft
 from foxlib.waves.wave_8_13.train import summarise_steps
-from foxlib.waves.wave_8_13.warmup import WARMUP_TRAINING_STEPS, _warm_up
+from foxlib.waves.wave_8_13.warmup import WARMUP_TRAINING_STEPS, warm_up

@@ -11,7 +11,7 @@ from foxlib.core.config import MB
 from foxlib.core.figures import Figure
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK, NvmlPeak, nvml_peak
-from foxlib.waves.wave_8_13.oom import _where
+from foxlib.waves.wave_8_13.oom import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
 
@@ -124,13 +124,13 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     figure = ("allocator reserved peak + CUDA context" if cap.enforced else
               "accounted peak: each model's measured step peak plus what the other models keep")
     t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {figure}"
-              + (f"; OUT OF MEMORY {_where(t.oom)}: {t.oom['error']}" if t.oom else "")
+              + (f"; OUT OF MEMORY {oom_where(t.oom)}: {t.oom['error']}" if t.oom else "")
               + f"; {limit_text(r)}")
     inf = inference_figure(r)
     limit = inference_limit(r, budgets)
     i_note = (f"{label}; {i.detail.get('mode')}; all {n} models resident, leaving at least "
               f"{budgets['ensemble']['min_headroom_mb']:,.0f} MB of the card free (budgets.toml)"
-              + (f"; OUT OF MEMORY {_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
+              + (f"; OUT OF MEMORY {oom_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
     out = [
         Check(TRAIN_CHECK, train, cap.limit_bytes, "bytes", bool(not t.oom and train <= cap.limit_bytes), t_note),
         Check(INFERENCE_CHECK, inf, limit, "bytes", bool(not i.oom and inf <= limit), i_note),

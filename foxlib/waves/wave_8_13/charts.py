@@ -8,7 +8,7 @@ import numpy as np
 
 from foxlib.core.config import MB
 from foxlib.waves.wave_8_13.analysis import how, training_figure
-from foxlib.waves.wave_8_13.oom import _where
+from foxlib.waves.wave_8_13.oom import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 
@@ -45,7 +45,7 @@ def training_chart(r: Measurement):
     if r.training.oom:
         x = len(steps) + 1
         y = min(training_figure(r), 1.05 * cap.limit_bytes) / MB
-        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {_where(r.training.oom)}")
+        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {oom_where(r.training.oom)}")
     ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(r.order) + ")")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")  # a small model's step and the card on one chart

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from foxlib.core.schema import check_plain
+from foxlib.core.schema import check_fields
 
 
 SCHEMA_VERSION = 2
@@ -134,12 +134,6 @@ class Phase:
                 out[k] = value
         return out
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in _PHASE_FIELDS else self.detail.get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key) if key in _PHASE_FIELDS else self.detail[key]
-
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
@@ -159,34 +153,33 @@ class Measurement:
     training: Phase
     inference: Phase
     nvml: NvmlSeries
-    context: dict[str, Any] | None = None
-    """CUDA: the context measured after the warm-up (measure_context); the CPU has none."""
-    context_before_warmup: dict[str, Any] | None = None
-    warmup: dict[str, Any] | None = None
-    step_profiles: dict[str, dict[str, Any]] | None = None
-    """The CPU: each model's step measured alone, the accounting's input."""
-    graph_mode: dict[str, Any] | None = None
-    """Where 8.12's recommendation asked for a CUDA graph: asked, on, why, and per model how it ran."""
-    cublas_workspace: dict[str, Any] | None = None
-    """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why."""
-    card_class: dict[str, Any] | None = None
+    context: dict[str, Any] | None
+    """CUDA: the context measured after the warm-up (measure_context); None on the CPU."""
+    context_before_warmup: dict[str, Any] | None
+    """CUDA: the context before the warm-up; None on the CPU and in the run made before the warm-up."""
+    warmup: dict[str, Any] | None
+    """CUDA: what the warm-up ran and left allocated (warmup.py); None as context_before_warmup."""
+    step_profiles: dict[str, dict[str, Any]] | None
+    """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
+    graph_mode: dict[str, Any] | None
+    """Where 8.12's recommendation asked for a CUDA graph: asked, on, why, and per model how it ran; else None."""
+    cublas_workspace: dict[str, Any] | None
+    """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why; else None."""
+    card_class: dict[str, Any] | None
     """The class of card validated (measure.class_facts); None in the CPU's run, made before card classes."""
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
-        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_plain)."""
-        fields = dataclasses.fields(cls)
-        check_plain(d, "8.13", (SCHEMA_VERSION,), [f.name for f in fields if f.default is dataclasses.MISSING],
-                    [f.name for f in fields], source)
+        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
+        check_fields(d, "8.13", SCHEMA_VERSION, cls, source)
         return cls(**{**d, "order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
                       "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
                       "nvml": NvmlSeries.from_dict(d["nvml"]),
                       "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])})
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.default is dataclasses.MISSING or getattr(self, f.name) is not None}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return out | {"order": list(self.order), "depends_on": self.citations(), "cap": self.cap.to_dict(),
                       "training": self.training.to_dict(), "inference": self.inference.to_dict(),
                       "nvml": self.nvml.to_dict()}

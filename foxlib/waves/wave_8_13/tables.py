@@ -13,7 +13,7 @@ from foxlib.waves.wave_8_13.analysis import (how, inference_figure, kept_bytes, 
                                              model_peaks, nvml_check, nvml_text, process_figure, training_figure,
                                              workspace_bytes)
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
-from foxlib.waves.wave_8_13.oom import _where
+from foxlib.waves.wave_8_13.oom import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 
@@ -177,7 +177,7 @@ def oom_table(r: Measurement) -> pd.DataFrame | None:
     for phase in ("training", "inference"):
         oom = r.phase(phase).oom
         if oom:
-            rows.append({"phase": phase, "where": _where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
+            rows.append({"phase": phase, "where": oom_where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
                          "failed allocation (MB)": _mb(oom.get("requested_bytes")),
                          "reserved when it failed (MB)": _mb(oom.get("reserved_bytes")),
                          "enforced": oom["enforced"], "error": oom["error"]})
