@@ -138,6 +138,7 @@ def _edit(data, path, value):
     (("bogus",), 1, "holds bogus, which a wave 8.10 measurement does not"),
     (("schema_version",), 99, "schema_version 99"),
     (("tft",), KeyError, "lacks tft"),
+    (("tft", "profile", "activations_by_module"), KeyError, "malformed (TypeError: MemoryProfile.__init__() missing"),
     (("environment",), KeyError, "lacks environment"),
     (("wave",), "8.11", "is not a wave 8.10 measurement"),
     (("measure_parameters", "batch_size"), "lots", "must be int"),

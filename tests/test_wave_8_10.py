@@ -64,7 +64,7 @@ def test_second_opinion_covers_every_model(tiny_8_10):
     """torch.profiler's categories for each model's step; what it cannot place is a share of its peak."""
     from foxlib.waves import wave_8_10 as wave
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
-    df = wave.unexplained_by_model(m).set_index("model")
+    df = wave.unexplained_by_model(wave.Measurement.from_dict(m)).set_index("model")
     assert set(df.index) == set(MODELS)
     for name, row in df.iterrows():
         so = m["second_opinion"] if name == "tft" else m["ensemble"][name]["second_opinion"]
@@ -140,13 +140,13 @@ def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path, c
     before = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     # a measurement that passes the checks but lacks what a later cell reads fails in the notebook
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
-    del m["tft"]["profile"]["activations_by_module"]
+    del m["theory"]["optimizer_state"]
     (tmp_path / "m.json").write_text(json.dumps(m))
     from foxlib.run.cli import main  # the command's code in this process; the notebook runs in its kernel
     assert main(["report", "--wave", "8.10", "-p", f"measurements={tmp_path / 'm.json'}", "--allow-dirty",
                  "--reports-dir", str(tiny_8_10.parents[2])]) == 1
     err = capsys.readouterr().err
-    assert "failed in notebook cell" in err and "activations_by_module" in err
+    assert "failed in notebook cell" in err and "optimizer_state" in err
     assert "previous report" in err
     after = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     assert after == before

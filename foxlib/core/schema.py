@@ -2,6 +2,7 @@
 wave's `Measurement.from_dict` runs (`check_plain`), and foxlib.run.preflight through it."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -98,3 +99,14 @@ def check_fields(data: Any, wave: str, version: int, cls: type, source: str = "t
     fields = dataclasses.fields(cls)
     names = [f.name for f in fields]
     check_plain(data, wave, (version,), names, names, [f.name for f in fields if "None" in str(f.type)], source)
+
+
+@contextlib.contextmanager
+def typing_parts(wave: str, source: str = "the measurement"):
+    """A KeyError or TypeError while a checked measurement's parts are typed (a profile without one of its
+    fields, say), as the ValueError of a malformed file that names it."""
+    try:
+        yield
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{source}: a part of this wave {wave} measurement is malformed "
+                         f"({type(exc).__name__}: {exc})") from None

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import check_fields
+from foxlib.core.schema import check_fields, typing_parts
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.models import ENSEMBLE
 
@@ -65,6 +65,7 @@ class Measurement:
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
         check_fields(d, "8.10", SCHEMA_VERSION, cls, source)
-        return cls(**{**d, "tft": ModelMeasurement.from_dict(d["tft"]),
-                      "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
-                      "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}})
+        with typing_parts("8.10", source):
+            return cls(**{**d, "tft": ModelMeasurement.from_dict(d["tft"]),
+                          "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
+                          "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}})

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import check_fields
+from foxlib.core.schema import check_fields, typing_parts
 from foxlib.harness.timing import Timing
 from foxlib.memory.profile import MemoryProfile
 
@@ -49,6 +49,7 @@ class Measurement:
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
         check_fields(d, "8.11", SCHEMA_VERSION, cls, source)
-        return cls(**{**d, "memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()}
-                                      for n, per in d["memory"].items()},
-                      "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()}})
+        with typing_parts("8.11", source):
+            return cls(**{**d, "memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()}
+                                          for n, per in d["memory"].items()},
+                          "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from foxlib.core.schema import check_fields
+from foxlib.core.schema import check_fields, typing_parts
 
 
 SCHEMA_VERSION = 2
@@ -173,10 +173,11 @@ class Measurement:
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
         check_fields(d, "8.13", SCHEMA_VERSION, cls, source)
-        return cls(**{**d, "order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
-                      "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
-                      "nvml": NvmlSeries.from_dict(d["nvml"]),
-                      "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])})
+        with typing_parts("8.13", source):
+            return cls(**{**d, "order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
+                          "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
+                          "nvml": NvmlSeries.from_dict(d["nvml"]),
+                          "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])})
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
