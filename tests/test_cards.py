@@ -95,9 +95,10 @@ def test_predicted_footprint_sums_as_8_13_accounts():
     assert fp.source == "predicted" and fp.precisions == ("fp32",)
 
 
-def test_model_figures_from_a_profile_dict():
-    prof = {"peak": 900, "live_before_step": 300, "optimizer_state": 100, "parameters": 50, "batch": 120,
-            "forward_peak": 700, "buffers": {"rollout": {"device_bytes": 100, "host_bytes": 0}}}
+def test_model_figures_from_a_profile():
+    from types import SimpleNamespace  # the fields of a MemoryProfile that model_figures reads
+    prof = SimpleNamespace(peak=900, live_before_step=300, optimizer_state=100, parameters=50, batch=120,
+                           forward_peak=700, buffers={"rollout": {"device_bytes": 100, "host_bytes": 0}})
     m = cards.model_figures("ppo", "fp32", prof)
     assert (m.step_peak_bytes, m.kept_bytes, m.optimizer_state_bytes) == (900, 300, 100)
     assert m.serve_bytes == 50 + 20 + 400

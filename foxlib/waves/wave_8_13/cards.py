@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.account import account_training
@@ -68,23 +69,17 @@ def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, c
                      margin_fraction=PEAK_TOLERANCE_PCT / 100)
 
 
-def _get(profile: Any, name: str) -> Any:
-    return profile[name] if isinstance(profile, Mapping) else getattr(profile, name)
-
-
-def model_figures(model: str, precision: str, profile: Any) -> ModelFigures:
-    """ModelFigures from a MemoryProfile (or its to_dict) of one training step.
+def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFigures:
+    """ModelFigures from the MemoryProfile of one training step (predict_step's).
 
     Serving is taken as weights + the batch less its device buffers (the RL models' replay and
     rollout buffers, which inference does not need) + the training forward's increment, which
     holds what autograd saves for backward: an upper bound of a no-grad forward."""
-    buffers = _get(profile, "buffers") or {}
-    device_buffers = sum(int(b.get("device_bytes", 0)) for b in buffers.values())
-    live = int(_get(profile, "live_before_step"))
-    forward = max(0, int(_get(profile, "forward_peak")) - live)
-    serve = int(_get(profile, "parameters")) + max(0, int(_get(profile, "batch")) - device_buffers) + forward
-    return ModelFigures(model, precision, int(_get(profile, "peak")), live,
-                        int(_get(profile, "optimizer_state")), serve)
+    device_buffers = sum(int(b.get("device_bytes", 0)) for b in (profile.buffers or {}).values())
+    live = int(profile.live_before_step)
+    forward = max(0, int(profile.forward_peak) - live)
+    serve = int(profile.parameters) + max(0, int(profile.batch) - device_buffers) + forward
+    return ModelFigures(model, precision, int(profile.peak), live, int(profile.optimizer_state), serve)
 
 
 def ensemble_members(preset: str = "seed", tft_overrides: Mapping[str, Any] | None = None,
