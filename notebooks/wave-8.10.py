@@ -50,7 +50,7 @@ from foxlib.waves import wave_8_10 as wave
 
 params = notebook.parameters("8.10", globals())
 budgets = notebook.budgets(params)
-m = wave.Measurement.from_dict(notebook.measure_or_load("8.10", params))  # typed; older files migrated
+m = wave.Measurement.from_dict(notebook.measure_or_load("8.10", params))  # typed and checked
 raw = m.to_dict()
 checks = wave.checks(m, budgets)
 profile = raw["tft"]["profile"]
@@ -76,8 +76,7 @@ display(notebook.table(notebook.checks_table(checks)))
 
 # %%
 display(notebook.table(wave.breakdown_table(m, budgets)))
-lr = m.tft.learning_rate if m.tft.learning_rate is not None else "the config's lr (measured before foxlib.harness.recipe)"
-display(Markdown(f"Configuration: `{m.tft.config}`, Adam at learning rate {lr}  \n"
+display(Markdown(f"Configuration: `{m.tft.config}`, Adam at learning rate {m.tft.learning_rate}  \n"
                  f"Model peak measured by: {m.tft.profile.peak_method}."))
 
 # %%

@@ -62,7 +62,7 @@ from foxlib.waves import wave_8_11 as wave
 
 params = notebook.parameters("8.11", globals())
 budgets = notebook.budgets(params)
-m = wave.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # typed; older files migrated
+m = wave.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # typed and checked
 raw = m.to_dict()
 checks = wave.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.11", checks, raw)))

@@ -61,8 +61,8 @@ from foxlib.waves import wave_8_13 as wave
 
 params = notebook.parameters("8.13", globals())
 budgets = notebook.budgets(params)
-m = wave.record(notebook.measure_or_load("8.13", params))
-provenance.verify(wave.citations(m))  # the cited 8.12 results must be the published ones: else this fails here
+m = wave.Measurement.from_dict(notebook.measure_or_load("8.13", params))
+provenance.verify(m.citations())  # the cited 8.12 results must be the published ones: else this fails here
 checks = wave.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))
 display(reading.opening("8.13", checks, params["output_dir"] or "."))
@@ -162,7 +162,7 @@ display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this sectio
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.13", params, m.to_dict(), checks, card_class=m.extra.get("card_class"), deployment=deployment.FILE,
+res = notebook.finish("8.13", params, m.to_dict(), checks, card_class=m.card_class, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
                       enforced=m.cap.enforced, tft_config=m.tft,
                       figures=as_dict(wave.named_figures(m)))

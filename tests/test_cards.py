@@ -6,6 +6,7 @@ import pytest
 
 from foxlib.waves.wave_8_13 import cards
 from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
+from foxlib.waves.wave_8_13.records import Measurement
 
 HEADROOM = 500 * 10**6
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,9 +95,10 @@ def test_predicted_footprint_sums_as_8_13_accounts():
     assert fp.source == "predicted" and fp.precisions == ("fp32",)
 
 
-def test_model_figures_from_a_profile_dict():
-    prof = {"peak": 900, "live_before_step": 300, "optimizer_state": 100, "parameters": 50, "batch": 120,
-            "forward_peak": 700, "buffers": {"rollout": {"device_bytes": 100, "host_bytes": 0}}}
+def test_model_figures_from_a_profile():
+    from types import SimpleNamespace  # the fields of a MemoryProfile that model_figures reads
+    prof = SimpleNamespace(peak=900, live_before_step=300, optimizer_state=100, parameters=50, batch=120,
+                           forward_peak=700, buffers={"rollout": {"device_bytes": 100, "host_bytes": 0}})
     m = cards.model_figures("ppo", "fp32", prof)
     assert (m.step_peak_bytes, m.kept_bytes, m.optimizer_state_bytes) == (900, 300, 100)
     assert m.serve_bytes == 50 + 20 + 400
@@ -122,12 +124,13 @@ def test_committed_8_13_measurement(device):
     if not (folder / "measurement.json").is_file():
         pytest.skip(f"no committed wave 8.13 report for {device}")
     m = json.loads((folder / "measurement.json").read_text())
+    rec = Measurement.from_dict(m)
     res = json.loads((folder / "results.json").read_text())
-    fp = cards.measured_footprint("8.13's configuration", m)
-    members = cards.measured_members(m)
+    fp = cards.measured_footprint("8.13's configuration", rec)
+    members = cards.measured_members(rec)
     assert list(members) == m["order"]
     if not m["cap"]["enforced"]:
-        over = cards.measured_overheads(m)
+        over = cards.measured_overheads(rec)
         assert fp is None and (over.context_bytes, over.workspace_bytes, over.training_cache_bytes) == (0, 0, 0)
         assert "models' tensors only" in over.note
         return
@@ -135,7 +138,7 @@ def test_committed_8_13_measurement(device):
     assert fp.training_bytes == by_name["ensemble trains under the cap"]
     assert fp.serving_bytes == by_name["concurrent inference fits with the headroom"]
     assert fp.card_bytes == 4 * GIB
-    over = cards.measured_overheads(m)
+    over = cards.measured_overheads(rec)
     assert over.context_bytes >= m["cap"]["context_bytes"] > 0 and over.workspace_bytes > 0
     t = m["training"]
     assert over.training_cache_bytes == t["peak_bytes"] - t["peak_allocated_bytes"] >= 0
@@ -162,7 +165,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
     path = ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json"
     if not path.is_file():
         pytest.skip("no committed H200 8.13 measurement")
-    m = json.loads(path.read_text())
+    m = Measurement.from_dict(json.loads(path.read_text()))
     calls = []
 
     def fake(name, members, **kw):
@@ -203,7 +206,7 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
                         lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
                                                                     note=kw["note"]))
     budgets = load_budgets()
-    frame, notes = cards.report_section(wave.record(json.loads(path.read_text())), budgets)
+    frame, notes = cards.report_section(wave.Measurement.from_dict(json.loads(path.read_text())), budgets)
     assert frame.shape == (2 * 3, 2 + len(CARDS))  # the measured configuration and two alternatives
     assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].split("; ")[0].endswith("(measured)")
     assert frame.iloc[2]["GeForce GTX 1650 (4 GB)"] == "no: 5,000.0 of 4,295.0 MB, 705.0 MB short (predicted)"

@@ -3,7 +3,6 @@ the advice the recommendation carries, the table, the 8.13 side (foxlib.memory.c
 resolve_tft, the pinned configuration), and on a GPU the knob measured for real."""
 import json
 import os
-import unittest.mock as mock
 
 import pytest
 import torch
@@ -111,11 +110,10 @@ def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_pa
     assert flat["cublas_workspace"] == ":16:8" and flat["overrides"] == {}
     with pytest.raises(ValueError, match="cublas_workspace must be a string"):
         resolve_tft('{"cublas_workspace": 16}', "small", "cpu", tmp_path)
-    class R:  # what deployment.pinned_tft_config reads of the record
+    class R:  # what deployment.pinned_tft_config reads of the measurement
         tft = {"precision": "bf16", "overrides": {"memory_efficient": True}, "cuda_graph": True,
                "options": {"adam": "fused"}, "cublas_workspace": ":16:8", "source": "8.12"}
-    with mock.patch.object(deployment.wave, "record", lambda m: m):
-        pinned = json.loads(deployment.pinned_tft_config(R))
+    pinned = json.loads(deployment.pinned_tft_config(R))
     assert pinned == {"precision": "bf16", "memory_efficient": True, "cuda_graph": True, "options": {"adam": "fused"},
                       "cublas_workspace": ":16:8"}
 

@@ -137,14 +137,14 @@ def test_a_captured_inference_forward_keeps_its_input_alive():
     import gc
 
     from foxlib.waves.wave_8_13.members import _Member
-    from foxlib.waves.wave_8_13.serve import _forward, _inference_input
+    from foxlib.waves.wave_8_13.serve import forward, inference_input
     dev = torch.device("cuda")
     m = _Member("dqn", MODELS["dqn"].preset("small"), "fp32", cuda_graph=True)
     torch.manual_seed(0)
     m.model = m.card.build(m.cfg).to(dev).eval()
-    x = _inference_input(m, dev, 0, 0)
+    x = inference_input(m, dev, 0, 0)
     expected = m.model(x).detach().clone()
-    fn = _forward(m, x, dev)
+    fn = forward(m, x, dev)
     assert m.inference_note.startswith("captured")
     del x
     gc.collect()

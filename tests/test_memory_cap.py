@@ -17,10 +17,20 @@ TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"
 CAP = 5_000_000  # bytes: a few of the small ensemble's steps fit, Mamba-2's does not (it needs ~14 MB)
 
 
+def _measure(**params):
+    """measurement.json's data of a tiny run (wave.measure, stamped as a notebook stamps it)."""
+    from foxlib.run import notebook_cells
+    return notebook_cells.measure("8.13", {**TINY, **params})
+
+
+def _typed(m):
+    return wave.Measurement.from_dict(m)
+
+
 @pytest.fixture(scope="module")
 def capped():
     """The small ensemble under a 5 MB allocator cap (cap_bytes), on the CPU: the accounting path."""
-    return wave.measure(**TINY, device="cpu", cap_bytes=CAP)
+    return _measure(device="cpu", cap_bytes=CAP)
 
 
 def _schedule(m):
@@ -28,7 +38,7 @@ def _schedule(m):
 
 
 def _train_check(m):
-    return next(c for c in wave.checks(m, load_budgets()) if c.name == wave.TRAIN_CHECK)
+    return next(c for c in wave.checks(_typed(m), load_budgets()) if c.name == wave.TRAIN_CHECK)
 
 
 @pytest.mark.slow
@@ -55,7 +65,7 @@ def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped)
     assert not check.passed and check.unit == "bytes"
     assert check.measured == max(t["peak_bytes"], oom["needed_bytes"]) == oom["needed_bytes"] > check.limit == CAP
     assert wave.NOT_ENFORCED in check.note and "OUT OF MEMORY" in check.note and "cap_bytes" in check.note
-    assert verdict(wave.checks(m, load_budgets())) == "NO-GO"
+    assert verdict(wave.checks(_typed(m), load_budgets())) == "NO-GO"
     assert m["inference"]["oom"] is None or m["inference"]["oom"]["needed_bytes"] > CAP
 
 
@@ -102,14 +112,14 @@ def test_the_size_of_the_failed_allocation_is_read_from_the_error():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
 def test_a_tiny_cap_on_a_gpu_is_a_real_out_of_memory_error_reported_as_a_failed_check():
-    m = wave.measure(**TINY, device="cuda", cap_bytes=1)
+    m = _measure(device="cuda", cap_bytes=1)
     cap, t = m["cap"], m["training"]
     assert cap["enforced"] is True and cap["cap_bytes"] == 1 and cap["context_bytes"] > 0
     assert t["oom"] is not None and t["oom"]["enforced"] is True and t["oom"]["phase"] in ("setup", "training")
     assert "out of memory" in t["oom"]["error"].lower()
     check = _train_check(m)
     assert not check.passed and "OUT OF MEMORY" in check.note
-    print(f"\nOOM {wave._where(t['oom'])}: {t['oom']['error'][:200]}")
+    print(f"\nOOM {wave.oom_where(t['oom'])}: {t['oom']['error'][:200]}")
     # the cap is lifted again: a 256 MB tensor fits
     x = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
     del x
@@ -119,7 +129,7 @@ def test_a_tiny_cap_on_a_gpu_is_a_real_out_of_memory_error_reported_as_a_failed_
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
 def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
-    m = wave.measure(**TINY, device="cuda", card_gb=4.0)
+    m = _measure(device="cuda", card_gb=4.0)
     cap, t, i = m["cap"], m["training"], m["inference"]
     ctx = cap["context_bytes"]
     assert cap["cap_bytes"] == 4 * 2**30 - ctx and cap["limit_bytes"] == 4 * 2**30
@@ -127,7 +137,7 @@ def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
     assert t["oom"] is None and i["oom"] is None and len(t["steps"]) == 2 * len(m["order"])
     assert all(s["peak_bytes"] <= s["reserved_peak_bytes"] <= cap["cap_bytes"] for s in t["steps"])
     assert i["mode"] == "streams" and all(v["together"]["n"] == 2 for v in i["models"].values())
-    checks = wave.checks(m, load_budgets())
+    checks = wave.checks(_typed(m), load_budgets())
     assert all(c.passed for c in checks), [c.note for c in checks]
 
 
@@ -247,31 +257,31 @@ def test_the_nvml_check_joins_the_verdict_on_a_gpu_measurement():
     m = _committed("h200")
     card = m["cap"]["card_bytes"]
     fits = _with_samples(m, [(0.0, "start", 900 * MB), (0.1, "training", 1_950 * MB), (0.2, "inference", 1_400 * MB)])
-    checks = wave.checks(fits, load_budgets())
+    checks = wave.checks(_typed(fits), load_budgets())
     nv = next(c for c in checks if c.name == wave.NVML_CHECK)
     assert nv.measured == 1_950 * MB and nv.limit == card and nv.passed and nv.unit == "bytes"
     assert verdict(checks) == "GO"
     over = _with_samples(m, [(0.1, "training", card + 1), (0.2, "inference", 1_400 * MB)])
-    checks = wave.checks(over, load_budgets())
+    checks = wave.checks(_typed(over), load_budgets())
     nv = next(c for c in checks if c.name == wave.NVML_CHECK)
     assert nv.measured == card + 1 and not nv.passed and verdict(checks) == "NO-GO"
-    table = wave.cap_table(over).set_index("quantity")
+    table = wave.cap_table(_typed(over)).set_index("quantity")
     assert table.loc["largest NVML process figure (training and inference)", "MB"] == round((card + 1) / MB, 2)
     assert "FAIL" in table.loc["card − largest NVML process figure", "how"]
-    totals = wave.totals_table(fits, load_budgets()).set_index("quantity")
+    totals = wave.totals_table(_typed(fits), load_budgets()).set_index("quantity")
     assert totals.loc["training: largest NVML process figure", "MB"] == 1_950.0
     # NVML blind to this process (a container's PID namespace): said, left out of the verdict, nothing guessed
     blind = _with_samples(m, [(0.1, "training", None)], note="this process (pid 9) is not in NVML's process list")
-    names = [c.name for c in wave.checks(blind, load_budgets())]
-    assert wave.NVML_CHECK not in names and "not applicable" in wave.nvml_text(blind)
-    assert "pid 9" in wave.nvml_text(blind)
+    names = [c.name for c in wave.checks(_typed(blind), load_budgets())]
+    assert wave.NVML_CHECK not in names and "not applicable" in wave.nvml_text(_typed(blind))
+    assert "pid 9" in wave.nvml_text(_typed(blind))
 
 
 def _cpu_nvml_not_applicable(m):
     assert m["nvml"]["applicable"] is False and m["nvml"]["samples"] == []
-    assert wave.NVML_CHECK not in [c.name for c in wave.checks(m, load_budgets())]
-    assert wave.nvml_text(m) == f"{wave.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
-    assert wave.nvml_check(m).passed is None
+    assert wave.NVML_CHECK not in [c.name for c in wave.checks(_typed(m), load_budgets())]
+    assert wave.nvml_text(_typed(m)) == f"{wave.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
+    assert wave.nvml_check(_typed(m)).passed is None
 
 
 def test_on_the_cpu_the_nvml_check_is_not_applicable():
@@ -290,7 +300,7 @@ def test_the_old_cap_is_shown_over_the_card_once_the_context_grew():
     m = _before_warmup()
     cap = m["cap"]
     grown = max(m["training"]["context_end_bytes"], m["inference"]["context_end_bytes"])
-    table = wave.cap_table(m).set_index("quantity")
+    table = wave.cap_table(_typed(m)).set_index("quantity")
     assert table.loc["cap + largest CUDA context seen", "MB"] == round((cap["cap_bytes"] + grown) / MB, 2)
     assert cap["cap_bytes"] + grown > cap["card_bytes"] and "OVER" in table.loc["cap + largest CUDA context seen", "how"]
     assert table.loc["CUDA context at the end of inference", "MB"] == round(grown / MB, 2)
@@ -303,8 +313,8 @@ def test_the_old_cap_is_shown_over_the_card_once_the_context_grew():
 def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
     """Warm-up, context, cap = card − context, a short capped training and inference with NVML sampled:
     the largest NVML process figure stays at most the card, and the context grew little after the warm-up."""
-    m = wave.measure(**TINY, device="cuda", card_gb=4.0)
-    cap, r = m["cap"], wave.record(m)
+    m = _measure(device="cuda", card_gb=4.0)
+    cap, r = m["cap"], _typed(m)
     assert m["warmup"]["what"] and m["context_before_warmup"]["context_bytes"] > 0
     assert cap["context_bytes"] == m["context"]["context_bytes"] >= m["context_before_warmup"]["context_bytes"]
     assert cap["cap_bytes"] == 4 * GIB - cap["context_bytes"] and cap["limit_bytes"] == 4 * GIB
@@ -321,7 +331,7 @@ def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
     assert nv.max_bytes <= 4 * GIB and nv.passed
     # the warm-up loaded what the run uses: the context grew by less than 64 MB after it was measured
     assert cap["cap_bytes"] + wave.largest_context_bytes(r) <= 4 * GIB + 64 * MB
-    check = next(c for c in wave.checks(m, load_budgets()) if c.name == wave.NVML_CHECK)
+    check = next(c for c in wave.checks(_typed(m), load_budgets()) if c.name == wave.NVML_CHECK)
     assert check.passed and check.measured == nv.max_bytes
 
 
@@ -332,7 +342,7 @@ def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(monkeypa
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 123)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     members = [wave._Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in wave.ENSEMBLE]
-    got = wave._warm_up(members, torch.device("cpu"), "threads", 0, 0)
+    got = wave.warm_up(members, torch.device("cpu"), "threads", 0, 0)
     assert got["oom"] is None and got["allocated_after_bytes"] == 123
     assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {wave.WARMUP_TRAINING_STEPS} training "
                                "steps, one inference forward" for n in wave.ENSEMBLE]
@@ -348,5 +358,5 @@ def test_the_committed_h200_cap_plus_the_largest_context_is_the_card():
     cap = m["cap"]
     grown = max(m["training"]["context_end_bytes"], m["inference"]["context_end_bytes"])
     assert grown <= cap["context_bytes"] and cap["cap_bytes"] + cap["context_bytes"] == cap["card_bytes"]
-    table = wave.cap_table(m).set_index("quantity")
+    table = wave.cap_table(_typed(m)).set_index("quantity")
     assert "OVER" not in table.loc["cap + largest CUDA context seen", "how"]

@@ -51,7 +51,7 @@ def test_measured_revision_prefers_the_measurements_own_field():
 
 
 def test_non_finite_numbers_become_null_and_numpy_scalars_plain_numbers():
-    clean = results._clean({"nan": math.nan, "inf": -math.inf, "n": np.int64(3), "x": np.float32(0.5),
+    clean = results.json_safe({"nan": math.nan, "inf": -math.inf, "n": np.int64(3), "x": np.float32(0.5),
                             "t": (np.float64(1.5), "s"), 7: None})
     assert clean == {"nan": None, "inf": None, "n": 3, "x": 0.5, "t": [1.5, "s"], "7": None}
     assert type(clean["n"]) is int and type(clean["x"]) is float

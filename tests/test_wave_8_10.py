@@ -64,7 +64,7 @@ def test_second_opinion_covers_every_model(tiny_8_10):
     """torch.profiler's categories for each model's step; what it cannot place is a share of its peak."""
     from foxlib.waves import wave_8_10 as wave
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
-    df = wave.unexplained_by_model(m).set_index("model")
+    df = wave.unexplained_by_model(wave.Measurement.from_dict(m)).set_index("model")
     assert set(df.index) == set(MODELS)
     for name, row in df.iterrows():
         so = m["second_opinion"] if name == "tft" else m["ensemble"][name]["second_opinion"]
@@ -140,13 +140,13 @@ def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path, c
     before = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     # a measurement that passes the checks but lacks what a later cell reads fails in the notebook
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
-    del m["tft"]["profile"]["activations_by_module"]
+    del m["theory"]["optimizer_state"]
     (tmp_path / "m.json").write_text(json.dumps(m))
     from foxlib.run.cli import main  # the command's code in this process; the notebook runs in its kernel
     assert main(["report", "--wave", "8.10", "-p", f"measurements={tmp_path / 'm.json'}", "--allow-dirty",
                  "--reports-dir", str(tiny_8_10.parents[2])]) == 1
     err = capsys.readouterr().err
-    assert "failed in notebook cell" in err and "activations_by_module" in err
+    assert "failed in notebook cell" in err and "optimizer_state" in err
     assert "previous report" in err
     after = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     assert after == before
@@ -204,8 +204,10 @@ def test_a_record_of_a_newer_schema_or_another_wave_is_refused():
         module, data, _ = _record(wave, device)
         with pytest.raises(ValueError, match="schema"):
             module.Measurement.from_dict({**data, "schema_version": module.SCHEMA_VERSION + 1})
-        with pytest.raises(ValueError, match="not 8.1"):
+        with pytest.raises(ValueError, match="is not a wave 8.1"):
             module.Measurement.from_dict({**data, "wave": "8.12"})
+        with pytest.raises(ValueError, match="schema_version 1"):  # a file from before the schema's version
+            module.Measurement.from_dict({k: v for k, v in data.items() if k != "schema_version"})
 
 
 def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
@@ -263,11 +265,11 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     from foxlib.core.budgets import load_budgets
     from foxlib.memory.cpu_support import KernelSpeed
     from foxlib.report import ledger
+    from foxlib.run import notebook_cells
     from foxlib.waves.wave_8_10 import measuring
     monkeypatch.setattr(measuring, "kernel_speed", lambda p: KernelSpeed(p, 31.9, "AVX2"))
     params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
-    data = wave.measure(**params)
-    m = wave.Measurement.from_dict({"wave": "8.10", "measure_parameters": params, **data})
+    m = wave.Measurement.from_dict(notebook_cells.measure("8.10", params))
     assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
     assert all(v.profile.peak > 0 for v in m.target_state.values())
     predicted = source == "predicted"

@@ -203,8 +203,8 @@ BEFORE_WARMUP = (FIXTURES / "h200-wave-8.13-before-warmup.json", FIXTURES / "h20
 
 @pytest.mark.parametrize("device", ["cpu", "h200", "h200-before-warmup"])
 def test_the_committed_measurements_load_as_records_and_give_their_checks(device):
-    """Schema 1 files (before the warm-up and NVML sampling) load; the checks computed from the record
-    are the committed results' checks; to_dict / from_dict is a round trip."""
+    """The committed files (and the fixture made before the warm-up and NVML sampling) load; the checks computed
+    from the measurement are the committed results' checks; to_dict / from_dict is a round trip."""
     folder = ROOT / "reports" / device / "wave-8.13"
     measurement, results = BEFORE_WARMUP if device == "h200-before-warmup" else \
         (folder / "measurement.json", folder / "results.json")
@@ -213,7 +213,7 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
     r = wave.Measurement.from_dict(raw)
     assert r.order == tuple(raw["order"])
     assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
-    if r.schema_version == 1:  # measured before the warm-up, NVML sampling and citations
+    if device == "h200-before-warmup":  # measured before the warm-up, NVML sampling and citations
         assert r.depends_on == () and not r.nvml.applicable
     else:  # a GPU run samples NVML; a CPU run has none, and cites the CPU 8.12 it validated
         assert r.nvml.applicable == (device != "cpu") and len(r.depends_on) == 1
@@ -225,30 +225,37 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
                (c["measured"], c["limit"], c["passed"])
     if r.nvml.applicable:  # sampled: checked against the card
         assert got[wave.NVML_CHECK].measured == wave.nvml_check(r).max_bytes and got[wave.NVML_CHECK].passed
-    else:  # not sampled (schema 1) or no NVML (the CPU): not applicable, said so
+    else:  # not sampled (before the warm-up) or no NVML (the CPU): not applicable, said so
         assert wave.NVML_CHECK not in got
-    with pytest.raises(ValueError, match="newer than this foxlib"):
-        wave.Measurement.from_dict({**raw, "schema_version": wave.SCHEMA_VERSION + 1})
+    for version in (1, wave.SCHEMA_VERSION + 1):
+        with pytest.raises(ValueError, match=f"schema_version {version}; this foxlib reads {wave.SCHEMA_VERSION}"):
+            wave.Measurement.from_dict({**raw, "schema_version": version})
+    with pytest.raises(ValueError, match="lacks nvml"):
+        wave.Measurement.from_dict({k: v for k, v in raw.items() if k != "nvml"})
+    with pytest.raises(ValueError, match="holds bogus, which a wave 8.13 measurement does not"):
+        wave.Measurement.from_dict({**raw, "bogus": 1})
 
 
 def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():
     raw = json.loads((ROOT / "reports" / "cpu" / "wave-8.13" / "measurement.json").read_text())
-    peaks = wave.model_peaks(raw)
+    cpu = wave.Measurement.from_dict(raw)
+    peaks = wave.model_peaks(cpu)
     assert peaks == {n: p["peak"] for n, p in raw["step_profiles"].items()}  # profile_step's peak, model by model
-    assert wave.workspace_bytes(raw) == 0 and wave.process_figure(raw) == sum(peaks.values())
+    assert wave.workspace_bytes(cpu) == 0 and wave.process_figure(cpu) == sum(peaks.values())
     now = json.loads((ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json").read_text())
-    if now.get("schema_version", 1) >= 2:  # measured after the warm-up: what it left allocated is the workspaces
-        ctx = max(now["cap"]["context_bytes"], now["training"]["context_end_bytes"], now["inference"]["context_end_bytes"])
-        assert wave.workspace_bytes(now) == now["warmup"]["allocated_after_bytes"] > 0
-        assert wave.process_figure(now) == sum(wave.model_peaks(now).values()) + wave.workspace_bytes(now) + ctx
+    r = wave.Measurement.from_dict(now)  # measured after the warm-up: what it left allocated is the workspaces
+    ctx = max(now["cap"]["context_bytes"], now["training"]["context_end_bytes"], now["inference"]["context_end_bytes"])
+    assert wave.workspace_bytes(r) == now["warmup"]["allocated_after_bytes"] > 0
+    assert wave.process_figure(r) == sum(wave.model_peaks(r).values()) + wave.workspace_bytes(r) + ctx
     gpu = json.loads(BEFORE_WARMUP[0].read_text())
-    assert wave.workspace_bytes(gpu) is None and wave.process_figure(gpu) is None  # measured before the warm-up
-    warmed = {**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}}
+    g = wave.Measurement.from_dict(gpu)
+    assert wave.workspace_bytes(g) is None and wave.process_figure(g) is None  # measured before the warm-up
+    warmed = wave.Measurement.from_dict({**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}})
     ctx = max(gpu["cap"]["context_bytes"], gpu["training"]["context_end_bytes"], gpu["inference"]["context_end_bytes"])
-    assert wave.process_figure(warmed) == sum(wave.model_peaks(gpu).values()) + 67_108_864 + ctx
+    assert wave.process_figure(warmed) == sum(wave.model_peaks(g).values()) + 67_108_864 + ctx
     tft = next(s for s in gpu["training"]["steps"] if s["model"] == "tft" and s["step"] == 2)
     st = gpu["training"]["models"]["tft"]
-    assert wave.model_peaks(gpu)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
+    assert wave.model_peaks(g)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
         "parameters_bytes", "optimizer_state_bytes", "batch_device_bytes"))
 
 
@@ -289,10 +296,10 @@ def test_a_changed_8_12_results_file_fails_verification(tmp_path):
 
 
 def test_together_runs_every_model_once_a_round_and_times_it():
-    from foxlib.waves.wave_8_13.serve import _Together
+    from foxlib.waves.wave_8_13.serve import Together
     calls = []
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    with _Together(fns, "threads", torch.device("cpu")) as together:
+    with Together(fns, "threads", torch.device("cpu")) as together:
         assert together.streams == {}  # one stream per model on CUDA only
         latencies, wall = together()
     assert sorted(calls) == ["a", "b"] and set(latencies) == {"a", "b"} and wall >= max(latencies.values()) >= 0

@@ -17,12 +17,12 @@ MEASUREMENT_FILE = "measurement.json"
 SCHEMA_VERSION = 2  # 2: measured_at_revision, rendered_at_revision, depends_on
 
 
-def _clean(obj: Any) -> Any:
-    """JSON-safe: NaN and infinities become null, tuples lists, numpy scalars Python numbers."""
+def json_safe(obj: Any) -> Any:
+    """JSON-safe, as a file holds it: NaN and infinities become null, tuples lists, numpy scalars Python numbers."""
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -38,7 +38,7 @@ def measured_revision(measurement: dict[str, Any]) -> str | None:
 def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], checks: list[Check],
           **extra: Any) -> dict[str, Any]:
     from foxlib.core import provenance
-    return _clean({
+    return json_safe({
         "wave": wave,
         "title": WAVES[wave].title,
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -65,7 +65,7 @@ def write_json(path: Path, data: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
+        tmp.write_text(json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,7 +1,18 @@
-"""The schema version of a wave's record as plain data: one check for every wave's from_dict."""
+"""A wave's measurement as plain data (measurement.json), checked before it is typed: one check that every
+wave's `Measurement.from_dict` runs (`check_plain`), and foxlib.run.preflight through it."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+import dataclasses
+import math
+import re
+from typing import Any, Iterable, Mapping
+
+DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+DEVICE_TYPES = ("cpu", "cuda")
+PROFILE_BYTES = ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak",
+                 "live_before_step", "batch")
+"""Memory figures of a step profile (bytes; never negative), beside every key that names "bytes"."""
 
 
 def readable_version(d: Mapping[str, Any], wave: str, newest: int, *, oldest: int = 1,
@@ -20,3 +31,82 @@ def readable_version(d: Mapping[str, Any], wave: str, newest: int, *, oldest: in
     if str(d.get("wave", wave)) != wave:
         raise ValueError(f"a measurement of wave {d['wave']!r}, not {wave}")
     return version
+
+
+def _walk(obj: Any, path: str = ""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def _is_bytes_key(path: str) -> bool:
+    key = re.sub(r"\[\d+\]$", "", path.rsplit(".", 1)[-1])
+    return "bytes" in key or key in PROFILE_BYTES
+
+
+def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterable[str] = (),
+                allowed: Iterable[str] | None = None, nullable: Iterable[str] = (),
+                source: str = "the measurement") -> None:
+    """ValueError, naming the problem, unless `data` is a wave `wave` measurement of one of `versions`
+    (a file without "schema_version" is of version 1): a device whose short name is a plain folder name,
+    every key of `required` present and not null (those of `nullable` may be null), no key outside `allowed`
+    (when given), every number finite and no memory figure negative."""
+    versions, required = tuple(versions), tuple(required)
+    if not isinstance(data, dict):
+        raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
+    if data.get("wave") != wave:
+        raise ValueError(f"{source} is not a wave {wave} measurement (it holds wave {data.get('wave')!r})")
+    version = data.get("schema_version", 1)
+    if version not in versions or isinstance(version, bool):
+        raise ValueError(f"{source} has measurement schema_version {version!r}; this foxlib reads "
+                         f"{', '.join(map(str, versions))}: measure it again with this revision")
+    dev = data.get("device")
+    if not isinstance(dev, dict):
+        raise ValueError(f"{source} has no device record (device: {{type, name, short}})")
+    short = dev.get("short")
+    if not isinstance(short, str) or not DEVICE_NAME.fullmatch(short):
+        raise ValueError(f"{source}: device.short {short!r} is not a plain device name (lower-case letters, digits "
+                         "and '-', starting with a letter or digit, e.g. cpu, h200): it names the report's folder")
+    if dev.get("type") not in DEVICE_TYPES:
+        raise ValueError(f"{source}: device.type {dev.get('type')!r} is not one of {', '.join(DEVICE_TYPES)}")
+    if not isinstance(dev.get("name"), str) or not dev["name"].strip():
+        raise ValueError(f"{source}: device.name is missing")
+    missing = [k for k in required if k not in data or (data[k] is None and k not in nullable)]
+    if missing:
+        raise ValueError(f"{source} lacks {', '.join(missing)}: a wave {wave} measurement holds "
+                         f"{', '.join(required)}")
+    unknown = sorted(set(data) - set(allowed)) if allowed is not None else []
+    if unknown:
+        raise ValueError(f"{source} holds {', '.join(unknown)}, which a wave {wave} measurement does not: "
+                         f"it holds {', '.join(allowed)}")
+    for path, value in _walk(data):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{source}: {path} is {value} (every figure must be a finite number)")
+        if value < 0 and _is_bytes_key(path):
+            raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
+
+
+def check_fields(data: Any, wave: str, version: int, cls: type, source: str = "the measurement") -> None:
+    """check_plain for a wave's Measurement dataclass `cls`: its fields are the keys, each one present (those
+    whose type admits None may be null), none other."""
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    check_plain(data, wave, (version,), names, names, [f.name for f in fields if "None" in str(f.type)], source)
+
+
+@contextlib.contextmanager
+def typing_parts(wave: str, source: str = "the measurement"):
+    """A KeyError or TypeError while a checked measurement's parts are typed (a profile without one of its
+    fields, say), as the ValueError of a malformed file that names it."""
+    try:
+        yield
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{source}: a part of this wave {wave} measurement is malformed "
+                         f"({type(exc).__name__}: {exc})") from None

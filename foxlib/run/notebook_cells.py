@@ -114,12 +114,10 @@ def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """The measurement: loaded from `params["measurements"]` when given (a GPU run made with
-    `python -m foxlib measure`), else measured now."""
+    `python -m foxlib measure`; checked by foxlib.run.runner.plan, and typed by the wave's Measurement),
+    else measured now."""
     if params.get("measurements"):
-        data = results.read_json(params["measurements"])
-        if data.get("wave") != wave_id:
-            raise ValueError(f"{params['measurements']} holds wave {data.get('wave')!r}, not {wave_id}")
-        return data
+        return results.read_json(params["measurements"])
     return measure(wave_id, params)
 
 

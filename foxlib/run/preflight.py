@@ -4,9 +4,10 @@
   rejects nan and inf); here the values whose valid set lives in the code: counts and ranges,
   presets, precisions, models, strategies, non-empty lists, the encoder length the market data
   can hold, the budgets file;
-- a measurement file (`measurements=FILE`): valid JSON of this wave, a schema version this code
-  reads, the keys its notebook reads, a device whose short name is a plain folder name, finite
-  numbers and no negative memory figure, the parameters it was made with, the files it cites;
+- a measurement file (`measurements=FILE`): valid JSON that its wave's measurement type reads
+  (`Measurement.from_dict`, through foxlib.core.schema.check_plain: this wave, this schema version, the
+  data its notebook reads, a device whose short name is a plain folder name, finite numbers and no
+  negative memory figure), the parameters it was made with, the files it cites;
 - memory: the run's largest training step predicted (foxlib.memory.predict_step, nothing
   allocated) against the free memory of the device it will run on (`check_memory`).
 
@@ -15,12 +16,13 @@ Each failure is a ValueError (exit 2) whose message names what is valid.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from foxlib.core import results
 from foxlib.core.budgets import load_budgets
+from foxlib.core.critical_path import get_wave
+from foxlib.core.schema import check_plain
 from foxlib.memory.step import check_precision
 from foxlib.models import MODELS
 
@@ -30,22 +32,11 @@ POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inferenc
 NON_NEGATIVE = ("timing_warmup", "accuracy_patience", "cap_bytes", "inference_batch", "seed")
 MAX_SEED = 2**32 - 1  # numpy's generators take seeds below 2**32
 
-# measurement files: the schema versions this code reads (1: files written before the version was recorded)
-MEASUREMENT_SCHEMAS = (1, 2)
-DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
-DEVICE_TYPES = ("cpu", "cuda")
-# the keys each wave's notebook reads from its measurement
-REQUIRED_KEYS = {
-    "8.10": ("tft",),
-    "8.11": ("memory", "timing", "accuracy_runs", "accuracy_preset", "accuracy_config", "precisions", "candidate",
-             "predicted"),
-    "8.12": ("memory", "timing", "accuracy_runs", "accuracy_source", "accuracy_preset", "base_config", "strategies",
-             "predicted"),
-    "8.13": ("cap", "training", "inference", "tft", "models", "order", "steps"),
-}
-# memory figures of a step profile (bytes; never negative)
-PROFILE_BYTES = ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak",
-                 "live_before_step", "batch")
+# wave 8.12's measurement files, until its record checks itself as the other waves' do: the schema versions
+# read (1: files written before the version was recorded) and the keys its notebook reads
+MEASUREMENT_SCHEMAS_8_12 = (1, 2)
+REQUIRED_KEYS_8_12 = ("memory", "timing", "accuracy_runs", "accuracy_source", "accuracy_preset", "base_config",
+                      "strategies", "predicted")
 
 
 # what a run needs beyond its largest step's tensors: the allocator's and the predictor's slack, and the
@@ -147,59 +138,18 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
 
 # ----------------------------------------------------------------------------- measurement files
 
-def _walk(obj: Any, path: str = ""):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _walk(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _walk(v, f"{path}[{i}]")
-    else:
-        yield path, obj
-
-
-def _is_bytes_key(path: str) -> bool:
-    key = re.sub(r"\[\d+\]$", "", path.rsplit(".", 1)[-1])
-    return "bytes" in key or key in PROFILE_BYTES
-
-
 def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> None:
-    """ValueError unless `data` is a wave `wave_id` measurement this code can render."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
-    if data.get("wave") != wave_id:
-        raise ValueError(f"{source} is not a wave {wave_id} measurement (it holds wave {data.get('wave')!r})")
-    version = data.get("schema_version", 1)
-    if version not in MEASUREMENT_SCHEMAS or isinstance(version, bool):
-        raise ValueError(f"{source} has measurement schema_version {version!r}; this foxlib reads "
-                         f"{', '.join(map(str, MEASUREMENT_SCHEMAS))}: measure it again with this revision")
-    dev = data.get("device")
-    if not isinstance(dev, dict):
-        raise ValueError(f"{source} has no device record (device: {{type, name, short}})")
-    short = dev.get("short")
-    if not isinstance(short, str) or not DEVICE_NAME.fullmatch(short):
-        raise ValueError(f"{source}: device.short {short!r} is not a plain device name (lower-case letters, digits "
-                         "and '-', starting with a letter or digit, e.g. cpu, h200): it names the report's folder")
-    if dev.get("type") not in DEVICE_TYPES:
-        raise ValueError(f"{source}: device.type {dev.get('type')!r} is not one of {', '.join(DEVICE_TYPES)}")
-    if not isinstance(dev.get("name"), str) or not dev["name"].strip():
-        raise ValueError(f"{source}: device.name is missing")
-    missing = [k for k in ("environment", *REQUIRED_KEYS.get(wave_id, ())) if k not in data or data[k] is None]
-    if missing:
-        raise ValueError(f"{source} lacks {', '.join(missing)}: a wave {wave_id} measurement holds "
-                         f"{', '.join(('device', 'environment', *REQUIRED_KEYS.get(wave_id, ()))) }")
-    for path, value in _walk(data):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{source}: {path} is {value} (every figure must be a finite number)")
-        if value < 0 and _is_bytes_key(path):
-            raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
+    """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check
+    (the wave's Measurement.from_dict; 8.12: check_plain with the keys its notebook reads), then the
+    parameters it was made with and the files it cites."""
+    if wave_id == "8.12":
+        check_plain(data, wave_id, MEASUREMENT_SCHEMAS_8_12, ("environment", *REQUIRED_KEYS_8_12), source=source)
+    else:
+        get_wave(wave_id).module.Measurement.from_dict(data, source)
     mp = data.get("measure_parameters") or {}
     if not isinstance(mp, dict):
         raise ValueError(f"{source}: measure_parameters must be an object of the wave's parameters")
     from foxlib.core.parameters import ParameterError, read_parameters, resolve
-    from foxlib.core.critical_path import get_wave
     try:
         made_with = resolve(read_parameters(get_wave(wave_id).notebook), mp)
     except ParameterError as exc:

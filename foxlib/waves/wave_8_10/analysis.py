@@ -56,9 +56,8 @@ class EnsembleTotals:
         return card_bytes - self.process_peak
 
 
-def ensemble_totals(m: Measurement | dict[str, Any], target_state: bool = False) -> EnsembleTotals | None:
+def ensemble_totals(m: Measurement, target_state: bool = False) -> EnsembleTotals | None:
     """The ensemble as measured (fp32), or in the seed's target state (None where that was not measured)."""
-    m = Measurement.coerce(m)
     models = m.target_state if target_state else m.models
     if not models:
         return None
@@ -73,8 +72,7 @@ def ensemble_totals(m: Measurement | dict[str, Any], target_state: bool = False)
         workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes, on_cuda=m.on_cuda)
 
 
-def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
-    m = Measurement.coerce(m)
+def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     p, b = m.tft.profile, budgets["tft"]
     out = [
         Check.at_most("TFT parameters", p.parameters, b["parameters_mb"] * MB, "bytes"),
@@ -96,9 +94,9 @@ def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]
     return out
 
 
-def unexplained_share(m: Measurement | dict[str, Any]) -> float | None:
+def unexplained_share(m: Measurement) -> float | None:
     """The share of the TFT's peak torch.profiler could not put in any category."""
-    return unexplained_fraction(Measurement.coerce(m).second_opinion)
+    return unexplained_fraction(m.second_opinion)
 
 
 def unexplained_fraction(so: dict[str, Any] | None) -> float | None:
@@ -111,9 +109,8 @@ def unexplained_fraction(so: dict[str, Any] | None) -> float | None:
 UNEXPLAINED_TARGET_PCT = 5.0
 
 
-def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+def named_figures(m: Measurement) -> list[Figure]:
     """The figures this report shows that other pages show too (foxlib.core.figures), raw."""
-    m = Measurement.coerce(m)
     p, cfg = m.tft.profile, m.tft.config
     preset = m.measure_parameters.get("preset", "seed")
     tft = partial(key, "tft", preset, cfg["batch_size"], cfg["encoder_length"], p.precision)

@@ -1,7 +1,7 @@
 """Wave 8.10's measurement on a device: the TFT's training step profiled (with torch.profiler's
 categories as a second opinion), the other models of the ensemble beside it, and the seed's target
-state (every model in fp16, the TFT checkpointed). `measure(...)` returns plain data (JSON-able, bytes);
-records.py types it.
+state (every model in fp16, the TFT checkpointed). `measure(...)` returns measurement.json's data (JSON-able,
+bytes), which records.Measurement types.
 
 On a CPU without fp16 matrix-product kernels (foxlib.memory.cpu_support.kernel_speed: most CPUs, AVX2-only
 ones and AMD's AVX-512 ones among them) a checkpointed fp16 TFT step takes minutes (205 s on an AVX2-only
@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from foxlib.core.progress import progress
+from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
 from foxlib.memory import theory, theory_tft
@@ -22,6 +23,7 @@ from foxlib.memory.cpu_support import kernel_speed
 from foxlib.memory.cuda import bare_context
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import ENSEMBLE, MODELS
+from foxlib.waves.wave_8_10.records import SCHEMA_VERSION
 
 TARGET_PRECISION = "fp16"
 """The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
@@ -58,8 +60,10 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     context = bare_context(dev)
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
-    out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "bare_context": context,
-                           "snapshot": snapshot_path if dev.type == "cuda" else "", "target_state_kernels": slow}
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "device": describe(dev), "environment": environment(),
+                           "bare_context": context, "snapshot": snapshot_path if dev.type == "cuda" else "",
+                           "target_state_kernels": slow, "second_opinion": None, "target_state": {},
+                           "depends_on": []}
     with progress(1 + second_opinion + len(others) + (len(others) + 1) * target_state, "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")
         out["tft"] = measure_model("tft", cfg, dev, precision, seed, snapshot_path or None)
@@ -77,7 +81,6 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 out["ensemble"][name]["second_opinion"] = profiler_categories(name, model_cfg, dev, "fp32", seed)
             bar.advance()
         if target_state:
-            out["target_state"] = {}
             for name in others + ["tft"]:
                 how = "predicting" if slow else "profiling"
                 bar.describe(f"{how} {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
@@ -88,4 +91,4 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
     out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)
-    return out
+    return json_safe(out)

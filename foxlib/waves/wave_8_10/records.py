@@ -1,45 +1,43 @@
-"""Wave 8.10's record: `Measurement`, measuring.py's data typed (to_dict/from_dict, with a schema
-version), read by every check, table and figure of the wave."""
+"""Wave 8.10's measurement, typed: `Measurement` (measurement.json through to_dict / from_dict, checked
+on load), read by every check, table and figure of the wave."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import readable_version
+from foxlib.core.schema import check_fields, typing_parts
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.models import ENSEMBLE
 
 SCHEMA_VERSION = 2
-"""Of `Measurement.to_dict()`. 1 (files without "schema_version"): written before typed records, when a
-CUDA profile's peaks held the workspaces (MemoryProfile.from_dict takes them out)."""
+"""Of `Measurement.to_dict()`: a CUDA profile's peak is the model peak, its workspaces apart."""
 
-_TOP = ("wave", "measured_at", "measure_parameters", "device", "environment", "bare_context", "snapshot",
-        "theory", "second_opinion", "depends_on", "target_state_kernels")
+_MODELS = ("tft", "ensemble", "target_state")
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """Wave 8.10's measurement (measure()'s data, plus the runner's wave/measured_at/measure_parameters)."""
+    """Wave 8.10's measurement (measure()'s data, with the runner's wave, measured_at and measure_parameters)."""
+    wave: str
+    measured_at: str
+    measure_parameters: dict[str, Any]
     device: dict[str, Any]
     environment: dict[str, Any]
     tft: ModelMeasurement
     theory: dict[str, Any]
-    ensemble: dict[str, ModelMeasurement] = field(default_factory=dict)
-    target_state: dict[str, ModelMeasurement] = field(default_factory=dict)
+    ensemble: dict[str, ModelMeasurement]
+    target_state: dict[str, ModelMeasurement]
     """The seed's target configuration (TARGET_PRECISION, TARGET_TFT), each model; empty if not measured."""
-    second_opinion: dict[str, Any] | None = None
-    bare_context: dict[str, Any] | None = None
-    """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context())."""
-    snapshot: str = ""
-    target_state_kernels: dict[str, Any] | None = None
+    snapshot: str
+    depends_on: list[dict[str, Any]]
+    second_opinion: dict[str, Any] | None
+    """torch.profiler's categories of the TFT's step (None: not measured)."""
+    bare_context: dict[str, Any] | None
+    """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context()); None on the CPU."""
+    target_state_kernels: dict[str, Any] | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
-    wave: str = "8.10"
-    measured_at: str | None = None
-    measure_parameters: dict[str, Any] = field(default_factory=dict)
-    depends_on: list[dict[str, Any]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Top-level keys this record does not model (e.g. provenance added by the runner), kept as they are."""
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int
 
     @property
     def models(self) -> dict[str, ModelMeasurement]:
@@ -57,23 +55,17 @@ class Measurement:
         return self.tft.profile.cuda is not None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {**self.extra, "schema_version": SCHEMA_VERSION}
-        d |= {k: getattr(self, k) for k in _TOP if k != "target_state_kernels" or self.target_state_kernels}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _MODELS}
         d["tft"] = self.tft.to_dict()
         d["ensemble"] = {k: v.to_dict() for k, v in self.ensemble.items()}
         d["target_state"] = {k: v.to_dict() for k, v in self.target_state.items()}
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
-        readable_version(d, "8.10", SCHEMA_VERSION)
-        known = set(_TOP) | {"tft", "ensemble", "target_state", "schema_version"}
-        return cls(**{k: d[k] for k in _TOP if k in d},
-                   tft=ModelMeasurement.from_dict(d["tft"]),
-                   ensemble={k: ModelMeasurement.from_dict(v) for k, v in (d.get("ensemble") or {}).items()},
-                   target_state={k: ModelMeasurement.from_dict(v) for k, v in (d.get("target_state") or {}).items()},
-                   extra={k: v for k, v in d.items() if k not in known})
-
-    @classmethod
-    def coerce(cls, m: "Measurement | dict[str, Any]") -> "Measurement":
-        return m if isinstance(m, cls) else cls.from_dict(m)
+    def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
+        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
+        check_fields(d, "8.10", SCHEMA_VERSION, cls, source)
+        with typing_parts("8.10", source):
+            return cls(**{**d, "tft": ModelMeasurement.from_dict(d["tft"]),
+                          "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
+                          "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}})

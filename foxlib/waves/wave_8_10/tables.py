@@ -20,9 +20,8 @@ def _mb(x: float | None) -> float | None:
     return None if x is None else round(x / MB, 1)
 
 
-def breakdown_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def breakdown_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The TFT's categories against their budgets, with the theory and the seed beside them."""
-    m = Measurement.coerce(m)
     p, b, th = m.tft.profile, budgets["tft"], m.theory
     rows = [
         ("parameters", p.parameters, b["parameters_mb"], th["parameters"], seed_claims.TFT_8_10_MB["parameters"]),
@@ -53,9 +52,8 @@ def breakdown_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str
     } for name, measured, budget, theo, seed_mb in rows])
 
 
-def activations_by_module(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def activations_by_module(m: Measurement) -> pd.DataFrame:
     """Measured saved bytes per TFT block beside the hand count from shapes, with the gap."""
-    m = Measurement.coerce(m)
     p = m.tft.profile
     theory_blocks = m.theory.get("activations_by_module") or {}
     total = p.activations or 1
@@ -70,9 +68,8 @@ def activations_by_module(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cuda_reconciliation(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
+def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
     """nvidia-smi's process figure split into context + allocator reserve; reserve into allocated + cached."""
-    m = Measurement.coerce(m)
     p = m.tft.profile
     cuda = p.cuda
     if not cuda:
@@ -101,9 +98,8 @@ def cuda_reconciliation(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": how} for q, v, how in rows])
 
 
-def seed_explanations(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def seed_explanations(m: Measurement) -> pd.DataFrame:
     """Each seed figure, ours beside it, and why they differ — numbers from the measurement."""
-    m = Measurement.coerce(m)
     p, th = m.tft.profile, m.theory
     cuda = p.cuda or {}
     ctx = p.context_bytes or (m.bare_context or {}).get("context_bytes")
@@ -141,10 +137,9 @@ def seed_explanations(m: Measurement | dict[str, Any]) -> pd.DataFrame:
                          for f, s, ours, why in rows])
 
 
-def ensemble_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def ensemble_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Per model: categories and model peak; then workspaces and context once, the process peak, its share
     of the card and the headroom."""
-    m = Measurement.coerce(m)
     e = ensemble_totals(m)
     col, proc = f"{MODEL_PEAK} (MB)", f"{PROCESS_PEAK} (MB)"
     rows = []
@@ -179,9 +174,8 @@ def _card_rows(e: EnsembleTotals, card_bytes: float, seed_total_mb: float, proc:
             {"model": "headroom (MB)", proc: _mb(e.headroom(card_bytes)), seed_col: seed_claims.ENSEMBLE_CARD_MB - seed_total_mb}]
 
 
-def second_opinion_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
+def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
     """foxlib's categories beside torch.profiler's, at the step's peak, with the unexplained rest."""
-    m = Measurement.coerce(m)
     so = m.second_opinion
     if not so or not so.get("available"):
         return None
@@ -209,9 +203,8 @@ def second_opinion_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None
                          for c, f, t, x, note in rows])
 
 
-def unexplained_by_model(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def unexplained_by_model(m: Measurement) -> pd.DataFrame:
     """Per model: torch.profiler's peak, the part of it in no category, and its share (target < 5 %)."""
-    m = Measurement.coerce(m)
     sos = {"tft": m.second_opinion} | {n: e.second_opinion for n, e in m.ensemble.items()}
     rows = []
     for name, so in sos.items():
@@ -223,10 +216,9 @@ def unexplained_by_model(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def target_state_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame | None:
+def target_state_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame | None:
     """The seed's target state (every model fp16, the TFT checkpointed) measured (or, where the CPU has no fp16
     kernels, predicted: the columns say which), beside the seed's figures."""
-    m = Measurement.coerce(m)
     e = ensemble_totals(m, target_state=True)
     if e is None:
         return None
@@ -244,9 +236,9 @@ def target_state_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[
     return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
 
 
-def target_state_note(m: Measurement | dict[str, Any]) -> str:
+def target_state_note(m: Measurement) -> str:
     """Why the target state was predicted, not run (measuring.slow_target), as Markdown; "" where it was run."""
-    k = Measurement.coerce(m).target_state_kernels
+    k = m.target_state_kernels
     if not k:
         return ""
     return (f"**Predicted, not run**: {k['reason']} ({k['ratio']:,.0f}x ≥ {k['slow_path_ratio']:g}x). Each step is "

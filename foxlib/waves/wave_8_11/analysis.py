@@ -12,25 +12,24 @@ from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key
 from foxlib.harness.timing import RatioInterval, ratio_interval
 from foxlib.harness.training import accuracy_gate
-from foxlib.waves.wave_8_11.records import Measurement, plain
+from foxlib.waves.wave_8_11.records import Measurement
 
 
-def headline_degradation(m: Measurement | dict[str, Any], precision: str) -> dict[str, Any]:
+def headline_degradation(m: Measurement, precision: str) -> dict[str, Any]:
     """The validation quantile loss row: the accuracy gate's metric."""
-    m = Measurement.coerce(m)
     return next(r for r in m.accuracy if r["precision"] == precision and r["metric"] == "quantile_loss")
 
 
-def accuracy_checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+def accuracy_checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     """The accuracy gate, with power. First: every fp32 run beats climatology by the harness's
     min_skill (its validation quantile loss ≤ (1 − min_skill) × climatology's), else the harness has
     no power and the wave cannot say that the candidate keeps the accuracy: NO-GO, not GO by default
     (results.json has no third verdict, and a GO must mean the accuracy was shown). Second: the
     candidate's degradation against fp32 over the seeds whose fp32 run has skill (training.accuracy_gate);
     with none it fails and says "no power"."""
-    c = m["candidate"]
-    gate = accuracy_gate(m["accuracy_runs"], c)
-    base = [r for r in m["accuracy_runs"] if r["precision"] == "fp32"]
+    c = m.candidate
+    gate = accuracy_gate(m.accuracy_runs, c)
+    base = [r for r in m.accuracy_runs if r["precision"] == "fp32"]
     worst = max(base, key=lambda r: r["metrics"]["quantile_loss"] / r["metrics"]["naive_quantile_loss"])
     wm = worst["metrics"]
     limit_pct = budgets["accuracy"]["max_degradation_pct"]
@@ -48,54 +47,49 @@ def accuracy_checks(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> 
     ]
 
 
-def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     """The accuracy gate's two checks (accuracy_checks), then the candidate's model peak against the TFT's budget."""
-    m = Measurement.coerce(m)
     c = m.candidate
-    return accuracy_checks(m.to_dict(), budgets) + [
+    return accuracy_checks(m, budgets) + [
         Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak, budgets["tft"]["peak_training_mb"] * MB,
                       "bytes", note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
     ]
 
 
-def speed_ratios(m: Measurement | dict[str, Any]) -> dict[str, RatioInterval]:
+def speed_ratios(m: Measurement) -> dict[str, RatioInterval]:
     """Per precision timed (fp32 included, at 1), the TFT step's time over fp32's: the median of the
     per-round ratios of the alternating samples, with its bootstrap interval
     (foxlib.harness.timing.ratio_interval, seeded: the same figures on every call). The speed table
     and the speed chart both show these."""
-    m = Measurement.coerce(m)
     return {p: ratio_interval(m.timing, p, "fp32") for p in m.timing}
 
 
-def speed_ratio(m: Measurement | dict[str, Any], precision: str) -> tuple[float, float, float]:
+def speed_ratio(m: Measurement, precision: str) -> tuple[float, float, float]:
     """(median, low, high) of speed_ratios' interval for `precision`."""
-    m = Measurement.coerce(m)
     r = ratio_interval(m.timing, precision, "fp32")
     return r.median, r.low, r.high
 
 
-def quantile_loss_rows(m: Measurement | dict[str, Any]) -> list[dict[str, Any]]:
+def quantile_loss_rows(m: Measurement) -> list[dict[str, Any]]:
     """The accuracy rows of the gate's metric, validation quantile loss, one per precision: mean over
     seeds, each seed's value, degradation against fp32 (foxlib.harness.training.degradation)."""
-    return [r for r in Measurement.coerce(m).accuracy if r["metric"] == "quantile_loss"]
+    return [r for r in m.accuracy if r["metric"] == "quantile_loss"]
 
 
-def accuracy_limit(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
+def accuracy_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
     """The accuracy gate in validation quantile loss: accuracy_gate's figures (fp32's mean over the seeds
     compared, whether the comparison has power) with the most the candidate's mean may be,
     fp32's × (1 + max_degradation_pct / 100), under "limit_quantile_loss" (the degradation check's limit)."""
-    d = plain(m)
-    gate = accuracy_gate(d["accuracy_runs"], d["candidate"])
+    gate = accuracy_gate(m.accuracy_runs, m.candidate)
     limit_pct = budgets["accuracy"]["max_degradation_pct"]
     return {**gate, "limit_pct": limit_pct,
             "limit_quantile_loss": gate["baseline_quantile_loss"] * (1 + limit_pct / 100)}
 
 
-def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+def named_figures(m: Measurement) -> list[Figure]:
     """The figures this report shows that other pages show too (foxlib.core.figures), raw: every model's
     model peak per precision (keyed as 8.10 and 8.12 key them), the TFT's step-time ratio to fp32 with
     its interval, and the accuracy harness's skill and degradation per precision."""
-    m = Measurement.coerce(m)
     preset = m.measure_parameters.get("preset", "seed")
     cfg = m.tft_config
     out = []

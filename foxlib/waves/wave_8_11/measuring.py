@@ -1,7 +1,7 @@
 """Wave 8.11's measurement on a device: every model profiled in each precision, the TFT's step timed
 with the precisions alternating in one run (foxlib.harness.timing), and the TFT trained to a fixed
 step budget per precision and seed by the accuracy harness (foxlib.harness.training). `measure(...)`
-returns plain data (JSON-able, bytes and seconds); records.py types it."""
+returns measurement.json's data (JSON-able, bytes and seconds), which records.Measurement types."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
+from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.recipe import timed_step
 from foxlib.harness.timing import time_alternating
@@ -17,6 +18,7 @@ from foxlib.harness.training import HARNESS, accuracy_config, check_target, comp
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.memory.step import PRECISIONS, check_precision
 from foxlib.models import MODELS
+from foxlib.waves.wave_8_11.records import SCHEMA_VERSION
 
 
 def _split(text: str, valid, what: str) -> list[str]:
@@ -55,8 +57,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
     acc_cfg = accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr,
                               memory_efficient=accuracy_memory_efficient)
-    out: dict[str, Any] = {"device": describe(dev), "environment": environment(), "precisions": precs,
-                           "candidate": candidate, "tft_config": dataclasses.asdict(cfg),
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "device": describe(dev), "environment": environment(),
+                           "precisions": precs, "candidate": candidate, "tft_config": dataclasses.asdict(cfg),
                            "accuracy_config": dataclasses.asdict(acc_cfg), "accuracy_preset": acc_preset}
     with progress(len(names) * len(precs), "wave 8.11 memory") as bar:
         out["memory"] = {}
@@ -77,7 +79,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     out.update(accuracy_runs(acc_cfg, precs, accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
                              patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
                              min_skill=accuracy_min_skill_pct / 100))
-    return out
+    return json_safe(out)
 
 
 def accuracy_runs(acc_cfg, precisions: list[str], seeds: int, device: torch.device, **harness) -> dict[str, Any]:

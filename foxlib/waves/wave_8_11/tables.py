@@ -12,16 +12,15 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_11.analysis import speed_ratios
-from foxlib.waves.wave_8_11.records import Measurement, plain
+from foxlib.waves.wave_8_11.records import Measurement
 
 
 def _mb(x):
     return None if x is None else round(x / MB, 1)
 
 
-def memory_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def memory_table(m: Measurement) -> pd.DataFrame:
     """The TFT's categories in each precision, the change against fp32, the seed's expectation."""
-    m = Measurement.coerce(m)
     rows = []
     base = m.memory["tft"]["fp32"]
     for p in m.precisions:
@@ -38,9 +37,8 @@ def memory_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def models_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def models_table(m: Measurement) -> pd.DataFrame:
     """Every model's model peak per precision (the figure wave 8.10 shows under the same name)."""
-    m = Measurement.coerce(m)
     rows = []
     for name, per in m.memory.items():
         row = {"model": name}
@@ -53,9 +51,8 @@ def models_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def why_not_half(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def why_not_half(m: Measurement) -> pd.DataFrame:
     """Why "fp16 halves memory" does not hold: what stays fp32, and the 16-bit extras."""
-    m = Measurement.coerce(m)
     base, rows = m.memory["tft"]["fp32"], []
     for p in m.precisions:
         if p == "fp32":
@@ -76,10 +73,9 @@ def why_not_half(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def speed_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def speed_table(m: Measurement) -> pd.DataFrame:
     """The TFT step per precision: median and IQR in ms, the ratio to fp32 with its interval (analysis.py's
     speed_ratio), whether the samples are noisy, and the seed's guess."""
-    m = Measurement.coerce(m)
     ratios = speed_ratios(m)
     rows = []
     for p, t in m.timing.items():
@@ -94,10 +90,9 @@ def speed_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def accuracy_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def accuracy_table(m: Measurement) -> pd.DataFrame:
     """Per precision and metric: the mean over seeds, each seed's value, the degradation against fp32 and
     fp32's own seed-to-seed spread (a degradation inside it is noise)."""
-    m = Measurement.coerce(m)
     return pd.DataFrame([{
         "precision": r["precision"], "metric": r["metric"], "mean over seeds": round(r["mean"], 4),
         "per seed": ", ".join(f"{v:.4f}" for v in r["values"]),
@@ -107,10 +102,9 @@ def accuracy_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     } for r in m.accuracy])
 
 
-def skill_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def skill_table(m: Measurement) -> pd.DataFrame:
     """Per precision: the naive forecast's (climatology's) and the model's validation quantile loss, the
     skill score (1 − QL_model / QL_climatology) per seed, the 10-90 coverage of both, and the seeds with skill."""
-    m = plain(m)
     return pd.DataFrame([{
         "precision": r["precision"], "climatology QL": round(r["naive_quantile_loss"], 4),
         "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
@@ -118,15 +112,14 @@ def skill_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
         "10-90 coverage (model)": round(r["coverage_10_90"], 3),
         "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
         f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}",
-    } for r in skill_summary(m["accuracy_runs"])])
+    } for r in skill_summary(m.accuracy_runs)])
 
 
-def harness_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def harness_table(m: Measurement) -> pd.DataFrame:
     """The accuracy harness's configuration as run: what the skill and the degradation were measured with."""
-    m = plain(m)
-    h = m["accuracy_harness"]
+    h = m.accuracy_harness
     cfg = h["tft_config"]
-    rows = {"target": h["target"], "TFT preset": m["accuracy_preset"],
+    rows = {"target": h["target"], "TFT preset": m.accuracy_preset,
             "TFT config": ", ".join(f"{k}={cfg[k]}" for k in ("hidden_size", "num_heads", "n_observed", "encoder_length",
                                                               "decoder_length", "batch_size", "dropout", "lr",
                                                               "memory_efficient")),
@@ -137,13 +130,12 @@ def harness_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{"setting": k, "value": str(v)} for k, v in rows.items()])
 
 
-def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def training_table(m: Measurement) -> pd.DataFrame:
     """One row per accuracy run: its precision and seed, steps run, the step kept, its skill score and seconds."""
-    m = plain(m)
     return pd.DataFrame([{"precision": r["precision"], "seed": r["seed"], "steps run": r["steps"],
                           "best step": r["best_step"], "stopped early": r["stopped_early"],
                           "skill score (%)": round(100 * r["metrics"]["skill_score"], 2),
-                          "seconds": round(r["seconds"], 1)} for r in m["accuracy_runs"]])
+                          "seconds": round(r["seconds"], 1)} for r in m.accuracy_runs])
 
 
 def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:

@@ -3,7 +3,7 @@
 On a GPU the caching allocator is capped with `torch.cuda.set_per_process_memory_fraction` so
 that the cap plus this process's CUDA context (the context is outside the cap) equals the card. An
 out-of-memory error inside the cap is then a real one. The context grows as kernels and library
-handles load lazily, so every library the run uses is warmed up first (`_warm_up`: each model's
+handles load lazily, so every library the run uses is warmed up first (`warm_up`: each model's
 training step and inference, in its precision, on the run's streams or threads), then the context
 is measured (NVML per-process used − allocator reserved) and the cap set (`cap_arithmetic`). Through
 training and inference a background thread samples NVML's per-process figure (`Sampler`,
@@ -22,9 +22,9 @@ at its out-of-memory error. Every such figure is labelled "not enforced (account
 Names: a model's "model peak" is its own step's tensors at their largest; the ensemble's "process
 figure" is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context.
 
-`measure(...)` does the work and returns plain data (JSON-able, bytes). `record(...)` reads it (or a
-measurement.json, schema 1 included) as a typed `Measurement`; everything after it turns that record
-into checks, tables and charts on raw bytes and seconds, and touches no model. "depends_on" cites
+`measure(...)` does the work and returns measurement.json's data (JSON-able, bytes). `Measurement.from_dict`
+checks it and types it; everything after it turns that measurement into checks, tables and charts on raw
+bytes and seconds, and touches no model. "depends_on" cites
 (foxlib.core.provenance) the wave 8.12 results whose recommendation the TFT took.
 
 The modules, one idea each (what callers use is importable from this package): tft.py (the TFT's
@@ -50,12 +50,11 @@ from foxlib.waves.wave_8_13.measure import GIB, INFERENCE_MODES, check_parameter
 from foxlib.waves.wave_8_13.members import _load, _Member, _step
 from foxlib.waves.wave_8_13.nvml import (NVML_CHECK, SAMPLE_INTERVAL_S, NvmlPeak, NvmlProcessReader, Sampler,
                                          nvml_peak, nvml_samples)
-from foxlib.waves.wave_8_13.oom import _where, requested_bytes
-from foxlib.waves.wave_8_13.records import (SCHEMA_VERSION, Cap, Citation, Measurement, NvmlSeries, Phase, Step,
-                                            citations, record)
+from foxlib.waves.wave_8_13.oom import oom_where, requested_bytes
+from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Cap, Citation, Measurement, NvmlSeries, Phase, Step
 from foxlib.waves.wave_8_13.serve import WARMUP_ROUNDS
 from foxlib.waves.wave_8_13.tables import (cap_table, configuration_table, inference_table, oom_table,
                                            totals_table, training_table)
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE, TFT_CONFIG_EXAMPLE, recommendation_file, resolve_tft
 from foxlib.waves.wave_8_13.train import summarise_steps
-from foxlib.waves.wave_8_13.warmup import WARMUP_TRAINING_STEPS, _warm_up
+from foxlib.waves.wave_8_13.warmup import WARMUP_TRAINING_STEPS, warm_up

@@ -11,48 +11,46 @@ from foxlib.core.config import MB
 from foxlib.core.figures import Figure
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK, NvmlPeak, nvml_peak
-from foxlib.waves.wave_8_13.oom import _where
-from foxlib.waves.wave_8_13.records import Measurement, record
+from foxlib.waves.wave_8_13.oom import oom_where
+from foxlib.waves.wave_8_13.records import Measurement
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
 
 TRAIN_CHECK = "ensemble trains under the cap"
 INFERENCE_CHECK = "concurrent inference fits with the headroom"
 
 
-def context_bytes(m: Measurement | dict[str, Any], phase: str) -> int:
+def context_bytes(r: Measurement, phase: str) -> int:
     """The CUDA context to add to a phase's figure: the larger of the one measured at the start (which
     set the cap) and the one implied by NVML at the phase's end; 0 on the CPU."""
-    r = record(m)
     end = r.phase(phase).context_end_bytes
     return max(r.cap.context_bytes, end or 0)
 
 
-def largest_context_bytes(m: Measurement | dict[str, Any]) -> int:
+def largest_context_bytes(m: Measurement) -> int:
     """The largest CUDA context seen: at the start (after the warm-up) or at the end of either phase."""
     return max(context_bytes(m, "training"), context_bytes(m, "inference"))
 
 
-def training_figure(m: Measurement | dict[str, Any]) -> int:
+def training_figure(m: Measurement) -> int:
     """Bytes the card must hold for the interleaved training run: the allocator's reserved peak under the
     cap (CPU: accounted), or what was needed where it ran out, plus the CUDA context."""
-    t = record(m).training
+    t = m.training
     needed = (t.oom or {}).get("needed_bytes") or 0
     return max(t.peak_bytes, needed) + context_bytes(m, "training")
 
 
-def inference_figure(m: Measurement | dict[str, Any]) -> int:
-    i = record(m).inference
+def inference_figure(m: Measurement) -> int:
+    i = m.inference
     needed = (i.oom or {}).get("needed_bytes") or 0
     return max(i.peak_bytes or 0, needed) + context_bytes(m, "inference")
 
 
-def model_peaks(m: Measurement | dict[str, Any]) -> dict[str, int | None]:
+def model_peaks(r: Measurement) -> dict[str, int | None]:
     """Each model's "model peak": the largest total of its own step's tensors (weights, Adam state, its
     device batch, and what its step adds), from the interleaved run's records: per step, the step's
     rise (peak − start) plus what the model held at the step's start, over the steps after its first
     (its first also creates Adam's state, as profile_step's warm-up does); its only step if it ran one.
     None for a model that never stepped. On CUDA the cuBLAS workspaces are not in it (allocated before)."""
-    r = record(m)
     out: dict[str, int | None] = {}
     for name in r.order:
         st = r.training.detail.get("models", {}).get(name)
@@ -69,16 +67,15 @@ def model_peaks(m: Measurement | dict[str, Any]) -> dict[str, int | None]:
     return out
 
 
-def workspace_bytes(m: Measurement | dict[str, Any]) -> int | None:
+def workspace_bytes(r: Measurement) -> int | None:
     """The cuBLAS workspaces, once per stream used: what stays allocated after the warm-up has freed
     everything else. 0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
-    r = record(m)
     if not r.enforced:
         return 0
     return None if r.warmup is None else r.warmup.get("allocated_after_bytes")
 
 
-def process_figure(m: Measurement | dict[str, Any]) -> int | None:
+def process_figure(m: Measurement) -> int | None:
     """The ensemble's "process figure" on the card: the sum of the model peaks + the cuBLAS workspaces
     (once per stream) + the CUDA context (the largest seen). None when a model never stepped or the
     workspaces were not measured."""
@@ -88,39 +85,37 @@ def process_figure(m: Measurement | dict[str, Any]) -> int | None:
     return sum(peaks.values()) + ws + largest_context_bytes(m)
 
 
-def nvml_check(m: Measurement | dict[str, Any]) -> NvmlPeak:
+def nvml_check(r: Measurement) -> NvmlPeak:
     """Largest NVML per-process figure sampled through training and inference, against the card."""
-    r = record(m)
     if not r.enforced:
         return NvmlPeak(False, None, r.cap.card_bytes, 0, 0, "not applicable on the CPU: no NVML, no CUDA context")
     return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
 
 
-def limit_text(m: Measurement | dict[str, Any]) -> str:
-    cap = record(m).cap
+def limit_text(m: Measurement) -> str:
+    cap = m.cap
     if cap.override:
         return (f"limit = the allocator cap {cap.cap_bytes / MB:,.2f} MB set by cap_bytes"
                 + (f" + the CUDA context {cap.context_bytes / MB:,.1f} MB" if cap.enforced else ""))
     return f"limit = the {cap.card_bytes / MB:,.1f} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
 
 
-def inference_limit(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> float:
-    return record(m).cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
+def inference_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> float:
+    return m.cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
 
 
-def how(m: Measurement | dict[str, Any]) -> str:
+def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
-    cap = record(m).cap
+    cap = m.cap
     if cap.enforced:
         return (f"enforced: allocator capped at {cap.cap_bytes / MB:,.1f} MB + CUDA context "
                 f"{cap.context_bytes / MB:,.1f} MB")
     return NOT_ENFORCED
 
 
-def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> list[Check]:
+def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     """Training under the cap, inference with the headroom and, where NVML sees this process, the
     largest NVML process figure against the card (not applicable on the CPU, left out of the verdict)."""
-    r = record(m)
     t, i, cap = r.training, r.inference, r.cap
     label = how(r)
     n = len(r.order)
@@ -129,13 +124,13 @@ def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]
     figure = ("allocator reserved peak + CUDA context" if cap.enforced else
               "accounted peak: each model's measured step peak plus what the other models keep")
     t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {figure}"
-              + (f"; OUT OF MEMORY {_where(t.oom)}: {t.oom['error']}" if t.oom else "")
+              + (f"; OUT OF MEMORY {oom_where(t.oom)}: {t.oom['error']}" if t.oom else "")
               + f"; {limit_text(r)}")
     inf = inference_figure(r)
     limit = inference_limit(r, budgets)
     i_note = (f"{label}; {i.detail.get('mode')}; all {n} models resident, leaving at least "
               f"{budgets['ensemble']['min_headroom_mb']:,.0f} MB of the card free (budgets.toml)"
-              + (f"; OUT OF MEMORY {_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
+              + (f"; OUT OF MEMORY {oom_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
     out = [
         Check(TRAIN_CHECK, train, cap.limit_bytes, "bytes", bool(not t.oom and train <= cap.limit_bytes), t_note),
         Check(INFERENCE_CHECK, inf, limit, "bytes", bool(not i.oom and inf <= limit), i_note),
@@ -149,7 +144,7 @@ def checks(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]
     return out
 
 
-def nvml_text(m: Measurement | dict[str, Any]) -> str:
+def nvml_text(m: Measurement) -> str:
     """One sentence: the NVML check's result, or why it is not applicable."""
     nv = nvml_check(m)
     if not nv.applicable:
@@ -158,9 +153,8 @@ def nvml_text(m: Measurement | dict[str, Any]) -> str:
             f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {nv.headroom_bytes / MB:,.1f} MB to spare).")
 
 
-def depends_on_text(m: Measurement | dict[str, Any]) -> str:
+def depends_on_text(r: Measurement) -> str:
     """The cited 8.12 results (path, revision, short sha256), for the report's first screen."""
-    r = record(m)
     if not r.depends_on:
         return (f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.get('source', '?')}"
                 + ("; measured before citations were recorded" if r.tft.get("recommended") else "") + ").")
@@ -168,9 +162,8 @@ def depends_on_text(m: Measurement | dict[str, Any]) -> str:
                                       f"sha256 {c.sha256[:12]}" for c in r.depends_on) + " (verified before rendering)."
 
 
-def cap_text(m: Measurement | dict[str, Any]) -> str:
+def cap_text(r: Measurement) -> str:
     """One sentence of cap arithmetic for the first screen."""
-    r = record(m)
     cap = r.cap
     if not cap.enforced:
         return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {cap.limit_bytes / MB:,.1f} MB."
@@ -187,9 +180,8 @@ def cap_text(m: Measurement | dict[str, Any]) -> str:
     return f"Cap: {first}; the context {warm}, {at_end}.{over}"
 
 
-def figures(m: Measurement | dict[str, Any]) -> dict[str, Any]:
+def figures(r: Measurement) -> dict[str, Any]:
     """The headline figures for results.json (bytes; None where not measured)."""
-    r = record(m)
     nv = nvml_check(r)
     return {"card_bytes": r.cap.card_bytes, "context_bytes": r.cap.context_bytes, "cap_bytes": r.cap.cap_bytes,
             "context_end_bytes": max([e for e in (r.training.context_end_bytes, r.inference.context_end_bytes)
@@ -199,7 +191,7 @@ def figures(m: Measurement | dict[str, Any]) -> dict[str, Any]:
             "process_bytes": process_figure(r), "nvml_max_process_bytes": nv.max_bytes}
 
 
-def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
+def named_figures(m: Measurement) -> list[Figure]:
     """figures() as named figures (foxlib.core.figures): `deployment/<quantity>` (the validated configuration)."""
     f = figures(m)
     prefix = "deployment"
@@ -212,31 +204,30 @@ def named_figures(m: Measurement | dict[str, Any]) -> list[Figure]:
     return [Figure(f"{prefix}/{q}", v, "bytes") for q, v in values.items() if v is not None]
 
 
-def kept_bytes(m: Measurement | dict[str, Any], name: str) -> int | None:
+def kept_bytes(m: Measurement, name: str) -> int | None:
     """What a model keeps between its steps: weights, Adam state, its device batch/buffers."""
-    st = record(m).training.detail.get("models", {}).get(name)
+    st = m.training.detail.get("models", {}).get(name)
     return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]
 
 
-def tft_text(m: Measurement | dict[str, Any]) -> str:
+def tft_text(r: Measurement) -> str:
     """The TFT's configuration as the run used it (Markdown): where it came from, its precision and
     overrides, its CUDA graph and step options, and its cuBLAS workspace (asked, and whether it applied)."""
-    r = record(m)
     t = r.tft
     text = (f"TFT configuration: {t['source']} — precision **{t['precision']}**, overrides `{t['overrides']}`"
             + (", the whole training step as one CUDA graph" if t.get("cuda_graph") else "")
             + (f", step options `{t['options']}`" if t.get("options") else "") + ".")
-    ws = r.extra.get("cublas_workspace")
+    ws = r.cublas_workspace
     if ws:
         text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws['asked']}` "
                  + ("applied" if ws["applied"] else "**not applied**") + f": {ws['why']}.")
     return text
 
 
-def card_class_text(m: Measurement | dict[str, Any]) -> str:
+def card_class_text(m: Measurement) -> str:
     """Which class of card the run answers for, what of its limits it enforced and what it cannot emulate
     (measure.class_facts), for the first screen; "" for a measurement made before card classes."""
-    facts = record(m).extra.get("card_class")
+    facts = m.card_class
     if not facts:
         return ""
     how = (f"**emulated** on this {facts['own_class']}-class GPU" if facts["emulated"] else "this device's own class")

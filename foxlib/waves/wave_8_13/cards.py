@@ -22,13 +22,14 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.account import account_training
 from foxlib.waves.wave_8_13.card_table import (  # noqa: F401 - the table's names, re-exported
     CARDS, GIB, SOURCES, Card, CardCell, CardTable, Footprint, ModelFigures, card_frame,
     cell_text, fits, notes_text)
-from foxlib.waves.wave_8_13.records import Measurement, record
+from foxlib.waves.wave_8_13.records import Measurement, Phase
 
 # ----------------------------------------------------------------------------- prediction
 
@@ -87,23 +88,17 @@ def prediction_margin(measured: Footprint | None, predicted: Footprint) -> tuple
                                 f"{100 * errors['serving']:+.2f} %, this run's configuration on the card it emulated)")
 
 
-def _get(profile: Any, name: str) -> Any:
-    return profile[name] if isinstance(profile, Mapping) else getattr(profile, name)
-
-
-def model_figures(model: str, precision: str, profile: Any) -> ModelFigures:
-    """ModelFigures from a MemoryProfile (or its to_dict) of one training step.
+def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFigures:
+    """ModelFigures from the MemoryProfile of one training step (predict_step's).
 
     Serving is taken as weights + the batch less its device buffers (the RL models' replay and
     rollout buffers, which inference does not need) + the training forward's increment, which
     holds what autograd saves for backward: an upper bound of a no-grad forward."""
-    buffers = _get(profile, "buffers") or {}
-    device_buffers = sum(int(b.get("device_bytes", 0)) for b in buffers.values())
-    live = int(_get(profile, "live_before_step"))
-    forward = max(0, int(_get(profile, "forward_peak")) - live)
-    serve = int(_get(profile, "parameters")) + max(0, int(_get(profile, "batch")) - device_buffers) + forward
-    return ModelFigures(model, precision, int(_get(profile, "peak")), live,
-                        int(_get(profile, "optimizer_state")), serve)
+    device_buffers = sum(int(b.get("device_bytes", 0)) for b in (profile.buffers or {}).values())
+    live = int(profile.live_before_step)
+    forward = max(0, int(profile.forward_peak) - live)
+    serve = int(profile.parameters) + max(0, int(profile.batch) - device_buffers) + forward
+    return ModelFigures(model, precision, int(profile.peak), live, int(profile.optimizer_state), serve)
 
 
 def ensemble_members(preset: str = "seed", tft_overrides: Mapping[str, Any] | None = None,
@@ -120,12 +115,12 @@ def ensemble_members(preset: str = "seed", tft_overrides: Mapping[str, Any] | No
     return out
 
 
-def measured_members(m: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
     """{model: (config, precision)} of the ensemble a wave 8.13 measurement ran (its "models")."""
     from foxlib.models import MODELS
     out = {}
-    for name in m["order"]:
-        info = m["models"][name]
+    for name in m.order:
+        info = m.models[name]
         base = MODELS[name].preset(info["preset"])
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
         values = {k: (tuple(v) if isinstance(v, list) and isinstance(fields.get(k), tuple) else v)
@@ -180,36 +175,34 @@ class Overheads:
                 "card's driver and context differ")
 
 
-def measured_overheads(m: Mapping[str, Any]) -> Overheads:
+def measured_overheads(m: Measurement) -> Overheads:
     """The context, workspace and allocator cache of a wave 8.13 measurement; all 0 on the CPU."""
-    device = m["device"]["name"]
-    if not m["cap"].get("enforced"):
+    device = m.device["name"]
+    if not m.cap.enforced:
         return Overheads(0, 0, 0, 0, device)
-    t, i = m["training"], m["inference"]
 
-    def cache(phase: Mapping[str, Any]) -> int:
-        if phase.get("peak_bytes") is None or phase.get("peak_allocated_bytes") is None:
+    def cache(phase: Phase) -> int:
+        if phase.peak_bytes is None or phase.peak_allocated_bytes is None:
             return 0
-        return max(0, int(phase["peak_bytes"]) - int(phase["peak_allocated_bytes"]))
+        return max(0, int(phase.peak_bytes) - int(phase.peak_allocated_bytes))
     context = max(analysis.context_bytes(m, "training"), analysis.context_bytes(m, "inference"))
     # the workspaces the warm-up left allocated (analysis.py's workspace_bytes); a measurement made before
     # the warm-up existed names only the first product's workspace, with the context
     measured = analysis.workspace_bytes(m)
-    workspace = int(measured if measured is not None else (m.get("context") or {}).get("cublas_workspace_bytes") or 0)
-    return Overheads(int(context), workspace, cache(t), cache(i), device)
+    workspace = int(measured if measured is not None else (m.context or {}).get("cublas_workspace_bytes") or 0)
+    return Overheads(int(context), workspace, cache(m.training), cache(m.inference), device)
 
 
-def measured_footprint(configuration: str, m: Mapping[str, Any]) -> Footprint | None:
+def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:
     """8.13's own figures for the card it emulated; None where it emulated none (a CPU run: not
     enforced; a cap_bytes override: a cap that is not a card)."""
-    cap = m["cap"]
-    if not cap.get("enforced") or cap.get("override"):
+    if not m.cap.enforced or m.cap.override:
         return None
-    precisions = tuple(sorted({info["precision"] for info in m["models"].values()}))
+    precisions = tuple(sorted({info["precision"] for info in m.models.values()}))
     return Footprint(configuration, "measured", int(analysis.training_figure(m)), int(analysis.inference_figure(m)),
-                     precisions, card_bytes=int(cap["card_bytes"]),
-                     training_ran=not m["training"].get("oom"), serving_ran=not m["inference"].get("oom"),
-                     note=f"wave 8.13 on {m['device']['name']}, {analysis.how(m)}")
+                     precisions, card_bytes=int(m.cap.card_bytes),
+                     training_ran=not m.training.oom, serving_ran=not m.inference.oom,
+                     note=f"wave 8.13 on {m.device['name']}, {analysis.how(m)}")
 
 
 # ----------------------------------------------------------------------------- one call for a report
@@ -237,14 +230,14 @@ def alternatives(preset: str = "seed") -> dict[str, dict[str, tuple[Any, str]]]:
     return {configuration_name(v, preset): v for v in members.values()}
 
 
-def table_for_measurement(m: Mapping[str, Any], min_headroom_bytes: float,
+def table_for_measurement(m: Measurement, min_headroom_bytes: float,
                           extra: Mapping[str, Mapping[str, tuple[Any, str]]] | None = None,
                           cards: Sequence[Card] = CARDS, seed: int = 0) -> CardTable:
     """The card table of a wave 8.13 measurement: its configuration measured (on the card it emulated)
     and predicted (everywhere), and each `extra` configuration ({name: ensemble_members(...)})
     predicted, all with the context, workspace and allocator cache 8.13 measured."""
     members = measured_members(m)
-    preset = next(iter(m["models"].values()))["preset"]
+    preset = next(iter(m.models.values()))["preset"]
     name = configuration_name(members, preset)
     over = measured_overheads(m)
     kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
@@ -262,12 +255,10 @@ def table_for_measurement(m: Mapping[str, Any], min_headroom_bytes: float,
     return fits(footprints, min_headroom_bytes, cards)
 
 
-def report_section(m: Measurement | Mapping[str, Any],
-                   budgets: dict[str, dict[str, float]]) -> tuple[pd.DataFrame, str]:
+def report_section(m: Measurement, budgets: dict[str, dict[str, float]]) -> tuple[pd.DataFrame, str]:
     """Wave 8.13's report section "which card fits": the card table of the measurement (its configuration
     measured on the card it emulated, predicted on the others; the alternatives predicted), judged with
     budgets.toml's [ensemble] min_headroom_mb, as (card_frame, notes_text): formatted after the decisions."""
-    d = record(m).to_dict()
-    preset = next(iter(d["models"].values()))["preset"]
-    table = table_for_measurement(d, budgets["ensemble"]["min_headroom_mb"] * MB, extra=alternatives(preset))
+    preset = next(iter(m.models.values()))["preset"]
+    table = table_for_measurement(m, budgets["ensemble"]["min_headroom_mb"] * MB, extra=alternatives(preset))
     return card_frame(table), notes_text(table)

@@ -8,20 +8,19 @@ import numpy as np
 
 from foxlib.core.config import MB
 from foxlib.waves.wave_8_13.analysis import how, training_figure
-from foxlib.waves.wave_8_13.oom import _where
-from foxlib.waves.wave_8_13.records import Measurement, record
+from foxlib.waves.wave_8_13.oom import oom_where
+from foxlib.waves.wave_8_13.records import Measurement
 
 
 COLOURS = {"dqn": "#4c72b0", "ppo": "#55a868", "mamba2": "#c44e52", "tft": "#8172b2"}
 
 
-def training_chart(m: Measurement | dict[str, Any]):
+def training_chart(r: Measurement):
     """Every step of the interleaved run: allocated during it (all models) + context, against the card;
     NVML's process samples of the training phase beside it where there are any."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    r = record(m)
     steps, cap = r.training.steps or (), r.cap
     ctx = cap.context_bytes
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -46,7 +45,7 @@ def training_chart(m: Measurement | dict[str, Any]):
     if r.training.oom:
         x = len(steps) + 1
         y = min(training_figure(r), 1.05 * cap.limit_bytes) / MB
-        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {_where(r.training.oom)}")
+        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {oom_where(r.training.oom)}")
     ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(r.order) + ")")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")  # a small model's step and the card on one chart
@@ -57,10 +56,9 @@ def training_chart(m: Measurement | dict[str, Any]):
     return fig
 
 
-def latency_chart(m: Measurement | dict[str, Any]):
+def latency_chart(r: Measurement):
     import matplotlib.pyplot as plt
 
-    r = record(m)
     i = r.inference.detail
     names = [n for n in r.order if (i["models"].get(n) or {}).get("together")]
     fig, ax = plt.subplots(figsize=(7, 3.5))

@@ -37,17 +37,15 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def pinned_tft_config(m: "wave.Measurement | dict[str, Any]") -> str:
+def pinned_tft_config(m: "wave.Measurement") -> str:
     """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
     its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
-    m = wave.record(m)
     extra = {k: m.tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if m.tft.get(k)}
     return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"], **extra}, separators=(",", ":"))
 
 
-def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str, Any]) -> dict[str, list[str]]:
+def reproduce_commands(m: "wave.Measurement", params: dict[str, Any]) -> dict[str, list[str]]:
     """The exact commands that reproduce this report, by purpose."""
-    m = wave.record(m)
     used = dict(m.measure_parameters or {k: v for k, v in params.items()
                                                   if k not in ("measurements", "output_dir", "budgets_file")})
     used["device"] = m.device["type"]
@@ -80,15 +78,14 @@ def reproduce_commands(m: "wave.Measurement | dict[str, Any]", params: dict[str,
     return cmds
 
 
-def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, float]]) -> list[str]:
+def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[str]:
     """What this validation does not cover, with this run's numbers."""
-    m = wave.record(m)
     cap, t, i = m.cap, m.training, m.inference
     card = cap.card_bytes
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     out = []
-    if t["oom"] or i["oom"]:
-        where = "; ".join(f"{p}: {wave._where(m.phase(p)['oom'])}" for p in ("training", "inference") if m.phase(p)["oom"])
+    if t.oom or i.oom:
+        where = "; ".join(f"{p}: {wave.oom_where(m.phase(p).oom)}" for p in ("training", "inference") if m.phase(p).oom)
         out.append(f"**It ran out of memory** ({where}). The ensemble does not fit as configured; the figures "
                    "after that point are missing, not small.")
     if not cap.enforced:
@@ -125,7 +122,7 @@ def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, f
         out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
                    f"each pays its own: 4 × {_mb(ctx)} = {_mb(4 * ctx)} MB of contexts alone on a "
                    f"{_mb(card)} MB card.")
-        frag = (t.get("allocator_end") or {}).get("inactive_split_bytes")
+        frag = (t.allocator_end or {}).get("inactive_split_bytes")
         if frag is not None:
             out.append(f"Allocator fragmentation at the end of training: {_mb(frag)} MB of inactive split blocks. "
                        "Over long runs the reserve can creep up; watch NVML's process figure in production.")
@@ -145,12 +142,12 @@ def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, f
         who = ", ".join(n for n, p in precs.items() if p == "fp16")
         out.append(f"fp16 ({who}) trains with a gradient scaler; overflowing steps are skipped silently. "
                    "Log the scaler's scale in production.")
-    bad = {n: p["non_finite_losses"] for n, p in t["per_model"].items() if p["non_finite_losses"]}
+    bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
     if bad:
         out.append(f"Non-finite training losses in this run: {bad}.")
     train = wave.training_figure(m)
-    serve_extra = sum((v.get("solo_increment_bytes") or 0) + v["input_bytes"] for v in i["models"].values())
-    if i["models"]:
+    serve_extra = sum((v.get("solo_increment_bytes") or 0) + v["input_bytes"] for v in i.detail["models"].values())
+    if i.detail["models"]:
         both = train + serve_extra
         out.append(f"Training and serving were validated one after the other. Serving while training in the same "
                    f"process needs about the training figure {_mb(train)} MB plus every model's inference input "
@@ -171,20 +168,18 @@ def risks(m: "wave.Measurement | dict[str, Any]", budgets: dict[str, dict[str, f
                    + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
     where = ("on the CPU; they say nothing about a GPU's" if not cap.enforced else
              f"on {m.device['name']}; a 4 GB card is slower")
-    out.append(f"Latencies ({i['mode']}) were measured {where}. p99 is over {i['repeats']} rounds"
-               + (" (fewer than 100: close to the maximum)." if i["repeats"] < 100 else "."))
+    out.append(f"Latencies ({i.detail['mode']}) were measured {where}. p99 is over {i.detail['repeats']} rounds"
+               + (" (fewer than 100: close to the maximum)." if i.detail["repeats"] < 100 else "."))
     return out
 
 
-def _host_buffers(m: "wave.Measurement | dict[str, Any]") -> dict[str, int]:
-    m = wave.record(m)
-    return {name: st.get("batch_host_bytes", 0) for name, st in m.training["models"].items()}
+def _host_buffers(m: "wave.Measurement") -> dict[str, int]:
+    return {name: st.get("batch_host_bytes", 0) for name, st in m.training.detail["models"].items()}
 
 
-def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets: dict[str, dict[str, float]],
+def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
            params: dict[str, Any]) -> str:
     """The deployment document, as Markdown."""
-    m = wave.record(m)
     cap, t, i = m.cap, m.training, m.inference
     v = verdict(checks)
     card = cap.card_bytes
@@ -215,7 +210,7 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
         + (f" It holds for the card class **{facts['title']}**"
            + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)" if facts["emulated"]
               else "") + ", with this configuration; another class of card has a report of its own (the index's "
-           "first lines)." if (facts := wave.record(m).extra.get("card_class")) else ""),
+           "first lines)." if (facts := m.card_class) else ""),
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
                [[c.name, _mb(c.measured), _mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
@@ -225,7 +220,7 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
         f"TFT configuration: {m.tft['source']}; precision {m.tft['precision']}, overrides "
         f"`{json.dumps(m.tft['overrides'])}`. Training: Adam at each model's learning rate, one step of each "
         f"model in turn ({' → '.join(m.order)}), {m.steps} steps each, gradients freed after every step. "
-        f"Inference: eval mode, no_grad, each model in its precision; {i['how']}.",
+        f"Inference: eval mode, no_grad, each model in its precision; {i.detail['how']}.",
         "",
     ]
     for name in m.order:
@@ -236,8 +231,8 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
     rows = []
     peaks = wave.model_peaks(m)
     for name in m.order:
-        p = t["per_model"][name]
-        inf = i["models"].get(name) or {}
+        p = t.detail["per_model"][name]
+        inf = i.detail["models"].get(name) or {}
         rows.append([name, m.models[name]["precision"], f"{p['steps_run']}/{m.steps}", _mb(wave.kept_bytes(m, name), 2),
                      _mb(peaks[name], 2), _mb(p["peak_bytes"], 2),
                      _mb(inf.get("parameters_bytes", 0) + inf.get("input_bytes", 0) if inf else None, 2),
@@ -251,7 +246,7 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
         "the device. *Model peak*: its own step's tensors at their largest (what it keeps + what its step adds). "
         "*Allocated during its steps, all models*: everything live while it steps (the other models' kept memory "
         "included). Latency: *alone* = one model at a time; "
-        f"*together* = all four launched at once ({i['mode']}), p50 and p99 over {i['repeats']} rounds.",
+        f"*together* = all four launched at once ({i.detail['mode']}), p50 and p99 over {i.detail['repeats']} rounds.",
         "",
         _table(["model", "precision", "steps run", "training: kept between steps (MB)",
                 "training: model peak (MB)", "training: allocated during its steps, all models (MB)",
@@ -263,11 +258,11 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
     ]
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     hrows = []
-    for phase, figure, peak in (("training (interleaved)", wave.training_figure(m), t["peak_bytes"]),
-                                ("concurrent inference", wave.inference_figure(m), i.get("peak_bytes"))):
+    for phase, figure, peak in (("training (interleaved)", wave.training_figure(m), t.peak_bytes),
+                                ("concurrent inference", wave.inference_figure(m), i.peak_bytes)):
         ph = "training" if phase.startswith("training") else "inference"
         hrows.append([phase, _mb(peak), _mb(wave.context_bytes(m, ph)), _mb(figure), _mb(card - figure),
-                      f"{100 * figure / card:.1f} %", "yes" if m.phase(ph)["oom"] else "no", label])
+                      f"{100 * figure / card:.1f} %", "yes" if m.phase(ph).oom else "no", label])
     parts += [
         _table(["phase", "peak (MB)", "CUDA context (MB)", "on the card (MB)", "headroom (MB)", "share of the card",
                 "out of memory", "how"], hrows),
@@ -285,9 +280,9 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
         "",
     ]
     for phase in ("training", "inference"):
-        oom = m.phase(phase)["oom"]
+        oom = m.phase(phase).oom
         if oom:
-            parts += [f"**Out of memory in {phase}** {wave._where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
+            parts += [f"**Out of memory in {phase}** {wave.oom_where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
                       f"{oom['error']}", ""]
     parts += ["## How to reproduce", ""]
     for purpose, cmds in reproduce_commands(m, params).items():
@@ -298,7 +293,7 @@ def render(m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets:
     return "\n".join(parts)
 
 
-def write(out_dir: str | Path, m: "wave.Measurement | dict[str, Any]", checks: list[Check], budgets: dict[str, dict[str, float]],
+def write(out_dir: str | Path, m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
           params: dict[str, Any]) -> Path:
     """Write deployment.md into `out_dir` (the wave's output folder) and return its path."""
     path = Path(out_dir or ".") / FILE

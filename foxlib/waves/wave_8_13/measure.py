@@ -12,6 +12,7 @@ import torch
 
 from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
 from foxlib.core.progress import progress
+from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory.cuda import use_cublas_workspace
@@ -23,10 +24,10 @@ from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
 from foxlib.waves.wave_8_13.members import _Member, _free
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
 from foxlib.waves.wave_8_13.records import SCHEMA_VERSION
-from foxlib.waves.wave_8_13.serve import _infer
+from foxlib.waves.wave_8_13.serve import infer
 from foxlib.waves.wave_8_13.tft import resolve_tft
 from foxlib.waves.wave_8_13.train import _train_cpu, _train_cuda, summarise_steps
-from foxlib.waves.wave_8_13.warmup import _warm_up
+from foxlib.waves.wave_8_13.warmup import warm_up
 
 GIB = 2**30
 INFERENCE_MODES = ("auto", "streams", "threads")
@@ -135,7 +136,7 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
         out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
                    ensemble_precision, seed)
     out["card_class"] = facts
-    return out
+    return json_safe(out)
 
 
 def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
@@ -152,15 +153,14 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
                for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION, "context_before_warmup": None, "warmup": None, "step_profiles": None,
         "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
         "tft": {k: v for k, v in tft.items() if k not in ("config", "depends_on")},
-        **({"graph_mode": {"asked": bool(tft.get("cuda_graph")), "on": graph_mode,
-                           "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
-                                  "inference forward captured where it can be" if graph_mode else
-                                  "a CUDA graph needs a CUDA device: eager steps"}}
-           if tft.get("cuda_graph") else {}),
-        **({"cublas_workspace": workspace} if workspace else {}),
+        "graph_mode": {"asked": True, "on": graph_mode,
+                       "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
+                              "inference forward captured where it can be" if graph_mode else
+                              "a CUDA graph needs a CUDA device: eager steps"} if tft.get("cuda_graph") else None,
+        "cublas_workspace": workspace or None,
         "depends_on": tft["depends_on"],
         "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
                             "preset": preset} for m in members},
@@ -172,7 +172,7 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
             out["context_before_warmup"] = measure_context(dev)
             reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
             try:
-                out["warmup"] = _warm_up(members, dev, mode, inference_batch, seed)
+                out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
                 out["context"] = measure_context(dev)
                 total = torch.cuda.get_device_properties(dev).total_memory
                 arith = cap_arithmetic(card, out["context"]["context_bytes"], total, cap_bytes)
@@ -187,7 +187,7 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
                         sampler.phase = "training"
                         out["training"] = _train_cuda(members, steps, dev, seed, bar, sampler)
                         sampler.phase = "inference"
-                        out["inference"] = _infer(members, dev, mode, inference_repeats, inference_batch, seed,
+                        out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed,
                                                   arith["cap_bytes"], bar, sampler)
                 finally:
                     _free(members, dev)
@@ -219,7 +219,7 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
             plan = account_training(profiles, order, steps, cap)
             try:
                 out["training"] = _train_cpu(members, plan, steps, dev, seed, bar)
-                out["inference"] = _infer(members, dev, mode, inference_repeats, inference_batch, seed, cap, bar)
+                out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed, cap, bar)
             finally:
                 _free(members, dev)
     out["training"]["per_model"] = summarise_steps(out["training"]["steps"], order)

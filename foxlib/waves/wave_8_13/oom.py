@@ -39,7 +39,7 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text or "ALLOC_FAILED" in text
 
 
-def _where(oom: dict[str, Any] | None) -> str:
+def oom_where(oom: dict[str, Any] | None) -> str:
     if not oom:
         return ""
     if oom["phase"] == "setup":

@@ -1,17 +1,15 @@
-"""The typed record of a wave 8.13 measurement: frozen dataclasses (`Measurement` and its parts), JSON
-through to_dict / from_dict, SCHEMA_VERSION (a schema-1 file loads with its missing parts marked
-"not measured"). `record()` reads what measure() returns or measurement.json holds."""
+"""Wave 8.13's measurement, typed: frozen dataclasses (`Measurement` and its parts), measurement.json through
+to_dict / from_dict, checked on load."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from foxlib.core.schema import readable_version
+from foxlib.core.schema import check_fields, typing_parts
 
 
 SCHEMA_VERSION = 2
-"""2: the warm-up before the context, NVML's per-process figure sampled through the run, depends_on.
-1 (files without "schema_version"): neither; they load with an empty NVML series and no citation."""
+"""2: the warm-up before the context, NVML's per-process figure sampled through the run, depends_on."""
 
 _PHASE_FIELDS = ("peak_bytes", "peak_allocated_bytes", "oom", "context_end_bytes", "nvml_end", "allocator_end")
 
@@ -47,8 +45,10 @@ class Cap:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Cap":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"the measurement's cap holds {', '.join(unknown)}, which a cap does not")
+        return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -66,10 +66,7 @@ class NvmlSeries:
     samples: tuple[tuple[float, str, int | None], ...] = ()
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "NvmlSeries":
-        if d is None:
-            return cls(False, "not sampled: measured before NVML's per-process figure was sampled through the run "
-                              "(schema 1); re-measure for this check")
+    def from_dict(cls, d: dict[str, Any]) -> "NvmlSeries":
         return cls(bool(d["applicable"]), d.get("note", ""), d.get("interval_s"),
                    tuple((float(t), str(p), None if v is None else int(v)) for t, p, v in d.get("samples") or ()))
 
@@ -137,72 +134,60 @@ class Phase:
                 out[k] = value
         return out
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in _PHASE_FIELDS else self.detail.get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key) if key in _PHASE_FIELDS else self.detail[key]
-
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     """Wave 8.13's measurement: what `measure` returns (with the notebook's wave, measured_at and
-    measure_parameters), typed. JSON through to_dict / from_dict; unknown keys are kept in `extra`;
-    `schema_version` stays the one it was measured with (a schema-1 file keeps 1, its missing parts
-    filled as "not measured")."""
+    measure_parameters), typed. JSON through to_dict / from_dict."""
     wave: str
+    measured_at: str
+    measure_parameters: dict[str, Any]
     device: dict[str, Any]
     environment: dict[str, Any]
     order: tuple[str, ...]
     steps: int
     tft: dict[str, Any]
     models: dict[str, dict[str, Any]]
+    depends_on: tuple[Citation, ...]
     cap: Cap
     training: Phase
     inference: Phase
     nvml: NvmlSeries
-    depends_on: tuple[Citation, ...] = ()
-    measured_at: str | None = None
-    measure_parameters: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    context_before_warmup: dict[str, Any] | None = None
-    warmup: dict[str, Any] | None = None
-    step_profiles: dict[str, dict[str, Any]] | None = None
-    schema_version: int = SCHEMA_VERSION
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    context: dict[str, Any] | None
+    """CUDA: the context measured after the warm-up (measure_context); None on the CPU."""
+    context_before_warmup: dict[str, Any] | None
+    """CUDA: the context before the warm-up; None on the CPU and in the run made before the warm-up."""
+    warmup: dict[str, Any] | None
+    """CUDA: what the warm-up ran and left allocated (warmup.py); None as context_before_warmup."""
+    step_profiles: dict[str, dict[str, Any]] | None
+    """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
+    graph_mode: dict[str, Any] | None
+    """Where 8.12's recommendation asked for a CUDA graph: asked, on, why, and per model how it ran; else None."""
+    cublas_workspace: dict[str, Any] | None
+    """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why; else None."""
+    card_class: dict[str, Any] | None
+    """The class of card validated (measure.class_facts); None in the CPU's run, made before card classes."""
+    schema_version: int
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
-        version = readable_version(d, "8.13", SCHEMA_VERSION)
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        return cls(wave=str(d.get("wave", "8.13")), device=d["device"], environment=d.get("environment") or {},
-                   order=tuple(d["order"]), steps=int(d["steps"]), tft=d["tft"], models=d["models"],
-                   cap=Cap.from_dict(d["cap"]), training=Phase.from_dict(d["training"]),
-                   inference=Phase.from_dict(d["inference"]),
-                   nvml=NvmlSeries.from_dict(d.get("nvml")),
-                   depends_on=tuple(Citation.from_dict(c) for c in d.get("depends_on") or ()),
-                   measured_at=d.get("measured_at"), measure_parameters=d.get("measure_parameters"),
-                   context=d.get("context"), context_before_warmup=d.get("context_before_warmup"),
-                   warmup=d.get("warmup"), step_profiles=d.get("step_profiles"), schema_version=version,
-                   extra={k: v for k, v in d.items() if k not in known})
+    def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
+        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
+        check_fields(d, "8.13", SCHEMA_VERSION, cls, source)
+        with typing_parts("8.13", source):
+            return cls(**{**d, "order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
+                          "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
+                          "nvml": NvmlSeries.from_dict(d["nvml"]),
+                          "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])})
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema_version": self.schema_version, "wave": self.wave}
-        for k in ("measured_at", "measure_parameters"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        out.update({"device": self.device, "environment": self.environment, "order": list(self.order),
-                    "steps": self.steps, "tft": self.tft, "models": self.models,
-                    "depends_on": [c.to_dict() for c in self.depends_on], "context": self.context})
-        for k in ("context_before_warmup", "warmup"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        out["cap"] = self.cap.to_dict()
-        if self.step_profiles is not None:
-            out["step_profiles"] = self.step_profiles
-        out.update({"training": self.training.to_dict(), "inference": self.inference.to_dict(),
-                    "nvml": self.nvml.to_dict(), **self.extra})
-        return out
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return out | {"order": list(self.order), "depends_on": self.citations(), "cap": self.cap.to_dict(),
+                      "training": self.training.to_dict(), "inference": self.inference.to_dict(),
+                      "nvml": self.nvml.to_dict()}
+
+    def citations(self) -> list[dict[str, Any]]:
+        """depends_on as foxlib.core.provenance.verify takes it."""
+        return [c.to_dict() for c in self.depends_on]
 
     @property
     def enforced(self) -> bool:
@@ -212,13 +197,3 @@ class Measurement:
         if name not in ("training", "inference"):
             raise ValueError(f"unknown phase {name!r}; valid: training, inference")
         return getattr(self, name)
-
-
-def record(m: "Measurement | dict[str, Any]") -> Measurement:
-    """The typed record of a measurement (a dict as `measure` returns it or measurement.json holds it)."""
-    return m if isinstance(m, Measurement) else Measurement.from_dict(m)
-
-
-def citations(m: "Measurement | dict[str, Any]") -> list[dict[str, Any]]:
-    """The measurement's depends_on, as foxlib.core.provenance.verify takes it."""
-    return [c.to_dict() for c in record(m).depends_on]

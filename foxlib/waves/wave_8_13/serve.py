@@ -1,6 +1,6 @@
 """Serving the ensemble: all four models resident (eval, no_grad, each in its precision), each timed
 alone and then all at once, on one CUDA stream per model or one Python thread per model
-(`_Together`), alternating round by round; memory under the cap on CUDA, accounted on the CPU."""
+(`Together`), alternating round by round; memory under the cap on CUDA, accounted on the CPU."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +27,7 @@ from foxlib.waves.wave_8_13.oom import _cuda_oom, _is_oom
 WARMUP_ROUNDS = 3
 
 
-def _inference_input(member: _Member, device: torch.device, n: int, seed: int) -> Any:
+def inference_input(member: _Member, device: torch.device, n: int, seed: int) -> Any:
     """One inference batch per model: TFT windows, Mamba-2 feature windows, DQN and PPO observations."""
     cfg = member.cfg
     rows = n or cfg.batch_size
@@ -50,7 +50,7 @@ def _inference_input(member: _Member, device: torch.device, n: int, seed: int) -
     raise ValueError(f"no inference input defined for model {name!r}")
 
 
-def _forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]:
+def forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]:
     """The member's inference forward on `x` as a call: in graph mode on CUDA one captured CUDA graph
     (replayed on whichever stream calls it), else eager; `member.inference_note` says which and why."""
     model, precision = member.model, member.precision
@@ -108,7 +108,7 @@ def _stats(samples: list[float]) -> dict[str, Any]:
             "samples_s": [float(s) for s in samples]}
 
 
-class _Together:
+class Together:
     """One round of every model at once, as a call: ({model: latency from the round's start to its
     output}, the round's wall time), in seconds. streams: one CUDA stream per model, the forwards
     launched together from one thread; threads: one Python thread per model (on CUDA each on its own
@@ -173,7 +173,7 @@ def _alone(fn: Callable[[], Any], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
+def infer(members: list[_Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
            cap: int, bar, sampler: Sampler | None = None) -> dict[str, Any]:
     """All four models resident (eval, no_grad, each in its precision): each alone, then all at once."""
     is_cuda = device.type == "cuda"
@@ -200,7 +200,7 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
             if m.model is None:
                 torch.manual_seed(seed)
                 m.model = m.card.build(m.cfg).to(device)
-            inputs[m.name] = _inference_input(m, device, batch, seed)
+            inputs[m.name] = inference_input(m, device, batch, seed)
         current = None
         _free(members, device, keep_models=True)
         for m in members:
@@ -211,7 +211,7 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
                 "batch": int(next(iter(accounting.iter_tensors(x))).shape[0]),
                 "parameters_bytes": accounting.parameter_bytes(m.model),
                 "input_bytes": accounting.unique_bytes(accounting.iter_tensors(x))}
-            fns[m.name] = _forward(m, x, device)
+            fns[m.name] = forward(m, x, device)
             if m.cuda_graph:
                 out["models"][m.name]["cuda_graph"] = m.inference_note or "eager"
         _sync(device)
@@ -249,7 +249,7 @@ def _infer(members: list[_Member], device: torch.device, mode: str, repeats: int
         alone: dict[str, list[float]] = {n: [] for n in names}
         together: dict[str, list[float]] = {n: [] for n in names}
         walls: list[float] = []
-        with _Together(fns, mode, device) as round_:
+        with Together(fns, mode, device) as round_:
             for r in range(WARMUP_ROUNDS + repeats):
                 # every round: each model alone (in a rotated order), then all at once, so that drift
                 # on a noisy machine hits both alike

@@ -13,8 +13,8 @@ from foxlib.waves.wave_8_13.analysis import (how, inference_figure, kept_bytes, 
                                              model_peaks, nvml_check, nvml_text, process_figure, training_figure,
                                              workspace_bytes)
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
-from foxlib.waves.wave_8_13.oom import _where
-from foxlib.waves.wave_8_13.records import Measurement, record
+from foxlib.waves.wave_8_13.oom import oom_where
+from foxlib.waves.wave_8_13.records import Measurement
 
 
 def _mb(x: float | None) -> float | None:
@@ -25,9 +25,8 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(1e3 * x, 3)
 
 
-def cap_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
+def cap_table(r: Measurement) -> pd.DataFrame:
     """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
-    r = record(m)
     cap, ctx = r.cap, r.context or {}
     if not cap.enforced:
         rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)"),
@@ -73,8 +72,7 @@ def cap_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
 
 
-def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
-    r = record(m)
+def configuration_table(r: Measurement) -> pd.DataFrame:
     rows = []
     for name in r.order:
         info = r.models[name]
@@ -84,7 +82,7 @@ def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
                             "n_envs", "n_steps", "window", "n_features") if k in cfg]
         rows.append({"model": name, "title": info["title"], "precision": info["precision"],
                      "preset": info["preset"], "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
-    graphs = r.extra.get("graph_mode")
+    graphs = r.graph_mode
     if graphs and graphs.get("on"):  # wave 8.12 recommended a captured step: how each model ran
         for row in rows:
             row["training step"] = (graphs.get("training") or {}).get(row["model"]) or "not run"
@@ -92,8 +90,7 @@ def configuration_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
-    r = record(m)
+def training_table(r: Measurement) -> pd.DataFrame:
     t, label, peaks = r.training.detail, how(r), model_peaks(r)
     rows = []
     for name in r.order:
@@ -111,8 +108,7 @@ def training_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def inference_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
-    r = record(m)
+def inference_table(r: Measurement) -> pd.DataFrame:
     i, label = r.inference.detail, how(r)
     rows = []
     for name in r.order:
@@ -130,9 +126,8 @@ def inference_table(m: Measurement | dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def totals_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The figures the checks use, their parts, the process figure, the card and the headroom."""
-    r = record(m)
     cap, t, i = r.cap, r.training, r.inference
     card = cap.card_bytes
     head = budgets["ensemble"]["min_headroom_mb"] * MB
@@ -177,13 +172,12 @@ def totals_table(m: Measurement | dict[str, Any], budgets: dict[str, dict[str, f
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
 
 
-def oom_table(m: Measurement | dict[str, Any]) -> pd.DataFrame | None:
-    r = record(m)
+def oom_table(r: Measurement) -> pd.DataFrame | None:
     rows = []
     for phase in ("training", "inference"):
         oom = r.phase(phase).oom
         if oom:
-            rows.append({"phase": phase, "where": _where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
+            rows.append({"phase": phase, "where": oom_where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
                          "failed allocation (MB)": _mb(oom.get("requested_bytes")),
                          "reserved when it failed (MB)": _mb(oom.get("reserved_bytes")),
                          "enforced": oom["enforced"], "error": oom["error"]})

@@ -13,13 +13,13 @@ import torch
 from foxlib.harness.timing import _sync
 from foxlib.waves.wave_8_13.members import _Member, _free, _load, _step
 from foxlib.waves.wave_8_13.oom import _is_oom
-from foxlib.waves.wave_8_13.serve import _Together, _forward, _inference_input
+from foxlib.waves.wave_8_13.serve import Together, forward, inference_input
 
 
 WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
 
 
-def _warm_up(members: list[_Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
+def warm_up(members: list[_Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
     """Everything the run will use, once, uncapped, before the CUDA context is measured: one model at a
     time, its training step (cuBLAS's matmul paths, cuDNN's LSTM forward and backward, autocast in its precision,
     Adam's kernels; a few steps, so that fp16's GradScaler steps too), each model's inference forward
@@ -35,17 +35,17 @@ def _warm_up(members: list[_Member], device: torch.device, mode: str, batch: int
             _load(m, device, seed)
             for _ in range(WARMUP_TRAINING_STEPS):
                 _step(m, device)
-            x = _inference_input(m, device, batch, seed)
+            x = inference_input(m, device, batch, seed)
             m.batch = m.optimizer = None
             m.model.eval()
-            fns[m.name] = _forward(m, x, device)
+            fns[m.name] = forward(m, x, device)
             fns[m.name]()
             del x
             _sync(device)
             done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps, one inference forward")
             gc.collect()
             torch.cuda.empty_cache()
-        with _Together(fns, mode, device) as round_:
+        with Together(fns, mode, device) as round_:
             round_()
         _sync(device)
         done.append(f"one round of all {len(fns)} models at once ({mode})")
