@@ -10,7 +10,7 @@ from typing import Any
 from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key
-from foxlib.harness.timing import RatioInterval, ratio_interval
+from foxlib.harness.timing import RatioInterval, median_interval, ratio_interval
 from foxlib.harness.training import accuracy_gate
 from foxlib.waves.wave_8_11.records import Measurement
 
@@ -99,7 +99,11 @@ def named_figures(m: Measurement) -> list[Figure]:
                  else f"{name}/{preset}/{precision}/model_peak")
             out.append(Figure(k, prof.peak, "bytes"))
     for precision in m.timing:
-        if precision != "fp32":
+        if precision == "fp32":  # the fp32 step this run's ratios rest on (foxlib.report.baselines)
+            median, low, high = median_interval(m.timing["fp32"].samples)
+            out.append(Figure(key("tft", preset, cfg["batch_size"], cfg["encoder_length"], "fp32", "step_time",
+                                  variant="wave-8-11"), median, "s", low=low, high=high))
+        else:
             median, low, high = speed_ratio(m, precision)
             out.append(Figure(key("tft", preset, cfg["batch_size"], cfg["encoder_length"], precision, "step_time_ratio"),
                               median, "ratio", low=low, high=high))
