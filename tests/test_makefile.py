@@ -34,9 +34,9 @@ def _make(stub, *args, rc=0):
 
 
 def _overrides(argv):
-    from foxlib.run.cli import _parser
+    from foxlib.run.cli import build_parser
     from foxlib.core.parameters import parse_assignments, split_parameters
-    args = _parser().parse_args(argv[2:])
+    args = build_parser().parse_args(argv[2:])
     return parse_assignments(split_parameters(args.parameters) + args.parameter)
 
 

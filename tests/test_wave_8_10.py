@@ -177,8 +177,7 @@ def _record(wave, device):
 
 def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
     """The reports are re-rendered from these files: each loads, round-trips through JSON, and its peaks
-    are model peaks (the workspaces of files written before the record are taken out, kept apart)."""
-    from foxlib.memory.profile import legacy_workspace_bytes
+    are model peaks, the workspaces kept apart (workspace_bytes, on CUDA only)."""
     for wave, device in COMMITTED:
         module, data, m = _record(wave, device)
         again = module.Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
@@ -188,14 +187,8 @@ def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
         typed = ([m.tft.profile] + [e.profile for e in m.ensemble.values()] if wave == "8.10"
                  else [p for per in m.memory.values() for p in per.values()])
         for r, p in zip(raw, typed, strict=True):
-            if "workspace_bytes" in r:  # written by the record: its peak is already the model peak
-                assert p.peak == r["peak"] and p.workspace_bytes == r["workspace_bytes"]
-                assert (p.workspace_bytes > 0) == (device == "h200")
-                continue
-            ws = legacy_workspace_bytes(r)
-            assert (ws > 0) == (device == "h200")
-            assert p.workspace_bytes == ws and p.peak == r["peak"] - ws
-            assert p.process_peak == p.peak + ws + ((r.get("cuda") or {}).get("context_bytes") or 0)
+            assert p.peak == r["peak"] and p.workspace_bytes == r["workspace_bytes"]
+            assert (p.workspace_bytes > 0) == (device == "h200")
 
 
 def test_a_record_of_a_newer_schema_or_another_wave_is_refused():

@@ -47,7 +47,7 @@ from foxlib.waves.wave_8_13.analysis import (
 from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
 from foxlib.waves.wave_8_13.charts import COLOURS, latency_chart, training_chart
 from foxlib.waves.wave_8_13.measure import GIB, INFERENCE_MODES, check_parameters, measure
-from foxlib.waves.wave_8_13.members import _load, _Member, _step
+from foxlib.waves.wave_8_13.members import load_member, Member, step_member
 from foxlib.waves.wave_8_13.nvml import (NVML_CHECK, SAMPLE_INTERVAL_S, NvmlPeak, NvmlProcessReader, Sampler,
                                          nvml_peak, nvml_samples)
 from foxlib.waves.wave_8_13.oom import oom_where, requested_bytes
