@@ -41,7 +41,7 @@ def _overrides(argv):
 
 
 def test_the_readme_form_of_a_strategy_list_reaches_foxlib_whole(stub):
-    from foxlib.waves.wave_8_12 import select
+    from foxlib.waves.wave_8_12.strategies import select
     r, argv = _make(stub, "report", "WAVE=8.12",
                     "P=strategies='fp32 (baseline);bf16;checkpoint blocks' timing_repeats=3")
     assert r.returncode == 0, r.stderr
