@@ -46,13 +46,13 @@ from foxlib.report import reading
 from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
 from foxlib.memory import tolerances as prediction
-from foxlib.waves import wave_8_10 as wave
+from foxlib.waves.wave_8_10 import analysis, records, tables
 
 params = notebook.parameters("8.10", globals())
 budgets = notebook.budgets(params)
-m = wave.Measurement.from_dict(notebook.measure_or_load("8.10", params))  # typed and checked
+m = records.Measurement.from_dict(notebook.measure_or_load("8.10", params))  # typed and checked
 raw = m.to_dict()
-checks = wave.checks(m, budgets)
+checks = analysis.checks(m, budgets)
 profile = raw["tft"]["profile"]
 display(HTML(notebook.verdict_banner("8.10", checks, raw)))
 display(reading.opening("8.10", checks, params["output_dir"] or "."))
@@ -75,7 +75,7 @@ display(notebook.table(notebook.checks_table(checks)))
 # nvidia-smi figures, shown for comparison only.
 
 # %%
-display(notebook.table(wave.breakdown_table(m, budgets)))
+display(notebook.table(tables.breakdown_table(m, budgets)))
 display(Markdown(f"Configuration: `{m.tft.config}`, Adam at learning rate {m.tft.learning_rate}  \n"
                  f"Model peak measured by: {m.tft.profile.peak_method}."))
 
@@ -89,7 +89,7 @@ notebook.figure(charts.breakdown(profile, budgets["tft"], f"TFT training step, {
 # Bytes saved for backward, attributed to the TFT block that saved them ("loss": the quantile loss).
 
 # %%
-display(notebook.table(wave.activations_by_module(m)))
+display(notebook.table(tables.activations_by_module(m)))
 notebook.figure(charts.activations_by_module(profile["activations_by_module"],
                                              "TFT activations saved for backward, by block"))
 
@@ -109,7 +109,7 @@ display(notebook.table(prediction.summary(pairs, m.device["type"])))
 # allocator has reserved; tensors use only the allocated part.
 
 # %%
-table = wave.cuda_reconciliation(m)
+table = tables.cuda_reconciliation(m)
 if table is None:
     display(Markdown("Measured on the CPU: there is no CUDA context, allocator reserve or NVML figure here. "
                      "The GPU report (`reports/h200/wave-8.10/`) measures them."))
@@ -123,21 +123,21 @@ else:
 # counts; the peak split into categories, with what neither method can attribute shown as unexplained.
 
 # %%
-table = wave.second_opinion_table(m)
+table = tables.second_opinion_table(m)
 if table is None:
     display(Markdown("Not measured in this run (`second_opinion=False`) or torch's profiler failed: "
                      f"{(m.second_opinion or {}).get('note', '')}"))
 else:
     display(notebook.table(table))
-    display(Markdown(f"Unexplained at the peak: **{100 * wave.unexplained_share(m):.1f} %** of "
+    display(Markdown(f"Unexplained at the peak: **{100 * analysis.unexplained_share(m):.1f} %** of "
                      f"{m.second_opinion['peak_bytes'] / 1e6:,.1f} MB. Every model:"))
-    display(notebook.table(wave.unexplained_by_model(m)))
+    display(notebook.table(tables.unexplained_by_model(m)))
 
 # %% [markdown]
 # ## The seed's figures, explained
 
 # %%
-display(notebook.table(wave.seed_explanations(m)))
+display(notebook.table(tables.seed_explanations(m)))
 
 # %% [markdown]
 # ## The ensemble on a 4 GB card
@@ -148,8 +148,8 @@ display(notebook.table(wave.seed_explanations(m)))
 
 # %%
 if m.ensemble:
-    display(notebook.table(wave.ensemble_table(m, budgets)))
-    totals = wave.ensemble_totals(m)
+    display(notebook.table(tables.ensemble_table(m, budgets)))
+    totals = analysis.ensemble_totals(m)
     profiles = {k: v.profile.to_dict() for k, v in m.models.items()}
     notebook.figure(charts.ensemble(profiles, totals, budgets["ensemble"]["card_mb"],
                                     f"Ensemble training memory — {m.device['name']}"))
@@ -163,15 +163,15 @@ else:
 # checkpoints every block: measured, or predicted where this CPU has no fp16 kernels (said below).
 
 # %%
-display(Markdown(wave.target_state_note(m)))
-target = wave.target_state_table(m, budgets)
+display(Markdown(tables.target_state_note(m)))
+target = tables.target_state_table(m, budgets)
 display(notebook.table(target) if target is not None else
         Markdown("Not measured in this run (`target_state=False`)."))
 
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.10", params, raw, checks, figures=as_dict(wave.named_figures(m)),
+res = notebook.finish("8.10", params, raw, checks, figures=as_dict(analysis.named_figures(m)),
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

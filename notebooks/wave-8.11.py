@@ -58,13 +58,13 @@ from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
 from foxlib.memory import tolerances as prediction
 from foxlib.core import seed_claims
-from foxlib.waves import wave_8_11 as wave
+from foxlib.waves.wave_8_11 import analysis, records, tables
 
 params = notebook.parameters("8.11", globals())
 budgets = notebook.budgets(params)
-m = wave.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # typed and checked
+m = records.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # typed and checked
 raw = m.to_dict()
-checks = wave.checks(m, budgets)
+checks = analysis.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.11", checks, raw)))
 display(reading.opening("8.11", checks, params["output_dir"] or "."))
 
@@ -86,7 +86,7 @@ if m.accuracy_preset != m.measure_parameters.get("preset", "seed"):
 # model peak + the cuBLAS workspaces (each stream's once) + the CUDA context (on the CPU, the model peak).
 
 # %%
-display(notebook.table(wave.memory_table(m)))
+display(notebook.table(tables.memory_table(m)))
 notebook.figure(charts.precision_memory(raw["memory"]["tft"], budgets["tft"]["peak_training_mb"],
                                         {"fp16": seed_claims.FP16_EXPECTED_PEAK_MB},
                                         f"TFT training step by precision — {m.device['name']}"))
@@ -95,14 +95,14 @@ notebook.figure(charts.precision_memory(raw["memory"]["tft"], budgets["tft"]["pe
 # ### Why mixed precision does not halve the memory
 
 # %%
-display(notebook.table(wave.why_not_half(m)))
+display(notebook.table(tables.why_not_half(m)))
 
 # %% [markdown]
 # ### Every model, per precision
 # Each model's model peak, the same figure under the same name as wave 8.10's ensemble table.
 
 # %%
-display(notebook.table(wave.models_table(m)))
+display(notebook.table(tables.models_table(m)))
 
 # %% [markdown]
 # ## Predicted before running
@@ -117,10 +117,10 @@ display(notebook.table(prediction.summary(pairs, m.device["type"])))
 # ## Speed: the TFT's training step, precisions alternating in one run
 
 # %%
-display(notebook.table(wave.speed_table(m)))
-ratios = wave.speed_ratios(m)
+display(notebook.table(tables.speed_table(m)))
+ratios = analysis.speed_ratios(m)
 notebook.figure(charts.step_time_ratios(ratios, f"TFT training step time relative to fp32 — {m.device['name']}"),
-                *wave.speed_figure_text(ratios))
+                *tables.speed_figure_text(ratios))
 
 # %% [markdown]
 # ## Accuracy: skill over the naive forecast first
@@ -129,25 +129,25 @@ notebook.figure(charts.step_time_ratios(ratios, f"TFT training step time relativ
 # 1 − QL_model / QL_climatology at least the harness's threshold); the gate counts those seeds only.
 
 # %%
-display(notebook.table(wave.skill_table(m)))
-display(notebook.table(wave.harness_table(m)))
+display(notebook.table(tables.skill_table(m)))
+display(notebook.table(tables.harness_table(m)))
 
 # %% [markdown]
 # ## Accuracy: degradation against fp32, with fp32's own seed-to-seed spread
 # A difference smaller than the spread of fp32 across seeds is noise.
 
 # %%
-display(notebook.table(wave.accuracy_table(m)))
-limit, rows = wave.accuracy_limit(m, budgets), wave.quantile_loss_rows(m)
-notebook.figure(charts.accuracy_spread(rows, *wave.accuracy_lines(limit), "validation quantile loss (lower is better)",
+display(notebook.table(tables.accuracy_table(m)))
+limit, rows = analysis.accuracy_limit(m, budgets), analysis.quantile_loss_rows(m)
+notebook.figure(charts.accuracy_spread(rows, *tables.accuracy_lines(limit), "validation quantile loss (lower is better)",
                                        f"TFT ({m.accuracy_preset} preset) validation quantile loss per precision"),
-                *wave.accuracy_figure_text(rows, limit))
-display(notebook.table(wave.training_table(m)))
+                *tables.accuracy_figure_text(rows, limit))
+display(notebook.table(tables.training_table(m)))
 
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.11", params, raw, checks, figures=as_dict(wave.named_figures(m)),
+res = notebook.finish("8.11", params, raw, checks, figures=as_dict(analysis.named_figures(m)),
                       prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

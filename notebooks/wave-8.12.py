@@ -58,15 +58,15 @@ from foxlib.report import reading
 from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
 from foxlib.memory import tolerances as prediction
-from foxlib.waves import wave_8_12 as wave
+from foxlib.waves.wave_8_12 import analysis, records, tables, workspace
 
 params = notebook.parameters("8.12", globals())
 budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.12", params)
-record = wave.record(m)  # raw bytes, seconds and each ratio's interval: what every decision below reads
-checks = wave.checks(record, budgets)
-recommended = wave.recommend(record, budgets)
-per_class = wave.recommend_per_class(record, budgets)
+record = records.record(m)  # raw bytes, seconds and each ratio's interval: what every decision below reads
+checks = analysis.checks(record, budgets)
+recommended = analysis.recommend(record, budgets)
+per_class = analysis.recommend_per_class(record, budgets)
 display(HTML(notebook.verdict_banner("8.12", checks, m)))
 display(reading.opening("8.12", checks, params["output_dir"] or "."))
 
@@ -80,16 +80,16 @@ display(reading.opening("8.12", checks, params["output_dir"] or "."))
 # is noise: a tie, and the lightest of the tied wins.
 
 # %%
-display(Markdown(wave.recommendation_text(recommended)))
+display(Markdown(tables.recommendation_text(recommended)))
 display(notebook.table(notebook.checks_table(checks)))
 display(Markdown("**Per card class.** The same decision among the strategies each class of device runs (a GPU "
                  "without bf16 has no TF32 either: V100, T4, RTX 20xx, the 4 GB GTX 1650). Memory holds across a "
                  "class; speeds are this device's own."))
-display(notebook.table(wave.per_class_table(per_class)))
-display(notebook.table(wave.targets(record, budgets)))
-display(Markdown(wave.other_kind_text(record, budgets, recommended)))
-display(notebook.table(wave.floors_table(m, budgets)))
-display(Markdown(wave.lightest_text(record, budgets)))
+display(notebook.table(tables.per_class_table(per_class)))
+display(notebook.table(tables.targets(record, budgets)))
+display(Markdown(tables.other_kind_text(record, budgets, recommended)))
+display(notebook.table(tables.floors_table(m, budgets)))
+display(Markdown(tables.lightest_text(record, budgets)))
 
 # %% [markdown]
 # ## The cuBLAS workspace: a memory knob set before the process starts
@@ -99,8 +99,8 @@ display(Markdown(wave.lightest_text(record, budgets)))
 # memory from the first round, step times as each round's median with the ratio paired by round.
 
 # %%
-display(notebook.table(wave.workspace_table(record)) if record.workspace_knob else
-        Markdown(f"Not measured in this run: {wave.knob_absent_reason(m)}."))
+display(notebook.table(tables.workspace_table(record)) if record.workspace_knob else
+        Markdown(f"Not measured in this run: {workspace.knob_absent_reason(m)}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside
@@ -112,7 +112,7 @@ display(notebook.table(wave.workspace_table(record)) if record.workspace_knob el
 # reading; the decisions above use the unrounded record.
 
 # %%
-display(notebook.table(wave.table(record)))
+display(notebook.table(tables.table(record)))
 if m.get("skipped"):
     display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in m["skipped"].items()) + "."))
 if m["accuracy_preset"] != params["preset"]:
@@ -127,8 +127,8 @@ if m["accuracy_preset"] != params["preset"]:
 # lies inside, or outside, the claim's band; else it is inconclusive.
 
 # %%
-display(Markdown(wave.claim_runs_text(record, params["claim_runs"])))
-claims = wave.claim_runs_table(record)
+display(Markdown(tables.claim_runs_text(record, params["claim_runs"])))
+claims = tables.claim_runs_table(record)
 if claims is not None:
     display(notebook.table(claims))
 
@@ -140,17 +140,17 @@ if claims is not None:
 # and gradients.
 
 # %%
-display(notebook.table(wave.accuracy_skill(m)))
-if not wave.accuracy_powered(m):
+display(notebook.table(tables.accuracy_skill(m)))
+if not analysis.accuracy_powered(m):
     display(Markdown("**No power:** an fp32 accuracy run does not beat climatology by the harness's threshold; "
                      "the accuracy impacts above say nothing about the strategies."))
-display(notebook.table(wave.same_function_table(m)))
+display(notebook.table(tables.same_function_table(m)))
 
 # %% [markdown]
 # ## Memory against time per training window
 
 # %%
-front = wave.pareto(record)
+front = analysis.pareto(record)
 display(Markdown("Pareto front (no other strategy is both lighter and faster per training window, by median): "
                  + ", ".join(front)))
 notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"], budgets["speed"]["max_slowdown"],
@@ -184,7 +184,7 @@ if shown:
     search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
         if params["measurements"] else []
     links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
-    display(Markdown("\n".join(wave.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
+    display(Markdown("\n".join(tables.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:
     display(Markdown("No timelines in this measurement (`timelines=False`, or measured before they existed)."))
@@ -203,7 +203,7 @@ from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.12", params, m, checks, recommended=recommended, recommended_per_class=per_class,
                       record=record.to_dict(),
-                      figures=as_dict(wave.named_figures(m)),
+                      figures=as_dict(analysis.named_figures(m)),
                       prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))

@@ -57,17 +57,17 @@ from foxlib.waves.wave_8_13 import cards, deployment
 from foxlib.run import notebook_cells as notebook
 from foxlib.core import provenance
 from foxlib.core.budgets import verdict
-from foxlib.waves import wave_8_13 as wave
+from foxlib.waves.wave_8_13 import account, analysis, charts, records, tables
 
 params = notebook.parameters("8.13", globals())
 budgets = notebook.budgets(params)
-m = wave.Measurement.from_dict(notebook.measure_or_load("8.13", params))
+m = records.Measurement.from_dict(notebook.measure_or_load("8.13", params))
 provenance.verify(m.citations())  # the cited 8.12 results must be the published ones: else this fails here
-checks = wave.checks(m, budgets)
+checks = analysis.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))
 display(reading.opening("8.13", checks, params["output_dir"] or "."))
-display(Markdown(wave.card_class_text(m) + "  \n" + wave.depends_on_text(m) + "  \n" + wave.nvml_text(m) + "  \n"
-                 + wave.cap_text(m)))
+display(Markdown(analysis.card_class_text(m) + "  \n" + analysis.depends_on_text(m) + "  \n" + analysis.nvml_text(m) + "  \n"
+                 + analysis.cap_text(m)))
 
 # %% [markdown]
 # ## Checks
@@ -80,7 +80,7 @@ display(Markdown(wave.card_class_text(m) + "  \n" + wave.depends_on_text(m) + " 
 display(notebook.table(notebook.checks_table(checks)))
 if not m.cap.enforced:
     display(Markdown(f"**Measured on the CPU: the cap was not enforced.** Every memory figure in this report is "
-                     f"*{wave.NOT_ENFORCED}*: each model's training step was measured on its own and the interleaved "
+                     f"*{account.NOT_ENFORCED}*: each model's training step was measured on its own and the interleaved "
                      "run was added up from those measurements. There is no CUDA context, allocator rounding or "
                      "library workspace in it. The GPU report measures them under a real cap."))
 
@@ -88,8 +88,8 @@ if not m.cap.enforced:
 # ## The models and the TFT's configuration
 
 # %%
-display(Markdown(wave.tft_text(m)))
-display(notebook.table(wave.configuration_table(m)))
+display(Markdown(analysis.tft_text(m)))
+display(notebook.table(tables.configuration_table(m)))
 
 # %% [markdown]
 # ## The cap
@@ -97,7 +97,7 @@ display(notebook.table(wave.configuration_table(m)))
 # and the largest NVML process figure sampled through training and inference.
 
 # %%
-display(notebook.table(wave.cap_table(m)))
+display(notebook.table(tables.cap_table(m)))
 
 # %% [markdown]
 # ## Training, interleaved, under the cap
@@ -107,9 +107,9 @@ display(notebook.table(wave.cap_table(m)))
 # A model's *model peak* is its own step's tensors at their largest (what it keeps + what its step adds).
 
 # %%
-notebook.figure(wave.training_chart(m))
-display(notebook.table(wave.training_table(m)))
-ooms = wave.oom_table(m)
+notebook.figure(charts.training_chart(m))
+display(notebook.table(tables.training_table(m)))
+ooms = tables.oom_table(m)
 if ooms is not None:
     display(Markdown("### Out of memory"))
     display(notebook.table(ooms))
@@ -121,8 +121,8 @@ if ooms is not None:
 
 # %%
 display(Markdown(f"How they ran at once: {m.inference.detail['how']}."))
-display(notebook.table(wave.inference_table(m)))
-notebook.figure(wave.latency_chart(m))
+display(notebook.table(tables.inference_table(m)))
+notebook.figure(charts.latency_chart(m))
 
 # %% [markdown]
 # ## On the card: peaks, context and headroom
@@ -131,7 +131,7 @@ notebook.figure(wave.latency_chart(m))
 # steps at a time); the checks use what it held (allocator reserved + context) and NVML's samples.
 
 # %%
-display(notebook.table(wave.totals_table(m, budgets)))
+display(notebook.table(tables.totals_table(m, budgets)))
 
 # %% [markdown]
 # ## Which card fits
@@ -165,7 +165,7 @@ from foxlib.core.figures import as_dict
 res = notebook.finish("8.13", params, m.to_dict(), checks, card_class=m.card_class, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
                       enforced=m.cap.enforced, tft_config=m.tft,
-                      figures=as_dict(wave.named_figures(m)))
+                      figures=as_dict(analysis.named_figures(m)))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
 

@@ -29,7 +29,7 @@ for variant in "${@:-all no-infer no-train uncapped}"; do
 import os, sys, traceback, torch
 import foxlib.waves.wave_8_13.members as members
 import foxlib.waves.wave_8_13.serve as serve
-from foxlib.waves.wave_8_13.measure import measure
+from foxlib.waves.wave_8_13.measuring import measure
 v = sys.argv[1]
 if v == "no-infer":
     def _eager(run, device, member):

@@ -32,23 +32,23 @@ def test_what_each_class_runs():
 
 
 def test_8_12_recommends_per_class_among_what_the_class_runs():
-    from foxlib.waves import wave_8_12 as wave
+    from foxlib.waves.wave_8_12 import analysis, records, tables
     m = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "measurement.json").read_text())
-    rec = wave.record(m)
-    per = wave.recommend_per_class(rec, load_budgets())
+    rec = records.record(m)
+    per = analysis.recommend_per_class(rec, load_budgets())
     assert set(per) == {"bf16", "fp16"}
-    assert per["bf16"]["strategy"] == wave.recommend(rec, load_budgets())["strategy"]  # every strategy is open to it
+    assert per["bf16"]["strategy"] == analysis.recommend(rec, load_budgets())["strategy"]  # every strategy is open to it
     fp16 = rec[per["fp16"]["strategy"]]
     assert fp16.precision in ("fp32", "fp16") and not fp16.options.get("tf32")
     # the fp16 class's pick is the recommendation among exactly the strategies it runs
     allowed = {s.name for s in rec.strategies if cc.get_class("fp16").allows(s.precision, s.options)}
     assert per["fp16"]["strategy"] in allowed and len(allowed) < len(rec.strategies)
-    table = wave.per_class_table(per)
+    table = tables.per_class_table(per)
     assert list(table["configuration to ship"]) == [per["bf16"]["strategy"], per["fp16"]["strategy"]]
 
 
 def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
-    from foxlib.waves.wave_8_13.measure import class_facts, resolve_class
+    from foxlib.waves.wave_8_13.measuring import class_facts, resolve_class
     cpu = torch.device("cpu")
     assert resolve_class("auto", cpu).name == "cpu"
     with pytest.raises(ValueError, match="is a cuda class; this run is on cpu"):
@@ -65,7 +65,7 @@ def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
 
 
 def test_the_tf32_limit_is_set_for_the_run_and_restored():
-    from foxlib.waves.wave_8_13.measure import class_limits
+    from foxlib.waves.wave_8_13.measuring import class_limits
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cudnn.allow_tf32 = True
     with class_limits(cc.get_class("fp16"), torch.device("cuda")):

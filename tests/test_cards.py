@@ -198,7 +198,7 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
     """The 8.13 report's one call: the measured configuration and both alternatives, judged with the budgets'
     headroom (predictions stubbed: they take a minute)."""
     from foxlib.core.budgets import load_budgets
-    from foxlib.waves import wave_8_13 as wave
+    from foxlib.waves.wave_8_13 import records
     path = ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json"
     if not path.is_file():
         pytest.skip("no committed H200 8.13 measurement")
@@ -206,7 +206,7 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
                         lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
                                                                     note=kw["note"]))
     budgets = load_budgets()
-    frame, notes = cards.report_section(wave.Measurement.from_dict(json.loads(path.read_text())), budgets)
+    frame, notes = cards.report_section(records.Measurement.from_dict(json.loads(path.read_text())), budgets)
     assert frame.shape == (2 * 3, 2 + len(CARDS))  # the measured configuration and two alternatives
     assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].split("; ")[0].endswith("(measured)")
     assert frame.iloc[2]["GeForce GTX 1650 (4 GB)"] == "no: 5,000.0 of 4,295.0 MB, 705.0 MB short (predicted)"

@@ -10,9 +10,10 @@ import torch
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.memory import cuda as cuda_mem
-from foxlib.waves import wave_8_12 as wave
+from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, workspace
 from foxlib.waves.wave_8_12 import workspace
-from foxlib.waves.wave_8_13 import deployment, resolve_tft
+from foxlib.waves.wave_8_13 import deployment
+from foxlib.waves.wave_8_13.tft import resolve_tft
 from tests.test_wave_8_12 import _m
 
 NAME = "light and fast"
@@ -30,50 +31,50 @@ def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010
 
 
 def _measurement(knob):
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
+    m = _m([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
     m["cublas_workspace"] = knob
     return m
 
 
 def test_knob_results_are_typed_from_the_processes_output_and_survive_a_round_trip():
-    [k] = wave.record(_measurement(_knob())).workspace_knob
+    [k] = records.record(_measurement(_knob())).workspace_knob
     assert k.allocator_peak_bytes == 570 * MB and k.small_allocator_peak_bytes == 500.5 * MB
     assert k.saved_bytes == 69.5 * MB
     assert k.step_s == (0.010, 0.010, 0.010) and k.ratio.median == pytest.approx(1.0)
     assert k.ratio.high == pytest.approx(1.01) and not k.shown_slower  # an interval reaching 1: a tie
-    again = wave.Measurement812.from_dict(json.loads(json.dumps(wave.record(_measurement(_knob())).to_dict())))
+    again = records.Measurement812.from_dict(json.loads(json.dumps(records.record(_measurement(_knob())).to_dict())))
     assert again.workspace_knob == (k,)
 
 
 def test_the_recommendation_carries_the_small_workspace_only_when_it_saves_memory_and_is_not_slower():
-    rec = wave.recommend(_measurement(_knob()), load_budgets())
+    rec = analysis.recommend(_measurement(_knob()), load_budgets())
     assert rec["strategy"] == NAME and rec["cublas_workspace"] == ":16:8"
     assert rec["allocator_peak_bytes_small_workspace"] == 500.5 * MB
     assert "570.0 to 500.5 MB" in rec["cublas_workspace_note"]
-    assert "CUBLAS_WORKSPACE_CONFIG=:16:8" in wave.recommendation_text(rec)
-    slower = wave.recommend(_measurement(_knob(small_steps=(0.013, 0.012, 0.013))), load_budgets())
+    assert "CUBLAS_WORKSPACE_CONFIG=:16:8" in tables.recommendation_text(rec)
+    slower = analysis.recommend(_measurement(_knob(small_steps=(0.013, 0.012, 0.013))), load_budgets())
     assert slower["cublas_workspace"] is None and "slower" in slower["cublas_workspace_note"]
     barely = _measurement(_knob(small_steps=(0.01003, 0.01002, 0.01003)))  # 0.3 % slower, every round: shown,
-    [k] = wave.record(barely).workspace_knob  # and within the 2 % margin
+    [k] = records.record(barely).workspace_knob  # and within the 2 % margin
     assert k.shown_slower and not k.costs_time
-    assert wave.recommend(barely, load_budgets())["cublas_workspace"] == ":16:8"
-    assert wave.workspace_table(barely).loc[0, "reads as"] == "within 2 %"
-    none = wave.recommend(_measurement(None), load_budgets())
+    assert analysis.recommend(barely, load_budgets())["cublas_workspace"] == ":16:8"
+    assert tables.workspace_table(barely).loc[0, "reads as"] == "within 2 %"
+    none = analysis.recommend(_measurement(None), load_budgets())
     assert none["cublas_workspace"] is None and "not measured" in none["cublas_workspace_note"]
-    table = wave.workspace_table(_measurement(_knob())).set_index("strategy")
+    table = tables.workspace_table(_measurement(_knob())).set_index("strategy")
     assert table.loc[NAME, "saved (MB)"] == 69.5 and table.loc[NAME, "reads as"] == "a tie"
 
 
 def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     failed = _knob()
     failed["runs"]["small"][1] = {"error": "exit 1: CUDA error", "env": {}}
-    assert wave.record(_measurement(failed)).workspace_knob == ()
-    assert "small workspace failed: exit 1" in wave.knob_error(failed)
-    assert wave.record(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
+    assert records.record(_measurement(failed)).workspace_knob == ()
+    assert "small workspace failed: exit 1" in workspace.knob_error(failed)
+    assert records.record(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
     assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
-    assert wave.knob_absent_reason({"cublas_workspace": failed}).startswith("a process at the small")
-    assert wave.knob_absent_reason({"device": {"type": "cpu"}}) == workspace.SKIPPED_CPU
-    assert wave.knob_absent_reason({"device": {"type": "cuda"}}) == "measured before the knob existed"
+    assert workspace.knob_absent_reason({"cublas_workspace": failed}).startswith("a process at the small")
+    assert workspace.knob_absent_reason({"device": {"type": "cpu"}}) == workspace.SKIPPED_CPU
+    assert workspace.knob_absent_reason({"device": {"type": "cuda"}}) == "measured before the knob existed"
 
 
 def test_use_cublas_workspace_checks_the_setting():
@@ -122,8 +123,8 @@ def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_pa
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
 def test_the_knob_measured_in_fresh_processes_lowers_the_allocator_peak_not_the_model_peak():
     from foxlib.models import MODELS
-    s = wave.STRATEGIES["efficient + bf16 + CUDA graph + fused Adam"]
-    cfg = wave.configure(MODELS["tft"].preset("small"), s.overrides)
+    s = strategies.STRATEGIES["efficient + bf16 + CUDA graph + fused Adam"]
+    cfg = strategies.configure(MODELS["tft"].preset("small"), s.overrides)
     knob = workspace.measure_knob([s], {s.name: cfg}, "small", torch.device("cuda"), 0, rounds=2, steps=3)
     [k] = workspace.knob_results(knob)
     assert k.small_allocator_peak_bytes < k.allocator_peak_bytes

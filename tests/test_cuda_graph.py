@@ -136,10 +136,10 @@ def test_a_captured_inference_forward_keeps_its_input_alive():
     replay reads freed, unmapped memory: an illegal memory access on the H200)."""
     import gc
 
-    from foxlib.waves.wave_8_13.members import _Member
+    from foxlib.waves.wave_8_13.members import Member
     from foxlib.waves.wave_8_13.serve import forward, inference_input
     dev = torch.device("cuda")
-    m = _Member("dqn", MODELS["dqn"].preset("small"), "fp32", cuda_graph=True)
+    m = Member("dqn", MODELS["dqn"].preset("small"), "fp32", cuda_graph=True)
     torch.manual_seed(0)
     m.model = m.card.build(m.cfg).to(dev).eval()
     x = inference_input(m, dev, 0, 0)

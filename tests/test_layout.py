@@ -1,16 +1,14 @@
 """The package layout's rules (README, "Where things are"): imports point down the layers, never up
-and never sideways between waves; no module in foxlib/ is over 400 lines."""
+and never sideways between waves; no private name (a leading underscore) is imported from another file."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pytest
 
 FOXLIB = Path(__file__).resolve().parent.parent / "foxlib"
 # lowest first: a package may import its own modules and those of the packages before it
 LAYERS = ("core", "data", "memory", "models", "harness", "waves", "report", "run")
-MAX_LINES = 400
 
 
 def _package(module: str) -> str | None:
@@ -77,7 +75,24 @@ def test_the_check_catches_an_upward_and_a_sideways_import(tmp_path):
     assert "sideways, from wave_8_12" in found[1]
 
 
-@pytest.mark.parametrize("path", sorted(FOXLIB.rglob("*.py")), ids=lambda p: str(p.relative_to(FOXLIB)))
-def test_no_module_is_over_the_line_limit(path):
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(FOXLIB.parent)} has {lines} lines (limit {MAX_LINES})"
+def private_imports(roots) -> list[str]:
+    """Every `from foxlib... import _name` (or benchmarks...) in the files under `roots`: a private name is its
+    module's own, never another file's."""
+    bad = []
+    for root in roots:
+        for path in sorted(Path(root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("foxlib", "benchmarks")):
+                    bad += [f"{path}:{node.lineno}: {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_private_name_is_imported_from_another_file():
+    here = FOXLIB.parent
+    assert private_imports([here / "foxlib", here / "benchmarks", here / "tests", here / "notebooks"]) == []
+
+
+def test_the_private_import_check_catches_one(tmp_path):
+    (tmp_path / "a.py").write_text("from foxlib.harness.timing import _sync, median_interval\n")
+    assert private_imports([tmp_path]) == [f"{tmp_path / 'a.py'}:1: foxlib.harness.timing._sync"]

@@ -34,14 +34,14 @@ def _make(stub, *args, rc=0):
 
 
 def _overrides(argv):
-    from foxlib.run.cli import _parser
+    from foxlib.run.cli import build_parser
     from foxlib.core.parameters import parse_assignments, split_parameters
-    args = _parser().parse_args(argv[2:])
+    args = build_parser().parse_args(argv[2:])
     return parse_assignments(split_parameters(args.parameters) + args.parameter)
 
 
 def test_the_readme_form_of_a_strategy_list_reaches_foxlib_whole(stub):
-    from foxlib.waves.wave_8_12 import select
+    from foxlib.waves.wave_8_12.strategies import select
     r, argv = _make(stub, "report", "WAVE=8.12",
                     "P=strategies='fp32 (baseline);bf16;checkpoint blocks' timing_repeats=3")
     assert r.returncode == 0, r.stderr

@@ -9,7 +9,8 @@ import torch
 
 from foxlib.core.budgets import load_budgets, verdict
 from foxlib.core.config import MB
-from foxlib.waves import wave_8_13 as wave
+from foxlib.models import ENSEMBLE
+from foxlib.waves.wave_8_13 import account, analysis, cap, measuring, members, nvml, oom, records, tables, warmup
 
 TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"precision": "fp32"}'}
 
@@ -18,13 +19,13 @@ CAP = 5_000_000  # bytes: a few of the small ensemble's steps fit, Mamba-2's doe
 
 
 def _measure(**params):
-    """measurement.json's data of a tiny run (wave.measure, stamped as a notebook stamps it)."""
+    """measurement.json's data of a tiny run (measuring.measure, stamped as a notebook stamps it)."""
     from foxlib.run import notebook_cells
     return notebook_cells.measure("8.13", {**TINY, **params})
 
 
 def _typed(m):
-    return wave.Measurement.from_dict(m)
+    return records.Measurement.from_dict(m)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def _schedule(m):
 
 
 def _train_check(m):
-    return next(c for c in wave.checks(_typed(m), load_budgets()) if c.name == wave.TRAIN_CHECK)
+    return next(c for c in analysis.checks(_typed(m), load_budgets()) if c.name == analysis.TRAIN_CHECK)
 
 
 @pytest.mark.slow
@@ -58,14 +59,14 @@ def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped)
         assert t["setup"]["bytes"] <= t["peak_bytes"] <= CAP
     assert all(s["peak_bytes"] <= CAP and math.isfinite(s["loss"]) and s["seconds"] > 0 for s in t["steps"])
     # the same walk, redone from the same step measurements, stops at the same place
-    plan = wave.account_training(m["step_profiles"], m["order"], m["steps"], CAP)
+    plan = account.account_training(m["step_profiles"], m["order"], m["steps"], CAP)
     assert plan["oom"] == oom and [{k: s[k] for k in ("model", "step", "start_bytes", "peak_bytes")}
                                    for s in t["steps"]] == plan["steps"]
     check = _train_check(m)
     assert not check.passed and check.unit == "bytes"
     assert check.measured == max(t["peak_bytes"], oom["needed_bytes"]) == oom["needed_bytes"] > check.limit == CAP
-    assert wave.NOT_ENFORCED in check.note and "OUT OF MEMORY" in check.note and "cap_bytes" in check.note
-    assert verdict(wave.checks(_typed(m), load_budgets())) == "NO-GO"
+    assert account.NOT_ENFORCED in check.note and "OUT OF MEMORY" in check.note and "cap_bytes" in check.note
+    assert verdict(analysis.checks(_typed(m), load_budgets())) == "NO-GO"
     assert m["inference"]["oom"] is None or m["inference"]["oom"]["needed_bytes"] > CAP
 
 
@@ -73,16 +74,16 @@ def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped)
 def test_a_tiny_card_fails_at_loading_or_at_the_first_step(capped):
     """card_gb=0.001 (1.07 MB): what measure(card_gb=0.001) would find, from the same step measurements."""
     card = round(0.001 * 2**30)
-    plan = wave.account_training(capped["step_profiles"], capped["order"], capped["steps"], card)
+    plan = account.account_training(capped["step_profiles"], capped["order"], capped["steps"], card)
     assert plan["oom"] is not None and plan["oom"]["needed_bytes"] > card
     assert len(plan["steps"]) <= len(capped["order"])  # not even one round fits
-    assert wave.NOT_ENFORCED in plan["oom"]["error"]
+    assert account.NOT_ENFORCED in plan["oom"]["error"]
 
 
 @pytest.mark.slow
 def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped):
     profiles, order = capped["step_profiles"], capped["order"]
-    full = wave.account_training(profiles, order, 2, cap=10**15)
+    full = account.account_training(profiles, order, 2, cap=10**15)
     assert full["oom"] is None and len(full["steps"]) == 2 * len(order)
     kept = {n: profiles[n]["live_before_step"] for n in order}  # weights, batch, Adam state
     for ev in full["steps"][len(order):]:  # second round: every model has stepped
@@ -91,12 +92,12 @@ def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped)
         assert ev["start_bytes"] == sum(kept.values())
     assert full["setup_bytes"] == sum(kept[n] - profiles[n]["optimizer_state"] for n in order)
     # the walk stops at the first point over the cap, whatever the cap
-    first = wave.account_training(profiles, order, 2, cap=1)["oom"]
+    first = account.account_training(profiles, order, 2, cap=1)["oom"]
     assert first["phase"] == "setup" and first["model"] == order[0]
     assert first["needed_bytes"] == kept[order[0]] - profiles[order[0]]["optimizer_state"]
     top = max(ev["peak_bytes"] for ev in full["steps"])
     k = next(j for j, ev in enumerate(full["steps"]) if ev["peak_bytes"] == top)
-    plan = wave.account_training(profiles, order, 2, top - 1)
+    plan = account.account_training(profiles, order, 2, top - 1)
     assert plan["steps"] == full["steps"][:k] and plan["oom"]["needed_bytes"] == top
     assert (plan["oom"]["model"], plan["oom"]["step"]) == (full["steps"][k]["model"], full["steps"][k]["step"])
 
@@ -104,9 +105,9 @@ def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped)
 def test_the_size_of_the_failed_allocation_is_read_from_the_error():
     msg = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 139.81 GiB of which "
            "130.2 GiB is free. Of the allocated memory 3.1 GiB is allocated by PyTorch")
-    assert wave.requested_bytes(msg) == 20 * 2**20
-    assert wave.requested_bytes("Tried to allocate 512 bytes") == 512
-    assert wave.requested_bytes("something else") is None
+    assert oom.requested_bytes(msg) == 20 * 2**20
+    assert oom.requested_bytes("Tried to allocate 512 bytes") == 512
+    assert oom.requested_bytes("something else") is None
 
 
 @pytest.mark.cuda
@@ -119,7 +120,7 @@ def test_a_tiny_cap_on_a_gpu_is_a_real_out_of_memory_error_reported_as_a_failed_
     assert "out of memory" in t["oom"]["error"].lower()
     check = _train_check(m)
     assert not check.passed and "OUT OF MEMORY" in check.note
-    print(f"\nOOM {wave.oom_where(t['oom'])}: {t['oom']['error'][:200]}")
+    print(f"\nOOM {oom.oom_where(t['oom'])}: {t['oom']['error'][:200]}")
     # the cap is lifted again: a 256 MB tensor fits
     x = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
     del x
@@ -137,7 +138,7 @@ def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
     assert t["oom"] is None and i["oom"] is None and len(t["steps"]) == 2 * len(m["order"])
     assert all(s["peak_bytes"] <= s["reserved_peak_bytes"] <= cap["cap_bytes"] for s in t["steps"])
     assert i["mode"] == "streams" and all(v["together"]["n"] == 2 for v in i["models"].values())
-    checks = wave.checks(_typed(m), load_budgets())
+    checks = analysis.checks(_typed(m), load_budgets())
     assert all(c.passed for c in checks), [c.note for c in checks]
 
 
@@ -153,29 +154,29 @@ H200 = 150_109_880_320
 
 
 def test_the_cap_is_the_card_less_the_context():
-    a = wave.cap_arithmetic(4 * GIB, 872_415_232, H200)
+    a = cap.cap_arithmetic(4 * GIB, 872_415_232, H200)
     assert a["cap_bytes"] == 4 * GIB - 872_415_232 and a["limit_bytes"] == 4 * GIB and a["override"] is False
     assert a["fraction"] == (4 * GIB - 872_415_232) / H200
     assert a["cap_bytes"] + a["context_bytes"] == a["card_bytes"]
-    forced = wave.cap_arithmetic(4 * GIB, 600, H200, cap_override=1000)  # cap_bytes: the limit is cap + context
+    forced = cap.cap_arithmetic(4 * GIB, 600, H200, cap_override=1000)  # cap_bytes: the limit is cap + context
     assert forced["cap_bytes"] == 1000 and forced["limit_bytes"] == 1600 and forced["override"] is True
-    assert wave.cap_arithmetic(100, 500, H200)["cap_bytes"] == 0  # a context larger than the card leaves nothing
-    assert wave.cap_arithmetic(4 * GIB, 0, 2 * GIB)["fraction"] == 1.0
+    assert cap.cap_arithmetic(100, 500, H200)["cap_bytes"] == 0  # a context larger than the card leaves nothing
+    assert cap.cap_arithmetic(4 * GIB, 0, 2 * GIB)["fraction"] == 1.0
     with pytest.raises(ValueError, match="card and device memory must be positive"):
-        wave.cap_arithmetic(0, 1, H200)
+        cap.cap_arithmetic(0, 1, H200)
 
 
 def test_the_nvml_check_takes_the_largest_sample():
     card = 4 * GIB
-    ok = wave.nvml_peak([1_000, None, 3_000, 2_000], card)
+    ok = nvml.nvml_peak([1_000, None, 3_000, 2_000], card)
     assert ok.applicable and ok.max_bytes == 3_000 and ok.passed is True and ok.headroom_bytes == card - 3_000
     assert ok.n_samples == 4 and ok.n_missing == 1 and "1 of 4 samples had no figure" in ok.note
-    over = wave.nvml_peak([card - 1, card + 1, card], card)
+    over = nvml.nvml_peak([card - 1, card + 1, card], card)
     assert over.passed is False and over.max_bytes == card + 1 and over.headroom_bytes == -1
-    assert wave.nvml_peak([card], card).passed is True  # at most the card passes
-    blind = wave.nvml_peak([None, None], card, "this process (pid 7) is not in NVML's process list")
+    assert nvml.nvml_peak([card], card).passed is True  # at most the card passes
+    blind = nvml.nvml_peak([None, None], card, "this process (pid 7) is not in NVML's process list")
     assert not blind.applicable and blind.passed is None and blind.max_bytes is None and "pid 7" in blind.note
-    assert wave.nvml_peak([], card).note == "no samples were taken"
+    assert nvml.nvml_peak([], card).note == "no samples were taken"
 
 
 class _FakeNvml:
@@ -195,7 +196,7 @@ class _FakeNvml:
 
 def test_the_sampler_reads_in_the_background_and_on_demand_and_stops_cleanly():
     reader = _FakeNvml([100, 200, 900, 300])
-    sampler = wave.Sampler(reader, interval_s=0.001)
+    sampler = nvml.Sampler(reader, interval_s=0.001)
     with sampler:
         sampler.phase = "training"
         deadline = time.monotonic() + 5
@@ -213,25 +214,25 @@ def test_the_sampler_reads_in_the_background_and_on_demand_and_stops_cleanly():
     assert sampler.values() == [v for _, _, v in sampler.samples] and max(sampler.values()) == 900
     times = [t for t, _, _ in sampler.samples]
     assert times == sorted(times)
-    data = wave.nvml_samples(sampler, "this process found in NVML's process list")
+    data = nvml.nvml_samples(sampler, "this process found in NVML's process list")
     assert data["applicable"] and len(data["samples"]) == n and data["interval_s"] == 0.001
-    assert wave.nvml_peak(wave.NvmlSeries.from_dict(data).values(), 1000).max_bytes == 900
+    assert nvml.nvml_peak(records.NvmlSeries.from_dict(data).values(), 1000).max_bytes == 900
 
 
 def test_a_failing_or_blind_reader_gives_missing_samples_and_says_why():
-    sampler = wave.Sampler(_FakeNvml([5, 7], fail_at=2), interval_s=60)
+    sampler = nvml.Sampler(_FakeNvml([5, 7], fail_at=2), interval_s=60)
     sampler.start()
     assert sampler.sample() is None  # the second read raised
     sampler.sample()
     sampler.stop()
     assert sampler.error == "RuntimeError: NVML_ERROR_GPU_IS_LOST" and sampler.values() == [5, None, 7, 7]
-    assert "a read failed: RuntimeError" in wave.nvml_samples(sampler, "found")["note"]
-    blind = wave.Sampler(lambda: None, interval_s=60)
+    assert "a read failed: RuntimeError" in nvml.nvml_samples(sampler, "found")["note"]
+    blind = nvml.Sampler(lambda: None, interval_s=60)
     with blind:
         blind.sample()
-    data = wave.nvml_samples(blind, "this process (pid 1) is not in NVML's process list")
+    data = nvml.nvml_samples(blind, "this process (pid 1) is not in NVML's process list")
     assert data["applicable"] is False
-    check = wave.nvml_peak(wave.NvmlSeries.from_dict(data).values(), 4 * GIB, data["note"])
+    check = nvml.nvml_peak(records.NvmlSeries.from_dict(data).values(), 4 * GIB, data["note"])
     assert not check.applicable and "not in NVML's process list" in check.note
 
 
@@ -257,31 +258,31 @@ def test_the_nvml_check_joins_the_verdict_on_a_gpu_measurement():
     m = _committed("h200")
     card = m["cap"]["card_bytes"]
     fits = _with_samples(m, [(0.0, "start", 900 * MB), (0.1, "training", 1_950 * MB), (0.2, "inference", 1_400 * MB)])
-    checks = wave.checks(_typed(fits), load_budgets())
-    nv = next(c for c in checks if c.name == wave.NVML_CHECK)
+    checks = analysis.checks(_typed(fits), load_budgets())
+    nv = next(c for c in checks if c.name == nvml.NVML_CHECK)
     assert nv.measured == 1_950 * MB and nv.limit == card and nv.passed and nv.unit == "bytes"
     assert verdict(checks) == "GO"
     over = _with_samples(m, [(0.1, "training", card + 1), (0.2, "inference", 1_400 * MB)])
-    checks = wave.checks(_typed(over), load_budgets())
-    nv = next(c for c in checks if c.name == wave.NVML_CHECK)
+    checks = analysis.checks(_typed(over), load_budgets())
+    nv = next(c for c in checks if c.name == nvml.NVML_CHECK)
     assert nv.measured == card + 1 and not nv.passed and verdict(checks) == "NO-GO"
-    table = wave.cap_table(_typed(over)).set_index("quantity")
+    table = tables.cap_table(_typed(over)).set_index("quantity")
     assert table.loc["largest NVML process figure (training and inference)", "MB"] == round((card + 1) / MB, 2)
     assert "FAIL" in table.loc["card − largest NVML process figure", "how"]
-    totals = wave.totals_table(_typed(fits), load_budgets()).set_index("quantity")
+    totals = tables.totals_table(_typed(fits), load_budgets()).set_index("quantity")
     assert totals.loc["training: largest NVML process figure", "MB"] == 1_950.0
     # NVML blind to this process (a container's PID namespace): said, left out of the verdict, nothing guessed
     blind = _with_samples(m, [(0.1, "training", None)], note="this process (pid 9) is not in NVML's process list")
-    names = [c.name for c in wave.checks(_typed(blind), load_budgets())]
-    assert wave.NVML_CHECK not in names and "not applicable" in wave.nvml_text(_typed(blind))
-    assert "pid 9" in wave.nvml_text(_typed(blind))
+    names = [c.name for c in analysis.checks(_typed(blind), load_budgets())]
+    assert nvml.NVML_CHECK not in names and "not applicable" in analysis.nvml_text(_typed(blind))
+    assert "pid 9" in analysis.nvml_text(_typed(blind))
 
 
 def _cpu_nvml_not_applicable(m):
     assert m["nvml"]["applicable"] is False and m["nvml"]["samples"] == []
-    assert wave.NVML_CHECK not in [c.name for c in wave.checks(_typed(m), load_budgets())]
-    assert wave.nvml_text(_typed(m)) == f"{wave.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
-    assert wave.nvml_check(_typed(m)).passed is None
+    assert nvml.NVML_CHECK not in [c.name for c in analysis.checks(_typed(m), load_budgets())]
+    assert analysis.nvml_text(_typed(m)) == f"{nvml.NVML_CHECK}: not applicable on the CPU: no NVML, no CUDA context."
+    assert analysis.nvml_check(_typed(m)).passed is None
 
 
 def test_on_the_cpu_the_nvml_check_is_not_applicable():
@@ -300,7 +301,7 @@ def test_the_old_cap_is_shown_over_the_card_once_the_context_grew():
     m = _before_warmup()
     cap = m["cap"]
     grown = max(m["training"]["context_end_bytes"], m["inference"]["context_end_bytes"])
-    table = wave.cap_table(_typed(m)).set_index("quantity")
+    table = tables.cap_table(_typed(m)).set_index("quantity")
     assert table.loc["cap + largest CUDA context seen", "MB"] == round((cap["cap_bytes"] + grown) / MB, 2)
     assert cap["cap_bytes"] + grown > cap["card_bytes"] and "OVER" in table.loc["cap + largest CUDA context seen", "how"]
     assert table.loc["CUDA context at the end of inference", "MB"] == round(grown / MB, 2)
@@ -319,10 +320,10 @@ def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
     assert cap["context_bytes"] == m["context"]["context_bytes"] >= m["context_before_warmup"]["context_bytes"]
     assert cap["cap_bytes"] == 4 * GIB - cap["context_bytes"] and cap["limit_bytes"] == 4 * GIB
     assert m["training"]["oom"] is None and m["inference"]["oom"] is None
-    nv = wave.nvml_check(r)
+    nv = analysis.nvml_check(r)
     print(f"\ncontext before warm-up {m['context_before_warmup']['context_bytes'] / MB:,.1f} MB, after "
-          f"{cap['context_bytes'] / MB:,.1f} MB, at the end {wave.largest_context_bytes(r) / MB:,.1f} MB; "
-          f"{wave.nvml_text(r)}")
+          f"{cap['context_bytes'] / MB:,.1f} MB, at the end {analysis.largest_context_bytes(r) / MB:,.1f} MB; "
+          f"{analysis.nvml_text(r)}")
     if not nv.applicable:
         assert nv.note and "NVML" in nv.note
         pytest.skip(f"NVML gives no per-process figure here: {nv.note}")
@@ -330,8 +331,8 @@ def test_the_honest_cap_holds_on_a_gpu_nvml_never_sees_more_than_the_card():
     assert {"training", "inference"} <= phases and nv.n_samples > 2 * len(m["order"]) * m["steps"]
     assert nv.max_bytes <= 4 * GIB and nv.passed
     # the warm-up loaded what the run uses: the context grew by less than 64 MB after it was measured
-    assert cap["cap_bytes"] + wave.largest_context_bytes(r) <= 4 * GIB + 64 * MB
-    check = next(c for c in wave.checks(_typed(m), load_budgets()) if c.name == wave.NVML_CHECK)
+    assert cap["cap_bytes"] + analysis.largest_context_bytes(r) <= 4 * GIB + 64 * MB
+    check = next(c for c in analysis.checks(_typed(m), load_budgets()) if c.name == nvml.NVML_CHECK)
     assert check.passed and check.measured == nv.max_bytes
 
 
@@ -341,13 +342,13 @@ def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(monkeypa
     from foxlib.models import MODELS
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 123)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    members = [wave._Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in wave.ENSEMBLE]
-    got = wave.warm_up(members, torch.device("cpu"), "threads", 0, 0)
+    ensemble = [members.Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in ENSEMBLE]
+    got = warmup.warm_up(ensemble, torch.device("cpu"), "threads", 0, 0)
     assert got["oom"] is None and got["allocated_after_bytes"] == 123
-    assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {wave.WARMUP_TRAINING_STEPS} training "
-                               "steps, one inference forward" for n in wave.ENSEMBLE]
+    assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {warmup.WARMUP_TRAINING_STEPS} training "
+                               "steps, one inference forward" for n in ENSEMBLE]
     assert "one round of all 4 models at once (threads)" in got["what"]
-    assert all(m.model is None and m.batch is None and m.optimizer is None for m in members)
+    assert all(m.model is None and m.batch is None and m.optimizer is None for m in ensemble)
 
 
 def test_the_committed_h200_cap_plus_the_largest_context_is_the_card():
@@ -358,5 +359,5 @@ def test_the_committed_h200_cap_plus_the_largest_context_is_the_card():
     cap = m["cap"]
     grown = max(m["training"]["context_end_bytes"], m["inference"]["context_end_bytes"])
     assert grown <= cap["context_bytes"] and cap["cap_bytes"] + cap["context_bytes"] == cap["card_bytes"]
-    table = wave.cap_table(_typed(m)).set_index("quantity")
+    table = tables.cap_table(_typed(m)).set_index("quantity")
     assert "OVER" not in table.loc["cap + largest CUDA context seen", "how"]

@@ -103,7 +103,7 @@ def test_cuda_replay_counts_blocks_not_requests():
     drawn = own_timelines(runs)
     assert drawn["eager"].peak_bytes == runs["eager"].profile_peak_bytes
     assert drawn["cpu"].peak_bytes == s.peak_bytes and drawn["skipped"] is None
-    from foxlib.waves.wave_8_12 import timeline_lines
+    from foxlib.waves.wave_8_12.tables import timeline_lines
     links = {n: {"snapshot": "t.pickle" if n == "eager" else None, "viewer_html": None} for n in runs}
     lines = timeline_lines(runs, drawn, links)
     assert lines[0] == (f"- eager: model peak {(s.peak_bytes - 512) / 1e6:,.1f} MB in {s.peak_phase} (its own tensors; "

@@ -52,8 +52,8 @@ def test_pairs_and_summary_for_each_wave_shape():
     assert prediction.summary(prediction.pairs(m_812), "cpu")["categories outside tolerance"].iloc[0] == "none"
 
 
-def test_cuda_workspaces_are_taken_out_of_the_measured_peaks_and_shown():
-    measured = profile(peak=110 * MB, forward_peak=105 * MB, cuda={"foreign_at_step_start_bytes": 10 * MB})
+def test_cuda_workspaces_are_kept_out_of_the_model_peaks_and_shown():
+    measured = profile(peak=100 * MB, forward_peak=95 * MB, workspace_bytes=10 * MB)
     predicted = profile(peak=100 * MB, forward_peak=95 * MB)
     df = prediction.compare(predicted, measured, "cuda").set_index("category")
     assert df.loc["step peak (tensors)", "measured (MB)"] == 100.0 and df.loc["step peak (tensors)", "error (%)"] == 0.0

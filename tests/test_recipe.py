@@ -46,15 +46,15 @@ def test_measure_model_and_second_opinion_use_the_cards_learning_rate(model, ada
 
 
 def test_timed_and_ensemble_steps_use_the_cards_learning_rate(adam_rates):
-    from foxlib.waves import wave_8_13
+    from foxlib.waves.wave_8_13 import members
     cfg = _small("dqn")
     timed_step(MODELS["dqn"], cfg, CPU, "fp32")
-    member = wave_8_13._Member("dqn", cfg, "fp32")
-    wave_8_13._load(member, CPU, seed=0)
+    member = members.Member("dqn", cfg, "fp32")
+    members.load_member(member, CPU, seed=0)
     assert adam_rates == [cfg.learning_rate] * 2
     assert member.optimizer.param_groups[0]["lr"] == cfg.learning_rate
     before = [p.detach().clone() for p in member.model.parameters()]
-    loss = wave_8_13._step(member, CPU)
+    loss = members.step_member(member, CPU)
     assert loss == loss and all(p.grad is None for p in member.model.parameters())  # gradients freed after the step
     assert any(not torch.equal(a, b) for a, b in zip(before, member.model.parameters()))
 

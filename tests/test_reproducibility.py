@@ -18,12 +18,12 @@ def test_second_run_gives_the_same_figures_and_verdict(tiny_8_10):
     from foxlib.core import results
     from foxlib.core.budgets import load_budgets, verdict
     from foxlib.run import notebook_cells
-    from foxlib.waves import wave_8_10 as wave
+    from foxlib.waves.wave_8_10 import analysis, records
     first = json.loads((tiny_8_10 / "results.json").read_text())
     m1 = json.loads((tiny_8_10 / "measurement.json").read_text())
     assert m1["measure_parameters"] == {**m1["measure_parameters"], **TINY_8_10}
-    again = wave.Measurement.from_dict(notebook_cells.measure("8.10", m1["measure_parameters"]))
-    checks = wave.checks(again, load_budgets())
+    again = records.Measurement.from_dict(notebook_cells.measure("8.10", m1["measure_parameters"]))
+    checks = analysis.checks(again, load_budgets())
     second = json.loads(json.dumps(results.build("8.10", first["parameters"], again.to_dict(), checks)))
     assert first["checks"] == second["checks"]
     assert first["verdict"] == second["verdict"] == verdict(checks)

@@ -173,7 +173,7 @@ def _required(wave):
     from foxlib.core.critical_path import get_wave
     if wave == "8.12":
         return preflight.REQUIRED_KEYS_8_12
-    return [f.name for f in dataclasses.fields(get_wave(wave).module.Measurement)
+    return [f.name for f in dataclasses.fields(get_wave(wave).part("records").Measurement)
             if f.name not in ("wave", "device", "schema_version")]  # (their own messages: test_bad_measurement_...)
 
 

@@ -37,7 +37,7 @@ def test_the_committed_reports_are_canonical():
 
 
 def test_cpu_defaults_of_8_12_are_the_eager_fp32_strategies_16_bit_alone_and_the_graphs():
-    from foxlib.waves.wave_8_12 import STRATEGIES, select
+    from foxlib.waves.wave_8_12.strategies import STRATEGIES, select
     # the fast path's strategies (step options inside a CUDA graph) are graph-only: skipped on a CPU either way
     # the batched VSNs are for a launch-bound GPU: not in the CPU's default set
     expected = [s.name for s in STRATEGIES.values()
@@ -81,7 +81,7 @@ def test_device_defaults_are_not_a_variant_but_other_values_are():
     assert run_kind("8.12", defaults_for("8.12", declared, "cuda"), None, "cpu").variant
     assert run_kind("8.12", cpu, None, "cuda").variant
     # the same set of strategies, spelt out: not a variant
-    from foxlib.waves.wave_8_12 import STRATEGIES
+    from foxlib.waves.wave_8_12.strategies import STRATEGIES
     cuda = defaults_for("8.12", declared, "cuda")
     assert run_kind("8.12", {**cuda, "strategies": ";".join(STRATEGIES)}, None, "cuda").variant is None
     assert run_kind("8.12", {**cuda, "strategies": "bf16;fp32 (baseline)"}, None, "cuda").variant

@@ -9,7 +9,7 @@ import sys
 
 from foxlib.core.config import MB, ROOT
 from foxlib.models import MODELS
-from foxlib.waves import wave_8_10 as wave
+from foxlib.waves.wave_8_10 import analysis, measuring, records, tables
 from tests.conftest import TINY_8_10
 
 
@@ -64,7 +64,7 @@ def test_second_opinion_covers_every_model(tiny_8_10):
     """torch.profiler's categories for each model's step; what it cannot place is a share of its peak."""
     from foxlib.waves import wave_8_10 as wave
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
-    df = wave.unexplained_by_model(wave.Measurement.from_dict(m)).set_index("model")
+    df = tables.unexplained_by_model(records.Measurement.from_dict(m)).set_index("model")
     assert set(df.index) == set(MODELS)
     for name, row in df.iterrows():
         so = m["second_opinion"] if name == "tft" else m["ensemble"][name]["second_opinion"]
@@ -169,16 +169,16 @@ COMMITTED = [(wave, device) for wave in ("8.10", "8.11") for device in ("cpu", "
 
 
 def _record(wave, device):
-    from foxlib.waves import wave_8_10, wave_8_11
-    module = wave_8_10 if wave == "8.10" else wave_8_11
+    from foxlib.waves.wave_8_10 import records as records_8_10
+    from foxlib.waves.wave_8_11 import records as records_8_11
+    module = records_8_10 if wave == "8.10" else records_8_11
     data = json.loads((ROOT / "reports" / device / f"wave-{wave}" / "measurement.json").read_text())
     return module, data, module.Measurement.from_dict(data)
 
 
 def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
     """The reports are re-rendered from these files: each loads, round-trips through JSON, and its peaks
-    are model peaks (the workspaces of files written before the record are taken out, kept apart)."""
-    from foxlib.memory.profile import legacy_workspace_bytes
+    are model peaks, the workspaces kept apart (workspace_bytes, on CUDA only)."""
     for wave, device in COMMITTED:
         module, data, m = _record(wave, device)
         again = module.Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
@@ -188,14 +188,8 @@ def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
         typed = ([m.tft.profile] + [e.profile for e in m.ensemble.values()] if wave == "8.10"
                  else [p for per in m.memory.values() for p in per.values()])
         for r, p in zip(raw, typed, strict=True):
-            if "workspace_bytes" in r:  # written by the record: its peak is already the model peak
-                assert p.peak == r["peak"] and p.workspace_bytes == r["workspace_bytes"]
-                assert (p.workspace_bytes > 0) == (device == "h200")
-                continue
-            ws = legacy_workspace_bytes(r)
-            assert (ws > 0) == (device == "h200")
-            assert p.workspace_bytes == ws and p.peak == r["peak"] - ws
-            assert p.process_peak == p.peak + ws + ((r.get("cuda") or {}).get("context_bytes") or 0)
+            assert p.peak == r["peak"] and p.workspace_bytes == r["workspace_bytes"]
+            assert (p.workspace_bytes > 0) == (device == "h200")
 
 
 def test_a_record_of_a_newer_schema_or_another_wave_is_refused():
@@ -218,15 +212,17 @@ def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
     from foxlib.report import charts
     from foxlib.core.budgets import load_budgets
     budgets = load_budgets()
-    w810, _, m810 = _record("8.10", "h200")
-    w811, _, m811 = _record("8.11", "h200")
-    checks = {c.name: c for c in w810.checks(m810, budgets)}
+    from foxlib.waves.wave_8_10 import analysis as analysis_8_10, tables as tables_8_10
+    from foxlib.waves.wave_8_11 import tables as tables_8_11
+    _, _, m810 = _record("8.10", "h200")
+    _, _, m811 = _record("8.11", "h200")
+    checks = {c.name: c for c in analysis_8_10.checks(m810, budgets)}
     assert checks["TFT peak training memory"].measured == m810.tft.profile.peak
-    e = w810.ensemble_totals(m810)
+    e = analysis_8_10.ensemble_totals(m810)
     assert e.process_peak == sum(e.model_peaks.values()) + e.workspace_bytes + e.context_bytes
     assert e.workspace_bytes == max(mm.profile.workspace_bytes for mm in m810.models.values())
     assert checks["ensemble fits in 4 GB"].measured == e.process_peak
-    table = w810.ensemble_table(m810, budgets).set_index("model")
+    table = tables_8_10.ensemble_table(m810, budgets).set_index("model")
     for name, peak in e.model_peaks.items():
         assert table.loc[name, "model peak (MB)"] == round(peak / MB, 1)
     total = next(i for i in table.index if i.startswith("process peak"))
@@ -236,7 +232,7 @@ def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
     card = budgets["ensemble"]["card_mb"] * MB
     assert f"{e.process_peak / MB:,.0f} MB = {100 * e.share_of(card):.1f} %" in fig.axes[0].get_title()
     assert table.loc["share of a 4 GB card (%)", "process peak (MB)"] == round(100 * e.share_of(card), 1)
-    models = w811.models_table(m811).set_index("model")
+    models = tables_8_11.models_table(m811).set_index("model")
     for name in ("dqn", "ppo", "mamba2", "tft"):
         # two runs of the same step: the same figure, to the allocator's noise
         assert abs(models.loc[name, "fp32 model peak (MB)"] - table.loc[name, "model peak (MB)"]) <= 1.0
@@ -269,18 +265,18 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     from foxlib.waves.wave_8_10 import measuring
     monkeypatch.setattr(measuring, "kernel_speed", lambda p: KernelSpeed(p, 31.9, "AVX2"))
     params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
-    m = wave.Measurement.from_dict(notebook_cells.measure("8.10", params))
+    m = records.Measurement.from_dict(notebook_cells.measure("8.10", params))
     assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
     assert all(v.profile.peak > 0 for v in m.target_state.values())
     predicted = source == "predicted"
     assert m.target_state_predicted == predicted and bool(m.target_state_kernels) == predicted
-    assert wave.Measurement.from_dict(m.to_dict()) == m  # the record round-trips
-    figures = {f.key: f.value for f in wave.named_figures(m)}
+    assert records.Measurement.from_dict(m.to_dict()) == m  # the record round-trips
+    figures = {f.key: f.value for f in analysis.named_figures(m)}
     key = "ensemble/small/fp16-checkpoint/" + ("predicted_process_peak" if predicted else "process_peak")
     assert figures[key] == sum(v.profile.peak for v in m.target_state.values())  # the CPU: the models' sum
-    table = wave.target_state_table(m, load_budgets())
+    table = tables.target_state_table(m, load_budgets())
     assert table.columns[1] == ("predicted model peak (MB)" if predicted else "model peak (MB)")
-    assert ("Predicted, not run" in wave.target_state_note(m)) == predicted
+    assert ("Predicted, not run" in tables.target_state_note(m)) == predicted
     if predicted:
         assert "no fp16 matrix-product kernels" in m.target_state["tft"].note
         judge = dict((c.name, c.judge) for c in ledger.CLAIMS)["Ensemble target (FP16 + checkpointing)"]
@@ -293,4 +289,4 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
 
 def test_an_unknown_target_state_choice_is_an_error():
     with pytest.raises(ValueError, match="predict, measure"):
-        wave.measure(**TINY_8_10, target_state_slow="guess")
+        measuring.measure(**TINY_8_10, target_state_slow="guess")

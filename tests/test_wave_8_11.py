@@ -4,6 +4,7 @@ import json
 import pytest
 
 from foxlib.core.config import MB
+from foxlib.waves.wave_8_11 import analysis, records, tables
 
 # two of the four models (the TFT, whose fp16 peak is checked, and the cheapest other): every model given
 # is profiled in every precision, and only those (the loop is the same for four)
@@ -72,27 +73,26 @@ COMMITTED = ("cpu", "h200")
 
 def _committed(device):
     from foxlib.core.config import ROOT
-    from foxlib.waves import wave_8_11 as wave
-    return wave, wave.Measurement.from_dict(json.loads((ROOT / "reports" / device / "wave-8.11" / "measurement.json").read_text()))
+    return records.Measurement.from_dict(json.loads((ROOT / "reports" / device / "wave-8.11" / "measurement.json").read_text()))
 
 
 @pytest.mark.parametrize("device", COMMITTED)
 def test_the_speed_chart_draws_the_speed_tables_figures(device):
     import matplotlib.pyplot as plt
     from foxlib.report import charts
-    wave, m = _committed(device)
-    ratios = wave.speed_ratios(m)
-    table = wave.speed_table(m).set_index("precision")
+    m = _committed(device)
+    ratios = analysis.speed_ratios(m)
+    table = tables.speed_table(m).set_index("precision")
     assert list(ratios) == list(table.index) == m.precisions
     for p, r in ratios.items():
         assert table.loc[p, "ratio to fp32"] == round(r.median, 3)
         assert table.loc[p, "ratio interval (low, high)"] == f"{r.low:.2f} – {r.high:.2f}"
-        assert wave.speed_ratio(m, p) == (r.median, r.low, r.high)
+        assert analysis.speed_ratio(m, p) == (r.median, r.low, r.high)
     assert ratios["fp32"].median == ratios["fp32"].low == ratios["fp32"].high == 1.0
     fig = charts.step_time_ratios(ratios, "t")
     points = [c.lines[0].get_xdata()[0] for c in fig.axes[0].containers]
     assert points == [r.median for r in ratios.values()]
-    caption, alt = wave.speed_figure_text(ratios)
+    caption, alt = tables.speed_figure_text(ratios)
     assert all(f"{p} {r}" in alt for p, r in ratios.items()) and "95 % bootstrap interval" in caption
     plt.close(fig)
 
@@ -102,24 +102,24 @@ def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limi
     import matplotlib.pyplot as plt
     from foxlib.core.budgets import load_budgets
     from foxlib.report import charts
-    wave, m = _committed(device)
+    m = _committed(device)
     budgets = load_budgets()
-    rows, limit = wave.quantile_loss_rows(m), wave.accuracy_limit(m, budgets)
-    table = wave.accuracy_table(m)
+    rows, limit = analysis.quantile_loss_rows(m), analysis.accuracy_limit(m, budgets)
+    table = tables.accuracy_table(m)
     shown = table[table["metric"] == "quantile_loss"].set_index("precision")
     assert [r["precision"] for r in rows] == list(shown.index)
     for r in rows:
         assert shown.loc[r["precision"], "mean over seeds"] == round(r["mean"], 4)
     # the line is the degradation check's limit in quantile loss: under it exactly when the check passes
-    gate = next(c for c in wave.checks(m, budgets) if c.name.startswith("TFT accuracy degradation"))
+    gate = next(c for c in analysis.checks(m, budgets) if c.name.startswith("TFT accuracy degradation"))
     assert limit["limit_quantile_loss"] == pytest.approx(limit["baseline_quantile_loss"] * (1 + gate.limit / 100))
     assert (limit["candidate_quantile_loss"] <= limit["limit_quantile_loss"] and limit["powered"]) == gate.passed
-    baseline_line, gate_line = wave.accuracy_lines(limit)
+    baseline_line, gate_line = tables.accuracy_lines(limit)
     fig = charts.accuracy_spread(rows, baseline_line, gate_line, "QL", "t")
     ax = fig.axes[0]
     assert [c.lines[0].get_ydata()[0] for c in ax.containers] == [r["mean"] for r in rows]
     assert gate_line[0] == limit["limit_quantile_loss"] and gate_line[0] in [ln.get_ydata()[0] for ln in ax.get_lines()]
     assert ax.get_ylim()[0] < min(min(r["values"]) for r in rows) and ax.get_ylim()[1] > gate_line[0]
-    caption, alt = wave.accuracy_figure_text(rows, limit)
+    caption, alt = tables.accuracy_figure_text(rows, limit)
     assert "does not start at 0" in caption and f"{limit['limit_quantile_loss']:.4f}" in alt
     plt.close(fig)

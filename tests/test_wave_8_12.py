@@ -9,7 +9,8 @@ import torch
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.timing import RatioInterval
-from foxlib.waves import wave_8_12 as wave
+from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
+from foxlib.waves.wave_8_12.strategies import BASELINE
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 ROUNDS = 6
@@ -27,92 +28,92 @@ def _m(rows):
         m["timing"][name] = {"median_s": step, "iqr_s": 0.0, "samples_s": [step] * ROUNDS}
         if own:
             m["accuracy_runs"][name] = [{"metrics": {"quantile_loss": loss}}]
-        m["accuracy_source"][name] = name if own else wave.BASELINE
+        m["accuracy_source"][name] = name if own else BASELINE
     return m
 
 
 def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     budgets = load_budgets()
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True),
+    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
             ("light but slow", "fp32", 400, 1.8, 1.00, False),
             ("light and fast", "fp32", 600, 0.5, 1.00, False),
             ("fastest, inaccurate", "fp16", 500, 0.3, 1.10, True),
             ("fastest, too heavy", "fp32", 1100, 0.2, 1.00, False)])
-    rec = wave.recommend(m, budgets)
+    rec = analysis.recommend(m, budgets)
     assert rec["strategy"] == "light and fast"
     assert rec["peak_bytes"] == 600 * MB and rec["step_time_ratio"] == 0.5
     assert rec["peak_over_floor"] == pytest.approx(600 * MB / (16 * 1_000_000))
-    checks = wave.checks(m, budgets)
+    checks = analysis.checks(m, budgets)
     assert [c.passed for c in checks] == [True, True]
     m["timing"]["light and fast"]["samples_s"] = [0.4, 0.5, 0.5, 0.5, 0.5, 0.6]
-    df = wave.table(m).set_index("strategy")
+    df = tables.table(m).set_index("strategy")
     assert df.loc["light and fast", "step time (ms, median)"] == 500.0
     assert df.loc["light and fast", "step spread (IQR % of median)"] == 10.0
     assert df.loc["light and fast", "time per window, 95 % interval"] == "[0.45, 0.55]"
     # the front ignores accuracy: "light and fast" is beaten on both axes by "fastest, inaccurate"
-    assert sorted(wave.pareto(m)) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
+    assert sorted(analysis.pareto(m)) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
 
 
 def test_lightest_no_slower_than_fp32_within_accuracy():
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True),
+    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
             ("lightest, slow", "fp32", 300, 1.3, 1.00, False),
             ("light, as fast", "fp32", 450, 1.0, 1.00, False),
             ("lighter, inaccurate", "fp16", 350, 0.8, 1.10, True),
             ("fastest", "fp32", 800, 0.5, 1.00, False)])
-    light = wave.lightest_at_full_speed(m, load_budgets())
+    light = analysis.lightest_at_full_speed(m, load_budgets())
     assert light["strategy"] == "light, as fast" and light["step_time_ratio"] == 1.0
     assert light["peak_over_floor"] == pytest.approx(450 * MB / (16 * 1_000_000))
-    assert wave.figures(light) == ("peak 450.0 MB (28.12 × floor), time "
+    assert tables.figures(light) == ("peak 450.0 MB (28.12 × floor), time "
                                    "1.00x [1.00, 1.00] of fp32 per window, accuracy impact +0.00 %")
-    assert wave.lightest_text(m, load_budgets()).endswith(f"**light, as fast** — {wave.figures(light)}.")
-    assert wave.recommend(m, load_budgets())["strategy"] == "fastest"
-    slow = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
-    assert wave.lightest_at_full_speed(slow, load_budgets())["strategy"] == wave.BASELINE
+    assert tables.lightest_text(m, load_budgets()).endswith(f"**light, as fast** — {tables.figures(light)}.")
+    assert analysis.recommend(m, load_budgets())["strategy"] == "fastest"
+    slow = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
+    assert analysis.lightest_at_full_speed(slow, load_budgets())["strategy"] == BASELINE
     # not shown no slower: a median under 1 whose interval reaches over 1
     maybe = _record(_sr("maybe as fast", 300, (0.95, 0.85, 1.05)))
-    assert wave.lightest_at_full_speed(maybe, load_budgets())["strategy"] == wave.BASELINE
+    assert analysis.lightest_at_full_speed(maybe, load_budgets())["strategy"] == BASELINE
 
 
 def test_a_smaller_batch_is_judged_per_training_window():
     """batch ÷4: each step is shorter, but four are needed per window of the baseline's: 0.4 s a step
     is 1.6 × the baseline's time per window, so the faster-per-window strategy is recommended."""
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
+    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
             ("efficient", "fp32", 800, 0.6, 1.00, False)])
     m["strategies"]["batch ÷4"]["overrides"] = {"batch_size": 0.25}
     m["timing"]["batch ÷4"]["samples_s"] = [0.38, 0.4, 0.42] * 2
-    rec = wave.recommend(m, load_budgets())
+    rec = analysis.recommend(m, load_budgets())
     assert rec["strategy"] == "efficient" and rec["time_per_window_ratio"] == 0.6
-    assert wave.table(m).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
-    r = wave.record(m)["batch ÷4"]
+    assert tables.table(m).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
+    r = records.record(m)["batch ÷4"]
     assert r.batch_size == 8 and r.window_ratio == r.step_ratio.scaled(4)
     assert r.window_ratio.low == pytest.approx(4 * 0.38) and r.window_ratio.high == pytest.approx(4 * 0.42)
-    assert wave.lightest_at_full_speed(m, load_budgets())["strategy"] == "efficient"
+    assert analysis.lightest_at_full_speed(m, load_budgets())["strategy"] == "efficient"
 
 
 def test_no_strategy_fits_is_a_failed_check():
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
-    rec = wave.recommend(m, load_budgets())
+    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
+    rec = analysis.recommend(m, load_budgets())
     assert rec["strategy"] is None
-    [check] = wave.checks(m, load_budgets())
+    [check] = analysis.checks(m, load_budgets())
     assert not check.passed and "other 1,100.0 MB, 0.90x [0.90, 0.90] of fp32 per window" in check.note
 
 
 def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
-    m = _m([(wave.BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
+    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
             ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
     for name in ("efficient + graph", "light graph"):
         m["strategies"][name]["cuda_graph"] = True
     # 8.13 trains and serves a graphed recommendation: every strategy competes
-    every = wave.recommend(m, load_budgets())
-    assert every == wave.recommend(m, load_budgets(), cuda_graph=None)
+    every = analysis.recommend(m, load_budgets())
+    assert every == analysis.recommend(m, load_budgets(), cuda_graph=None)
     assert every["strategy"] == "efficient + graph" and every["cuda_graph"] and every["options"] == {}
-    eager = wave.recommend(m, load_budgets(), cuda_graph=False)  # where graphs cannot run
+    eager = analysis.recommend(m, load_budgets(), cuda_graph=False)  # where graphs cannot run
     assert eager["strategy"] == "efficient" and not eager["cuda_graph"] and "not recommended" not in eager["reason"]
-    assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
+    assert analysis.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
     m["timing"]["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
-    assert wave.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "light graph"
-    assert wave.lightest_at_full_speed(m, load_budgets())["strategy"] == "light graph"  # the table shows them all
-    assert wave.recommend(_m([(wave.BASELINE, "fp32", 900, 1.0, 1.0, True)]), load_budgets(),
+    assert analysis.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "light graph"
+    assert analysis.lightest_at_full_speed(m, load_budgets())["strategy"] == "light graph"  # the table shows them all
+    assert analysis.recommend(_m([(BASELINE, "fp32", 900, 1.0, 1.0, True)]), load_budgets(),
                           cuda_graph=True)["strategy"] is None
 
 
@@ -120,14 +121,14 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
 
 def _sr(name, peak_mb, window, impact=0.0, cuda_graph=False):
     iv = RatioInterval(*window)
-    return wave.StrategyResult(name=name, precision="fp32", overrides={}, batch_size=32, peak_bytes=round(peak_mb * MB),
+    return records.StrategyResult(name=name, precision="fp32", overrides={}, batch_size=32, peak_bytes=round(peak_mb * MB),
                                activation_bytes=0, step_samples_s=(iv.median,), step_ratio=iv, window_ratio=iv,
                                accuracy_source=name, quantile_loss=1.0, accuracy_impact_pct=impact,
                                cuda_graph=cuda_graph)
 
 
 def _record(*strategies):
-    return wave.Measurement812(strategies=(_sr(wave.BASELINE, 1200, (1.0, 1.0, 1.0)), *strategies),
+    return records.Measurement812(strategies=(_sr(BASELINE, 1200, (1.0, 1.0, 1.0)), *strategies),
                                base_config={"batch_size": 32, "encoder_length": 60}, device={"type": "cpu"},
                                n_parameters=1_000_000, baseline_losses=(1.0, 1.02))
 
@@ -135,30 +136,30 @@ def _record(*strategies):
 def test_a_tie_is_settled_by_memory():
     rec = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.71)), _sr("efficient, chunked", 491.2, (0.69, 0.60, 0.80)),
                   _sr("lightest, slower", 300.0, (0.80, 0.72, 0.90)))  # outside the fastest's interval: no tie
-    r = wave.recommend(rec, load_budgets())
+    r = analysis.recommend(rec, load_budgets())
     assert r["strategy"] == "efficient, chunked" and r["fastest"] == "efficient"
     assert r["settled_by_memory"] and r["tied_with"] == ["efficient, chunked"]
     assert r["interval"] == "0.69x [0.60, 0.80] of fp32 per window"
     assert r["time_per_window_interval"] == {"median": 0.69, "low": 0.60, "high": 0.80, "confidence": 0.95}
-    text = wave.recommendation_text(r)
+    text = tables.recommendation_text(r)
     assert "A tie settled by memory" in text and "efficient 0.64x [0.58, 0.71]" in text
     assert "491.2 MB against the fastest's 839.3 MB" in text
     # apart: no tie, the fastest wins though heavier
     apart = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.66)), _sr("efficient, chunked", 491.2, (0.69, 0.67, 0.80)))
-    r = wave.recommend(apart, load_budgets())
+    r = analysis.recommend(apart, load_budgets())
     assert r["strategy"] == "efficient" and not r["settled_by_memory"] and "tie" not in r["reason"]
 
 
 def test_a_slowdown_whose_interval_reaches_the_limit_fails():
     slow = _sr("checkpoint variables", 437.9, (1.9, 1.7, 2.1))
-    check = wave.slowdown_check(slow, 2.0)
+    check = analysis.slowdown_check(slow, 2.0)
     assert not check.passed and check.measured == 2.1 and check.limit == 2.0
     assert check.note == "1.90x [1.70, 2.10] of fp32 per window"
-    assert wave.slowdown_check(_sr("under", 437.9, (1.9, 1.7, 1.99)), 2.0).passed
+    assert analysis.slowdown_check(_sr("under", 437.9, (1.9, 1.7, 1.99)), 2.0).passed
     # the only strategy under the peak budget: not recommended, and the verdict's check fails
     rec = _record(slow)
-    assert wave.recommend(rec, load_budgets())["strategy"] is None
-    [check] = wave.checks(rec, load_budgets())
+    assert analysis.recommend(rec, load_budgets())["strategy"] is None
+    [check] = analysis.checks(rec, load_budgets())
     assert not check.passed and "under 2x (upper end of the 95 % interval)" in check.note
 
 
@@ -168,28 +169,28 @@ def test_rounding_for_display_never_changes_a_decision():
     a, b = _sr("a", 500.04, (0.7, 0.6, 0.8)), _sr("b", 500.01, (0.7, 0.6, 0.8))
     for order in ((a, b), (b, a)):
         rec = _record(*order)
-        df = wave.table(rec).set_index("strategy")
+        df = tables.table(rec).set_index("strategy")
         assert df.loc["a", "peak (MB)"] == df.loc["b", "peak (MB)"] == 500.0
-        assert wave.recommend(rec, budgets)["strategy"] == "b"
-        assert wave.pareto(rec) == ["b"]  # a is as fast and heavier by 30,000 bytes: dominated
-        assert wave.lightest_at_full_speed(rec, budgets)["strategy"] == "b"
+        assert analysis.recommend(rec, budgets)["strategy"] == "b"
+        assert analysis.pareto(rec) == ["b"]  # a is as fast and heavier by 30,000 bytes: dominated
+        assert analysis.lightest_at_full_speed(rec, budgets)["strategy"] == "b"
     # over the budget by 40,000 bytes though displayed at the budget (1,000.0 MB): not eligible
     over = _record(_sr("over", 1000.04, (0.5, 0.45, 0.55)), _sr("under", 999.0, (0.9, 0.85, 0.95)))
-    assert wave.table(over).set_index("strategy").loc["over", "peak (MB)"] == 1000.0
-    assert wave.recommend(over, budgets)["strategy"] == "under"
+    assert tables.table(over).set_index("strategy").loc["over", "peak (MB)"] == 1000.0
+    assert analysis.recommend(over, budgets)["strategy"] == "under"
     # an upper end displayed as 2.00 but under 2x: passes
     edge = _sr("edge", 400, (1.9, 1.8, 1.9996))
-    assert wave.table(_record(edge)).iloc[1]["time per window, 95 % interval"] == "[1.80, 2.00]"
-    assert wave.slowdown_check(edge, 2.0).passed and wave.recommend(_record(edge), budgets)["strategy"] == "edge"
+    assert tables.table(_record(edge)).iloc[1]["time per window, 95 % interval"] == "[1.80, 2.00]"
+    assert analysis.slowdown_check(edge, 2.0).passed and analysis.recommend(_record(edge), budgets)["strategy"] == "edge"
 
 
 def test_the_record_round_trips_through_json_and_refuses_another_schema():
     rec = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.71), cuda_graph=True))
     d = json.loads(json.dumps(rec.to_dict()))
-    assert d["schema_version"] == wave.SCHEMA_VERSION
-    assert wave.Measurement812.from_dict(d) == rec and wave.record(d) == rec
+    assert d["schema_version"] == records.SCHEMA_VERSION
+    assert records.Measurement812.from_dict(d) == rec and records.record(d) == rec
     with pytest.raises(ValueError, match="schema version 0"):
-        wave.Measurement812.from_dict({**d, "schema_version": 0})
+        records.Measurement812.from_dict({**d, "schema_version": 0})
     with pytest.raises(KeyError, match="measured: fp32 \\(baseline\\); efficient"):
         rec["fp8"]
 
@@ -198,18 +199,18 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
 def test_the_committed_measurements_load(device):
     """Reports are re-rendered from these files: they must build a record, whatever revision wrote them."""
     m = json.loads((REPORTS / device / "wave-8.12" / "measurement.json").read_text())
-    rec = wave.record(m)
-    assert rec.names == list(m["strategies"]) and rec[wave.BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
+    rec = records.record(m)
+    assert rec.names == list(m["strategies"]) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:
         assert s.peak_bytes == m["memory"][s.name]["peak"]
         assert list(s.step_samples_s) == m["timing"][s.name]["samples_s"]
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
-    assert wave.record(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
-    assert wave.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
-    r = wave.recommend(rec, load_budgets())
+    assert records.record(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
+    assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    r = analysis.recommend(rec, load_budgets())
     assert r["strategy"] in rec.names and r["peak_bytes"] == m["memory"][r["strategy"]]["peak"]
     assert r["interval"] == f"{rec[r['strategy']].window_ratio} of fp32 per window"
-    assert all(c.passed for c in wave.checks(rec, load_budgets()))
+    assert all(c.passed for c in analysis.checks(rec, load_budgets()))
 
 
 def test_the_chart_reads_the_record():
@@ -217,34 +218,34 @@ def test_the_chart_reads_the_record():
     matplotlib.use("Agg")
     from foxlib.report import charts
     rec = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.71)), _sr("graph", 820.0, (0.2, 0.18, 0.23), cuda_graph=True))
-    fig = charts.pareto(rec, wave.pareto(rec), 1000, 2.0, "efficient", "test")
+    fig = charts.pareto(rec, analysis.pareto(rec), 1000, 2.0, "efficient", "test")
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert {"eager step", "CUDA-graph step", "recommended: efficient"} <= set(labels)
     assert any("slowdown limit 2x" in t for t in labels) and ax.get_xscale() == "linear"
     assert "linear scale" in ax.get_xlabel()
     wide = _record(_sr("slow", 800, (40.0, 38.0, 42.0)), _sr("fast", 700, (0.5, 0.45, 0.55)))
-    ax = charts.pareto(wide, wave.pareto(wide), 1000, 2.0, None, "test").axes[0]
+    ax = charts.pareto(wide, analysis.pareto(wide), 1000, 2.0, None, "test").axes[0]
     assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
 
 
 def test_cuda_graph_strategies_are_skipped_on_a_cpu():
-    chosen = wave.select("memory-efficient path;memory-efficient path + CUDA graph")
-    kept, skipped = wave.runnable(chosen, torch.device("cpu"))
-    assert [s.name for s in kept] == [wave.BASELINE, "memory-efficient path"]
-    assert skipped == {"memory-efficient path + CUDA graph": wave.GRAPH_SKIPPED}
-    assert wave.runnable(chosen, torch.device("cuda"))[0] == chosen
+    chosen = strategies.select("memory-efficient path;memory-efficient path + CUDA graph")
+    kept, skipped = strategies.runnable(chosen, torch.device("cpu"))
+    assert [s.name for s in kept] == [BASELINE, "memory-efficient path"]
+    assert skipped == {"memory-efficient path + CUDA graph": strategies.GRAPH_SKIPPED}
+    assert strategies.runnable(chosen, torch.device("cuda"))[0] == chosen
 
 
 def test_fractions_resolve_against_the_base():
-    assert wave.resolve_overrides({"batch_size": 32, "encoder_length": 60},
+    assert strategies.resolve_overrides({"batch_size": 32, "encoder_length": 60},
                                   {"batch_size": 0.25, "encoder_length": 0.5, "checkpointing": "vsn"}) == \
         {"batch_size": 8, "encoder_length": 30, "checkpointing": "vsn"}
 
 
 def test_unknown_strategy_names_the_valid_ones():
     with pytest.raises(ValueError, match="valid strategies: fp32 \\(baseline\\)"):
-        wave.select("fp32 (baseline);fp8")
+        strategies.select("fp32 (baseline);fp8")
 
 
 @pytest.mark.slow
@@ -258,7 +259,7 @@ def test_notebook_tiny(tmp_path):
     res = json.loads((out / "results.json").read_text())
     m = json.loads((out / "measurement.json").read_text())
     assert set(m["memory"]) == {"fp32 (baseline)", "bf16", "checkpoint blocks", "batch ÷4"}
-    assert m["skipped"] == {"CUDA graph": wave.GRAPH_SKIPPED}  # asked for, not measurable here: said so
+    assert m["skipped"] == {"CUDA graph": strategies.GRAPH_SKIPPED}  # asked for, not measurable here: said so
     assert "Not measured here: CUDA graph (skipped: a CUDA graph needs a CUDA device)" in (out / "report.md").read_text()
     # checkpointing computes the same function: it reuses the baseline's accuracy runs
     assert m["accuracy_source"]["checkpoint blocks"] == "fp32 (baseline)"
@@ -272,6 +273,6 @@ def test_notebook_tiny(tmp_path):
     if rec["strategy"]:
         assert rec["peak_bytes"] == m["memory"][rec["strategy"]]["peak"]
         assert rec["interval"] in (out / "report.md").read_text()
-    assert wave.Measurement812.from_dict(res["record"]) == wave.record(m)
+    assert records.Measurement812.from_dict(res["record"]) == records.record(m)
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()

@@ -9,7 +9,7 @@ import torch
 from foxlib.report import index
 from foxlib.core.config import MB
 from foxlib.models import MODELS
-from foxlib.waves import wave_8_13 as wave
+from foxlib.waves.wave_8_13 import account, analysis, measuring, nvml, records, tft
 
 TINY_8_13 = {"preset": "small", "steps": 2, "inference_repeats": 3, "device": "cpu"}
 RECOMMENDED = {"precision": "bf16", "tft_overrides": {"checkpointing": "blocks", "memory_efficient": True}}
@@ -17,7 +17,7 @@ GIB = 2**30
 
 
 def _write_8_12(reports_dir, recommended=RECOMMENDED, device="cpu"):
-    path = wave.recommendation_file(device, reports_dir)
+    path = tft.recommendation_file(device, reports_dir)
     path.parent.mkdir(parents=True)
     body = {"wave": "8.12", "verdict": "GO", "generated_at": "2026-12-01T00:00:00+00:00"}
     if recommended is not None:
@@ -60,14 +60,14 @@ def test_checks_follow_from_the_numbers(written):
     assert cap == {**cap, "card_bytes": 4 * GIB, "cap_bytes": 4 * GIB, "limit_bytes": 4 * GIB,
                    "context_bytes": 0, "enforced": False}
     # the training figure is the accounting walk, redone here from the same step measurements
-    plan = wave.account_training(m["step_profiles"], m["order"], m["steps"], cap["cap_bytes"])
+    plan = account.account_training(m["step_profiles"], m["order"], m["steps"], cap["cap_bytes"])
     assert [{k: s[k] for k in ("model", "step", "start_bytes", "peak_bytes")} for s in t["steps"]] == plan["steps"]
     assert t["peak_bytes"] == max([plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]])
     # inference: every model's weights and input, plus every forward peak at once
     assert i["peak_bytes"] == sum(v["parameters_bytes"] + v["input_bytes"] + v["solo_increment_bytes"]
                                   for v in i["models"].values())
     by_name = {c["name"]: c for c in res["checks"]}
-    train, infer = by_name[wave.TRAIN_CHECK], by_name[wave.INFERENCE_CHECK]
+    train, infer = by_name[analysis.TRAIN_CHECK], by_name[analysis.INFERENCE_CHECK]
     assert train["measured"] == t["peak_bytes"] and train["limit"] == 4 * GIB
     assert train["passed"] == (t["oom"] is None and train["measured"] <= train["limit"])
     assert infer["measured"] == i["peak_bytes"] and infer["limit"] == 4 * GIB - 500 * MB
@@ -139,17 +139,17 @@ def test_the_index_lists_8_13_and_8_14_follows_it(report, written, tmp_path):
 # ----------------------------------------------------------------------------- choosing the TFT
 
 def test_a_json_tft_config_overrides_and_is_validated(tmp_path):
-    got = wave.resolve_tft('{"precision": "fp16", "checkpointing": "vsn"}', "small", "cpu", tmp_path)
+    got = tft.resolve_tft('{"precision": "fp16", "checkpointing": "vsn"}', "small", "cpu", tmp_path)
     assert got["precision"] == "fp16" and got["config"].checkpointing == "vsn"
     assert got["source"] == "the tft_config parameter" and got["recommended"] is False
     with pytest.raises(ValueError, match="valid fields: .*hidden_size"):
-        wave.resolve_tft('{"chekpointing": "vsn"}', "small", "cpu", tmp_path)
+        tft.resolve_tft('{"chekpointing": "vsn"}', "small", "cpu", tmp_path)
     with pytest.raises(ValueError, match="valid precisions: fp32, fp16, bf16"):
-        wave.resolve_tft('{"precision": "fp8"}', "small", "cpu", tmp_path)
+        tft.resolve_tft('{"precision": "fp8"}', "small", "cpu", tmp_path)
     with pytest.raises(ValueError, match="'auto' or a JSON object"):
-        wave.resolve_tft("bf16", "small", "cpu", tmp_path)
+        tft.resolve_tft("bf16", "small", "cpu", tmp_path)
     with pytest.raises(ValueError, match="valid fields"):  # before any measuring
-        wave.measure(preset="small", tft_config='{"bogus": 1}', device="cpu")
+        measuring.measure(preset="small", tft_config='{"bogus": 1}', device="cpu")
 
 
 def test_parameter_values_are_checked_before_anything_runs():
@@ -157,20 +157,20 @@ def test_parameter_values_are_checked_before_anything_runs():
     from foxlib.core.critical_path import get_wave
     declared = read_parameters(get_wave("8.13").notebook)
     ok = resolve(declared, {"preset": "small", "device": "cpu", "tft_config": '{"precision": "bf16"}'})
-    wave.check_parameters(ok)
+    measuring.check_parameters(ok)
     for bad, match in (({"tft_config": '{"bogus": 1}'}, "valid fields"), ({"ensemble_precision": "fp8"}, "valid precisions"),
                        ({"inference_mode": "streams"}, "needs CUDA"), ({"inference_mode": "fibers"}, "valid: auto"),
                        ({"steps": 0}, "at least 1"), ({"preset": "huge"}, "valid presets")):
         with pytest.raises(ValueError, match=match):
-            wave.check_parameters({**ok, **bad})
+            measuring.check_parameters({**ok, **bad})
 
 
 def test_auto_falls_back_to_the_plain_fp32_tft_and_says_so(tmp_path):
-    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
     assert got["precision"] == "fp32" and got["config"] == MODELS["tft"].preset("small")
     assert got["recommended"] is False and got["source"].startswith("fallback: no wave 8.12 report")
     _write_8_12(tmp_path, recommended=None)
-    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
     assert got["precision"] == "fp32" and "holds no \"recommended\"" in got["source"]
 
 
@@ -178,7 +178,7 @@ def test_auto_takes_a_recommendation_as_wave_8_12_writes_it(tmp_path):
     """8.12's "recommended" also describes itself (strategy, peak, reason): only precision and tft_overrides count."""
     _write_8_12(tmp_path, recommended={**RECOMMENDED, "strategy": "efficient + checkpoint blocks + bf16",
                                        "peak_bytes": 123, "step_time_ratio": 0.9, "reason": "fastest"})
-    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
     assert got["recommended"] is True and got["precision"] == "bf16"
     assert got["overrides"] == RECOMMENDED["tft_overrides"]
     assert got["config"].checkpointing == "blocks" and got["config"].memory_efficient is True
@@ -187,7 +187,7 @@ def test_auto_takes_a_recommendation_as_wave_8_12_writes_it(tmp_path):
 def test_auto_rejects_a_recommendation_with_an_unknown_field(tmp_path):
     _write_8_12(tmp_path, {"precision": "bf16", "tft_overrides": {"no_such_field": 1}})
     with pytest.raises(ValueError, match="wave 8.12's recommendation.*valid fields"):
-        wave.resolve_tft("auto", "small", "cpu", tmp_path)
+        tft.resolve_tft("auto", "small", "cpu", tmp_path)
 
 
 # ----------------------------------------------------------------------------- the typed record and depends_on
@@ -210,52 +210,52 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
         (folder / "measurement.json", folder / "results.json")
     raw = json.loads(measurement.read_text())
     committed = json.loads(results.read_text())
-    r = wave.Measurement.from_dict(raw)
+    r = records.Measurement.from_dict(raw)
     assert r.order == tuple(raw["order"])
     assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
     if device == "h200-before-warmup":  # measured before the warm-up, NVML sampling and citations
         assert r.depends_on == () and not r.nvml.applicable
     else:  # a GPU run samples NVML; a CPU run has none, and cites the CPU 8.12 it validated
         assert r.nvml.applicable == (device != "cpu") and len(r.depends_on) == 1
-    again = wave.Measurement.from_dict(json.loads(json.dumps(r.to_dict())))
+    again = records.Measurement.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again == r
-    got = {c.name: c for c in wave.checks(r, load_budgets())}
+    got = {c.name: c for c in analysis.checks(r, load_budgets())}
     for c in committed["checks"]:
         assert (got[c["name"]].measured, got[c["name"]].limit, got[c["name"]].passed) == \
                (c["measured"], c["limit"], c["passed"])
     if r.nvml.applicable:  # sampled: checked against the card
-        assert got[wave.NVML_CHECK].measured == wave.nvml_check(r).max_bytes and got[wave.NVML_CHECK].passed
+        assert got[nvml.NVML_CHECK].measured == analysis.nvml_check(r).max_bytes and got[nvml.NVML_CHECK].passed
     else:  # not sampled (before the warm-up) or no NVML (the CPU): not applicable, said so
-        assert wave.NVML_CHECK not in got
-    for version in (1, wave.SCHEMA_VERSION + 1):
-        with pytest.raises(ValueError, match=f"schema_version {version}; this foxlib reads {wave.SCHEMA_VERSION}"):
-            wave.Measurement.from_dict({**raw, "schema_version": version})
+        assert nvml.NVML_CHECK not in got
+    for version in (1, records.SCHEMA_VERSION + 1):
+        with pytest.raises(ValueError, match=f"schema_version {version}; this foxlib reads {records.SCHEMA_VERSION}"):
+            records.Measurement.from_dict({**raw, "schema_version": version})
     with pytest.raises(ValueError, match="lacks nvml"):
-        wave.Measurement.from_dict({k: v for k, v in raw.items() if k != "nvml"})
+        records.Measurement.from_dict({k: v for k, v in raw.items() if k != "nvml"})
     with pytest.raises(ValueError, match="holds bogus, which a wave 8.13 measurement does not"):
-        wave.Measurement.from_dict({**raw, "bogus": 1})
+        records.Measurement.from_dict({**raw, "bogus": 1})
 
 
 def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():
     raw = json.loads((ROOT / "reports" / "cpu" / "wave-8.13" / "measurement.json").read_text())
-    cpu = wave.Measurement.from_dict(raw)
-    peaks = wave.model_peaks(cpu)
+    cpu = records.Measurement.from_dict(raw)
+    peaks = analysis.model_peaks(cpu)
     assert peaks == {n: p["peak"] for n, p in raw["step_profiles"].items()}  # profile_step's peak, model by model
-    assert wave.workspace_bytes(cpu) == 0 and wave.process_figure(cpu) == sum(peaks.values())
+    assert analysis.workspace_bytes(cpu) == 0 and analysis.process_figure(cpu) == sum(peaks.values())
     now = json.loads((ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json").read_text())
-    r = wave.Measurement.from_dict(now)  # measured after the warm-up: what it left allocated is the workspaces
+    r = records.Measurement.from_dict(now)  # measured after the warm-up: what it left allocated is the workspaces
     ctx = max(now["cap"]["context_bytes"], now["training"]["context_end_bytes"], now["inference"]["context_end_bytes"])
-    assert wave.workspace_bytes(r) == now["warmup"]["allocated_after_bytes"] > 0
-    assert wave.process_figure(r) == sum(wave.model_peaks(r).values()) + wave.workspace_bytes(r) + ctx
+    assert analysis.workspace_bytes(r) == now["warmup"]["allocated_after_bytes"] > 0
+    assert analysis.process_figure(r) == sum(analysis.model_peaks(r).values()) + analysis.workspace_bytes(r) + ctx
     gpu = json.loads(BEFORE_WARMUP[0].read_text())
-    g = wave.Measurement.from_dict(gpu)
-    assert wave.workspace_bytes(g) is None and wave.process_figure(g) is None  # measured before the warm-up
-    warmed = wave.Measurement.from_dict({**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}})
+    g = records.Measurement.from_dict(gpu)
+    assert analysis.workspace_bytes(g) is None and analysis.process_figure(g) is None  # measured before the warm-up
+    warmed = records.Measurement.from_dict({**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}})
     ctx = max(gpu["cap"]["context_bytes"], gpu["training"]["context_end_bytes"], gpu["inference"]["context_end_bytes"])
-    assert wave.process_figure(warmed) == sum(wave.model_peaks(g).values()) + 67_108_864 + ctx
+    assert analysis.process_figure(warmed) == sum(analysis.model_peaks(g).values()) + 67_108_864 + ctx
     tft = next(s for s in gpu["training"]["steps"] if s["model"] == "tft" and s["step"] == 2)
     st = gpu["training"]["models"]["tft"]
-    assert wave.model_peaks(g)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
+    assert analysis.model_peaks(g)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
         "parameters_bytes", "optimizer_state_bytes", "batch_device_bytes"))
 
 
@@ -264,7 +264,7 @@ def _cites_8_12_and_names_it(m, html):
     c = m["depends_on"][0]
     assert c["path"].endswith("cpu/wave-8.12/results.json") and len(c["sha256"]) == 64
     assert "Depends on: wave 8.12 results" in html and c["sha256"][:12] in html
-    assert f"{wave.NVML_CHECK}: not applicable on the CPU" in html and "Cap: not enforced" in html
+    assert f"{nvml.NVML_CHECK}: not applicable on the CPU" in html and "Cap: not enforced" in html
     assert m["nvml"] == {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
                          "interval_s": None, "samples": []}
 
@@ -279,20 +279,20 @@ def test_the_committed_cpu_measurement_cites_the_8_12_results_it_used_and_the_re
 @pytest.mark.slow
 def test_the_measurement_cites_the_8_12_results_it_used_and_the_report_names_it(report, written):
     _, m = written
-    assert m["schema_version"] == wave.SCHEMA_VERSION
+    assert m["schema_version"] == records.SCHEMA_VERSION
     _cites_8_12_and_names_it(m, (report / "report.html").read_text())
 
 
 def test_a_changed_8_12_results_file_fails_verification(tmp_path):
     path = _write_8_12(tmp_path)
-    got = wave.resolve_tft("auto", "small", "cpu", tmp_path)
+    got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
     assert got["depends_on"] == [provenance.cite(path)]
     provenance.verify(got["depends_on"], base=tmp_path)  # unchanged: passes
     path.write_text(path.read_text().replace("GO", "NO-GO"))
     with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
         provenance.verify(got["depends_on"], base=tmp_path)
-    assert wave.resolve_tft('{"precision": "bf16"}', "small", "cpu", tmp_path)["depends_on"] == []
-    assert wave.resolve_tft("auto", "small", "cpu", tmp_path / "none")["depends_on"] == []
+    assert tft.resolve_tft('{"precision": "bf16"}', "small", "cpu", tmp_path)["depends_on"] == []
+    assert tft.resolve_tft("auto", "small", "cpu", tmp_path / "none")["depends_on"] == []
 
 
 def test_together_runs_every_model_once_a_round_and_times_it():

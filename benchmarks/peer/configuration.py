@@ -115,7 +115,7 @@ def workspace_note(best: dict[str, Any], environ) -> str | None:
 def foxlib_configs(preset: str, config_overrides: dict[str, Any], best: dict[str, Any]):
     """(card, default config, best config): default is the preset, plain (no checkpointing, no batched GRNs)."""
     from foxlib.models import MODELS
-    from foxlib.waves.wave_8_12 import configure
+    from foxlib.waves.wave_8_12.strategies import configure
     card = MODELS["tft"]
     base = card.config(preset, **config_overrides)
     default = dataclasses.replace(base, checkpointing="none", memory_efficient=False)

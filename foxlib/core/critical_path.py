@@ -20,9 +20,10 @@ class Wave:
         """The jupytext py:percent source of the wave's notebook."""
         return config.NOTEBOOKS_DIR / f"wave-{self.id}.py"
 
-    @property
-    def module(self):
-        return importlib.import_module(f"foxlib.waves.wave_{self.id.replace('.', '_')}")
+    def part(self, name: str):
+        """One module of the wave's package (foxlib/waves/wave_<N>/<name>.py): "measuring" (its `measure`),
+        "records" (its `Measurement`), ..."""
+        return importlib.import_module(f"foxlib.waves.wave_{self.id.replace('.', '_')}.{name}")
 
     @property
     def built(self) -> bool:

@@ -155,7 +155,7 @@ def _same(name: str, value: Any, default: Any) -> bool:
     if name == "strategies" and isinstance(value, str) and isinstance(default, str):
         # "all" and an explicit list of every strategy are one set: the wave that has strategies reads them
         from foxlib.core.critical_path import get_wave
-        select = get_wave("8.12").module.select
+        select = get_wave("8.12").part("strategies").select
         try:
             return [s.name for s in select(value)] == [s.name for s in select(default)]
         except ValueError:

@@ -58,7 +58,7 @@ class Timing:
         return cls(d["name"], tuple(float(x) for x in d["samples_s"]))
 
 
-def _sync(device: torch.device | None):
+def sync_device(device: torch.device | None):
     if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -73,7 +73,7 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
     def run(name: str) -> None:  # a failure names its variant (a CUDA error surfaces at the sync after it)
         try:
             variants[name]()
-            _sync(device)
+            sync_device(device)
         except Exception as exc:
             exc.add_note(f"while timing variant {name!r} (foxlib.harness.timing.time_alternating)")
             raise
@@ -85,7 +85,7 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
     for r in range(repeats):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
-            _sync(device)
+            sync_device(device)
             start = time.perf_counter()
             run(name)
             samples[name].append(time.perf_counter() - start)

@@ -44,8 +44,8 @@ def describe(device: torch.device) -> dict:
         props = torch.cuda.get_device_properties(device)
         return {"type": "cuda", "name": torch.cuda.get_device_name(device), "short": short_name(device),
                 "total_memory_bytes": int(props.total_memory), "capability": f"{props.major}.{props.minor}"}
-    from foxlib.memory.profile import _cpu_name
-    return {"type": "cpu", "name": _cpu_name(), "short": "cpu", "threads": torch.get_num_threads()}
+    from foxlib.memory.profile import cpu_name
+    return {"type": "cpu", "name": cpu_name(), "short": "cpu", "threads": torch.get_num_threads()}
 
 
 def environment() -> dict:

@@ -100,29 +100,15 @@ class MemoryProfile:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MemoryProfile":
-        """A profile from to_dict()'s JSON (the derived figures are recomputed, not read). A profile
-        written before `workspace_bytes` existed held the workspaces in its CUDA peaks: they are taken
-        out here (the allocator's raw peak stays in `cuda`), so that `peak` is the model peak."""
+        """A profile from to_dict()'s JSON (the derived figures are recomputed, not read)."""
         d = dict(d)
         for derived in ("temporaries", "context_bytes", "process_peak"):
             d.pop(derived, None)
-        if "workspace_bytes" not in d:
-            ws = legacy_workspace_bytes(d)
-            d["workspace_bytes"] = ws
-            for k in ("peak", "forward_peak", "live_before_step"):
-                if d.get(k) is not None:
-                    d[k] -= ws
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"unknown MemoryProfile field(s) {unknown}; valid: {', '.join(sorted(names))}")
         return cls(**d)
-
-
-def legacy_workspace_bytes(d: dict[str, Any]) -> int:
-    """In a profile dict from before `workspace_bytes`: what CUDA's allocator held at the step's start
-    that no tensor of the step owned (then kept in cuda["foreign_at_step_start_bytes"]); 0 on the CPU."""
-    return max(0, int((d.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0))
 
 
 def peak_misses_saved_tensors(d: Mapping[str, Any]) -> bool:
@@ -264,7 +250,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         cuda = None
         method = ("CPU: tensors live at the start + largest running sum of the CPU allocator's "
                   "allocation events (torch.profiler, profile_memory=True)")
-        name = _cpu_name()
+        name = cpu_name()
 
     return MemoryProfile(
         device=str(device), device_name=name, precision=precision,
@@ -284,7 +270,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     )
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     import platform
     try:
         with open("/proc/cpuinfo") as f:

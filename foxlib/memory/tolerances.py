@@ -149,8 +149,6 @@ def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_t
     lstm = runs_lstm(predicted, measured)
     for c in CATEGORIES:
         p, m = float(predicted[c]), float(measured[c])
-        if c in PEAKS and "workspace_bytes" not in measured:
-            m -= foreign  # a profile from before workspace_bytes: its measured peaks also held the workspaces
         ok = within(c, p, m, device_type, lstm)
         why = "" if ok else reason(c, device_type, lstm)
         if not ok and c in PEAKS and measured.get("optimizer_step_skipped"):
@@ -171,10 +169,8 @@ def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_t
 def non_tensor_bytes(measured: dict[str, Any]) -> int:
     """On CUDA: what the allocator held at the step's start that no tensor of the step owns (cuBLAS
     workspaces, made by the first matmul on a stream, held for the process): part of the measured
-    peaks, never of a tensor prediction. 0 on the CPU."""
-    if "workspace_bytes" in measured:  # MemoryProfile.workspace_bytes: already out of its peaks
-        return int(measured["workspace_bytes"] or 0)
-    return int((measured.get("cuda") or {}).get("foreign_at_step_start_bytes") or 0)
+    peaks, never of a tensor prediction: MemoryProfile.workspace_bytes, kept out of its peaks. 0 on the CPU."""
+    return int(measured.get("workspace_bytes") or 0)
 
 
 def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], device_type: str) -> pd.DataFrame:

@@ -86,7 +86,8 @@ def _reduction(key: str, seed_pct: float):
         if base is None or ours is None:
             return None
         pct = 100 * (1 - ours / base)
-        return f"{_mb(ours)}: {pct:+.1f} % less", "holds" if abs(pct - seed_pct) <= 10 else "wrong"
+        change = f"{pct:.1f} % less" if pct >= 0 else f"{-pct:.1f} % more"
+        return f"{_mb(ours)}: {change}", "holds" if abs(pct - seed_pct) <= 10 else "wrong"
     return judge
 
 

@@ -19,7 +19,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="run even when the predicted peak exceeds the device's free memory (FOXLIB_FORCE=1)")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m foxlib", description="foxlib: the ensemble's memory workbook")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("report", help="run one wave's notebook and write its report")
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
     from foxlib.core.budgets import BudgetsError

@@ -108,7 +108,7 @@ def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
     settle_imports()
     kwargs = {k: v for k, v in params.items() if k not in RUN_PARAMETERS}
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    data = get_wave(wave_id).module.measure(**kwargs)
+    data = get_wave(wave_id).part("measuring").measure(**kwargs)
     return {"wave": wave_id, "measured_at": started, "measure_parameters": kwargs, **data}
 
 

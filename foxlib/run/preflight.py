@@ -111,14 +111,14 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
     for p in _names(params.get("precisions", "")):
         check_precision(p)
     if wave_id == "8.11":
-        from foxlib.waves.wave_8_11 import check_precisions
+        from foxlib.waves.wave_8_11.measuring import check_precisions
         check_precisions(_names(params["precisions"]), params["candidate"])
         if "tft" not in _names(params.get("models", "tft")):
             raise ValueError(f"parameter 'models' must include tft (the wave's subject), got {params['models']!r}")
     for name in _names(params.get("models", "")):
         MODELS[name]  # noqa: B018 — the registry raises a ValueError naming the valid models
     if "strategies" in params:
-        from foxlib.waves.wave_8_12 import select
+        from foxlib.waves.wave_8_12.strategies import select
         select(params["strategies"])
     if params.get("snapshot_path"):
         parent = Path(params["snapshot_path"]).expanduser().resolve().parent
@@ -132,7 +132,7 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
         resolve_device(params["device"])
     _encoder_fits_the_data(params)
     if wave_id == "8.13":
-        from foxlib.waves.wave_8_13 import check_parameters
+        from foxlib.waves.wave_8_13.measuring import check_parameters
         check_parameters(params)
 
 
@@ -145,7 +145,7 @@ def check_measurement_data(wave_id: str, data: Any, source: str = "the measureme
     if wave_id == "8.12":
         check_plain(data, wave_id, MEASUREMENT_SCHEMAS_8_12, ("environment", *REQUIRED_KEYS_8_12), source=source)
     else:
-        get_wave(wave_id).module.Measurement.from_dict(data, source)
+        get_wave(wave_id).part("records").Measurement.from_dict(data, source)
     mp = data.get("measure_parameters") or {}
     if not isinstance(mp, dict):
         raise ValueError(f"{source}: measure_parameters must be an object of the wave's parameters")
@@ -204,7 +204,7 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, s
     if wave_id == "8.13":
         from foxlib.memory.devices import short_name
         from foxlib.models import ENSEMBLE
-        from foxlib.waves.wave_8_13 import resolve_tft
+        from foxlib.waves.wave_8_13.tft import resolve_tft
         t = resolve_tft(params["tft_config"], params["preset"], short_name(device))
         total = 0
         for name in [n for n in ENSEMBLE if n in MODELS]:

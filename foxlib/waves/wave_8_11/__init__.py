@@ -8,19 +8,5 @@ power only if fp32 beats the naive forecast (climatology, foxlib.harness.skill) 
 that is checked first, and the comparison counts only the seeds whose fp32 run has that skill.
 
 measuring.py measures; records.py types its data (`Measurement`); analysis.py decides on raw values;
-tables.py only formats. The names the notebook (notebooks/wave-8.11.py), foxlib/run/preflight.py and
-the tests use are re-exported here.
+tables.py only formats. Callers import what they use from the module that defines it (no re-exports here).
 """
-from foxlib.waves.wave_8_11.analysis import (accuracy_checks, accuracy_limit, checks, headline_degradation,
-                                             named_figures, quantile_loss_rows, speed_ratio, speed_ratios)
-from foxlib.waves.wave_8_11.measuring import accuracy_runs, check_precisions, measure
-from foxlib.waves.wave_8_11.records import SCHEMA_VERSION, Measurement
-from foxlib.waves.wave_8_11.tables import (accuracy_figure_text, accuracy_lines, accuracy_table, harness_table,
-                                           memory_table, models_table, skill_table, speed_figure_text, speed_table,
-                                           training_table, why_not_half)
-
-__all__ = ["SCHEMA_VERSION", "Measurement", "accuracy_checks", "accuracy_figure_text", "accuracy_limit",
-           "accuracy_lines", "accuracy_runs", "accuracy_table", "check_precisions", "checks", "harness_table",
-           "headline_degradation", "measure", "memory_table", "models_table", "named_figures", "quantile_loss_rows",
-           "skill_table", "speed_figure_text", "speed_ratio", "speed_ratios", "speed_table", "training_table",
-           "why_not_half"]

@@ -27,34 +27,12 @@ checks it and types it; everything after it turns that measurement into checks, 
 bytes and seconds, and touches no model. "depends_on" cites
 (foxlib.core.provenance) the wave 8.12 results whose recommendation the TFT took.
 
-The modules, one idea each (what callers use is importable from this package): tft.py (the TFT's
+The modules, one idea each: tft.py (the TFT's
 configuration, 8.12's recommendation), account.py (the CPU's accounting), oom.py (out-of-memory
 records), cap.py (the context and the cap), nvml.py (NVML's per-process figure), members.py (the
 models' lifecycle), train.py (the interleaved training run), serve.py (concurrent inference),
-warmup.py (the warm-up before the context), measure.py (`measure`), records.py (the typed record),
+warmup.py (the warm-up before the context), measuring.py (`measure`), records.py (the typed record),
 analysis.py (figures, checks, sentences), tables.py, charts.py. cards.py with card_table.py (which
-card fits) and deployment.py (deployment.md) are imported by name.
+card fits) and deployment.py (deployment.md). Callers import what they use from the module that defines it
+(no re-exports here).
 """
-from __future__ import annotations
-
-# every name below is re-exported: callers use foxlib.waves.wave_8_13.<name>
-from foxlib.models import ENSEMBLE, MODELS
-from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training, resident_bytes
-from foxlib.waves.wave_8_13.analysis import (
-    INFERENCE_CHECK, TRAIN_CHECK, cap_text, card_class_text, checks, context_bytes, depends_on_text, figures, how, inference_figure,
-    inference_limit, kept_bytes, largest_context_bytes, limit_text, model_peaks, named_figures, nvml_check,
-    nvml_text, process_figure, tft_text, training_figure, workspace_bytes)
-from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
-from foxlib.waves.wave_8_13.charts import COLOURS, latency_chart, training_chart
-from foxlib.waves.wave_8_13.measure import GIB, INFERENCE_MODES, check_parameters, measure
-from foxlib.waves.wave_8_13.members import _load, _Member, _step
-from foxlib.waves.wave_8_13.nvml import (NVML_CHECK, SAMPLE_INTERVAL_S, NvmlPeak, NvmlProcessReader, Sampler,
-                                         nvml_peak, nvml_samples)
-from foxlib.waves.wave_8_13.oom import oom_where, requested_bytes
-from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Cap, Citation, Measurement, NvmlSeries, Phase, Step
-from foxlib.waves.wave_8_13.serve import WARMUP_ROUNDS
-from foxlib.waves.wave_8_13.tables import (cap_table, configuration_table, inference_table, oom_table,
-                                           totals_table, training_table)
-from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE, TFT_CONFIG_EXAMPLE, recommendation_file, resolve_tft
-from foxlib.waves.wave_8_13.train import summarise_steps
-from foxlib.waves.wave_8_13.warmup import WARMUP_TRAINING_STEPS, warm_up

@@ -27,7 +27,7 @@ def account_training(profiles: dict[str, dict[str, Any]], order: list[str], step
         loaded += resident_bytes(profiles[name], False)
         if loaded > cap:
             out["setup_bytes"] = loaded
-            out["oom"] = _accounting_oom("setup", name, None, loaded, cap)
+            out["oom"] = accounting_oom("setup", name, None, loaded, cap)
             return out
     out["setup_bytes"] = loaded
     stepped: set[str] = set()
@@ -37,14 +37,14 @@ def account_training(profiles: dict[str, dict[str, Any]], order: list[str], step
             start = others + resident_bytes(profiles[name], name in stepped)
             live = others + profiles[name]["peak"]
             if live > cap:
-                out["oom"] = _accounting_oom("training", name, s, live, cap)
+                out["oom"] = accounting_oom("training", name, s, live, cap)
                 return out
             out["steps"].append({"model": name, "step": s, "start_bytes": start, "peak_bytes": live})
             stepped.add(name)
     return out
 
 
-def _accounting_oom(phase: str, model: str | None, step: int | None, needed: int, cap: int) -> dict[str, Any]:
+def accounting_oom(phase: str, model: str | None, step: int | None, needed: int, cap: int) -> dict[str, Any]:
     where = f"loading {model}" if phase == "setup" else (f"step {step} of {model}" if step else phase)
     return {"phase": phase, "model": model, "step": step, "needed_bytes": int(needed), "requested_bytes": None,
             "error": f"{NOT_ENFORCED}: {needed / MB:,.2f} MB would be live at {where}, over the cap of "

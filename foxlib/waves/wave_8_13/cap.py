@@ -10,7 +10,7 @@ import torch
 from foxlib.memory.cuda import allocator_stats, bare_context, nvml_view
 
 
-def _reset_peak(device: torch.device) -> None:
+def reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -43,7 +43,7 @@ def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int,
             "override": bool(cap_override)}
 
 
-def _end_view(out: dict[str, Any], device: torch.device) -> None:
+def end_view(out: dict[str, Any], device: torch.device) -> None:
     """NVML's process figure and the allocator's at the end of a phase, and the context they imply
     (it grows after the start: CUDA loads kernels lazily, cuDNN makes its handle at first use)."""
     out["nvml_end"] = nvml_view(device)

@@ -15,7 +15,8 @@ from typing import Any
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
-from foxlib.waves import wave_8_13 as wave
+from foxlib.waves.wave_8_13 import account, analysis, records
+from foxlib.waves.wave_8_13.oom import oom_where
 
 FILE = "deployment.md"
 WAVE = "8.13"
@@ -37,14 +38,14 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def pinned_tft_config(m: "wave.Measurement") -> str:
+def pinned_tft_config(m: "records.Measurement") -> str:
     """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
     its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
     extra = {k: m.tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if m.tft.get(k)}
     return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"], **extra}, separators=(",", ":"))
 
 
-def reproduce_commands(m: "wave.Measurement", params: dict[str, Any]) -> dict[str, list[str]]:
+def reproduce_commands(m: "records.Measurement", params: dict[str, Any]) -> dict[str, list[str]]:
     """The exact commands that reproduce this report, by purpose."""
     used = dict(m.measure_parameters or {k: v for k, v in params.items()
                                                   if k not in ("measurements", "output_dir", "budgets_file")})
@@ -78,19 +79,19 @@ def reproduce_commands(m: "wave.Measurement", params: dict[str, Any]) -> dict[st
     return cmds
 
 
-def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[str]:
+def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> list[str]:
     """What this validation does not cover, with this run's numbers."""
     cap, t, i = m.cap, m.training, m.inference
     card = cap.card_bytes
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     out = []
     if t.oom or i.oom:
-        where = "; ".join(f"{p}: {wave.oom_where(m.phase(p).oom)}" for p in ("training", "inference") if m.phase(p).oom)
+        where = "; ".join(f"{p}: {oom_where(m.phase(p).oom)}" for p in ("training", "inference") if m.phase(p).oom)
         out.append(f"**It ran out of memory** ({where}). The ensemble does not fit as configured; the figures "
                    "after that point are missing, not small.")
     if not cap.enforced:
         out.append(f"**The cap was not enforced.** This run was on the CPU: every memory figure is "
-                   f"{wave.NOT_ENFORCED} — measured tensor bytes of each step, added up as the interleaved run "
+                   f"{account.NOT_ENFORCED} — measured tensor bytes of each step, added up as the interleaved run "
                    "would hold them. It contains no CUDA context, no caching-allocator rounding or fragmentation "
                    "and no cuBLAS/cuDNN workspaces. A GPU run (below) is needed before 8.14 can rely on it.")
         out.append("The CUDA context is not in these figures: on a GPU it comes on top, and on a 4 GB card it is a "
@@ -109,14 +110,14 @@ def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[s
                    f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
-        grown = cap.cap_bytes + wave.largest_context_bytes(m)
+        grown = cap.cap_bytes + analysis.largest_context_bytes(m)
         if grown > card:
             out.append(f"**The cap was not honest**: it was set from a CUDA context of {_mb(ctx0)} MB, but the context "
-                       f"grew to {_mb(wave.largest_context_bytes(m))} MB: cap + grown context = {_mb(grown)} MB, over "
+                       f"grew to {_mb(analysis.largest_context_bytes(m))} MB: cap + grown context = {_mb(grown)} MB, over "
                        f"the {_mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
                        "wave now warms up every library before measuring the context).")
-        nv = wave.nvml_check(m)
-        out.append(wave.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
+        nv = analysis.nvml_check(m)
+        out.append(analysis.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
                                         " The card was not verified by NVML: the allocator cap alone bounds it."))
         ctx = max([ctx0] + ends)
         out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
@@ -145,7 +146,7 @@ def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[s
     bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
     if bad:
         out.append(f"Non-finite training losses in this run: {bad}.")
-    train = wave.training_figure(m)
+    train = analysis.training_figure(m)
     serve_extra = sum((v.get("solo_increment_bytes") or 0) + v["input_bytes"] for v in i.detail["models"].values())
     if i.detail["models"]:
         both = train + serve_extra
@@ -154,7 +155,7 @@ def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[s
                    f"and forward peak ({_mb(serve_extra)} MB) = {_mb(both)} MB, leaving {_mb(card - both)} MB of the "
                    f"card ({'at least' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
                    f"{'' if card - both >= head else ': not covered'}).")
-    for phase, figure in (("training", train), ("inference", wave.inference_figure(m))):
+    for phase, figure in (("training", train), ("inference", analysis.inference_figure(m))):
         left = card - figure
         if 0 <= left < 2 * head:
             out.append(f"Thin headroom in {phase}: {_mb(left)} MB left on the card, under twice the "
@@ -173,17 +174,17 @@ def risks(m: "wave.Measurement", budgets: dict[str, dict[str, float]]) -> list[s
     return out
 
 
-def _host_buffers(m: "wave.Measurement") -> dict[str, int]:
+def _host_buffers(m: "records.Measurement") -> dict[str, int]:
     return {name: st.get("batch_host_bytes", 0) for name, st in m.training.detail["models"].items()}
 
 
-def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
+def render(m: "records.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
            params: dict[str, Any]) -> str:
     """The deployment document, as Markdown."""
     cap, t, i = m.cap, m.training, m.inference
     v = verdict(checks)
     card = cap.card_bytes
-    label = wave.how(m)
+    label = analysis.how(m)
     env = m.environment
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     parts = [
@@ -193,9 +194,9 @@ def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[s
         f"**{m.device['name']}** ({m.device['type']}), torch {env.get('torch')}, git {env.get('git_revision')}. "
         "Memory in MB = 10^6 bytes.",
         "",
-        wave.depends_on_text(m),
+        analysis.depends_on_text(m),
         "",
-        (f"**Every memory figure in this document is {wave.NOT_ENFORCED}**: measured on the CPU, where no memory "
+        (f"**Every memory figure in this document is {account.NOT_ENFORCED}**: measured on the CPU, where no memory "
          "cap exists, by adding up the bytes each model's measured step holds as the interleaved run would hold them."
          if not cap.enforced else
          f"Memory figures are **enforced**: the CUDA caching allocator was capped at {_mb(cap.cap_bytes)} MB "
@@ -229,11 +230,11 @@ def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[s
                   f"preset `{info['preset']}`, precision **{info['precision']}**", "",
                   "```json", json.dumps(info["config"], indent=1), "```", ""]
     rows = []
-    peaks = wave.model_peaks(m)
+    peaks = analysis.model_peaks(m)
     for name in m.order:
         p = t.detail["per_model"][name]
         inf = i.detail["models"].get(name) or {}
-        rows.append([name, m.models[name]["precision"], f"{p['steps_run']}/{m.steps}", _mb(wave.kept_bytes(m, name), 2),
+        rows.append([name, m.models[name]["precision"], f"{p['steps_run']}/{m.steps}", _mb(analysis.kept_bytes(m, name), 2),
                      _mb(peaks[name], 2), _mb(p["peak_bytes"], 2),
                      _mb(inf.get("parameters_bytes", 0) + inf.get("input_bytes", 0) if inf else None, 2),
                      _mb(inf.get("solo_increment_bytes"), 2), inf.get("batch"),
@@ -258,10 +259,10 @@ def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[s
     ]
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     hrows = []
-    for phase, figure, peak in (("training (interleaved)", wave.training_figure(m), t.peak_bytes),
-                                ("concurrent inference", wave.inference_figure(m), i.peak_bytes)):
+    for phase, figure, peak in (("training (interleaved)", analysis.training_figure(m), t.peak_bytes),
+                                ("concurrent inference", analysis.inference_figure(m), i.peak_bytes)):
         ph = "training" if phase.startswith("training") else "inference"
-        hrows.append([phase, _mb(peak), _mb(wave.context_bytes(m, ph)), _mb(figure), _mb(card - figure),
+        hrows.append([phase, _mb(peak), _mb(analysis.context_bytes(m, ph)), _mb(figure), _mb(card - figure),
                       f"{100 * figure / card:.1f} %", "yes" if m.phase(ph).oom else "no", label])
     parts += [
         _table(["phase", "peak (MB)", "CUDA context (MB)", "on the card (MB)", "headroom (MB)", "share of the card",
@@ -271,18 +272,18 @@ def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[s
         f"(`[ensemble] min_headroom_mb`).",
         "",
         f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
-        f"context): {_mb(wave.process_figure(m))} MB, as if every model were at its peak at once"
-        + ("" if wave.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
+        f"context): {_mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
+        + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
            "were not measured)") + "; "
-        f"{wave.nvml_text(m)}",
+        f"{analysis.nvml_text(m)}",
         "",
-        wave.cap_text(m),
+        analysis.cap_text(m),
         "",
     ]
     for phase in ("training", "inference"):
         oom = m.phase(phase).oom
         if oom:
-            parts += [f"**Out of memory in {phase}** {wave.oom_where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
+            parts += [f"**Out of memory in {phase}** {oom_where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
                       f"{oom['error']}", ""]
     parts += ["## How to reproduce", ""]
     for purpose, cmds in reproduce_commands(m, params).items():
@@ -293,7 +294,7 @@ def render(m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[s
     return "\n".join(parts)
 
 
-def write(out_dir: str | Path, m: "wave.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
+def write(out_dir: str | Path, m: "records.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
           params: dict[str, Any]) -> Path:
     """Write deployment.md into `out_dir` (the wave's output folder) and return its path."""
     path = Path(out_dir or ".") / FILE

@@ -1,4 +1,4 @@
-"""The ensemble's models as the run holds them (`_Member`): each loaded from its recipe
+"""The ensemble's models as the run holds them (`Member`): each loaded from its recipe
 (foxlib.harness.recipe: model, batch, Adam, training step), stepped with its gradients freed
 afterwards, its exact bytes (weights, Adam state, batch on the device and in host RAM), and freed.
 
@@ -18,7 +18,7 @@ from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory import accounting
 from foxlib.models import MODELS
-from foxlib.waves.wave_8_13.oom import _is_oom
+from foxlib.waves.wave_8_13.oom import is_oom
 
 NOT_CAPTURABLE = {
     "dqn": "its loss samples each minibatch from the replay buffer on the host (numpy): a captured step "
@@ -38,7 +38,7 @@ def graph_loss(name: str, cfg: Any, device: torch.device):
 
 
 @dataclasses.dataclass
-class _Member:
+class Member:
     name: str
     cfg: Any
     precision: str
@@ -63,7 +63,7 @@ class _Member:
         return MODELS[self.name]
 
 
-def _load(member: _Member, device: torch.device, seed: int) -> None:
+def load_member(member: Member, device: torch.device, seed: int) -> None:
     """The member's model, batch, Adam (at the card's learning rate) and step, from foxlib.harness.recipe;
     in graph mode on CUDA the step captured as one CUDA graph where it can be (else eager, and why)."""
     recipe = StepRecipe(member.name, member.cfg, member.precision, seed, member.options)
@@ -75,7 +75,7 @@ def _load(member: _Member, device: torch.device, seed: int) -> None:
             try:
                 built, graphed = capture_step(recipe, device, loss)
             except (RuntimeError, ValueError) as exc:
-                if _is_oom(exc):
+                if is_oom(exc):
                     raise
                 why = f"capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                 gc.collect()
@@ -90,7 +90,7 @@ def _load(member: _Member, device: torch.device, seed: int) -> None:
     member.model, member.batch, member.optimizer, member.step = built.model, built.batch, built.optimizer, built.step
 
 
-def _step(member: _Member, device: torch.device) -> float:
+def step_member(member: Member, device: torch.device) -> float:
     """One training step of the recipe (forward + loss, backward, Adam); gradients freed afterwards,
     because the other models step before this one steps again. A captured step keeps its gradients in
     the graph's pool (each replay writes them afresh): they are not freed."""
@@ -114,7 +114,7 @@ def _host_bytes(obj: Any, device: torch.device) -> int:
     return sum(a.nbytes for a in arrays.values()) + cpu
 
 
-def _static(members: list[_Member], device: torch.device) -> dict[str, dict[str, int]]:
+def static_footprints(members: list[Member], device: torch.device) -> dict[str, dict[str, int]]:
     """Per loaded model: weights, Adam state, its batch/buffers on the device and in host RAM (exact)."""
     return {m.name: {"parameters_bytes": accounting.parameter_bytes(m.model),
                      "optimizer_state_bytes": accounting.optimizer_state_bytes(m.optimizer) if m.optimizer else 0,
@@ -123,7 +123,7 @@ def _static(members: list[_Member], device: torch.device) -> dict[str, dict[str,
             for m in members if m.model is not None}
 
 
-def _free(members: list[_Member], device: torch.device, keep_models: bool = False) -> None:
+def free_members(members: list[Member], device: torch.device, keep_models: bool = False) -> None:
     for m in members:
         if m.model is not None:
             m.model.zero_grad(set_to_none=True)

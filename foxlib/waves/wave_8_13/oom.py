@@ -21,7 +21,7 @@ def requested_bytes(message: str) -> int | None:
     return None if m is None else int(float(m.group(1)) * _UNITS[m.group(2)])
 
 
-def _cuda_oom(exc: BaseException, phase: str, model: str | None, step: int | None,
+def cuda_oom(exc: BaseException, phase: str, model: str | None, step: int | None,
               device: torch.device) -> dict[str, Any]:
     msg = str(exc)
     st = allocator_stats(device)
@@ -32,7 +32,7 @@ def _cuda_oom(exc: BaseException, phase: str, model: str | None, step: int | Non
             "needed_bytes": st["reserved_bytes"] + (req or 0), "enforced": True}
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException) -> bool:
     """The caching allocator's OutOfMemoryError, or a library's failed allocation (cuBLAS/cuDNN
     ALLOC_FAILED, a driver-level "out of memory") surfacing as a RuntimeError."""
     text = str(exc)

@@ -13,21 +13,21 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from foxlib.harness.timing import _sync
+from foxlib.harness.timing import sync_device
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
 from foxlib.memory.step import autocast
 from foxlib.memory.timeline import cpu_allocations
-from foxlib.waves.wave_8_13.account import NOT_ENFORCED, _accounting_oom
-from foxlib.waves.wave_8_13.cap import _end_view, _reset_peak
-from foxlib.waves.wave_8_13.members import _Member, _free
+from foxlib.waves.wave_8_13.account import NOT_ENFORCED, accounting_oom
+from foxlib.waves.wave_8_13.cap import end_view, reset_peak
+from foxlib.waves.wave_8_13.members import Member, free_members
 from foxlib.waves.wave_8_13.nvml import Sampler
-from foxlib.waves.wave_8_13.oom import _cuda_oom, _is_oom
+from foxlib.waves.wave_8_13.oom import cuda_oom, is_oom
 
 WARMUP_ROUNDS = 3
 
 
-def inference_input(member: _Member, device: torch.device, n: int, seed: int) -> Any:
+def inference_input(member: Member, device: torch.device, n: int, seed: int) -> Any:
     """One inference batch per model: TFT windows, Mamba-2 feature windows, DQN and PPO observations."""
     cfg = member.cfg
     rows = n or cfg.batch_size
@@ -50,7 +50,7 @@ def inference_input(member: _Member, device: torch.device, n: int, seed: int) ->
     raise ValueError(f"no inference input defined for model {name!r}")
 
 
-def forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]:
+def forward(member: Member, x: Any, device: torch.device) -> Callable[[], Any]:
     """The member's inference forward on `x` as a call: in graph mode on CUDA one captured CUDA graph
     (replayed on whichever stream calls it), else eager; `member.inference_note` says which and why."""
     model, precision = member.model, member.precision
@@ -63,13 +63,13 @@ def forward(member: _Member, x: Any, device: torch.device) -> Callable[[], Any]:
         try:
             return _captured(run, device, member)
         except RuntimeError as exc:
-            if _is_oom(exc):
+            if is_oom(exc):
                 raise
             member.inference_note = f"eager: capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     return run
 
 
-def _captured(run: Callable[[], Any], device: torch.device, member: _Member) -> Callable[[], Any]:
+def _captured(run: Callable[[], Any], device: torch.device, member: Member) -> Callable[[], Any]:
     """`run` captured as one CUDA graph after warm-up calls on a side stream; the call replays it and
     returns the graph's output tensors (rewritten by each replay).
 
@@ -158,7 +158,7 @@ class Together:
         return time.perf_counter() - t0
 
     def _threads(self):
-        _sync(self.device)
+        sync_device(self.device)
         t0 = time.perf_counter()
         futures = {n: self.pool.submit(self._one, n, t0) for n in self.fns}
         lat = {n: f.result() for n, f in futures.items()}
@@ -166,14 +166,14 @@ class Together:
 
 
 def _alone(fn: Callable[[], Any], device: torch.device) -> float:
-    _sync(device)
+    sync_device(device)
     t0 = time.perf_counter()
     fn()
-    _sync(device)
+    sync_device(device)
     return time.perf_counter() - t0
 
 
-def infer(members: list[_Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
+def infer(members: list[Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
            cap: int, bar, sampler: Sampler | None = None) -> dict[str, Any]:
     """All four models resident (eval, no_grad, each in its precision): each alone, then all at once."""
     is_cuda = device.type == "cuda"
@@ -202,7 +202,7 @@ def infer(members: list[_Member], device: torch.device, mode: str, repeats: int,
                 m.model = m.card.build(m.cfg).to(device)
             inputs[m.name] = inference_input(m, device, batch, seed)
         current = None
-        _free(members, device, keep_models=True)
+        free_members(members, device, keep_models=True)
         for m in members:
             m.model.eval()
             x = inputs[m.name]
@@ -214,7 +214,7 @@ def infer(members: list[_Member], device: torch.device, mode: str, repeats: int,
             fns[m.name] = forward(m, x, device)
             if m.cuda_graph:
                 out["models"][m.name]["cuda_graph"] = m.inference_note or "eager"
-        _sync(device)
+        sync_device(device)
         out["resident_bytes"] = (torch.cuda.memory_allocated(device) if is_cuda else
                                  sum(v["parameters_bytes"] + v["input_bytes"] for v in out["models"].values()))
         # each model alone: its forward's own peak
@@ -223,10 +223,10 @@ def infer(members: list[_Member], device: torch.device, mode: str, repeats: int,
             bar.describe(f"inference of {name} alone")
             fn()  # warm-up
             if is_cuda:
-                _reset_peak(device)
+                reset_peak(device)
                 start = torch.cuda.memory_allocated(device)
                 fn()
-                _sync(device)
+                sync_device(device)
                 if sampler is not None:
                     sampler.sample()
                 inc = torch.cuda.max_memory_allocated(device) - start
@@ -240,11 +240,11 @@ def infer(members: list[_Member], device: torch.device, mode: str, repeats: int,
         accounted = out["resident_bytes"] + sum(v["solo_increment_bytes"] for v in out["models"].values())
         out["accounted_bytes"] = accounted
         if not is_cuda and accounted > cap:
-            out["oom"] = _accounting_oom("inference", None, None, accounted, cap)
+            out["oom"] = accounting_oom("inference", None, None, accounted, cap)
             out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
             return out
         bar.describe(f"inference: each model alone, then all {len(fns)} at once ({mode}), alternating")
-        _reset_peak(device)
+        reset_peak(device)
         names = list(fns)
         alone: dict[str, list[float]] = {n: [] for n in names}
         together: dict[str, list[float]] = {n: [] for n in names}
@@ -273,14 +273,14 @@ def infer(members: list[_Member], device: torch.device, mode: str, repeats: int,
         else:
             out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
     except RuntimeError as exc:
-        if not is_cuda or not _is_oom(exc):
+        if not is_cuda or not is_oom(exc):
             raise
-        out["oom"] = _cuda_oom(exc, "inference", current, None, device)
+        out["oom"] = cuda_oom(exc, "inference", current, None, device)
         out["peak_allocated_bytes"] = out["oom"]["peak_allocated_bytes"]
         out["peak_bytes"] = out["oom"]["peak_reserved_bytes"]
     finally:
         fns.clear()
     if is_cuda:
         gc.collect()
-        _end_view(out, device)
+        end_view(out, device)
     return out

@@ -10,13 +10,13 @@ from typing import Any
 
 import torch
 
-from foxlib.harness.timing import Timing, _sync
+from foxlib.harness.timing import Timing, sync_device
 from foxlib.memory.cuda import allocator_stats
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED
-from foxlib.waves.wave_8_13.cap import _end_view, _reset_peak
-from foxlib.waves.wave_8_13.members import _Member, _load, _static, _step
+from foxlib.waves.wave_8_13.cap import end_view, reset_peak
+from foxlib.waves.wave_8_13.members import Member, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import Sampler
-from foxlib.waves.wave_8_13.oom import _cuda_oom, _is_oom
+from foxlib.waves.wave_8_13.oom import cuda_oom, is_oom
 
 
 def summarise_steps(steps: list[dict[str, Any]], order: list[str]) -> dict[str, dict[str, Any]]:
@@ -39,21 +39,21 @@ def summarise_steps(steps: list[dict[str, Any]], order: list[str]) -> dict[str, 
     return out
 
 
-def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: int, bar,
+def train_cuda(members: list[Member], steps: int, device: torch.device, seed: int, bar,
                 sampler: Sampler | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"steps": [], "oom": None}
-    _reset_peak(device)
+    reset_peak(device)
     current = None
     try:
         for m in members:
             current = m.name
             bar.describe(f"loading {m.name} on {device} under the cap")
-            _load(m, device, seed)
-        _sync(device)
+            load_member(m, device, seed)
+        sync_device(device)
     except RuntimeError as exc:  # OutOfMemoryError is one
-        if not _is_oom(exc):
+        if not is_oom(exc):
             raise
-        out["oom"] = _cuda_oom(exc, "setup", current, None, device)
+        out["oom"] = cuda_oom(exc, "setup", current, None, device)
     st = allocator_stats(device)
     out["setup"] = {"bytes": st["allocated_bytes"], "peak_bytes": st["allocated_peak_bytes"],
                     "reserved_peak_bytes": st["reserved_peak_bytes"]}
@@ -63,16 +63,16 @@ def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: 
         for s in range(1, steps + 1):
             for name in (m.name for m in members):
                 bar.describe(f"training step {s}/{steps} of {name} (interleaved, capped)")
-                _reset_peak(device)
+                reset_peak(device)
                 start = torch.cuda.memory_allocated(device)
                 t0 = time.perf_counter()
                 try:
-                    loss = _step(by_name[name], device)
-                    _sync(device)
+                    loss = step_member(by_name[name], device)
+                    sync_device(device)
                 except RuntimeError as exc:
-                    if not _is_oom(exc):
+                    if not is_oom(exc):
                         raise
-                    out["oom"] = _cuda_oom(exc, "training", name, s, device)
+                    out["oom"] = cuda_oom(exc, "training", name, s, device)
                     break
                 seconds = time.perf_counter() - t0
                 if sampler is not None:
@@ -89,14 +89,14 @@ def _train_cuda(members: list[_Member], steps: int, device: torch.device, seed: 
         gc.collect()  # the failed step's tensors were held by the exception's frames
         peak_alloc = max(peak_alloc, out["oom"]["peak_allocated_bytes"])
         peak_res = max(peak_res, out["oom"]["peak_reserved_bytes"])
-    out["models"] = _static(members, device)
+    out["models"] = static_footprints(members, device)
     out["peak_allocated_bytes"], out["peak_bytes"] = peak_alloc, peak_res
     out["peak_how"] = "CUDA allocator, capped: largest reserved (the figure against the cap); allocated beside it"
-    _end_view(out, device)
+    end_view(out, device)
     return out
 
 
-def _train_cpu(members: list[_Member], plan: dict[str, Any], steps: int, device: torch.device, seed: int,
+def train_cpu(members: list[Member], plan: dict[str, Any], steps: int, device: torch.device, seed: int,
                bar) -> dict[str, Any]:
     """The real interleaved run on the CPU; memory from the accounting `plan`, the run stopping where it does."""
     out: dict[str, Any] = {"steps": [], "oom": plan["oom"],
@@ -105,15 +105,15 @@ def _train_cpu(members: list[_Member], plan: dict[str, Any], steps: int, device:
     if plan["oom"] is None or plan["oom"]["phase"] != "setup":
         for m in members:
             bar.describe(f"loading {m.name} on the CPU")
-            _load(m, device, seed)
+            load_member(m, device, seed)
         by_name = {m.name: m for m in members}
         for ev in plan["steps"]:
             bar.describe(f"training step {ev['step']}/{steps} of {ev['model']} (interleaved)")
             t0 = time.perf_counter()
-            loss = _step(by_name[ev["model"]], device)
+            loss = step_member(by_name[ev["model"]], device)
             out["steps"].append({**ev, "loss": loss, "seconds": time.perf_counter() - t0, "reserved_peak_bytes": None})
             bar.advance()
-    out["models"] = _static(members, device)
+    out["models"] = static_footprints(members, device)
     peaks = [plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]]
     out["peak_allocated_bytes"] = out["peak_bytes"] = max(peaks)
     out["peak_how"] = (f"{NOT_ENFORCED}: each model's measured step peak plus what the other models keep "

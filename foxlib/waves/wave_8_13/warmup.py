@@ -10,16 +10,16 @@ from typing import Any
 
 import torch
 
-from foxlib.harness.timing import _sync
-from foxlib.waves.wave_8_13.members import _Member, _free, _load, _step
-from foxlib.waves.wave_8_13.oom import _is_oom
+from foxlib.harness.timing import sync_device
+from foxlib.waves.wave_8_13.members import Member, free_members, load_member, step_member
+from foxlib.waves.wave_8_13.oom import is_oom
 from foxlib.waves.wave_8_13.serve import Together, forward, inference_input
 
 
 WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
 
 
-def warm_up(members: list[_Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
+def warm_up(members: list[Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
     """Everything the run will use, once, uncapped, before the CUDA context is measured: one model at a
     time, its training step (cuBLAS's matmul paths, cuDNN's LSTM forward and backward, autocast in its precision,
     Adam's kernels; a few steps, so that fp16's GradScaler steps too), each model's inference forward
@@ -32,29 +32,29 @@ def warm_up(members: list[_Member], device: torch.device, mode: str, batch: int,
     done, fns, oom = [], {}, None
     try:
         for m in members:  # one model trained at a time: the warm-up never holds more than the run does
-            _load(m, device, seed)
+            load_member(m, device, seed)
             for _ in range(WARMUP_TRAINING_STEPS):
-                _step(m, device)
+                step_member(m, device)
             x = inference_input(m, device, batch, seed)
             m.batch = m.optimizer = None
             m.model.eval()
             fns[m.name] = forward(m, x, device)
             fns[m.name]()
             del x
-            _sync(device)
+            sync_device(device)
             done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps, one inference forward")
             gc.collect()
             torch.cuda.empty_cache()
         with Together(fns, mode, device) as round_:
             round_()
-        _sync(device)
+        sync_device(device)
         done.append(f"one round of all {len(fns)} models at once ({mode})")
     except RuntimeError as exc:  # OutOfMemoryError is one: the run itself will meet it under the cap
-        if not _is_oom(exc):
+        if not is_oom(exc):
             raise
         oom = " ".join(str(exc).split())[:300]
     fns.clear()
-    _free(members, device)
+    free_members(members, device)
     return {"seconds": time.perf_counter() - t0, "oom": oom,
             "what": done + ["NVML opened", "CUDA graphs captured as the run captures them" if any(m.cuda_graph for m in members)
                             else "no CUDA graph (this run's steps are eager)"]

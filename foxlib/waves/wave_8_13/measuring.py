@@ -21,12 +21,12 @@ from foxlib.memory.step import check_precision
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training
 from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
-from foxlib.waves.wave_8_13.members import _Member, _free
+from foxlib.waves.wave_8_13.members import Member, free_members
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
 from foxlib.waves.wave_8_13.records import SCHEMA_VERSION
 from foxlib.waves.wave_8_13.serve import infer
 from foxlib.waves.wave_8_13.tft import resolve_tft
-from foxlib.waves.wave_8_13.train import _train_cpu, _train_cuda, summarise_steps
+from foxlib.waves.wave_8_13.train import train_cpu, train_cuda, summarise_steps
 from foxlib.waves.wave_8_13.warmup import warm_up
 
 GIB = 2**30
@@ -147,7 +147,7 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
     workspace = use_cublas_workspace(tft["cublas_workspace"], dev) if tft.get("cublas_workspace") and is_cuda else None
     order = [n for n in ENSEMBLE if n in MODELS]
     graph_mode = bool(tft.get("cuda_graph")) and is_cuda  # every model captured where it can be (members.py)
-    members = [_Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
+    members = [Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
                        tft["precision"] if n == "tft" else ensemble_precision, cuda_graph=graph_mode,
                        options=StepOptions.from_dict(tft.get("options")) if n == "tft" else StepOptions())
                for n in order]
@@ -185,12 +185,12 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
                 try:
                     with sampler:
                         sampler.phase = "training"
-                        out["training"] = _train_cuda(members, steps, dev, seed, bar, sampler)
+                        out["training"] = train_cuda(members, steps, dev, seed, bar, sampler)
                         sampler.phase = "inference"
                         out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed,
                                                   arith["cap_bytes"], bar, sampler)
                 finally:
-                    _free(members, dev)
+                    free_members(members, dev)
                     torch.cuda.set_per_process_memory_fraction(1.0, dev)
                     torch.cuda.empty_cache()
                 out["nvml"] = nvml_samples(sampler, reader.note)
@@ -218,10 +218,10 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
                            "interval_s": None, "samples": []}
             plan = account_training(profiles, order, steps, cap)
             try:
-                out["training"] = _train_cpu(members, plan, steps, dev, seed, bar)
+                out["training"] = train_cpu(members, plan, steps, dev, seed, bar)
                 out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed, cap, bar)
             finally:
-                _free(members, dev)
+                free_members(members, dev)
     out["training"]["per_model"] = summarise_steps(out["training"]["steps"], order)
     out["training"]["enforced"] = out["inference"]["enforced"] = is_cuda
     return out
