@@ -223,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=int, default=0, help="the batched variant's vsn_chunk (0: all variables)")
     p.add_argument("--optimizer-in-backward", action="store_true", help="Adam applied in backward (both variants)")
     p.add_argument("--time", action="store_true", help="also time the steps (foxlib.harness.op_timing)")
-    p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--replays", type=int, default=20, help="graph replays per timed sample")
-    p.add_argument("--eager-steps", type=int, default=3, help="eager steps per timed sample")
+    p.add_argument("--rounds", type=int, default=180, help="alternating rounds, one step of every variant each")
     p.add_argument("--out", default=None, help="write the counts (and times) as JSON here")
     a = p.parse_args(argv)
     extra = {k: v for k, v in (("dropout", a.dropout), ("checkpointing", a.checkpointing)) if v is not None}
@@ -240,8 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"counts": {n: c.to_dict() for n, c in counts.items()}}
     if a.time:
         from foxlib.harness.op_timing import time_variants
-        result["timing"] = time_variants(variants, a.device, rounds=a.rounds, replays=a.replays,
-                                         eager_steps=a.eager_steps)
+        result["timing"] = time_variants(variants, a.device, rounds=a.rounds)
     if a.out:
         import json
         with open(a.out, "w") as f:
