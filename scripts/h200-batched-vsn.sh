@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Issue 27 on the GPU machine, from the repository root: the per-chunk VSNs (today's memory-efficient path)
-# against the batched ones (vsn_batched), each pair counted (aten ops per block), profiled (model peak, and
-# the graphed step's allocator peak) and timed eager and as one CUDA graph in alternating rounds
+# against the batched ones (vsn_batched), each pair counted (aten ops per block), profiled (model peaks) and timed eager and as one CUDA graph in alternating rounds
 # (in a fresh process, foxlib.harness.fresh_process: 180 rounds of one step each; medians, ratios with 95 % intervals). bf16, fused Adam.
 #   1. the shipped step: per-chunk vs all variables at once (vsn_chunk 0)   -> $OUT/ops-shipped.json
 #   2. the same with the batched VSNs in two chunks (vsn_chunk 19)        -> $OUT/ops-chunk19.json
