@@ -106,7 +106,7 @@ def measure(args) -> dict[str, Any]:
     from foxlib.harness.timing import time_alternating
     from foxlib.memory import profile_step
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
-    from foxlib.memory.step import training_step_fn
+    from foxlib.memory.step import TrainingStep
 
     revision = peer_page.checked_revision(args.allow_dirty, "a measurement")
     device = resolve_device(args.device)
@@ -174,7 +174,7 @@ def measure(args) -> dict[str, Any]:
             else:
                 live["step"] = step.step  # the recipe's step (its options' backends held while it runs)
         if "step" not in live:
-            live["step"] = training_step_fn(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
+            live["step"] = TrainingStep(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
                                             live["precision"], device)
         if name in fig.COMPILED:
             log(f"  compiling {name} (mode {fig.COMPILED[name]}, backend {args.compile_backend}): "

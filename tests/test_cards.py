@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from foxlib.waves.wave_8_13 import cards
-from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
+from foxlib.waves.wave_8_13 import card_table
+from foxlib.waves.wave_8_13.card_table import CARDS, GIB, Footprint, ModelFigures
 from foxlib.waves.wave_8_13.records import Measurement
 
 HEADROOM = 500 * 10**6
@@ -23,7 +24,7 @@ def test_cards_are_real_sizes_in_gib():
 
 
 def test_a_configuration_that_fits_8_gb_but_not_6():
-    t = cards.fits([_fp("big", training=7 * 10**9, serving=6 * 10**9)], HEADROOM)
+    t = card_table.fits([_fp("big", training=7 * 10**9, serving=6 * 10**9)], HEADROOM)
     four, six, eight = t.cell("big", 4), t.cell("big", 6), t.cell("big", 8)
     assert not four.trains and not four.serves
     assert not six.trains and six.training_free_bytes == 6 * GIB - 7 * 10**9 < 0
@@ -34,8 +35,8 @@ def test_a_configuration_that_fits_8_gb_but_not_6():
 
 def test_training_and_serving_boundaries():
     card = CARDS[0].memory_bytes
-    at = cards.fits([_fp("at", training=card, serving=card - HEADROOM)], HEADROOM)
-    over = cards.fits([_fp("over", training=card + 1, serving=card - HEADROOM + 1)], HEADROOM)
+    at = card_table.fits([_fp("at", training=card, serving=card - HEADROOM)], HEADROOM)
+    over = card_table.fits([_fp("over", training=card + 1, serving=card - HEADROOM + 1)], HEADROOM)
     c = at.cell("at", 4)
     assert c.trains and c.serves and c.training_free_bytes == 0
     o = over.cell("over", 4)
@@ -46,35 +47,35 @@ def test_training_and_serving_boundaries():
 def test_measured_only_on_the_emulated_card_predicted_elsewhere():
     measured = _fp("seed", training=2 * 10**9, serving=1.5 * 10**9, source="measured", card_bytes=4 * GIB)
     predicted = _fp("seed", training=int(2.1e9), serving=int(1.6e9))
-    t = cards.fits([measured, predicted], HEADROOM)
+    t = card_table.fits([measured, predicted], HEADROOM)
     assert t.cell("seed", 4).source == "measured" and t.cell("seed", 4).training_bytes == 2 * 10**9
     assert {t.cell("seed", g).source for g in (6, 8, 12, 16, 24)} == {"predicted"}
-    frame = cards.card_frame(t)
+    frame = card_table.card_frame(t)
     assert frame.shape == (2, 2 + len(CARDS))
     assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].endswith("(measured)")
     assert frame.iloc[0]["GeForce RTX 2060 (6 GB)"].endswith("(predicted)")
-    only = cards.fits([measured], HEADROOM)
+    only = card_table.fits([measured], HEADROOM)
     assert only.cell("seed", 4) is not None and only.cell("seed", 8) is None
-    assert cards.card_frame(only).iloc[0]["GeForce RTX 3070 (8 GB)"] == "— (no figure)"
+    assert card_table.card_frame(only).iloc[0]["GeForce RTX 3070 (8 GB)"] == "— (no figure)"
 
 
 def test_an_out_of_memory_run_does_not_fit_whatever_its_figure():
     fp = _fp("oom", training=10**9, serving=10**9, source="measured", card_bytes=4 * GIB, training_ran=False)
-    c = cards.fits([fp], HEADROOM).cell("oom", 4)
+    c = card_table.fits([fp], HEADROOM).cell("oom", 4)
     assert not c.trains and c.serves and "out of memory" in c.reason
 
 
 def test_bf16_needs_ampere():
-    t = cards.fits([_fp("bf16", precisions=("bf16", "fp32"))], HEADROOM)
+    t = card_table.fits([_fp("bf16", precisions=("bf16", "fp32"))], HEADROOM)
     assert not t.cell("bf16", 4).trains and "compute capability" in t.cell("bf16", 4).reason
     assert t.cell("bf16", 8).trains
 
 
 def test_cell_text_says_margin_and_source():
-    t = cards.fits([_fp("x", training=5 * 10**9, serving=int(3.9e9))], HEADROOM)
-    text = cards.cell_text(t.cell("x", 4), "trains", HEADROOM)
+    t = card_table.fits([_fp("x", training=5 * 10**9, serving=int(3.9e9))], HEADROOM)
+    text = card_table.cell_text(t.cell("x", 4), "trains", HEADROOM)
     assert text == "no: 5,000.0 of 4,295.0 MB, 705.0 MB short (predicted)"
-    serve = cards.cell_text(t.cell("x", 4), "serves", HEADROOM)
+    serve = card_table.cell_text(t.cell("x", 4), "serves", HEADROOM)
     assert serve == "no: 3,900.0 of 4,295.0 MB, 395.0 MB free, 105.0 MB under the 500.0 MB headroom (predicted)"
 
 
@@ -109,13 +110,13 @@ def test_bad_input_names_the_valid_choices():
         _fp(source="guessed")
     with pytest.raises(ValueError, match="card_bytes"):
         _fp(source="measured")
-    t = cards.fits([_fp("x")], HEADROOM)
+    t = card_table.fits([_fp("x")], HEADROOM)
     with pytest.raises(ValueError, match="known: x"):
         t.cell("y", 4)
     with pytest.raises(ValueError, match="4 GB, 6 GB"):
         t.cell("x", 5)
     with pytest.raises(ValueError, match="2 predicted"):
-        cards.fits([_fp("x"), _fp("x")], HEADROOM)
+        card_table.fits([_fp("x"), _fp("x")], HEADROOM)
 
 
 @pytest.mark.parametrize("device", ["h200", "cpu"])
@@ -170,7 +171,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
 
     def fake(name, members, **kw):
         calls.append((name, kw))
-        return cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9, note=kw["note"])
+        return card_table.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9, note=kw["note"])
     monkeypatch.setattr(cards, "predict_configuration", fake)
     extra = {"other": {}}
     t = cards.table_for_measurement(m, HEADROOM, extra=extra)
@@ -190,7 +191,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
 def test_notes_name_the_configurations_they_hold_for():
     fps = [_fp("a", source="measured", card_bytes=4 * GIB, note="under the cap"),
            _fp("a", note="context measured"), _fp("b, light", note="context measured")]
-    text = cards.notes_text(cards.fits(fps, HEADROOM))
+    text = card_table.notes_text(card_table.fits(fps, HEADROOM))
     assert text.splitlines() == ["- measured (a): under the cap", "- predicted (every configuration): context measured"]
 
 
@@ -203,7 +204,7 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
     if not path.is_file():
         pytest.skip("no committed H200 8.13 measurement")
     monkeypatch.setattr(cards, "predict_configuration",
-                        lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
+                        lambda name, members, **kw: card_table.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
                                                                     note=kw["note"]))
     budgets = load_budgets()
     frame, notes = cards.report_section(records.Measurement.from_dict(json.loads(path.read_text())), budgets)

@@ -314,7 +314,7 @@ def test_a_compiled_row_measures_like_the_others_and_counts_its_graph_breaks():
 
     from foxlib.harness.recipe import StepRecipe, build_step
     from foxlib.memory import profile_step
-    from foxlib.memory.step import training_step_fn
+    from foxlib.memory.step import TrainingStep
     from foxlib.models import MODELS
     cfg = MODELS["tft"].config("small", **TINY)
     step = build_step(StepRecipe("tft", cfg, seed=0), "cpu")
@@ -322,7 +322,7 @@ def test_a_compiled_row_measures_like_the_others_and_counts_its_graph_breaks():
     assert breaks["graph_breaks"] >= 1 and breaks["graphs"] == breaks["graph_breaks"] + 1
     assert any("LSTM" in b["reason"] and b["where"].startswith("foxlib/models/tft.py:") for b in breaks["break_reasons"])
     model = compiled.CompiledTFT(step.model, "default", backend="eager")
-    fn = training_step_fn(model, step.batch, step.loss_fn, step.optimizer, "fp32", torch.device("cpu"))
+    fn = TrainingStep(model, step.batch, step.loss_fn, step.optimizer, "fp32", torch.device("cpu"))
     first = compiled.first_steps(fn, torch.device("cpu"), n=2)
     assert first["compile_s"] > 0 and len(first["first_steps_s"]) == 2 and first["graphs_compiled"] >= 2
     prof = profile_step(model, step.batch, step.loss_fn, step.optimizer)

@@ -5,7 +5,7 @@ Each is its library's plain torch module, outside any Lightning Trainer: neuralf
 LightningModule whose forward takes the `windows_batch` dict its training_step builds) and darts'
 `_TFTModule` (built by `TFTModel._create_model` from one training sample's shapes, its forward taking the
 `PLModuleInput` its training_step builds). The timed step is what each training_step back-propagates:
-forward + the library's loss, then backward and Adam (foxlib.memory.profile.training_step_fn).
+forward + the library's loss, then backward and Adam (foxlib.memory.step.TrainingStep).
 
 Inputs: the pytorch-forecasting batch `(x, y)` of benchmarks/peer/data.py (the same windows as foxlib's,
 checked equal), re-laid for each library, so the three peers see the same numbers: the past target, the

@@ -5,7 +5,7 @@ a library sizes its buffers, e.g. the cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG=
 `measure_in_fresh_process(spec, env)` runs `python -m foxlib.harness.fresh_process` with the spec as
 JSON on stdin: {"device", "profile", "steps", "variants": {name: {"preset", "overrides", "precision",
 "seed", "options", "cuda_graph"}}}. The child profiles each variant first, on a model of its own, as
-the waves do in-process ("profile": true; foxlib.harness.recipe's TrainingStep.profile, or
+the waves do in-process ("profile": true; foxlib.harness.recipe's BuiltStep.profile, or
 foxlib.harness.measure_step.profile_graphed for a captured step), then builds them all and times them
 alternating (foxlib.harness.timing), `steps` rounds after WARMUP_STEPS untimed ones. It returns
 {"variants": {name: {"profile", "step_s_samples", "step_s_median"}}, "cublas_workspace_config"}.

@@ -2,7 +2,7 @@
 
 `time_variants` is what `python -m foxlib.harness.op_count --time` runs after counting. It hands the
 recipes to foxlib.harness.fresh_process, the child process wave 8.12's claim runs and cuBLAS knob use: a
-fresh process profiles each variant first, on a model of its own (TrainingStep.profile for the eager step,
+fresh process profiles each variant first, on a model of its own (recipe.BuiltStep.profile for the eager step,
 measure_step.profile_graphed for the graphed one, as the waves measure them), then builds them all and
 times them in alternating rounds (foxlib.harness.timing.time_alternating). Nothing this process made
 before (the op counting's models) is in the child's peaks. Medians per step with their IQR; each variant's

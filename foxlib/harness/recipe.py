@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.harness.step_options import StepOptions, backends, make_optimizer
-from foxlib.memory.step import check_precision, training_step_fn
+from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.models import MODELS
 
 
@@ -58,7 +58,7 @@ class StepRecipe:
 
 
 @dataclass
-class TrainingStep:
+class BuiltStep:
     """A recipe built on a device: the live model, batch and optimizer, and `step()` (returns the loss, detached)."""
     recipe: StepRecipe
     model: torch.nn.Module
@@ -100,7 +100,7 @@ def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, *, clip_each: floa
     return make_optimizer(recipe.options, model, recipe.learning_rate, clip_each=clip_each, **adam)
 
 
-def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> TrainingStep:
+def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> BuiltStep:
     """The recipe's model (seeded), batch and optimizer on `device`, and its step callable."""
     device = torch.device(device)
     card = recipe.card
@@ -109,14 +109,14 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> T
     model.train()
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
-    step = training_step_fn(model, batch, card.loss, optimizer, recipe.precision, device)
+    step = TrainingStep(model, batch, card.loss, optimizer, recipe.precision, device)
     if recipe.options.sets_backends:
         plain = step
 
         def step():
             with backends(recipe.options):
                 return plain()
-    return TrainingStep(recipe, model, batch, optimizer, step, device)
+    return BuiltStep(recipe, model, batch, optimizer, step, device)
 
 
 def timed_step(card, cfg, device: torch.device, precision: str, seed: int = 0):

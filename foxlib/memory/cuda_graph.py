@@ -29,7 +29,7 @@ import torch
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
 from foxlib.memory.profile import cuda_block_bytes
-from foxlib.memory.step import check_precision, training_step_fn
+from foxlib.memory.step import TrainingStep, check_precision
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
 METHOD = ("CUDA caching allocator: max_memory_allocated() over the capture and one replay, after "
@@ -59,7 +59,7 @@ class GraphedStep:
         model.train()
         # the very step every wave times; its zero_grad(set_to_none) inside the capture makes the
         # gradients in the graph's pool, written afresh by each replay
-        self._step = training_step_fn(model, batch, loss_fn, optimizer, precision, device)
+        self._step = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
         self.stream = torch.cuda.Stream(device)  # warm-up and capture on one stream: one cuBLAS workspace
         self.stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(self.stream):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.memory.step import check_precision, training_step_fn
+from foxlib.memory.step import TrainingStep, check_precision
 
 
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,
@@ -23,7 +23,7 @@ def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callabl
     """Per category: bytes at the step's peak and each category's own maximum, by torch's profiler."""
     check_precision(precision)
     device = next(model.parameters()).device
-    step = training_step_fn(model, batch, loss_fn, optimizer, precision, device)
+    step = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
     for _ in range(warmup):
         step()
     optimizer.zero_grad(set_to_none=True)

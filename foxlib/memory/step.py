@@ -96,8 +96,3 @@ class TrainingStep:
         """fp16: the GradScaler's scale now (it drops when a step's gradients overflow and the step is skipped)."""
         return self.scaler.get_scale() if self.scaler is not None else None
 
-
-def training_step_fn(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
-                     optimizer: torch.optim.Optimizer, precision: str, device: torch.device) -> TrainingStep:
-    """The step as a zero-argument callable (timing, CUDA-graph capture): a TrainingStep."""
-    return TrainingStep(model, batch, loss_fn, optimizer, precision, device)

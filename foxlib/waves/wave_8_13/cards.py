@@ -26,9 +26,8 @@ from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.account import account_training
-from foxlib.waves.wave_8_13.card_table import (  # noqa: F401 - the table's names, re-exported
-    CARDS, GIB, SOURCES, Card, CardCell, CardTable, Footprint, ModelFigures, card_frame,
-    cell_text, fits, notes_text)
+from foxlib.waves.wave_8_13.card_table import (CARDS, Card, CardTable, Footprint, ModelFigures, card_frame, fits,
+                                                notes_text)
 from foxlib.waves.wave_8_13.records import Measurement, Phase
 
 # ----------------------------------------------------------------------------- prediction
