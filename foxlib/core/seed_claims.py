@@ -124,11 +124,18 @@ def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:
     return "inconclusive"
 
 
+def pooled_verdict(n_runs: int, low: float, high: float, ratio: float) -> str:
+    """A claim's verdict on the pooled interval [low, high] of `n_runs` independent runs: "inconclusive" with
+    fewer than MIN_RUNS, else the interval against the claim's band (interval_verdict). Wave 8.12's table and
+    the index's ledger both judge with it."""
+    return "inconclusive" if n_runs < MIN_RUNS else interval_verdict(low, high, speed_band(ratio))
+
+
 def speed_verdict(runs: list[tuple[float, float, float]], ratio: float,
                   spread: tuple[float, int] | None = None) -> str:
-    """The claim's verdict over independent runs ((median, low, high) each): fewer than MIN_RUNS is
-    "inconclusive"; else the pooled interval (pooled_interval, with `spread`) against the claim's band."""
+    """The claim's verdict over independent runs ((median, low, high) each): pooled_verdict on their pooled
+    interval (pooled_interval, with `spread`)."""
     if len(runs) < MIN_RUNS:
         return "inconclusive"
     _, low, high = pooled_interval(runs, spread)
-    return interval_verdict(low, high, speed_band(ratio))
+    return pooled_verdict(len(runs), low, high, ratio)

@@ -151,10 +151,24 @@ def median_interval(samples, confidence: float = CONFIDENCE, resamples: int = RE
     a = np.asarray(samples, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError("a median interval needs at least one sample")
-    boot = np.median(a[np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))], axis=1)
-    low, high = np.quantile(boot, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
-    median = float(np.median(a))
-    return median, float(min(low, median)), float(max(high, median))
+    median, low, high = bootstrap_median(a, confidence, resamples, seed)
+    return median, min(low, median), max(high, median)
+
+
+def bootstrap_median(values: np.ndarray, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                     seed: int = SEED) -> tuple[float, float, float]:
+    """(median, low, high): the median of `values` and the percentile interval of the medians of `resamples`
+    resamples with replacement (a seeded generator)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    rng = np.random.default_rng(seed)
+    boot = np.median(values[rng.integers(0, values.size, size=(resamples, values.size))], axis=1)
+    alpha = 1 - confidence
+    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    median = float(np.median(values))
+    return median, float(min(low, high)), float(max(low, high))
 
 
 def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[float, ...] | list[float]) -> np.ndarray:
@@ -170,21 +184,12 @@ def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[floa
 def interval_of_samples(samples, baseline, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                         seed: int = SEED) -> RatioInterval:
     """`ratio_interval` on raw sample sequences (seconds, one per alternating round, in round order)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    r = paired_ratios(samples, baseline)
-    rng = np.random.default_rng(seed)
-    boot = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
-    alpha = 1 - confidence
-    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    median = float(np.median(r))
+    median, low, high = bootstrap_median(paired_ratios(samples, baseline), confidence, resamples, seed)
     # the percentile interval of the median can miss its point estimate by a rounding error when
     # every round has the same ratio: the interval then is that ratio, exactly
     if math.isclose(low, high, rel_tol=1e-12):
         low = high = median
-    return RatioInterval(median, float(min(low, high)), float(max(low, high)), confidence)
+    return RatioInterval(median, low, high, confidence)
 
 
 def ratio_interval(timings: dict[str, Timing], name: str, baseline: str, confidence: float = CONFIDENCE,

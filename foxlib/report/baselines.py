@@ -38,7 +38,7 @@ class Baseline:
         return f"{self.median_s * 1e3:,.1f} ms [{self.low_s * 1e3:,.1f}, {self.high_s * 1e3:,.1f}]"
 
 
-def _from_results(path: Path, rel: str, res: dict) -> list[Baseline]:
+def _from_results(rel: str, res: dict) -> list[Baseline]:
     out = []
     for k, fig in (res.get("figures") or {}).items():
         parts = k.split("/")
@@ -68,7 +68,7 @@ def collect(reports_dir: Path | None = None) -> dict[str, list[Baseline]]:
     for path in sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json")):
         rel = str(path.relative_to(reports_dir))
         res = json.loads(path.read_text())
-        found = _from_results(path, rel, res) if path.name == "results.json" else _from_peer(rel, res)
+        found = _from_results(rel, res) if path.name == "results.json" else _from_peer(rel, res)
         out.setdefault(rel.split("/")[0], []).extend(found)
     return {d: b for d, b in out.items() if b}
 

@@ -107,7 +107,8 @@ def _speed(key: str, guess: str, what: str):
         runs = (pooled or {}).get("runs") or []
         claim = f"the seed's {ratio:,.2f}x ± {100 * seed_claims.SPEED_BAND:g} % is [{band[0]:,.2f}, {band[1]:,.2f}]"
         if pooled is None or len(runs) < seed_claims.MIN_RUNS:
-            low, high = (fig or {}).get("low"), (fig or {}).get("high")
+            fig = fig or pooled
+            low, high = fig.get("low"), fig.get("high")
             interval = f" [{low:,.2f}, {high:,.2f}]" if low is not None and high is not None else ""
             return (f"{fig['value']:,.2f}x {what}{interval} in {max(len(runs), 1)} timing run; a verdict needs "
                     f"{seed_claims.MIN_RUNS} independent runs ({claim})", "inconclusive")
@@ -115,7 +116,7 @@ def _speed(key: str, guess: str, what: str):
         each = ", ".join(f"{m:,.2f}x [{lo:,.2f}, {hi:,.2f}]" for m, lo, hi in runs)
         return (f"{len(runs)} independent runs, {what}: {each}; spread {min(medians):,.2f}-{max(medians):,.2f}x; "
                 f"pooled {pooled['value']:,.2f}x [{pooled['low']:,.2f}, {pooled['high']:,.2f}]; {claim}",
-                seed_claims.interval_verdict(pooled["low"], pooled["high"], band))
+                seed_claims.pooled_verdict(len(runs), pooled["low"], pooled["high"], ratio))
     return judge
 
 

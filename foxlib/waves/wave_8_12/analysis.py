@@ -185,8 +185,8 @@ def claim_verdicts(m: Measurement812 | dict[str, Any]) -> dict[str, dict[str, An
         ratio = seed_claims.speed_ratio(claim)
         centre, low, high = seed_claims.pooled_interval(triples, spread)
         out[name] = {"runs": triples, "centre": centre, "low": low, "high": high, "claim": claim, "ratio": ratio,
-                     "band": seed_claims.speed_band(ratio), "spread": spread,
-                     "verdict": seed_claims.speed_verdict(triples, ratio, spread)}
+                     "band": seed_claims.speed_band(ratio),
+                     "verdict": seed_claims.pooled_verdict(len(triples), low, high, ratio)}
     return out
 
 
