@@ -223,29 +223,40 @@ def test_a_prediction_fits_a_card_only_with_its_error_added():
     from foxlib.waves.wave_8_13.card_table import CARDS, Footprint, cell_text, fits
     card = CARDS[0].memory_bytes
     near = int(card * 0.95)
-    predicted = Footprint("c", "predicted", near, 0, margin_fraction=PEAK_TOLERANCE_PCT / 100)
+    predicted = Footprint("c", "predicted", near, 0, training_margin=PEAK_TOLERANCE_PCT / 100)
     cell = fits([predicted], 0, CARDS[:1]).cell("c", 4)
     assert not cell.trains and cell.training_free_bytes == card - int(near * 1.1)
     assert "+ 10 % for the prediction's error" in cell_text(cell, "trains", 0)
     measured = Footprint("c", "measured", near, 0, card_bytes=card)
     assert fits([measured], 0, CARDS[:1]).cell("c", 4).trains
-    far = Footprint("c", "predicted", int(card * 0.8), 0, margin_fraction=0.1)
+    far = Footprint("c", "predicted", int(card * 0.8), 0, training_margin=0.1)
     assert fits([far], 0, CARDS[:1]).cell("c", 4).trains
 
 
-def test_the_margin_is_the_predictions_measured_error():
-    """A run that measured its configuration on the card it emulated: the margin is |measured - predicted| /
-    predicted, the larger of training (1,100 against 1,000: 10 %) and serving (450 against 500: 10 % under; here
-    600 against 500: 20 %); without a complete run, the predictor's stated peak tolerance."""
+def test_the_margins_are_the_predictions_measured_errors_per_phase():
+    """A run that measured its configuration on the card it emulated: each phase's margin is |measured - predicted|
+    / predicted of that phase (training 1,100 against 1,000: 10 %; serving 600 against 500: 20 %; 450: 10 % under);
+    without a complete run, the predictor's stated peak tolerance for both."""
     from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
     predicted = Footprint("c", "predicted", 1000, 500)
     measured = Footprint("c", "measured", 1100, 600, card_bytes=4 * GIB)
-    margin, text = cards.prediction_margin(measured, predicted)
-    assert margin == pytest.approx(0.2)
-    assert "20.00 % (serving" in text and "training +10.00 %" in text
+    margins, text = cards.prediction_margins(measured, predicted)
+    assert margins == pytest.approx((0.1, 0.2))
+    assert "training +10.00 %, serving +20.00 %" in text
     under = Footprint("c", "measured", 900, 450, card_bytes=4 * GIB)
-    assert cards.prediction_margin(under, predicted)[0] == pytest.approx(0.1)
+    assert cards.prediction_margins(under, predicted)[0] == pytest.approx((0.1, 0.1))
     oom = Footprint("c", "measured", 1100, 600, card_bytes=4 * GIB, training_ran=False)
     for m in (None, oom):
-        margin, text = cards.prediction_margin(m, predicted)
-        assert margin == PEAK_TOLERANCE_PCT / 100 and "stated peak tolerance" in text
+        margins, text = cards.prediction_margins(m, predicted)
+        assert margins == (PEAK_TOLERANCE_PCT / 100,) * 2 and "stated peak tolerance" in text
+
+
+def test_each_phase_decides_with_its_own_margin():
+    """Training 3,900 MB predicted with a 1 % error fits a 4 GB card (4,294.97 MB); serving 3,000 MB with a 40 % error
+    (4,200 MB) does not leave 500 MB free: one phase's error does not decide the other."""
+    from foxlib.waves.wave_8_13.card_table import cell_text
+    fp = Footprint("c", "predicted", 3_900_000_000, 3_000_000_000, training_margin=0.01, serving_margin=0.4)
+    cell = card_table.fits([fp], 500_000_000, CARDS[:1]).cell("c", 4)
+    assert cell.trains and not cell.serves
+    assert cell.training_free_bytes == CARDS[0].memory_bytes - 3_939_000_000
+    assert "+ 40 % for the prediction's error = 4,200.0" in cell_text(cell, "serves", 500_000_000)

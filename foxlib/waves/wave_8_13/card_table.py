@@ -95,9 +95,12 @@ class Footprint:
     """measured: False when training ran out of memory (its figure is then where it stopped)."""
     serving_ran: bool = True
     note: str = ""
-    margin_fraction: float = 0.0
-    """predicted: how far the figures may be off (cards.prediction_margin: the prediction's error measured by this
-    run, else the predictor's stated peak tolerance); a card fits only with it added. 0 when measured."""
+    training_margin: float = 0.0
+    """predicted: how far the training figure may be off (cards.prediction_margins: the prediction's error this run
+    measured in training, else the predictor's stated peak tolerance); a card fits only with it added. 0 when
+    measured."""
+    serving_margin: float = 0.0
+    """The same for the serving figure (the error this run measured in serving)."""
 
     def __post_init__(self):
         if self.source not in SOURCES:
@@ -124,8 +127,9 @@ class CardCell:
     serving_limit_bytes: int
     """card − the headroom asked: the most serving may use."""
     reason: str = ""
-    margin_fraction: float = 0.0
-    """The footprint's margin (Footprint.margin_fraction), added before deciding."""
+    training_margin: float = 0.0
+    """The footprint's margins (Footprint.training_margin, serving_margin), added before deciding."""
+    serving_margin: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -152,9 +156,10 @@ class CardTable:
 
 def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
     limit = card.memory_bytes - headroom
-    grow = 1 + fp.margin_fraction  # a prediction decides with its error added
-    trains = fp.training_ran and fp.training_bytes * grow <= card.memory_bytes
-    serves = fp.serving_ran and fp.serving_bytes * grow <= limit
+    # a prediction decides with its error added, each phase's own
+    training, serving = int(fp.training_bytes * (1 + fp.training_margin)), int(fp.serving_bytes * (1 + fp.serving_margin))
+    trains = fp.training_ran and training <= card.memory_bytes
+    serves = fp.serving_ran and serving <= limit
     reasons = []
     if "bf16" in fp.precisions and not card.bf16:
         trains = serves = False
@@ -164,8 +169,8 @@ def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
     if not fp.serving_ran:
         reasons.append("serving ran out of memory under the cap")
     return CardCell(card, fp.configuration, fp.source, fp.training_bytes, fp.serving_bytes, trains, serves,
-                    card.memory_bytes - int(fp.training_bytes * grow), card.memory_bytes - int(fp.serving_bytes * grow),
-                    limit, "; ".join(reasons), fp.margin_fraction)
+                    card.memory_bytes - training, card.memory_bytes - serving, limit, "; ".join(reasons),
+                    fp.training_margin, fp.serving_margin)
 
 
 def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequence[Card] = CARDS) -> CardTable:
@@ -209,7 +214,8 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     if cell is None:
         return "— (no figure)"
     card = cell.card.memory_bytes
-    grow = 1 + cell.margin_fraction
+    error = cell.training_margin if phase == "trains" else cell.serving_margin
+    grow = 1 + error
     if phase == "trains":
         ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
         margin = f"{_mb(free)} MB free" if free >= 0 else f"{_mb(-free)} MB short"
@@ -218,8 +224,8 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
         left = cell.serving_limit_bytes - int(used * grow)
         margin = (f"{_mb(free)} MB free" if left >= 0 else
                   f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
-    shown = (f"{_mb(used)} MB + {_pct(cell.margin_fraction)} % for the prediction's error = {_mb(int(used * grow))}"
-             if cell.margin_fraction else _mb(used))
+    shown = (f"{_mb(used)} MB + {_pct(error)} % for the prediction's error = {_mb(int(used * grow))}"
+             if error else _mb(used))
     text = f"{'yes' if ok else 'no'}: {shown} of {_mb(card)} MB, {margin} ({cell.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")
 

@@ -51,14 +51,14 @@ def serving_streams(n_models: int) -> int:
 def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, context_bytes: int,
                         workspace_bytes: int, streams: int | None = None, training_cache_bytes: int = 0,
                         serving_cache_bytes: int = 0, note: str = "",
-                        margin_fraction: float = PEAK_TOLERANCE_PCT / 100) -> Footprint:
+                        margins: tuple[float, float] = (PEAK_TOLERANCE_PCT / 100,) * 2) -> Footprint:
     """A configuration's predicted process figures: training = the accounted models' peak + one
     workspace (the step runs on the default stream) + the context; serving = every model's serve
     figure + a workspace per stream (`streams`, default serving_streams) + the context. The
     *_cache_bytes add what the caching allocator holds beyond live tensors (reserved − allocated
     at the peak), which no prediction of tensors sees; 0 unless given (measured_overheads). A card fits it only
-    with `margin_fraction` added (Footprint.margin_fraction): the prediction's measured error where a run
-    measured one (prediction_margin), else the predictor's stated peak tolerance."""
+    with `margins` (training, serving) added: the prediction's measured errors where a run measured them
+    (prediction_margins), else the predictor's stated peak tolerance."""
     if min(context_bytes, workspace_bytes, training_cache_bytes, serving_cache_bytes) < 0:
         raise ValueError(f"context, workspace and cache bytes must not be negative, got {context_bytes}, "
                          f"{workspace_bytes}, {training_cache_bytes}, {serving_cache_bytes}")
@@ -67,24 +67,22 @@ def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, c
     serving = sum(m.serve_bytes for m in models) + streams * workspace_bytes + serving_cache_bytes + context_bytes
     return Footprint(configuration, "predicted", int(training), int(serving),
                      tuple(sorted({m.precision for m in models})), note=note,
-                     margin_fraction=margin_fraction)
+                     training_margin=margins[0], serving_margin=margins[1])
 
 
-def prediction_margin(measured: Footprint | None, predicted: Footprint) -> tuple[float, str]:
-    """The margin a predicted footprint decides with, and where it comes from: the prediction's measured error,
-    |measured − predicted| / predicted of the configuration 8.13 ran on the card it emulated, the larger of
-    training and serving; where no complete run measured it (a CPU run, an out-of-memory phase), the
-    predictor's stated peak tolerance (foxlib.memory.tolerances.PEAK_TOLERANCE_PCT)."""
+def prediction_margins(measured: Footprint | None, predicted: Footprint) -> tuple[tuple[float, float], str]:
+    """The margins (training, serving) a predicted footprint decides with, and where they come from: each phase's
+    measured error, |measured − predicted| / predicted of the configuration 8.13 ran on the card it emulated;
+    where no complete run measured them (a CPU run, an out-of-memory phase), the predictor's stated peak
+    tolerance for both (foxlib.memory.tolerances.PEAK_TOLERANCE_PCT)."""
     if measured is None or not (measured.training_ran and measured.serving_ran):
-        return PEAK_TOLERANCE_PCT / 100, (f"the predictor's stated peak tolerance, {PEAK_TOLERANCE_PCT:g} % (no complete "
-                                          "run on a card here measured its error)")
-    errors = {phase: (got - want) / want for phase, got, want in
-              (("training", measured.training_bytes, predicted.training_bytes),
-               ("serving", measured.serving_bytes, predicted.serving_bytes))}
-    worst = max(errors, key=lambda k: abs(errors[k]))
-    return abs(errors[worst]), (f"the prediction's measured error, {100 * abs(errors[worst]):.2f} % ({worst}; "
-                                f"measured against predicted: training {100 * errors['training']:+.2f} %, serving "
-                                f"{100 * errors['serving']:+.2f} %, this run's configuration on the card it emulated)")
+        return (PEAK_TOLERANCE_PCT / 100,) * 2, (f"the predictor's stated peak tolerance, {PEAK_TOLERANCE_PCT:g} % (no "
+                                                 "complete run on a card here measured its error)")
+    training = (measured.training_bytes - predicted.training_bytes) / predicted.training_bytes
+    serving = (measured.serving_bytes - predicted.serving_bytes) / predicted.serving_bytes
+    return (abs(training), abs(serving)), (f"the prediction's measured errors, training {100 * training:+.2f} %, serving "
+                                           f"{100 * serving:+.2f} % (measured against predicted: this run's configuration "
+                                           "on the card it emulated), each for its phase")
 
 
 def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFigures:
@@ -138,7 +136,8 @@ def _predicted(name: str, cfg: Any, precision: str, seed: int):
 
 def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, context_bytes: int,
                           workspace_bytes: int, training_cache_bytes: int = 0, serving_cache_bytes: int = 0,
-                          seed: int = 0, note: str = "", margin_fraction: float = PEAK_TOLERANCE_PCT / 100) -> Footprint:
+                          seed: int = 0, note: str = "",
+                          margins: tuple[float, float] = (PEAK_TOLERANCE_PCT / 100,) * 2) -> Footprint:
     """Predict every model's CUDA training step (predict_step, target "cuda": multi-tensor Adam) and
     sum them into a predicted_footprint. Takes seconds to a minute per model on a CPU (the seed
     TFT is the slow one); allocates no model memory."""
@@ -146,7 +145,7 @@ def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, s
                for name, (cfg, precision) in members.items()]
     return predicted_footprint(configuration, figures, context_bytes=context_bytes, workspace_bytes=workspace_bytes,
                                training_cache_bytes=training_cache_bytes, serving_cache_bytes=serving_cache_bytes,
-                               note=note, margin_fraction=margin_fraction)
+                               note=note, margins=margins)
 
 
 # ----------------------------------------------------------------------------- wave 8.13's measurement
@@ -244,13 +243,13 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
               seed=seed, note=over.note)
     measured = measured_footprint(name, m)
     own = predict_configuration(name, members, **kw)
-    margin, source = prediction_margin(measured, own)
+    margins, source = prediction_margins(measured, own)
     kw["note"] = f"{over.note}; a card is decided with {source} added"
     footprints = [f for f in [measured] if f is not None]
-    footprints.append(dataclasses.replace(own, margin_fraction=margin, note=kw["note"]))
+    footprints.append(dataclasses.replace(own, training_margin=margins[0], serving_margin=margins[1], note=kw["note"]))
     for extra_name, extra_members in (extra or {}).items():
         if extra_name != name:
-            footprints.append(predict_configuration(extra_name, extra_members, **kw, margin_fraction=margin))
+            footprints.append(predict_configuration(extra_name, extra_members, **kw, margins=margins))
     return fits(footprints, min_headroom_bytes, cards)
 
 
