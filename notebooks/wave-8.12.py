@@ -47,6 +47,7 @@ timelines: bool = True  # also record live memory through one step (plain, check
 timeline_dir: str = ""  # where the timelines' snapshot files go (a temporary folder if empty)
 cublas_workspace_knob: bool = True  # on CUDA, also measure the cuBLAS workspace size as a memory knob (fresh processes)
 claim_runs: int = 3  # independent runs (fresh processes) that time the strategies the seed's speed claims are about; a verdict pools them (the interval of their mean)
+checkpoint_path: str = ""  # a file that keeps each finished part of the measurement; a stopped run given it again resumes
 measurements: str = ""  # a measurement JSON from `python -m foxlib measure` to report instead of measuring
 output_dir: str = ""  # where results.json goes (set by the runner)
 budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml

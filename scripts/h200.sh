@@ -10,6 +10,11 @@
 # and sha256; so measure 8.12 first, render and commit it here, then run 8.13 and the peer:
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES="8.10 8.11 8.12" PEER=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES="8.13" GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
+# Wave 8.12 keeps each finished part in $OUT/wave-8.12.parts.json: a call that the time limit stops (STOP_AFTER=540
+# stops the measurement itself before the device tool's limit) leaves it, and a later call at the same revision on
+# the same GPU with PARTS=<that file, carried> measures only the rest:
+#   call 1: FOXLIB_GIT_REVISION=<commit> WAVES=8.12 STOP_AFTER=540 PEER=0 GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
+#   call 2: FOXLIB_GIT_REVISION=<commit> WAVES=8.12 PARTS=device-out/parts/wave-8.12.parts.json ... bash scripts/h200.sh
 # Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), CLASSES="fp16" (8.13 for other card classes,
 # emulated: variant reports the index reads per class), CLAIMS=1 (8.12's claim runs alone), PEER=0, PEER_COMPILE=off (the peer
 # benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling; a run with them that
@@ -34,9 +39,11 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 for w in ${WAVES:-8.10 8.11 8.12 8.13}; do
   [ "$w" = none ] && continue
   stamp "wave $w"
-  python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" \
+  if [ "$w" = 8.12 ] && [ -n "${PARTS:-}" ]; then cp "$PARTS" "$OUT/wave-8.12.parts.json"; fi  # an earlier call's parts
+  timeout "${STOP_AFTER:-0}" python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" \
     $( [ "$w" = 8.10 ] && echo "-p snapshot_path=$OUT/wave-8.10-snapshot.pickle" ) \
-    $( [ "$w" = 8.12 ] && echo "-p timeline_dir=/tmp/foxlib-out/timelines" ) 2>&1 | tail -n 20 | tee -a "$LOG"
+    $( [ "$w" = 8.12 ] && echo "-p timeline_dir=/tmp/foxlib-out/timelines -p checkpoint_path=$OUT/wave-8.12.parts.json" ) \
+    2>&1 | tail -n 20 | tee -a "$LOG"
   # the timelines' snapshots in one file (the device tool returns at most 8): make render unpacks them
   [ "$w" = 8.12 ] && [ -d /tmp/foxlib-out/timelines ] && tar -C /tmp/foxlib-out -czf "$OUT/wave-8.12-timelines.tgz" timelines
 done

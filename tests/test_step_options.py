@@ -169,3 +169,17 @@ def test_from_dict_checks_what_it_reads():
         StepOptions.from_dict(["adam"])
     with pytest.raises(ValueError, match="valid: default, fused"):
         StepOptions.from_dict({"adam": "sgd"})
+
+
+def test_compile_is_the_same_module_compiled_lazily_and_not_a_change_of_numerics():
+    """torch.compile in place (nn.Module.compile): the module built is the one whose parameters the optimizer
+    holds, state-dict keys unchanged; nothing compiles until the first call (so this test costs no compile);
+    dropout through PyTorch's own random ops keeps the function, so it shares the plain step's accuracy runs."""
+    opts = StepOptions.from_dict({"compile": True, "adam": "fused"})
+    assert opts.compile and not opts.changes_numerics and opts.label() == "fused Adam + torch.compile"
+    cfg = MODELS["tft"].config("small", batch_size=2, encoder_length=4)
+    built = build_step(StepRecipe("tft", cfg, "fp32", 0, StepOptions(compile=True)), "cpu")
+    plain = build_step(StepRecipe("tft", cfg, "fp32", 0), "cpu")
+    assert built.model._compiled_call_impl is not None and plain.model._compiled_call_impl is None
+    assert list(built.model.state_dict()) == list(plain.model.state_dict())
+    assert {id(p) for g in built.optimizer.param_groups for p in g["params"]} == {id(p) for p in built.model.parameters()}

@@ -276,3 +276,33 @@ def test_notebook_tiny(tmp_path):
     assert records.Measurement812.from_dict(res["record"]) == records.record(m)
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_stopped_measurement_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """Each finished part is kept as it completes; a second run with the file takes those parts (the very
+    numbers, timings included, which never repeat by chance) and measures only what is missing; a file made
+    with other parameters is refused, naming what differs."""
+    from foxlib.waves.wave_8_12 import measuring
+    tiny = {"preset": "small", "batch_size": 4, "encoder_length": 8, "device": "cpu",
+            "strategies": "fp32 (baseline)", "timing_repeats": 2, "timing_warmup": 1,
+            "accuracy_seeds": 1, "accuracy_steps": 2, "accuracy_eval_every": 1, "accuracy_val_windows": 8,
+            "timelines": False, "claim_runs": 0}
+    path = tmp_path / "parts.json"
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt("stopped, as a time limit stops a run")
+
+    monkeypatch.setattr(measuring, "accuracy_runs", stop)
+    with pytest.raises(KeyboardInterrupt):
+        measuring.measure(**tiny, checkpoint_path=str(path))
+    kept = json.loads(path.read_text())["parts"]
+    assert list(kept) == ["memory", "timing", "claim_runs", "floors", "cublas_workspace"]
+    monkeypatch.undo()
+    m = measuring.measure(**tiny, checkpoint_path=str(path))
+    assert m["timing"] == kept["timing"] and m["memory"] == kept["memory"]["memory"]
+    assert m["resumed"]["parts"] == list(kept)
+    assert set(m["accuracy_runs"]) == {"fp32 (baseline)"} and m["same_function"] == {}
+    assert list(json.loads(path.read_text())["parts"])[-2:] == ["accuracy", "same_function"]
+    with pytest.raises(ValueError, match="parameters differ"):
+        measuring.measure(**{**tiny, "timing_repeats": 3}, checkpoint_path=str(path))

@@ -6,7 +6,7 @@ a library sizes its buffers, e.g. the cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG=
 JSON on stdin: {"device", "profile", "steps", "variants": {name: {"preset", "overrides", "precision",
 "seed", "options", "cuda_graph"}}}. The child profiles each variant first, on a model of its own, as
 the waves do in-process ("profile": true; foxlib.harness.recipe's BuiltStep.profile, or
-foxlib.harness.measure_step.profile_graphed for a captured step), then builds them all and times them
+foxlib.harness.measure_step.profile_graphed for a captured step; eager ones first), then builds them all and times them
 alternating (foxlib.harness.timing), `steps` rounds after WARMUP_STEPS untimed ones. It returns
 {"variants": {name: {"profile", "step_s_samples", "step_s_median"}}, "cublas_workspace_config"}.
 """
@@ -58,7 +58,7 @@ def _recipe(spec: dict[str, Any]) -> StepRecipe:
                       StepOptions.from_dict(spec.get("options")))
 
 
-def _profile(recipe: StepRecipe, device: torch.device, cuda_graph: bool) -> dict[str, Any]:
+def _profile(recipe: StepRecipe, cuda_graph: bool, device: torch.device) -> dict[str, Any]:
     """The step's profile as the waves measure it in-process, its model and optimizer freed before the
     timed steps are built."""
     if cuda_graph:
@@ -73,7 +73,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """What the child measures (the module's docstring), in this process."""
     device = torch.device(spec.get("device", "cuda"))
     variants = {n: (_recipe(v), bool(v.get("cuda_graph"))) for n, v in spec["variants"].items()}
-    profiles = {n: _profile(r, device, g) for n, (r, g) in variants.items()} if spec.get("profile") else {}
+    # eager steps first: an eager profile counts the workspaces allocated at its start, a graph's included
+    order = sorted(variants, key=lambda n: variants[n][1])
+    profiles = {n: _profile(*variants[n], device=device) for n in order} if spec.get("profile") else {}
     built = {n: capture_step(r, device) if g else build_step(r, device) for n, (r, g) in variants.items()}
     steps = {n: b[1] if variants[n][1] else b.step for n, b in built.items()}
     timings = time_alternating(steps, repeats=spec.get("steps", 20), warmup=WARMUP_STEPS, device=device)

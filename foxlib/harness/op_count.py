@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--optimizer-in-backward", action="store_true", help="Adam applied in backward (both variants)")
     p.add_argument("--time", action="store_true", help="also time the steps (foxlib.harness.op_timing)")
     p.add_argument("--rounds", type=int, default=180, help="alternating rounds, one step of every variant each")
+    p.add_argument("--compile", action="store_true",
+                   help="also time the batched variant with torch.compile (step_options: not counted, its kernels are "
+                        "inductor's own)")
     p.add_argument("--out", default=None, help="write the counts (and times) as JSON here")
     a = p.parse_args(argv)
     extra = {k: v for k, v in (("dropout", a.dropout), ("checkpointing", a.checkpointing)) if v is not None}
@@ -238,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {"counts": {n: c.to_dict() for n, c in counts.items()}}
     if a.time:
         from foxlib.harness.op_timing import time_variants
+        if a.compile:
+            batched = variants[f"batched VSNs (vsn_chunk {a.chunk})"]
+            variants[f"batched VSNs (vsn_chunk {a.chunk}), torch.compile"] = dataclasses.replace(
+                batched, options=dataclasses.replace(batched.options, compile=True))
         result["timing"] = time_variants(variants, a.device, rounds=a.rounds)
     if a.out:
         import json

@@ -5,7 +5,8 @@ recipes to foxlib.harness.fresh_process, the child process wave 8.12's claim run
 fresh process profiles each variant first, on a model of its own (recipe.BuiltStep.profile for the eager step,
 measure_step.profile_graphed for the graphed one, as the waves measure them), then builds them all and
 times them in alternating rounds (foxlib.harness.timing.time_alternating). Nothing this process made
-before (the op counting's models) is in the child's peaks. Medians per step with their IQR; each variant's
+before (the op counting's models) is in the child's peaks. The allocator peak is the model peak + the
+step's own cuBLAS workspaces (foxlib.memory.cuda_graph.own_workspace), as wave 8.12 reports it. Medians per step with their IQR; each variant's
 ratio to the first recipe's of the same kind (eager or graph) with its bootstrap interval.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.recipe import StepRecipe
 from foxlib.harness.timing import Timing, interval_of_samples
+from foxlib.memory.cuda_graph import own_workspace
 
 
 def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "cpu", *,
@@ -36,10 +38,10 @@ def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "
     for n, v in child["variants"].items():
         prof, kind = v["profile"], n.rsplit(", ", 1)[1]
         t = Timing(n, tuple(v["step_s_samples"]))
-        row = {"model_peak_bytes": prof["peak"], "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s,
+        own = own_workspace(prof)
+        row = {"model_peak_bytes": prof["peak"], "allocator_peak_bytes": None if own is None else prof["peak"] + own,
+               "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s,
                "noisy": t.noisy, "samples_ms": [1e3 * s for s in t.samples]}
-        # no allocator peak: a graphed step's (peak + what the process holds outside the step) depends on what
-        # the process ran before it (the shipped per-chunk step: 711.3 MB here, 642.7 MB in wave 8.12 at c500ee8)
         if n != first[kind]:
             base = child["variants"][first[kind]]["step_s_samples"]
             row["ratio_to"] = first[kind]
@@ -51,5 +53,7 @@ def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "
             r = row["ratio"]
             line += f"  {r['median']:.3f}x [{r['low']:.3f}, {r['high']:.3f}] of the first"
         line += f"  model peak {row['model_peak_bytes'] / 1e6:.1f} MB"
+        if row["allocator_peak_bytes"] is not None:
+            line += f", allocator peak {row['allocator_peak_bytes'] / 1e6:.1f} MB"
         print(line, flush=True)
     return result

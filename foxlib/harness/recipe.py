@@ -107,6 +107,8 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> B
     torch.manual_seed(recipe.seed)
     model = card.build(recipe.cfg).to(device)
     model.train()
+    if recipe.options.compile:  # in place: the same module, its forward compiled on first call
+        model.compile(options={"fallback_random": True})
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
     step = TrainingStep(model, batch, card.loss, optimizer, recipe.precision, device)

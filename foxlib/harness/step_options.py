@@ -10,7 +10,10 @@
 - `cudnn`: False runs the LSTMs (every cuDNN-backed op) on PyTorch's own CUDA kernels instead of
   cuDNN's (`torch.backends.cudnn.flags(enabled=False)`), held like TF32 while the step runs or is
   captured. Other kernels, other rounding: treated as a change of numerics.
-`backends(options)` holds both. The defaults are the plain step every wave has measured so far.
+- `compile`: the model's forward (and so its backward) compiled by torch.compile (TorchInductor: fused
+  elementwise kernels; `nn.Module.compile`, the module itself, so parameters and state dict are unchanged),
+  dropout drawn by PyTorch's own random ops (inductor's `fallback_random`): the same function, rounding aside.
+`backends(options)` holds TF32 and cuDNN. The defaults are the plain step every wave has measured so far.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class StepOptions:
     optimizer_in_backward: bool = False
     tf32: bool = False
     cudnn: bool = True
+    compile: bool = False
 
     def __post_init__(self):
         if self.adam not in ADAMS:
@@ -81,7 +85,7 @@ class StepOptions:
     def label(self) -> str:
         parts = (["fused Adam"] if self.adam == "fused" else []) + \
                 (["Adam in backward"] if self.optimizer_in_backward else []) + (["TF32"] if self.tf32 else []) + \
-                ([] if self.cudnn else ["LSTMs without cuDNN"])
+                ([] if self.cudnn else ["LSTMs without cuDNN"]) + (["torch.compile"] if self.compile else [])
         return " + ".join(parts)
 
 

@@ -6,12 +6,19 @@ plain data (JSON-able, bytes and seconds); records.py types it."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import gc
+import json
+import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from foxlib.core import results
 from foxlib.core.progress import progress
+from foxlib.core.provenance import git_revision
 from foxlib.harness.equivalence import reference_run, same_function
 from foxlib.harness.measure_step import measure_model, profile_graphed
 from foxlib.harness.floors import floors, step_flops
@@ -36,12 +43,17 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             accuracy_val_windows: int = HARNESS["val_windows"], accuracy_target: str = HARNESS["target"],
             accuracy_batch_size: int = HARNESS["batch_size"], accuracy_lr: float = HARNESS["lr"],
             accuracy_min_skill_pct: float = 100 * HARNESS["min_skill"], timelines: bool = True,
-            timeline_dir: str = "", cublas_workspace_knob: bool = True, claim_runs: int = 3) -> dict[str, Any]:
+            timeline_dir: str = "", cublas_workspace_knob: bool = True, claim_runs: int = 3,
+            checkpoint_path: str = "") -> dict[str, Any]:
     """Profile and time every strategy of `strategies` runnable on `device`, train one set of accuracy runs
     per distinct function they compute, check the same-function claims and, with `timelines`, record the
     seed TFT's live memory through one step; with `cublas_workspace_knob` (CUDA), the cuBLAS workspace
     size as a memory knob (workspace.py, fresh processes); the strategies the seed's claims are about timed
-    again in `claim_runs` independent fresh processes (claim_runs.py)."""
+    again in `claim_runs` independent fresh processes (claim_runs.py). `checkpoint_path`: a file each
+    finished part is saved to as it completes; a run handed one made by an earlier, stopped run at this
+    revision, on this device, with these parameters takes the parts it holds and measures the rest
+    (Checkpoint; the measurement's "resumed" says which parts and when they were measured)."""
+    params = {k: v for k, v in locals().items() if k not in ("checkpoint_path", "timeline_dir")}
     dev = resolve_device(device)
     check_target(accuracy_target)
     chosen, skipped = runnable(select(strategies), dev)
@@ -57,6 +69,69 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                                                       else {})}
                                           for s in chosen},
                            "skipped": skipped}
+    saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"], "parameters": params})
+    if saved.parts:
+        out["resumed"] = {"parts": list(saved.parts), "measured_at": saved.started}
+    if "memory" in saved.parts:  # the strategies as the kept parts left them (a failed one dropped)
+        out.update(saved.parts["memory"])
+        chosen = [s for s in chosen if s.name in out["strategies"]]
+    else:
+        _profile_all(chosen, configs, dev, seed, out)
+        saved.keep("memory", {k: out[k] for k in ("strategies", "skipped", "memory", "predicted")})
+    if "timing" in saved.parts:
+        out["timing"] = saved.parts["timing"]
+    else:
+        out["timing"] = _time_all(chosen, configs, dev, seed, out, timing_repeats, timing_warmup)
+        saved.keep("memory", {k: out[k] for k in ("strategies", "skipped", "memory", "predicted")})  # its drops
+        saved.keep("timing", out["timing"])
+    out["claim_runs"] = saved.get("claim_runs", lambda: measure_claim_runs(chosen, configs, preset, dev, seed,
+                                                                           runs=claim_runs))
+    out["floors"] = saved.get("floors", lambda: step_floors(base, dev, seed))
+    out["cublas_workspace"] = saved.get("cublas_workspace", lambda: measure_knob(chosen, configs, preset, dev, seed)
+                                        if cublas_workspace_knob else {"skipped": "not asked (cublas_workspace_knob=False)"})
+    acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
+    out["accuracy_preset"] = acc_preset
+    out.update(saved.get("accuracy", lambda: accuracy_runs(
+        chosen, accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr), accuracy_seeds, dev,
+        max_steps=accuracy_steps, eval_every=accuracy_eval_every, patience=accuracy_patience,
+        val_windows=accuracy_val_windows, target=accuracy_target, min_skill=accuracy_min_skill_pct / 100)))
+    out["same_function"] = saved.get("same_function", lambda: same_function_checks(chosen, base, dev, seed))
+    if timelines:  # last, and not kept: its snapshot files are written beside the measurement
+        out["timelines"] = measure_timeline_cases(base, dev, timeline_dir, seed)
+    return out
+
+
+class Checkpoint:
+    """The parts of one measurement finished so far, in a JSON file (`path`; "" keeps nothing): taken up
+    again only by a run with the same `key` (revision, device, parameters), which measures what is missing.
+    A file made by another run is an error, never silently mixed in."""
+
+    def __init__(self, path: str, key: dict[str, Any]):
+        self.path, self.key, self.parts = path, key, {}
+        self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        if path and os.path.exists(path):
+            with open(path) as f:
+                held = json.load(f)
+            if held["key"] != json.loads(json.dumps(key)):
+                differs = sorted(k for k in key if held["key"].get(k) != json.loads(json.dumps(key[k])))
+                raise ValueError(f"{path} was made by another run (its {', '.join(differs)} differ): delete it "
+                                 "or pass another checkpoint_path")
+            self.parts, self.started = held["parts"], held["started"]
+            logging.getLogger(__name__).info("resuming from %s: %s measured", path, ", ".join(self.parts))
+
+    def keep(self, name: str, value: Any) -> Any:
+        self.parts[name] = value
+        if self.path:
+            results.write_json(Path(self.path), {"key": self.key, "started": self.started, "parts": self.parts})
+        return value
+
+    def get(self, name: str, measure_part):
+        return self.parts[name] if name in self.parts else self.keep(name, measure_part())
+
+
+def _profile_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out: dict[str, Any]) -> None:
+    """Every chosen strategy's step profiled (and predicted) into out["memory"] / out["predicted"]; one that
+    cannot run here leaves `chosen`, named in out["skipped"] (the baseline's failure is raised)."""
     with progress(len(chosen), "wave 8.12 memory") as bar:
         out["memory"] = {}
         for s in list(chosen):
@@ -75,6 +150,12 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                     raise
                 _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}", dev)
             bar.advance()
+
+
+def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out: dict[str, Any], repeats: int,
+              warmup: int) -> dict[str, Any]:
+    """Every chosen strategy's step timed, alternating in one run (as plain data); one that cannot be built
+    leaves `chosen` as _profile_all's do."""
     steps = {}
     for s in list(chosen):
         try:
@@ -84,25 +165,11 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             if s.name == BASELINE:
                 raise
             _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}", dev)
-    timings = time_alternating(steps, repeats=timing_repeats, warmup=timing_warmup, device=dev)
-    out["timing"] = {n: t.to_dict() for n, t in timings.items()}
+    timings = time_alternating(steps, repeats=repeats, warmup=warmup, device=dev)
     del steps
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    out["claim_runs"] = measure_claim_runs(chosen, configs, preset, dev, seed, runs=claim_runs)
-    out["floors"] = step_floors(base, dev, seed)
-    out["cublas_workspace"] = measure_knob(chosen, configs, preset, dev, seed) if cublas_workspace_knob \
-        else {"skipped": "not asked (cublas_workspace_knob=False)"}
-    acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
-    out["accuracy_preset"] = acc_preset
-    out.update(accuracy_runs(chosen, accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr),
-                             accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
-                             patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
-                             min_skill=accuracy_min_skill_pct / 100))
-    out["same_function"] = same_function_checks(chosen, base, dev, seed)
-    if timelines:
-        out["timelines"] = measure_timeline_cases(base, dev, timeline_dir, seed)
-    return out
+    return {n: t.to_dict() for n, t in timings.items()}
 
 
 TIMELINE_CASES = ALL_CASES

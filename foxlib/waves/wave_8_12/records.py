@@ -12,7 +12,8 @@ from foxlib.core.schema import readable_version
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
-from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results, own_workspace
+from foxlib.memory.cuda_graph import own_workspace
+from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 

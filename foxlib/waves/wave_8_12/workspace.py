@@ -22,6 +22,7 @@ from foxlib.core.progress import progress
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
+from foxlib.memory.cuda_graph import own_workspace
 
 SMALL = ":16:8"  # 8 buffers of 16 KiB per stream (PyTorch's default on this GPU: MiBs per stream)
 KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fastest graphed, the lightest graphed
@@ -58,15 +59,6 @@ def measure_knob(chosen, configs: dict[str, Any], preset: str, device: torch.dev
                     {VARIABLE: SMALL} if setting == "small" else None))
                 bar.advance()
     return {"setting": SMALL, "strategies": list(variants), "rounds": rounds, "steps": steps, "runs": runs}
-
-
-def own_workspace(profile: dict[str, Any]) -> int | None:
-    """The cuBLAS workspaces of the step's own streams: for a captured step its capture stream's
-    (cuda_graph.profile_graphed_step), not those earlier strategies of the same run left allocated;
-    for an eager step what was allocated at its start that is not its tensors."""
-    own = (profile.get("cuda") or {}).get("workspace_of_capture_stream_bytes")
-    own = own if own is not None else profile.get("workspace_bytes")
-    return None if own is None else int(own)
 
 
 @dataclass(frozen=True)
