@@ -158,14 +158,10 @@ def greedy_policy(model: torch.nn.Module, device: str | torch.device):
 @dataclass(frozen=True)
 class EnvConfig:
     """The environment an agent trains in: the first fields of every agent's config (dqn, ppo)."""
-    window: int = 10
-    """days of market features in one observation"""
-    n_features: int = 8
-    """market features per day (the first n of foxlib.data.market's feature library)"""
-    episode_length: int = 64
-    """trading days per episode"""
-    cost: float = 1e-4
-    """transaction cost per unit of turnover (1e-4 = 1 basis point)"""
+    window: int = 10  # days of market features in one observation
+    n_features: int = 8  # market features per day (the first n of foxlib.data.market's feature library)
+    episode_length: int = 64  # trading days per episode
+    cost: float = 1e-4  # transaction cost per unit of turnover (1e-4 = 1 basis point)
 
     @property
     def obs_dim(self) -> int:

@@ -23,41 +23,24 @@ TD_LOSSES = ("huber", "mse")
 
 @dataclass(frozen=True)
 class DQNConfig(EnvConfig):
-    hidden1: int = 120
-    """width of the Q-network's first hidden layer (CleanRL: 120)"""
-    hidden2: int = 84
-    """width of the Q-network's second hidden layer (CleanRL: 84)"""
-    n_envs: int = 1
-    """parallel environments (CleanRL: 1)"""
-    buffer_size: int = 10_000
-    """replay buffer capacity in transitions (CleanRL: 10,000)"""
-    buffer_device: str = "host"
-    """where the replay buffer lives: "host" (numpy, as CleanRL) or "device" (torch tensors)"""
-    batch_size: int = 128
-    """transitions per gradient step (CleanRL: 128)"""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate (CleanRL: 2.5e-4)"""
-    gamma: float = 0.99
-    """discount factor"""
-    tau: float = 1.0
-    """target network update rate (1.0 = hard copy)"""
-    target_network_frequency: int = 500
-    """environment steps between target network updates (CleanRL: 500)"""
-    start_e: float = 1.0
-    """initial exploration epsilon"""
-    end_e: float = 0.05
-    """final exploration epsilon"""
-    exploration_fraction: float = 0.5
-    """fraction of the run over which epsilon falls linearly from start_e to end_e"""
-    learning_starts: int = 10_000
-    """environment steps of pure collection before learning starts (CleanRL: 10,000)"""
-    train_frequency: int = 10
-    """environment steps between gradient steps (CleanRL: 10)"""
+    hidden1: int = 120  # width of the Q-network's first hidden layer (CleanRL: 120)
+    hidden2: int = 84  # width of the Q-network's second hidden layer (CleanRL: 84)
+    n_envs: int = 1  # parallel environments (CleanRL: 1)
+    buffer_size: int = 10_000  # replay buffer capacity in transitions (CleanRL: 10,000)
+    buffer_device: str = "host"  # where the replay buffer lives: "host" (numpy, as CleanRL) or "device" (torch tensors)
+    batch_size: int = 128  # transitions per gradient step (CleanRL: 128)
+    learning_rate: float = 2.5e-4  # Adam learning rate (CleanRL: 2.5e-4)
+    gamma: float = 0.99  # discount factor
+    tau: float = 1.0  # target network update rate (1.0 = hard copy)
+    target_network_frequency: int = 500  # environment steps between target network updates (CleanRL: 500)
+    start_e: float = 1.0  # initial exploration epsilon
+    end_e: float = 0.05  # final exploration epsilon
+    exploration_fraction: float = 0.5  # fraction of the run over which epsilon falls linearly from start_e to end_e
+    learning_starts: int = 10_000  # environment steps of pure collection before learning starts (CleanRL: 10,000)
+    train_frequency: int = 10  # environment steps between gradient steps (CleanRL: 10)
+    # "huber" (smooth L1, the Nature DQN's error clipping; daily returns are heavy-tailed) or "mse" (CleanRL's)
     td_loss: str = "huber"
-    """"huber" (smooth L1, the Nature DQN's error clipping; daily returns are heavy-tailed) or
-    "mse" (CleanRL's dqn.py)"""
-    eval_every: int = 500
-    """environment steps between two points of train()'s objective history"""
+    eval_every: int = 500  # environment steps between two points of train()'s objective history
 
     def __post_init__(self):
         if self.buffer_device not in BUFFER_DEVICES:

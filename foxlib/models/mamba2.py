@@ -31,32 +31,19 @@ NORM_EPS = 1e-5
 
 @dataclass(frozen=True)
 class Mamba2Config:
-    n_features: int = 53
-    """Input market features per day (the first n of foxlib.data.market's feature library, 1..53)."""
-    d_model: int = 256
-    """Model width D (the residual stream)."""
-    n_layers: int = 4
-    """Number of Mamba-2 blocks."""
-    d_state: int = 64
-    """SSM state size N per head."""
-    d_conv: int = 4
-    """Kernel width K of the depthwise causal convolution over x, B, C."""
-    expand: int = 2
-    """Expansion E: the inner width is E·D."""
-    headdim: int = 64
-    """Head dimension P; the number of heads is H = E·D / P."""
-    ngroups: int = 1
-    """Groups G of B and C shared across heads (like grouped-query attention)."""
-    chunk_size: int = 64
-    """SSD chunk length Q (256 in the paper's kernels; 64 suits pure PyTorch better)."""
-    seq_len: int = 256
-    """Days per training window."""
-    batch_size: int = 3
-    """Windows per training batch."""
-    lr: float = 1e-3
-    """Adam learning rate."""
-    checkpointing: bool = False
-    """Per-block gradient checkpointing (torch.utils.checkpoint, non-reentrant)."""
+    n_features: int = 53  # market features per day (the first n of foxlib.data.market's feature library, 1..53)
+    d_model: int = 256  # model width D (the residual stream)
+    n_layers: int = 4  # number of Mamba-2 blocks
+    d_state: int = 64  # SSM state size N per head
+    d_conv: int = 4  # kernel width K of the depthwise causal convolution over x, B, C
+    expand: int = 2  # expansion E: the inner width is E·D
+    headdim: int = 64  # head dimension P; the number of heads is H = E·D / P
+    ngroups: int = 1  # groups G of B and C shared across heads (like grouped-query attention)
+    chunk_size: int = 64  # SSD chunk length Q (256 in the paper's kernels; 64 suits pure PyTorch better)
+    seq_len: int = 256  # days per training window
+    batch_size: int = 3  # windows per training batch
+    lr: float = 1e-3  # Adam learning rate
+    checkpointing: bool = False  # per-block gradient checkpointing (torch.utils.checkpoint, non-reentrant)
 
     def __post_init__(self):
         if self.d_inner % self.headdim:

@@ -22,41 +22,24 @@ BUFFER_DEVICES = ("device", "host")
 
 @dataclass(frozen=True)
 class PPOConfig(EnvConfig):
-    hidden: int = 64
-    """width of the actor's and the critic's two hidden layers (CleanRL: 64)"""
-    n_envs: int = 4
-    """parallel environments (CleanRL: 4)"""
-    n_steps: int = 128
-    """steps per environment per rollout (CleanRL: 128); the rollout holds n_envs * n_steps"""
+    hidden: int = 64  # width of the actor's and the critic's two hidden layers (CleanRL: 64)
+    n_envs: int = 4  # parallel environments (CleanRL: 4)
+    n_steps: int = 128  # steps per environment per rollout (CleanRL: 128); the rollout holds n_envs * n_steps
+    # transitions per minibatch update, one profiled step (CleanRL derives it: rollout / 4 minibatches by default)
     batch_size: int = 128
-    """minibatch size: transitions per gradient step (CleanRL derives it: rollout / num_minibatches,
-    with 4 minibatches by default). One profiled step is one minibatch update."""
-    update_epochs: int = 4
-    """epochs over the rollout per iteration (CleanRL: 4)"""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate (CleanRL: 2.5e-4)"""
-    anneal_lr: bool = True
-    """anneal the learning rate linearly to 0 over the run"""
-    gamma: float = 0.99
-    """discount factor"""
-    gae_lambda: float = 0.95
-    """lambda of generalised advantage estimation"""
-    norm_adv: bool = True
-    """normalise advantages within each minibatch"""
-    clip_coef: float = 0.2
-    """surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """clip the value loss as in the PPO reference implementation"""
-    ent_coef: float = 0.01
-    """entropy bonus coefficient"""
-    vf_coef: float = 0.5
-    """value loss coefficient"""
-    max_grad_norm: float = 0.5
-    """gradient clipping norm"""
-    buffer_device: str = "device"
-    """where the rollout lives: "device" (torch tensors, as CleanRL) or "host" (CPU tensors)"""
-    eval_every: int = 1
-    """iterations between two points of train()'s objective history"""
+    update_epochs: int = 4  # epochs over the rollout per iteration (CleanRL: 4)
+    learning_rate: float = 2.5e-4  # Adam learning rate (CleanRL: 2.5e-4)
+    anneal_lr: bool = True  # anneal the learning rate linearly to 0 over the run
+    gamma: float = 0.99  # discount factor
+    gae_lambda: float = 0.95  # lambda of generalised advantage estimation
+    norm_adv: bool = True  # normalise advantages within each minibatch
+    clip_coef: float = 0.2  # surrogate clipping coefficient
+    clip_vloss: bool = True  # clip the value loss as in the PPO reference implementation
+    ent_coef: float = 0.01  # entropy bonus coefficient
+    vf_coef: float = 0.5  # value loss coefficient
+    max_grad_norm: float = 0.5  # gradient clipping norm
+    buffer_device: str = "device"  # where the rollout lives: "device" (torch tensors, as CleanRL) or "host" (CPU)
+    eval_every: int = 1  # iterations between two points of train()'s objective history
 
     def __post_init__(self):
         if self.buffer_device not in BUFFER_DEVICES:
