@@ -107,8 +107,8 @@ def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
     path = Path(path)
     if data is None:
         data = json.loads(path.read_text())
-    revision = data.get("measured_at_revision") or (data.get("environment") or {}).get("git_revision")
-    return {"path": display_path(path), "revision": revision, "sha256": sha256_of(path)}
+    from foxlib.core.results import measured_revision
+    return {"path": display_path(path), "revision": measured_revision(data), "sha256": sha256_of(path)}
 
 
 def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:

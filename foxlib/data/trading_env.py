@@ -2,17 +2,12 @@
 the dependency, and what every agent trained in it shares (EnvConfig, greedy_policy, OBJECTIVE).
 
 Each of `n_envs` sub-environments trades one index (drawn per episode) over `episode_length` days from a
-random start:
-
-- observation at day t: the last `window` days (t-window+1 .. t) of the first `n_features` z-scored market
-  features of that index, flattened to (window * n_features,) float32; prices up to the close of day t only.
-- action at day t: 0 short, 1 flat, 2 long -> position -1 / 0 / +1 from the close of day t to that of t+1.
-- reward: REWARD_SCALE * (position * r_t - cost * |position - previous position|), r_t the log return from
-  day t to t+1, cost per unit of turnover (1e-4 = 1 basis point). REWARD_SCALE = 100 puts rewards in percent,
-  O(1) (daily index returns have a standard deviation of about 1.3 %). Every episode starts flat.
-- done: True on an episode's last step; the learners treat it as terminal. The sub-environment then resets
-  itself (as gymnasium's vector envs do): the observation returned is the next episode's first, and
-  info["final_obs"] the finished one's last.
+random start. The observation at day t is the last `window` days (t-window+1 .. t) of the index's first
+`n_features` z-scored features, flattened, float32. Actions 0 / 1 / 2 take position -1 / 0 / +1 from the close of
+day t to that of t+1, rewarded REWARD_SCALE * (position * r_t - cost * |position change|), r_t the log return
+(percent, O(1): daily index returns have a standard deviation of about 1.3 %; cost 1e-4 = 1 basis point). Every
+episode starts flat. done marks an episode's last step (terminal for the learners); the sub-environment then
+resets itself, as gymnasium's vector envs do: info["final_obs"] holds the finished episode's last observation.
 
 Split by time: "train" episodes touch (observe, or are rewarded with a return ending on) only days before
 `train_end` (2015-01-01), "evaluation" episodes only days from it on. All randomness comes from one numpy

@@ -121,11 +121,9 @@ class ReplayBuffer:
         rows = (self.pos + np.arange(n)) % self.capacity
         for name, value in zip(self.FIELDS, (obs, next_obs, actions, rewards, dones)):
             store = getattr(self, name)
-            if self.on_host:
-                store[rows] = value
-            else:
-                store[torch.as_tensor(rows, device=store.device)] = torch.as_tensor(
-                    np.asarray(value), dtype=store.dtype).to(store.device)
+            if not self.on_host:
+                value = torch.as_tensor(np.asarray(value), dtype=store.dtype).to(store.device)
+            store[rows] = value
         self.full = self.full or self.pos + n >= self.capacity
         self.pos = (self.pos + n) % self.capacity
 
@@ -140,10 +138,7 @@ class ReplayBuffer:
     def sample(self, batch_size: int, rng: np.random.Generator, device: str | torch.device) -> dict[str, torch.Tensor]:
         """`batch_size` transitions drawn uniformly (with replacement) by `rng`, as tensors on `device`."""
         rows = rng.integers(0, len(self), size=batch_size)
-        if self.on_host:
-            return {name: torch.as_tensor(getattr(self, name)[rows]).to(device) for name in self.FIELDS}
-        index = torch.as_tensor(rows, device=self.observations.device)
-        return {name: getattr(self, name)[index].to(device) for name in self.FIELDS}
+        return {name: torch.as_tensor(getattr(self, name)[rows]).to(device) for name in self.FIELDS}
 
     def arrays(self) -> dict:
         return {name: getattr(self, name) for name in self.FIELDS}
