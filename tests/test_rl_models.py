@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from foxlib.models import dqn, ppo
+from foxlib.models.card import seeded
 
 SMALL_DQN = dqn.PRESETS["small"]
 SMALL_PPO = ppo.PRESETS["small"]
@@ -117,7 +118,7 @@ def test_ppo_shapes_and_parameter_count(ppo_batch):
 
 def test_ppo_rollout_comes_from_the_initial_policy(ppo_batch):
     """A model built like example_batch's collector reproduces the stored log-probs (ratio 1)."""
-    agent = ppo._initial_agent(SMALL_PPO, 0, torch.device("cpu"))
+    agent = seeded(ppo.build, SMALL_PPO, 0, torch.device("cpu"))
     r = ppo_batch.rollout
     with torch.no_grad():
         _, logprob, _, value = agent.get_action_and_value(r.flat("obs"), r.flat("actions"))

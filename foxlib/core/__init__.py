@@ -1,8 +1,6 @@
-"""The ground floor: paths and units (config), budgets and checks, the waves of the critical path,
-notebook parameters, named figures, results.json, provenance (revisions and citations), the seed's
-figures, progress bars.
+"""The ground floor: paths and units, budgets and checks, the waves, notebook parameters, named figures,
+results.json, provenance, the seed's figures, progress bars.
 
-Layer rule (foxlib's layers, lowest first: core < data < memory < models < harness < waves < report
-< run; tests/test_layout.py checks it): a package imports its own modules and those of the layers
-below it, never one above. core is the lowest: it imports no other foxlib package.
+foxlib's layers, lowest first: core < data < memory < models < harness < waves < report < run. A package imports
+its own modules and those of the layers below it, never one above (tests/test_layout.py); core imports none.
 """

@@ -1,15 +1,7 @@
-"""The classes of device a user may train on, by what their kernels can do: a recommendation or a fit holds
-for a class, not for the GPU it was measured on.
-
-- **bf16**: GPUs with bf16 and TF32 tensor cores (compute capability 8.0 and newer: A100, H100/H200,
-  RTX 30xx/40xx, L4).
-- **fp16**: GPUs with fp16 but no bf16 and no TF32 (compute capability 7.x: V100, T4, RTX 20xx, GTX 16xx such
-  as the 4 GB GTX 1650). bf16 there is emulated or refused; TF32 does not exist.
-- **cpu**: no GPU (its own report, reports/cpu/).
-
-A strategy (a precision and its step options) is open to a class when the class has the kernels it needs
-(`allows`). The H200 can stand in for the fp16 class in memory (the same tensors, shapes and allocator); not in
-speed (SM count, clocks) and not in the CUDA context (another card's driver and kernels): reports say so.
+"""The classes of device a user may train on, by what their kernels can do (CLASSES): a recommendation or a fit
+holds for a class, not for the GPU it was measured on. On the fp16 class bf16 is emulated or refused and TF32
+does not exist. The H200 can stand in for the fp16 class in memory (the same tensors, shapes and allocator), not
+in speed (SM count, clocks) nor in the CUDA context (another card's driver and kernels): reports say so.
 """
 from __future__ import annotations
 

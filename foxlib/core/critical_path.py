@@ -21,8 +21,7 @@ class Wave:
         return config.NOTEBOOKS_DIR / f"wave-{self.id}.py"
 
     def part(self, name: str):
-        """One module of the wave's package (foxlib/waves/wave_<N>/<name>.py): "measuring" (its `measure`),
-        "records" (its `Measurement`), ..."""
+        """One module of the wave's package: foxlib/waves/wave_<N>/<name>.py."""
         return importlib.import_module(f"foxlib.waves.wave_{self.id.replace('.', '_')}.{name}")
 
     @property

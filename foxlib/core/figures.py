@@ -60,9 +60,9 @@ class Figure:
     def __post_init__(self):
         if self.unit not in UNITS:
             raise ValueError(f"figure {self.key!r}: unknown unit {self.unit!r}; valid units: {', '.join(UNITS)}")
-        quantity = self.key.rsplit("/", 1)[-1]
-        if self.unit == "bytes" and quantity not in DEFINITIONS:
-            raise ValueError(f"figure {self.key!r}: {quantity!r} has no definition; defined: {', '.join(DEFINITIONS)}")
+        if self.unit == "bytes" and self.quantity not in DEFINITIONS:
+            raise ValueError(f"figure {self.key!r}: {self.quantity!r} has no definition; "
+                             f"defined: {', '.join(DEFINITIONS)}")
 
     @property
     def quantity(self) -> str:
@@ -83,10 +83,8 @@ class Figure:
 def key(model: str, preset: str, batch_size: int, encoder_length: int | None, precision: str, quantity: str,
         variant: str | None = None) -> str:
     """`model/preset/b<batch>/t<encoder>/<precision>[/<variant>]/<quantity>` (t only where a model has one)."""
-    parts = [model, preset, f"b{batch_size}"] + ([f"t{encoder_length}"] if encoder_length else []) + [precision]
-    if variant:
-        parts.append(variant)
-    return "/".join(parts + [quantity])
+    t = [f"t{encoder_length}"] if encoder_length else []
+    return "/".join([model, preset, f"b{batch_size}", *t, precision, *([variant] if variant else []), quantity])
 
 
 def slug(name: str) -> str:

@@ -1,9 +1,6 @@
-"""A wave notebook's parameters: read from its `parameters` cell, and user overrides checked.
-
-The notebooks live as jupytext py:percent files; the cell tagged `parameters` holds plain
-`name: type = value  # help` lines. Reading it with `ast` needs no Jupyter at all, so the
-same validation serves `make report`, `python -m foxlib measure` on a bare GPU machine, and
-the tests. papermill only warns about unknown names: here they are errors.
+"""A wave notebook's parameters, read from its cell tagged `parameters` (plain `name: type = value  # help`
+lines of a jupytext py:percent file) with `ast`, no Jupyter: the same validation serves `make report`,
+`python -m foxlib measure` on a bare GPU machine and the tests. Unknown names are errors (papermill only warns).
 """
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _CELL = re.compile(r"^# %%.*\btags=\[[^\]]*\"parameters\"[^\]]*\].*$", re.M)
 
 
@@ -59,19 +57,11 @@ def coerce(param: Parameter, value: Any) -> Any:
     """`value` (a string from the command line, or a Python value) as the parameter's type."""
     kind = _TYPES[param.type]
     if isinstance(value, str) and kind is not str:
-        text = value.strip()
-        if kind is bool:
-            if text.lower() in ("true", "1", "yes"):
-                return True
-            if text.lower() in ("false", "0", "no"):
-                return False
-        else:
-            try:
-                return coerce(param, kind(text))
-            except ValueError as exc:
-                if isinstance(exc, ParameterError):
-                    raise
-        raise ParameterError(f"parameter {param.name!r} must be {param.type} ({param.help}), got {value!r}")
+        try:
+            value = _BOOLS[value.strip().lower()] if kind is bool else kind(value.strip())
+        except (KeyError, ValueError):
+            raise ParameterError(f"parameter {param.name!r} must be {param.type} ({param.help}), "
+                                 f"got {value!r}") from None
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if type(value) is not kind:

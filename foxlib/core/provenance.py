@@ -1,13 +1,13 @@
 """Where a figure comes from: the revision it was measured and rendered at, and the files it cites.
 
-A revision is a commit of a clean tree (`git rev-parse --short HEAD`); a tree with uncommitted
-changes to tracked files outside reports/ (what the runs themselves write) is `<commit>+dirty`. A report that depends on another (8.13 and the
-peer benchmark on 8.12's results.json) carries a citation {path, revision, sha256} of the file it
-read, and `verify` fails when the published file is no longer that one.
+A revision is a commit of a clean tree (`git rev-parse --short HEAD`), `<commit>+dirty` with uncommitted changes
+to tracked files outside reports/ (what the runs write). A report that read another's results.json (8.13, the
+peer benchmark: 8.12's) cites it {path, revision, sha256}; `verify` fails when the published file changed.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -23,17 +23,15 @@ class ProvenanceError(ValueError):
 
 
 def git_revision(root: Path | None = None) -> str | None:
-    """The short commit of the tree at `root` (+dirty with uncommitted changes to tracked files);
-    FOXLIB_GIT_REVISION where there is no .git (a copy of the tree on a GPU machine); None if unknown."""
+    """The tree's revision; FOXLIB_GIT_REVISION where set (a copy of the tree on a GPU machine); None if unknown."""
     if os.environ.get("FOXLIB_GIT_REVISION"):
         return os.environ["FOXLIB_GIT_REVISION"]
     root = Path(root or config.ROOT)
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10)
-        # reports/ is what runs write: a report folder being replaced does not make the code dirty
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"],
+                               cwd=root, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     if rev.returncode != 0 or not rev.stdout.strip():
@@ -46,8 +44,7 @@ def is_clean(revision: str | None) -> bool:
 
 
 def is_commit(revision: str | None, root: Path | None = None) -> bool | None:
-    """Whether `revision` names a commit of the repository at `root`; None where that cannot be told (no
-    git, no .git, a shallow clone that may lack it)."""
+    """Whether `revision` names a commit of the repository; None where git cannot tell (no .git, a shallow clone)."""
     rev = str(revision or "").removesuffix(DIRTY)
     if not rev:
         return False
@@ -65,8 +62,7 @@ def is_commit(revision: str | None, root: Path | None = None) -> bool | None:
 
 
 def check_tree(allow_dirty: bool, what: str = "a report") -> str | None:
-    """This tree's revision (git_revision); ProvenanceError when it has uncommitted changes, unless
-    `allow_dirty` (the page then says so)."""
+    """This tree's revision; ProvenanceError when it has uncommitted changes, unless `allow_dirty`."""
     revision = git_revision()
     if not allow_dirty and not is_clean(revision):
         raise ProvenanceError(
@@ -76,9 +72,8 @@ def check_tree(allow_dirty: bool, what: str = "a report") -> str | None:
 
 
 def check_measured(revision: str | None, allow_dirty: bool, what: str = "the measurement") -> None:
-    """ProvenanceError, unless `allow_dirty`, when the revision a measurement names is not a clean commit
-    of this repository: made from uncommitted changes, or a label no commit has (a mistyped
-    FOXLIB_GIT_REVISION on a GPU machine's copy of the tree, or a measurement from another repository)."""
+    """ProvenanceError, unless `allow_dirty`, when the revision a measurement names is not a clean commit of this
+    repository."""
     if allow_dirty:
         return
     if not is_clean(revision):
@@ -97,7 +92,7 @@ def sha256_of(path: Path) -> str:
 
 
 def display_path(path: Path) -> str:
-    """A path as a report shows it: relative to the repository (or the reports folder's parent) where it is inside."""
+    """A path relative to the reports folder's parent, or the repository, where it lies inside."""
     path = Path(path).resolve()
     for base in (config.REPORTS_DIR.resolve().parent, config.ROOT):
         try:
@@ -108,19 +103,16 @@ def display_path(path: Path) -> str:
 
 
 def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A citation of the results file at `path`: its path (relative to the reports' parent where it
-    lies under it), the revision it was measured at, and the sha256 of its bytes."""
+    """A citation of the results file at `path`: its display_path, the revision it was measured at, its sha256."""
     path = Path(path)
     if data is None:
-        import json
         data = json.loads(path.read_text())
-    revision = data.get("measured_at_revision") or (data.get("environment") or {}).get("git_revision")
-    return {"path": display_path(path), "revision": revision, "sha256": sha256_of(path)}
+    from foxlib.core.results import measured_revision
+    return {"path": display_path(path), "revision": measured_revision(data), "sha256": sha256_of(path)}
 
 
 def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:
-    """ProvenanceError unless every cited file exists (relative paths under `base`, default the
-    reports' parent folder) with the cited sha256."""
+    """ProvenanceError unless every cited file (relative to `base`, default the reports' parent) has its sha256."""
     base = Path(base or config.REPORTS_DIR.resolve().parent)
     for c in citations:
         path = Path(c["path"])

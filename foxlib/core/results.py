@@ -1,5 +1,4 @@
-"""results.json: the machine-readable outcome of a wave (its fields: build() below; what each schema
-version added: SCHEMA_VERSION). measurement.json, the raw figures, is written beside it."""
+"""results.json, the machine-readable outcome of a wave (build), and measurement.json beside it."""
 from __future__ import annotations
 
 import datetime as dt

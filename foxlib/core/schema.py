@@ -10,17 +10,15 @@ from typing import Any, Iterable, Mapping
 
 DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 DEVICE_TYPES = ("cpu", "cuda")
+# memory figures of a step profile (bytes; never negative), beside every key that names "bytes"
 PROFILE_BYTES = ("parameters", "gradients", "optimizer_state", "activations", "peak", "forward_peak",
                  "live_before_step", "batch")
-"""Memory figures of a step profile (bytes; never negative), beside every key that names "bytes"."""
 
 
 def readable_version(d: Mapping[str, Any], wave: str, newest: int, *, oldest: int = 1,
                      absent: int | None = 1) -> int:
-    """d's "schema_version" (`absent` where the key is missing; None: the key is required), checked
-    against what this foxlib reads (oldest..newest) and against the wave the record says it is of.
-
-    A ValueError names the version and what to do: a newer record needs a newer foxlib."""
+    """d's "schema_version" (`absent` where the key is missing; None: it is required); a ValueError, naming what to
+    do, unless this foxlib reads it (oldest..newest) and the record is of `wave`."""
     version = d.get("schema_version", absent)
     if not isinstance(version, int) or version < oldest:
         raise ValueError(f"a wave {wave} record of schema version {version!r}: this foxlib reads versions "
@@ -52,10 +50,9 @@ def _is_bytes_key(path: str) -> bool:
 def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterable[str] = (),
                 allowed: Iterable[str] | None = None, nullable: Iterable[str] = (),
                 source: str = "the measurement") -> None:
-    """ValueError, naming the problem, unless `data` is a wave `wave` measurement of one of `versions`
-    (a file without "schema_version" is of version 1): a device whose short name is a plain folder name,
-    every key of `required` present and not null (those of `nullable` may be null), no key outside `allowed`
-    (when given), every number finite and no memory figure negative."""
+    """ValueError, naming the problem, unless `data` is a wave `wave` measurement of one of `versions` (1 without
+    "schema_version"): a device whose short name is a plain folder name, every key of `required` present and not
+    null (but those of `nullable`), none outside `allowed` (when given), numbers finite, no memory figure negative."""
     versions, required = tuple(versions), tuple(required)
     if not isinstance(data, dict):
         raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
@@ -94,8 +91,7 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
 
 
 def check_fields(data: Any, wave: str, version: int, cls: type, source: str = "the measurement") -> None:
-    """check_plain for a wave's Measurement dataclass `cls`: its fields are the keys, each one present (those
-    whose type admits None may be null), none other."""
+    """check_plain with the fields of a wave's Measurement dataclass `cls` as its keys (nullable: Optional ones)."""
     fields = dataclasses.fields(cls)
     names = [f.name for f in fields]
     check_plain(data, wave, (version,), names, names, [f.name for f in fields if "None" in str(f.type)], source)
@@ -103,8 +99,7 @@ def check_fields(data: Any, wave: str, version: int, cls: type, source: str = "t
 
 @contextlib.contextmanager
 def typing_parts(wave: str, source: str = "the measurement"):
-    """A KeyError or TypeError while a checked measurement's parts are typed (a profile without one of its
-    fields, say), as the ValueError of a malformed file that names it."""
+    """A KeyError or TypeError while a checked measurement's parts are typed, as a malformed file's ValueError."""
     try:
         yield
     except (KeyError, TypeError) as exc:

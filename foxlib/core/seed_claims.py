@@ -1,8 +1,7 @@
-"""The original team's Wave 8.10 figures, from their quick-reference write-up of 2025-10-15 (this
-module is the repository's record of them; the quotes beside the values are the write-up's words).
-
-Taken with nvidia-smi in a Rust/Candle code base. They appear in reports only in columns
-labelled as the seed's, beside what foxlib measured. MB here is the seed's own unit.
+"""The original team's Wave 8.10 figures, from their quick-reference write-up of 2025-10-15 (this module is the
+repository's record of them; quotes are the write-up's words), taken with nvidia-smi in a Rust/Candle code base.
+Reports show them only in columns labelled as the seed's; MB here is the seed's own unit. Below: how the seed's
+speed claims are judged.
 """
 import math
 import re
@@ -31,17 +30,13 @@ STRATEGY_GUESSES = {
 }
 FP16_EXPECTED_PEAK_MB = 1548
 
-# ------------------------------------------------------------------ reading the seed's speed claims, once
+# independent timing runs (fresh processes) a speed verdict needs: one run's interval is narrower than the spread
+# between runs of the same code (foxlib.waves.wave_8_12.claim_runs)
 MIN_RUNS = 3
-"""Independent timing runs (fresh processes) a speed verdict needs: one run's interval is narrower than the
-spread between runs of the same code (foxlib.waves.wave_8_12.claim_runs)."""
-SPEED_BAND = 0.10
-"""An approximate speed claim ("-40 % slower", "no change") holds within a factor 1 ± 10 % of its ratio."""
-WIDE_INTERVAL = 1.5
-"""high / low of an interval past which it confirms nothing."""
+SPEED_BAND = 0.10  # an approximate speed claim ("-40 % slower", "no change") holds within a factor 1 ± 10 %
+WIDE_INTERVAL = 1.5  # high / low of an interval past which it confirms nothing
+# Student's t, 97.5th percentile, for 1 .. 10 degrees of freedom (more: the last): a 95 % interval of a mean
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-"""Student's t, 97.5th percentile, for 1 .. 10 degrees of freedom (more: the last): the two-sided 95 % interval
-of a mean over a few runs."""
 SPEED_READING = ("\"+N % faster\" and \"-N % slower\" are read as throughput (training windows per second) N % "
                  "higher or lower: time per window x 1/(1 + N/100) or x 1/(1 - N/100) (-40 % slower = 1.67x, "
                  f"-75 % slower = 4.00x); an approximate claim holds within a factor 1 ± {100 * SPEED_BAND:g} % of that "
@@ -52,8 +47,8 @@ SPEED_READING = ("\"+N % faster\" and \"-N % slower\" are read as throughput (tr
 
 
 def speed_ratio(text: str) -> float:
-    """A seed speed claim as a time ratio against fp32, read as SPEED_READING says: "+20% faster" -> 1/1.2,
-    "-40% slower" -> 1/0.6, "no change" -> 1."""
+    """A seed speed claim as a time ratio against fp32 (SPEED_READING): "+20% faster" -> 1/1.2, "-40% slower"
+    -> 1/0.6, "no change" -> 1."""
     t = text.strip().lower()
     if t == "no change":
         return 1.0
@@ -74,17 +69,15 @@ def speed_band(ratio: float) -> tuple[float, float]:
 
 
 def t_975(df: int) -> float:
-    """Student's t, 97.5th percentile, for df degrees of freedom (T_975; past its end, its last value)."""
     if df < 1:
         raise ValueError(f"an interval needs at least one degree of freedom, got {df}")
     return T_975[min(df, len(T_975)) - 1]
 
 
 def run_spread(claims: Iterable[list[tuple[float, float, float]]]) -> tuple[float, int]:
-    """(sd, df): the spread between independent runs, on the log scale, pooled over every claim timed in the same
-    runs (each claim's runs' medians around their own mean; df = the sum of (runs - 1)). The runs' noise is the
-    machine's and the run's, shared by every strategy timed in it: pooled, it is estimated with more degrees of
-    freedom than one claim's few runs give."""
+    """(sd, df): the spread between independent runs on the log scale (each claim's runs' medians around their
+    mean), pooled over every claim timed in the same runs: their noise is the machine's, shared by every strategy
+    timed in them, so pooling estimates it with more degrees of freedom (the sum of runs - 1)."""
     ss, df = 0.0, 0
     for runs in claims:
         logs = [math.log(m) for m, _, _ in runs]
@@ -99,10 +92,9 @@ def run_spread(claims: Iterable[list[tuple[float, float, float]]]) -> tuple[floa
 
 def pooled_interval(runs: list[tuple[float, float, float]],
                     spread: tuple[float, int] | None = None) -> tuple[float, float, float]:
-    """(centre, low, high) over independent runs ((median, low, high) each, ratios > 0): the geometric mean of the
-    runs' medians with its 95 % interval, Student's t on `spread` (run_spread: (sd, df) on the log scale; the runs'
-    own spread where None). Never narrower than the runs' own intervals allow for a mean of len(runs) of them:
-    the median run's half-width on the log scale / sqrt(runs)."""
+    """(centre, low, high): the geometric mean of independent runs' medians ((median, low, high) each) with its
+    95 % interval, Student's t on `spread` (run_spread's; the runs' own where None), never narrower than the
+    median run's own half-width on the log scale / sqrt(runs)."""
     if not runs:
         raise ValueError("no runs to pool")
     n = len(runs)
@@ -115,8 +107,8 @@ def pooled_interval(runs: list[tuple[float, float, float]],
 
 
 def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:
-    """An interval against a claim's band: "holds" inside it, "wrong" apart from it, "inconclusive" across an
-    edge or when wider than WIDE_INTERVAL (it confirms nothing)."""
+    """"holds" inside the claim's band, "wrong" apart from it, "inconclusive" across an edge or when wider than
+    WIDE_INTERVAL."""
     if high < band[0] or low > band[1]:
         return "wrong"
     if band[0] <= low and high <= band[1] and high / low <= WIDE_INTERVAL:
@@ -125,16 +117,14 @@ def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:
 
 
 def pooled_verdict(n_runs: int, low: float, high: float, ratio: float) -> str:
-    """A claim's verdict on the pooled interval [low, high] of `n_runs` independent runs: "inconclusive" with
-    fewer than MIN_RUNS, else the interval against the claim's band (interval_verdict). Wave 8.12's table and
-    the index's ledger both judge with it."""
+    """A claim's verdict on the pooled interval of `n_runs` runs (wave 8.12's table and the index's ledger):
+    "inconclusive" with fewer than MIN_RUNS, else interval_verdict."""
     return "inconclusive" if n_runs < MIN_RUNS else interval_verdict(low, high, speed_band(ratio))
 
 
 def speed_verdict(runs: list[tuple[float, float, float]], ratio: float,
                   spread: tuple[float, int] | None = None) -> str:
-    """The claim's verdict over independent runs ((median, low, high) each): pooled_verdict on their pooled
-    interval (pooled_interval, with `spread`)."""
+    """pooled_verdict on the runs' pooled_interval."""
     if len(runs) < MIN_RUNS:
         return "inconclusive"
     _, low, high = pooled_interval(runs, spread)

@@ -1,16 +1,13 @@
 """Real daily market data, offline: S&P 500 and NASDAQ OHLCV shipped with the `arch` package.
 
-From each index's OHLCV we derive a library of observed features (returns, volatility,
-range, volume, moving-average gaps, oscillators, cross-index terms); a model takes the
-first `n_observed` of them. Known-future inputs are calendar features plus the horizon
-index; the static input is the series id. Windows are split by time: everything a
-training window touches ends before VALIDATION_START, a validation window starts after it.
-Features are z-scored with statistics of the training period only.
+Each index's OHLCV gives a library of observed features (returns, volatility, range, volume, moving-average
+gaps, oscillators, cross-index terms), z-scored with the training period's statistics; a model takes the first
+`n_observed`. Known-future inputs are calendar features plus the horizon index; the static input is the series
+id. Split by time: a training window ends before VALIDATION_START, a validation window starts after it.
 
-Targets (TARGETS): "return", the next days' log returns in percent (the default, what the models
-train on everywhere); "abs_return", their absolute values (realised volatility, day by day). Daily
-returns are close to unpredictable in sign; their size persists (volatility clusters), so a model can
-beat the training period's climatology on "abs_return" by far more than on "return" (foxlib.harness.skill).
+Targets (TARGETS): "return", the next days' log returns in percent (what the models train on everywhere), or
+"abs_return", their absolute values. Returns are close to unpredictable in sign but their size persists
+(volatility clusters), so a model beats the climatology on "abs_return" by far more (foxlib.harness.skill).
 """
 from __future__ import annotations
 
@@ -152,9 +149,8 @@ def market_features(n_observed: int = N_FEATURES_MAX) -> MarketFeatures:
 
 
 class MarketWindows:
-    """TFT windows over the market features: encoder_length observed days, then decoder_length
-    days whose log returns (in percent) are the targets. split: "train" or "validation".
-    target: "return" (the log returns) or "abs_return" (their absolute values); see TARGETS."""
+    """TFT windows: encoder_length observed days, then decoder_length days whose targets (TARGETS) a model
+    forecasts. split: "train" or "validation"."""
 
     def __init__(self, n_observed: int, encoder_length: int, decoder_length: int, split: str = "train",
                  target: str = "return"):
@@ -162,19 +158,13 @@ class MarketWindows:
             raise ValueError(f"unknown split {split!r}; valid splits: train, validation")
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
-        self.target = target
         if encoder_length < 1 or decoder_length < 1:
             raise ValueError("encoder_length and decoder_length must be at least 1")
-        self.features = market_features(n_observed)
+        self.features, self.target = market_features(n_observed), target
         self.encoder_length, self.decoder_length = encoder_length, decoder_length
-        span = encoder_length + decoder_length
-        n = len(self.features.dates)
-        te = self.features.train_end
+        span, te = encoder_length + decoder_length, self.features.train_end
         # a window [t0, t0 + span) predicts returns of days t0+Te-1 .. t0+span-2 -> needs t0+span-1 < n
-        if split == "train":
-            starts = np.arange(0, te - span + 1)
-        else:
-            starts = np.arange(te, n - span)
+        starts = np.arange(0, te - span + 1) if split == "train" else np.arange(te, len(self.features.dates) - span)
         if len(starts) == 0:
             raise ValueError(f"no {split} windows of length {span} in the market data")
         series = np.repeat(np.arange(len(SERIES)), len(starts))
@@ -193,24 +183,23 @@ class MarketWindows:
         horizon = (np.arange(te + td) - te + 1) / (te + td)             # (T,), 0 at the first decoder step
         known = np.concatenate([f.calendar[full],
                                 np.broadcast_to(horizon[None, :, None], full.shape + (1,))], axis=-1)
-        # target at decoder step j: log return from day t0+Te-1+j to t0+Te+j
-        target = f.next_return[s[:, None], (t0 + te - 1)[:, None] + np.arange(td)[None, :]] * TARGET_SCALE
-        if self.target == "abs_return":
-            target = np.abs(target)
         batch = {  # torch.tensor copies: no batch tensor is a view into a larger array
             "static": torch.tensor(s[:, None], dtype=torch.long),
             "known": torch.tensor(known, dtype=torch.float32),
             "observed": torch.tensor(f.observed[s[:, None], enc]),
-            "target": torch.tensor(target, dtype=torch.float32),
+            "target": torch.tensor(self._targets(s, t0), dtype=torch.float32),
         }
         return {k: v.to(device) for k, v in batch.items()}
 
-    def targets(self) -> np.ndarray:
-        """Every window's target, (len(self), decoder_length) float64: e.g. for the split's climatology."""
-        f, te, td = self.features, self.encoder_length, self.decoder_length
-        s, t0 = self.index[:, 0], self.index[:, 1]
-        target = f.next_return[s[:, None], (t0 + te - 1)[:, None] + np.arange(td)[None, :]] * TARGET_SCALE
+    def _targets(self, s: np.ndarray, t0: np.ndarray) -> np.ndarray:
+        """(len(s), decoder_length) float64: at decoder step j the log return from day t0+Te-1+j to t0+Te+j."""
+        te, td = self.encoder_length, self.decoder_length
+        target = self.features.next_return[s[:, None], (t0 + te - 1)[:, None] + np.arange(td)[None, :]] * TARGET_SCALE
         return np.abs(target) if self.target == "abs_return" else target
+
+    def targets(self) -> np.ndarray:
+        """Every window's target (e.g. for the split's climatology)."""
+        return self._targets(self.index[:, 0], self.index[:, 1])
 
     def sample(self, batch_size: int, seed: int = 0, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """A reproducible random batch of `batch_size` windows."""

@@ -1,29 +1,17 @@
-"""A small vectorised trading environment over the real market data (foxlib.data.market).
+"""A vectorised trading environment over the real market data (foxlib.data.market), gymnasium-like without
+the dependency, and what every agent trained in it shares (EnvConfig, greedy_policy, OBJECTIVE).
 
-Each of `n_envs` sub-environments trades one index (S&P 500 or NASDAQ, drawn per episode)
-over a fixed-length episode that starts on a random day:
+Each of `n_envs` sub-environments trades one index (drawn per episode) over `episode_length` days from a
+random start. The observation at day t is the last `window` days (t-window+1 .. t) of the index's first
+`n_features` z-scored features, flattened, float32. Actions 0 / 1 / 2 take position -1 / 0 / +1 from the close of
+day t to that of t+1, rewarded REWARD_SCALE * (position * r_t - cost * |position change|), r_t the log return
+(percent, O(1): daily index returns have a standard deviation of about 1.3 %; cost 1e-4 = 1 basis point). Every
+episode starts flat. done marks an episode's last step (terminal for the learners); the sub-environment then
+resets itself, as gymnasium's vector envs do: info["final_obs"] holds the finished episode's last observation.
 
-- observation at day t: the last `window` days (t-window+1 .. t) of the first `n_features`
-  market features of that index, flattened to (window * n_features,) float32. The features
-  are the z-scored ones of `market_features`; they only use prices up to the close of day t.
-- action at day t: 0 short, 1 flat, 2 long -> position -1 / 0 / +1, held from the close of
-  day t to the close of day t+1.
-- reward: REWARD_SCALE * (position * r_t - cost * |position - previous position|), where r_t is
-  the log return from day t to t+1 and cost is charged per unit of turnover (1e-4 = 1 basis
-  point by default). REWARD_SCALE = 100 puts rewards in percent, O(1) (daily index returns
-  have a standard deviation of about 1.3 %), the same scale as data.TARGET_SCALE.
-  Every episode starts flat, so the first step pays for opening a position.
-- done: True on the last step of an episode (after `episode_length` rewards). The learners
-  treat it as terminal (no bootstrapping past it). The sub-environment then resets itself
-  (auto-reset, as gymnasium's vector envs do): the returned observation is the first one of
-  the next episode and info["final_obs"] holds the last observation of the finished one.
-
-Split by time: "train" episodes only touch days before `train_end` (the first validation
-day, 2015-01-01); "evaluation" episodes only touch days on or after it. "Touch" covers the
-observation windows and the days the rewarded returns end on, so no episode crosses the
-split. Deterministic for a fixed seed: all randomness comes from one numpy Generator.
-
-The API is gymnasium-like without the dependency:
+Split by time: "train" episodes touch (observe, or are rewarded with a return ending on) only days before
+`train_end` (2015-01-01), "evaluation" episodes only days from it on. All randomness comes from one numpy
+Generator seeded by `seed`.
 
     env = TradingEnv(n_envs=4, window=10, n_features=8, episode_length=64, split="train", seed=0)
     obs = env.reset()                                  # (n_envs, obs_dim) float32
@@ -31,7 +19,10 @@ The API is gymnasium-like without the dependency:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 
 from foxlib.data.market import SERIES, market_features
 
@@ -39,8 +30,19 @@ N_ACTIONS = 3
 POSITIONS = np.array([-1.0, 0.0, 1.0])
 """Position taken by each action: 0 short, 1 flat, 2 long."""
 REWARD_SCALE = 100.0
-"""Rewards are in percent: 100 * (position * log return - cost * turnover)."""
 SPLITS = ("train", "evaluation")
+OBJECTIVE = ("mean reward per day (percent) of the greedy policy over every train-split day of both "
+             "indices (trading_env.backtest); higher is better")
+
+
+def _split_days(split: str, window: int, n_features: int) -> tuple[int, int]:
+    """(first, end): the days t of `split` whose observation window and next-day return stay inside it."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
+    features = market_features(n_features)
+    if split == "train":
+        return window - 1, features.train_end - 1
+    return features.train_end + window - 1, features.next_return.shape[1] - 1
 
 
 class TradingEnv:
@@ -48,8 +50,7 @@ class TradingEnv:
 
     def __init__(self, n_envs: int = 1, window: int = 10, n_features: int = 8, episode_length: int = 64,
                  split: str = "train", seed: int = 0, cost: float = 1e-4):
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
+        first, end = _split_days(split, window, n_features)
         if n_envs < 1 or window < 1 or episode_length < 1:
             raise ValueError("n_envs, window and episode_length must be at least 1")
         features = market_features(n_features)
@@ -60,16 +61,10 @@ class TradingEnv:
         self.train_end = features.train_end
         self._observed = features.observed                                  # (S, N, F) float32
         self._returns = features.next_return                                # (S, N) float64
-        n_days = self._returns.shape[1]
-        # An episode starting at t0 observes days t0-window+1 .. t0+L-1 and is rewarded with the
-        # returns from t0 .. t0+L-1 to the next day, i.e. it touches days t0-window+1 .. t0+L.
-        if split == "train":
-            lo, hi = window - 1, self.train_end - 1 - episode_length        # t0 + L <= train_end - 1
-        else:
-            lo, hi = self.train_end + window - 1, n_days - 1 - episode_length  # t0 + L <= N - 1
-        if hi < lo:
+        # an episode starting at t0 is rewarded with the returns of days t0 .. t0+L-1, the last ending on t0+L
+        self.first_start, self.last_start = first, end - episode_length
+        if self.last_start < first:
             raise ValueError(f"no {split} episodes of length {episode_length} with window {window}")
-        self.first_start, self.last_start = lo, hi
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._series = np.zeros(n_envs, dtype=np.int64)
@@ -79,9 +74,8 @@ class TradingEnv:
         self._episode_return = np.zeros(n_envs)
         self._started = False
 
-    # ------------------------------------------------------------------ internals
     def _start(self, envs: np.ndarray) -> None:
-        """Start fresh episodes (random index, random start day, flat) in sub-environments `envs`."""
+        """Fresh episodes (random index, random start day, flat) in sub-environments `envs`."""
         n = len(envs)
         self._series[envs] = self._rng.integers(0, len(SERIES), size=n)
         self._day[envs] = self._rng.integers(self.first_start, self.last_start + 1, size=n)
@@ -93,7 +87,6 @@ class TradingEnv:
         days = day[:, None] + np.arange(1 - self.window, 1)[None, :]       # (n, window)
         return self._observed[series[:, None], days].reshape(len(day), self.obs_dim)
 
-    # ------------------------------------------------------------------ API
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start every sub-environment afresh; re-seed first when `seed` is given."""
         if seed is not None:
@@ -105,9 +98,9 @@ class TradingEnv:
     def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
         """Apply `actions` (n_envs,) in {0, 1, 2}; returns obs, reward (float32), done (bool), info.
 
-        info: "position" and "log_return" (the unscaled return) behind each reward, "day" and
-        "series" it was earned on, "final_obs" (obs_dim rows; only meaningful where done) and
-        "episode_return" (the summed reward of episodes that ended now, NaN elsewhere)."""
+        info: "position" and "log_return" (the unscaled return) behind each reward, "day" and "series" it was
+        earned on, "final_obs" (meaningful where done) and "episode_return" (the summed reward of episodes
+        that ended now, NaN elsewhere)."""
         if not self._started:
             raise RuntimeError("call reset() before step()")
         actions = np.asarray(actions).reshape(-1)
@@ -134,18 +127,11 @@ class TradingEnv:
 
 
 def backtest(policy, window: int, n_features: int, split: str = "train", cost: float = 1e-4) -> float:
-    """Mean reward per day of a deterministic `policy` run over every day of a split, both indices.
-
-    policy: obs (n, window * n_features) float32 numpy -> actions (n,) in {0, 1, 2}. The policy
-    trades every day t of the split whose observation window and next-day return stay inside
-    it (the same days episodes may touch), starting flat on each index; the reward is the
-    environment's (percent, turnover cost on consecutive days). A fixed, noise-free yardstick:
-    the same policy always scores the same."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
+    """Mean reward per day of a deterministic `policy` (obs (n, window * n_features) -> actions (n,)) traded
+    on every day of a split that episodes may touch, both indices, each starting flat: a noise-free yardstick."""
+    first, end = _split_days(split, window, n_features)
     features = market_features(n_features)
-    te, n_days = features.train_end, features.next_return.shape[1]
-    days = np.arange(window - 1, te - 1) if split == "train" else np.arange(te + window - 1, n_days - 1)
+    days = np.arange(first, end)
     idx = days[:, None] + np.arange(1 - window, 1)[None, :]
     rewards = []
     for s in range(len(SERIES)):
@@ -154,3 +140,33 @@ def backtest(policy, window: int, n_features: int, split: str = "train", cost: f
         turnover = np.abs(np.diff(position, prepend=0.0))
         rewards.append(REWARD_SCALE * (position * features.next_return[s, days] - cost * turnover))
     return float(np.concatenate(rewards).mean())
+
+
+def greedy_policy(model: torch.nn.Module, device: str | torch.device):
+    """numpy obs -> the argmax of `model`'s output (Q-values or logits), for backtest."""
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.as_tensor(obs, device=device)).float().argmax(dim=1).cpu().numpy()
+    return act
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The environment an agent trains in: the first fields of every agent's config (dqn, ppo)."""
+    window: int = 10  # days of market features in one observation
+    n_features: int = 8  # market features per day (the first n of foxlib.data.market's feature library)
+    episode_length: int = 64  # trading days per episode
+    cost: float = 1e-4  # transaction cost per unit of turnover (1e-4 = 1 basis point)
+
+    @property
+    def obs_dim(self) -> int:
+        return self.window * self.n_features
+
+    def env(self, n_envs: int, seed: int, split: str = "train") -> TradingEnv:
+        return TradingEnv(n_envs=n_envs, window=self.window, n_features=self.n_features,
+                          episode_length=self.episode_length, split=split, seed=seed, cost=self.cost)
+
+    def objective(self, model: torch.nn.Module, device: str | torch.device) -> float:
+        """OBJECTIVE of `model`, in sample: it shows that the agent learns what its training data rewards
+        (chiefly the S&P 500's short-term reversal in 2000-2014), not that it would trade well after 2015."""
+        return backtest(greedy_policy(model, device), self.window, self.n_features, "train", self.cost)

@@ -1,10 +1,5 @@
-"""The four models of the ensemble, each exposed as a model card (see card.py): the Temporal Fusion
-Transformer (tft, with tft_config and tft_blocks), DQN (dqn), PPO (ppo) and Mamba-2 (mamba2); MODELS by
-name, ENSEMBLE in order.
-
-Layer rule (core < data < memory < models < harness < waves < report < run; tests/test_layout.py
-checks it): models import foxlib.core, data and memory; never the harness, a wave, report or run.
-"""
+"""The four models of the ensemble as model cards (card.py): the Temporal Fusion Transformer (tft, tft_config,
+tft_blocks), DQN, PPO and Mamba-2; MODELS by name, ENSEMBLE in order. Imports foxlib.core, data and memory."""
 from __future__ import annotations
 
 from foxlib.models import dqn, mamba2, ppo, tft

@@ -1,8 +1,5 @@
-"""The model card: how every model of the ensemble is presented to the rest of foxlib.
-
-A card bundles a config dataclass, its named presets, and four functions. The profiler,
-the waves and the reports only ever talk to cards, never to a model class directly.
-"""
+"""The model card: how every model of the ensemble is presented to the rest of foxlib (the profiler, the
+waves and the reports talk to cards, never to a model class)."""
 from __future__ import annotations
 
 import dataclasses
@@ -39,8 +36,7 @@ class ModelCard:
         return self.presets[name]
 
     def learning_rate(self, cfg: Any) -> float:
-        """The learning rate the config names (`lr`, or `learning_rate` for the RL agents): the one
-        every training step of foxlib uses for this card (foxlib.harness.recipe)."""
+        """The config's `lr` (or `learning_rate`, the RL agents'): every training step's (foxlib.harness.recipe)."""
         for name in ("lr", "learning_rate"):
             if hasattr(cfg, name):
                 return float(getattr(cfg, name))
@@ -55,3 +51,10 @@ class ModelCard:
             raise ValueError(f"unknown config field(s) {unknown} for model {self.name!r}; "
                              f"valid fields: {', '.join(sorted(names))}")
         return dataclasses.replace(cfg, **overrides)
+
+
+def seeded(build: Callable[[Any], torch.nn.Module], cfg: Any, seed: int, device: torch.device) -> torch.nn.Module:
+    """build(cfg) under torch.manual_seed(seed), on `device`, leaving the caller's CPU random state as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build(cfg).to(device)

@@ -1,20 +1,13 @@
-"""Mamba-2 (Dao & Gu, 2024, "Transformers are SSMs"), pure PyTorch, no custom kernels.
+"""Mamba-2 (Dao & Gu, 2024, "Transformers are SSMs"), pure PyTorch: a causal forecaster whose output at day t
+is the log return from day t to t+1, in percent, from the daily market features up to t.
 
-A causal next-day return forecaster: a sequence of daily market features goes in, and the
-output at day t forecasts the log return from day t to t+1, in percent.
+The state space duality (SSD) layer runs in its chunked form (paper, section 6 and listing 1): inside a chunk
+of Q steps the output is a masked "attention" (C Bᵀ ∘ L) X, between chunks a small recurrence carries the
+state. `ssd_sequential`, the plain recurrence, is the reference the tests check it against.
 
-The state space duality (SSD) layer runs in its chunked form (paper, section 6 and
-listing 1): the sequence is cut into chunks of Q steps; inside a chunk the output is a
-masked "attention" (C Bᵀ ∘ L) X, between chunks a small recurrence carries the state.
-`ssd_sequential` is the plain recurrence, kept as the reference the tests check against.
-
-Notation (paper / reference implementation): D = d_model, E = expand, H = heads,
-P = headdim (E·D = H·P), N = d_state, G = ngroups, K = d_conv, Q = chunk_size.
-
-Mixed precision: under torch.autocast the projections and the SSD's contractions run in
-16 bits, but the log-decays (dt·A), their cumulative sums, segment sums and exponentials,
-and both RMSNorms are computed in float32 (float64 stays float64), so nothing overflows
-in float16; the loss is computed in float32.
+Notation: D = d_model, E = expand, H = heads, P = headdim (E·D = H·P), N = d_state, G = ngroups, K = d_conv,
+Q = chunk_size. Under autocast the projections and contractions run in 16 bits, but the log-decays (dt·A), their
+sums and exponentials and both RMSNorms in float32 (float64 stays), so nothing overflows in float16.
 """
 from __future__ import annotations
 
@@ -38,32 +31,19 @@ NORM_EPS = 1e-5
 
 @dataclass(frozen=True)
 class Mamba2Config:
-    n_features: int = 53
-    """Input market features per day (the first n of foxlib.data.market's feature library, 1..53)."""
-    d_model: int = 256
-    """Model width D (the residual stream)."""
-    n_layers: int = 4
-    """Number of Mamba-2 blocks."""
-    d_state: int = 64
-    """SSM state size N per head."""
-    d_conv: int = 4
-    """Kernel width K of the depthwise causal convolution over x, B, C."""
-    expand: int = 2
-    """Expansion E: the inner width is E·D."""
-    headdim: int = 64
-    """Head dimension P; the number of heads is H = E·D / P."""
-    ngroups: int = 1
-    """Groups G of B and C shared across heads (like grouped-query attention)."""
-    chunk_size: int = 64
-    """SSD chunk length Q (256 in the paper's kernels; 64 suits pure PyTorch better)."""
-    seq_len: int = 256
-    """Days per training window."""
-    batch_size: int = 3
-    """Windows per training batch."""
-    lr: float = 1e-3
-    """Adam learning rate."""
-    checkpointing: bool = False
-    """Per-block gradient checkpointing (torch.utils.checkpoint, non-reentrant)."""
+    n_features: int = 53  # market features per day (the first n of foxlib.data.market's feature library, 1..53)
+    d_model: int = 256  # model width D (the residual stream)
+    n_layers: int = 4  # number of Mamba-2 blocks
+    d_state: int = 64  # SSM state size N per head
+    d_conv: int = 4  # kernel width K of the depthwise causal convolution over x, B, C
+    expand: int = 2  # expansion E: the inner width is E·D
+    headdim: int = 64  # head dimension P; the number of heads is H = E·D / P
+    ngroups: int = 1  # groups G of B and C shared across heads (like grouped-query attention)
+    chunk_size: int = 64  # SSD chunk length Q (256 in the paper's kernels; 64 suits pure PyTorch better)
+    seq_len: int = 256  # days per training window
+    batch_size: int = 3  # windows per training batch
+    lr: float = 1e-3  # Adam learning rate
+    checkpointing: bool = False  # per-block gradient checkpointing (torch.utils.checkpoint, non-reentrant)
 
     def __post_init__(self):
         if self.d_inner % self.headdim:
@@ -84,26 +64,15 @@ class Mamba2Config:
         return self.d_inner // self.headdim
 
 
-# How `seed` was sized. The seed team's (nvidia-smi, hence bogus) figure for Mamba-2
-# training memory was 164 MB (10^6 bytes); `seed` is chosen so that its real fp32 training
-# memory is of that size. Counted on the CPU for one forward + loss (scratch script:
-# torch.autograd.graph.saved_tensors_hooks, keyed by untyped storage (data_ptr, nbytes),
-# each storage once, parameters excluded, input batch included; every saved storage was
-# still alive after the forward):
-#   parameters: 1,742,433 (4 x 431,768 per block + 4 x 256 pre-norms + input Linear
-#     53·256 + 256, final norm 256, head 257)
-#   parameters + gradients + Adam moments, 16 B/param              =  27,878,928 B
-#   activations saved for backward, B = 3, L = 256 (768 tokens)    = 129,797,960 B
-#     = 42.25 KB per token per block, i.e. ~20.6 (B, L, E·D)-sized fp32 tensors: unfused
-#     projections and activations, contiguous copies einsum makes of permuted operands,
-#     the (B, H, L, Q) decay and score matrices, the CPU depthwise conv's workspace
-#   estimated fp32 training memory (states + saved activations)    = 157,676,888 B ~ 158 MB
-# (B = 4 would give 200.9 MB.) This estimate is a sum, not a peak. foxlib.memory.profile_step
-# (fp32, CPU, after a warm-up step) agrees on the activations (129,797,960 B) and measured
-# a step peak of 154,375,296 B, below the sum: gradients reuse memory that backward frees.
-# Same count under bf16 or fp16 autocast: 97,681,992 B saved (0.75x, not 0.5x: the
-# residual stream, the SSD's decays and the norms stay fp32, and weight casts are saved);
-# with checkpointing=True: 5,677,056 B saved in the forward (block inputs only).
+# seed: the seed team's nvidia-smi figure for Mamba-2 training was 164 MB; `seed`'s real fp32 training memory
+# is of that size. Counted on the CPU for one forward + loss (saved_tensors_hooks, each storage once, parameters
+# excluded, the batch included): 1,742,433 parameters (4 x 431,768 per block, 4 x 256 pre-norms, input Linear
+# 53*256 + 256, final norm 256, head 257) x 16 B = 27,878,928 B, plus 129,797,960 B saved for backward at B = 3,
+# L = 256 (42.25 KB per token per block: unfused projections, einsum's contiguous copies, the (B, H, L, Q) decay
+# and score matrices, the CPU conv's workspace): 157,676,888 B ~ 158 MB (B = 4: 200.9 MB). profile_step (fp32,
+# CPU) agrees on the activations and measured a step peak of 154,375,296 B: backward frees what gradients reuse.
+# Under bf16 or fp16 autocast 97,681,992 B are saved (0.75x: the residual stream, the SSD's decays and the norms
+# stay fp32, weight casts are saved); with checkpointing=True 5,677,056 B (block inputs only).
 # seq_len 256 is about one trading year: 4 chunks of Q = 64.
 PRESETS = {
     "seed": Mamba2Config(n_features=53, d_model=256, n_layers=4, d_state=64, headdim=64,
@@ -114,19 +83,15 @@ PRESETS = {
 }
 
 
-# ----------------------------------------------------------------------------- SSD
-
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:
     """float64 stays float64; everything else (fp32, bf16, fp16) is computed in float32."""
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
 def segsum(a: torch.Tensor) -> torch.Tensor:
-    """Segment sums of log-decays: (..., T) -> (..., T, T) with
-    out[..., i, j] = a[j+1] + ... + a[i] for i >= j (0 on the diagonal), -inf for i < j,
-    so that exp(segsum(a)) is the lower-triangular decay matrix L of the SSD.
-    Computed as a masked cumulative sum (not as a difference of cumsums, which loses
-    precision when the cumsums are large)."""
+    """(..., T) -> (..., T, T): out[..., i, j] = a[j+1] + ... + a[i] for i >= j, -inf above the diagonal, so
+    that exp(segsum(a)) is the SSD's decay matrix L. A masked cumulative sum: a difference of cumsums loses
+    precision when they are large."""
     T = a.shape[-1]
     strictly_lower = torch.tril(torch.ones(T, T, dtype=torch.bool, device=a.device), diagonal=-1)
     rows = a.unsqueeze(-1).expand(*a.shape, T)                 # rows[..., i, j] = a[i]
@@ -147,11 +112,10 @@ def _check_shapes(x, dt, A, B, C):
 
 
 def ssd_sequential(x, dt, A, B, C, initial_state=None):
-    """The reference recurrence, one step at a time. Per head (head h reads group h // (H/G)):
-        h_t = a_t h_{t-1} + dt_t x_t B_tᵀ,   y_t = C_t h_t,   a_t = exp(dt_t · A)
-    (the input is discretised as dt_t·x_t, as in the paper's zero-order-hold simplification).
-    x (b, l, H, P), dt (b, l, H), A (H,), B and C (b, l, G, N), initial_state (b, H, P, N).
-    Returns y (b, l, H, P) and the final state (b, H, P, N)."""
+    """The reference recurrence, per head (head h reads group h // (H/G)), the input discretised as dt_t·x_t:
+        h_t = a_t h_{t-1} + dt_t x_t B_tᵀ,   y_t = C_t h_t,   a_t = exp(dt_t · A).
+    x (b, l, H, P), dt (b, l, H), A (H,), B and C (b, l, G, N), initial_state (b, H, P, N) ->
+    y (b, l, H, P) and the final state (b, H, P, N)."""
     b, l, h, p, g, n = _check_shapes(x, dt, A, B, C)
     dtype = _compute_dtype(x)
     x, dt, A = x.to(dtype), dt.to(dtype), A.to(dtype)
@@ -167,16 +131,9 @@ def ssd_sequential(x, dt, A, B, C, initial_state=None):
 
 
 def ssd_chunked(x, dt, A, B, C, chunk_size, initial_state=None):
-    """The SSD in chunked form; the same result as `ssd_sequential` (same arguments and
-    returns), computed in four steps over chunks of length Q = chunk_size:
-      1. intra-chunk output (C Bᵀ ∘ L) X, with L = exp(segsum(dt·A)) inside each chunk;
-      2. the state each chunk ends in, starting from zero;
-      3. the recurrence across chunks (a segsum over the chunks' total decays) that turns
-         those into the state entering each chunk;
-      4. the state-to-output term C · state · decay inside each chunk.
-    The sequence is zero-padded to a multiple of Q (dt = 0 there: no decay, no input, so
-    the final state is unchanged). Every contraction is an einsum over two operands: no
-    (b, c, l, l, h, n) broadcast is ever built."""
+    """`ssd_sequential`'s result in four steps over chunks of Q = chunk_size (numbered below). The sequence is
+    zero-padded to a multiple of Q (dt = 0 there: the final state is unchanged). Every contraction is an einsum
+    of two operands: no (b, c, l, l, h, n) broadcast is ever built."""
     b, l, h, p, g, n = _check_shapes(x, dt, A, B, C)
     r = h // g  # heads per group
     q = chunk_size
@@ -222,11 +179,9 @@ def ssd_chunked(x, dt, A, B, C, chunk_size, initial_state=None):
     return y, final.reshape(b, h, p, n)
 
 
-# ----------------------------------------------------------------------------- blocks
-
 class RMSNorm(nn.Module):
-    """RMSNorm, optionally gated: norm(x · silu(z)) · weight (Mamba-2's gated norm, the
-    gate applied before normalising). Computed in float32 (float64 stays), returned in x's dtype."""
+    """RMSNorm, optionally gated before normalising: norm(x · silu(z)) · weight (Mamba-2's). In float32 (float64
+    stays), returned in x's dtype."""
 
     def __init__(self, dim: int, eps: float = NORM_EPS):
         super().__init__()
@@ -316,35 +271,27 @@ class Mamba2Forecaster(nn.Module):
         return self.head(self.norm_f(h)).squeeze(-1)
 
 
-# ----------------------------------------------------------------------------- theory
-
 def parameter_count_theory(cfg: Mamba2Config) -> int:
-    """Parameters of one Mamba2Block, counted from the layers built above (tests/test_mamba2.py checks it):
-    D(2ED + 2GN + H) in_proj + (ED + 2GN)(K+1) conv weight and bias + 3H (dt_bias, A_log, D)
-    + ED gated-norm weight + ED·D out_proj. D=256, N=64, P=64, E=2, G=1, K=4: 431,768."""
+    """Parameters of one Mamba2Block: D(2ED + 2GN + H) in_proj + (ED + 2GN)(K+1) conv weight and bias + 3H
+    (dt_bias, A_log, D) + ED gated-norm weight + ED·D out_proj. D=256, N=64, P=64, E=2, G=1, K=4: 431,768."""
     D, ED, H, G, N, K = cfg.d_model, cfg.d_inner, cfg.nheads, cfg.ngroups, cfg.d_state, cfg.d_conv
     return D * (2 * ED + 2 * G * N + H) + (ED + 2 * G * N) * (K + 1) + 3 * H + ED + ED * D
 
 
 def parameter_count_total_theory(cfg: Mamba2Config) -> int:
-    """Parameters of the whole forecaster: the blocks, their pre-norms (D each), the input
-    Linear (F·D + D), the final norm (D) and the head (D + 1)."""
+    """The whole forecaster's: blocks, pre-norms (D each), input Linear (F·D + D), final norm (D), head (D + 1)."""
     D = cfg.d_model
     return (cfg.n_layers * (parameter_count_theory(cfg) + D)
             + cfg.n_features * D + D + D + D + 1)
 
 
-# ----------------------------------------------------------------------------- card
-
 def build(cfg: Mamba2Config) -> Mamba2Forecaster:
-    """A freshly initialised forecaster on the CPU (seed torch's RNG for a reproducible one)."""
     return Mamba2Forecaster(cfg)
 
 
 def example_batch(cfg: Mamba2Config, device: str | torch.device = "cpu", seed: int = 0) -> dict[str, torch.Tensor]:
-    """batch_size random windows of seq_len days from the training split of both series:
-    {"x": (B, L, F) float32 features, "target": (B, L) float32 next-day log return in percent}.
-    A window [t0, t0+L) reads returns up to day t0+L, which lies before the validation start."""
+    """batch_size random windows of seq_len training-split days of either series: {"x": (B, L, F) features,
+    "target": (B, L) next-day log returns in percent}, float32; a window's last return ends before validation."""
     f = market_features(cfg.n_features)
     n_starts = f.train_end - cfg.seq_len
     if n_starts < 1:
@@ -365,13 +312,9 @@ def loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def train(cfg: Mamba2Config, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
-    """A short real training run: Adam at cfg.lr, gradients clipped to norm 1, a fresh
-    seeded batch of training windows each step. Returns the training loss of every step.
-    On "small" (seed 0) the loss falls from about 2.1 (the target variance plus the
-    initial forecasts' spread) to about 1.1 within 120 steps: below the variance of
-    next-day returns, so the model is fitting the training period (a few thousand days,
-    revisited many times), which is what a training run should show; it says nothing of
-    skill on the validation period."""
+    """A short training run (Adam at cfg.lr, gradients clipped to norm 1, a fresh seeded batch each step): the
+    loss of every step. On "small" (seed 0) it falls from about 2.1 to about 1.1 within 120 steps, below the
+    variance of next-day returns: the model fits the training period; it says nothing of skill after it."""
     torch.manual_seed(seed)
     model = build(cfg).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)

@@ -1,12 +1,9 @@
 """PPO (Schulman et al., 2017) on the trading environment, in the style of CleanRL's ppo.py.
 
-An `Agent` with separate actor and critic MLPs obs -> 64 -> 64 (Tanh, orthogonal init) gives
-3 logits (short / flat / long) and one value. Each iteration collects n_envs x n_steps
-transitions into a rollout buffer (CleanRL keeps it on the device), computes GAE advantages,
-then runs update_epochs epochs of clipped-surrogate updates over minibatches of batch_size.
-
-What counts for memory is the rollout, not the network: the `seed` preset's rollout is sized
-so that the whole training footprint lands near the seed team's 145 MB (see PRESETS).
+An `Agent` with separate actor and critic MLPs obs -> 64 -> 64 (Tanh, orthogonal init) gives 3 logits (short /
+flat / long) and one value. Each iteration collects n_envs x n_steps transitions into a rollout buffer (CleanRL
+keeps it on the device), computes GAE advantages, then runs update_epochs epochs of clipped-surrogate updates
+over minibatches of batch_size. What counts for memory is the rollout, not the network (see PRESETS).
 """
 from __future__ import annotations
 
@@ -17,57 +14,32 @@ import numpy as np
 import torch
 from torch import nn
 
-from foxlib.models.card import ModelCard
-from foxlib.data.trading_env import N_ACTIONS, TradingEnv, backtest
+from foxlib.data.trading_env import N_ACTIONS, EnvConfig
+from foxlib.models.card import ModelCard, seeded
 
 BUFFER_DEVICES = ("device", "host")
 
 
 @dataclass(frozen=True)
-class PPOConfig:
-    window: int = 10
-    """days of market features in one observation"""
-    n_features: int = 8
-    """market features per day (the first n of foxlib.data.market's feature library)"""
-    episode_length: int = 64
-    """trading days per episode"""
-    cost: float = 1e-4
-    """transaction cost per unit of turnover (1e-4 = 1 basis point)"""
-    hidden: int = 64
-    """width of the actor's and the critic's two hidden layers (CleanRL: 64)"""
-    n_envs: int = 4
-    """parallel environments (CleanRL: 4)"""
-    n_steps: int = 128
-    """steps per environment per rollout (CleanRL: 128); the rollout holds n_envs * n_steps"""
+class PPOConfig(EnvConfig):
+    hidden: int = 64  # width of the actor's and the critic's two hidden layers (CleanRL: 64)
+    n_envs: int = 4  # parallel environments (CleanRL: 4)
+    n_steps: int = 128  # steps per environment per rollout (CleanRL: 128); the rollout holds n_envs * n_steps
+    # transitions per minibatch update, one profiled step (CleanRL derives it: rollout / 4 minibatches by default)
     batch_size: int = 128
-    """minibatch size: transitions per gradient step (CleanRL derives it: rollout / num_minibatches,
-    with 4 minibatches by default). One profiled step is one minibatch update."""
-    update_epochs: int = 4
-    """epochs over the rollout per iteration (CleanRL: 4)"""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate (CleanRL: 2.5e-4)"""
-    anneal_lr: bool = True
-    """anneal the learning rate linearly to 0 over the run"""
-    gamma: float = 0.99
-    """discount factor"""
-    gae_lambda: float = 0.95
-    """lambda of generalised advantage estimation"""
-    norm_adv: bool = True
-    """normalise advantages within each minibatch"""
-    clip_coef: float = 0.2
-    """surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """clip the value loss as in the PPO reference implementation"""
-    ent_coef: float = 0.01
-    """entropy bonus coefficient"""
-    vf_coef: float = 0.5
-    """value loss coefficient"""
-    max_grad_norm: float = 0.5
-    """gradient clipping norm"""
-    buffer_device: str = "device"
-    """where the rollout lives: "device" (torch tensors, as CleanRL) or "host" (CPU tensors)"""
-    eval_every: int = 1
-    """iterations between two points of train()'s objective history"""
+    update_epochs: int = 4  # epochs over the rollout per iteration (CleanRL: 4)
+    learning_rate: float = 2.5e-4  # Adam learning rate (CleanRL: 2.5e-4)
+    anneal_lr: bool = True  # anneal the learning rate linearly to 0 over the run
+    gamma: float = 0.99  # discount factor
+    gae_lambda: float = 0.95  # lambda of generalised advantage estimation
+    norm_adv: bool = True  # normalise advantages within each minibatch
+    clip_coef: float = 0.2  # surrogate clipping coefficient
+    clip_vloss: bool = True  # clip the value loss as in the PPO reference implementation
+    ent_coef: float = 0.01  # entropy bonus coefficient
+    vf_coef: float = 0.5  # value loss coefficient
+    max_grad_norm: float = 0.5  # gradient clipping norm
+    buffer_device: str = "device"  # where the rollout lives: "device" (torch tensors, as CleanRL) or "host" (CPU)
+    eval_every: int = 1  # iterations between two points of train()'s objective history
 
     def __post_init__(self):
         if self.buffer_device not in BUFFER_DEVICES:
@@ -75,11 +47,6 @@ class PPOConfig:
         if not 1 <= self.batch_size <= self.n_envs * self.n_steps:
             raise ValueError(f"batch_size must be in 1..n_envs*n_steps={self.n_envs * self.n_steps}, "
                              f"got {self.batch_size}")
-
-    @property
-    def obs_dim(self) -> int:
-        """Observation width: window * n_features (filled in from the other fields)."""
-        return self.window * self.n_features
 
     @property
     def rollout_size(self) -> int:
@@ -99,21 +66,20 @@ def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias_const: float = 
     return layer
 
 
+def mlp(obs_dim: int, hidden: int, out: int, std: float) -> nn.Sequential:
+    """obs -> hidden -> hidden (Tanh) -> out, orthogonal init with output gain `std`."""
+    return nn.Sequential(layer_init(nn.Linear(obs_dim, hidden)), nn.Tanh(),
+                         layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
+                         layer_init(nn.Linear(hidden, out), std=std))
+
+
 class Agent(nn.Module):
-    """Separate actor and critic, obs -> hidden -> hidden (Tanh); output gains 0.01 and 1."""
+    """Separate actor and critic MLPs; output gains 0.01 and 1."""
 
     def __init__(self, obs_dim: int, hidden: int = 64, n_actions: int = N_ACTIONS):
         super().__init__()
-        self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, 1), std=1.0),
-        )
-        self.actor = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, hidden)), nn.Tanh(),
-            layer_init(nn.Linear(hidden, n_actions), std=0.01),
-        )
+        self.critic = mlp(obs_dim, hidden, 1, std=1.0)
+        self.actor = mlp(obs_dim, hidden, n_actions, std=0.01)
 
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x).float().squeeze(-1)
@@ -137,12 +103,9 @@ def build(cfg: PPOConfig) -> Agent:
 
 
 class RolloutBuffer:
-    """One rollout, (n_steps, n_envs, ...) torch tensors on one device, CleanRL's layout:
-    obs float32 (.., obs_dim); actions int64; logprobs, rewards, dones, values, advantages,
-    returns float32: bytes_per_transition = 4 * obs_dim + 8 + 6 * 4.
-
-    dones[t] is 1 where obs[t] is the first observation of a new episode (the previous step
-    ended one), CleanRL's convention; next_obs / next_done describe the step after the last."""
+    """One rollout, (n_steps, n_envs, ...) torch tensors on one device, CleanRL's layout: obs float32
+    (.., obs_dim); actions int64; logprobs, rewards, dones, values, advantages, returns float32. dones[t] is 1
+    where obs[t] starts a new episode (CleanRL's convention); next_obs / next_done: the step after the last."""
 
     FIELDS = ("obs", "actions", "logprobs", "rewards", "dones", "values", "advantages", "returns")
 
@@ -189,12 +152,10 @@ class Collector:
 
     def __init__(self, cfg: PPOConfig, device: torch.device, seed: int):
         self.cfg, self.device = cfg, device
-        self.env = TradingEnv(n_envs=cfg.n_envs, window=cfg.window, n_features=cfg.n_features,
-                              episode_length=cfg.episode_length, split="train", seed=seed, cost=cfg.cost)
+        self.env = cfg.env(cfg.n_envs, seed)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.next_obs = torch.as_tensor(self.env.reset(), device=device)
         self.next_done = torch.zeros(cfg.n_envs, device=device)
-        self.episode_returns: list[float] = []
 
     @torch.no_grad()
     def collect(self, agent: Agent, rollout: RolloutBuffer) -> RolloutBuffer:
@@ -206,11 +167,10 @@ class Collector:
             rollout.values[step] = value.to(store)
             rollout.actions[step] = action.to(store)
             rollout.logprobs[step] = logprob.to(store)
-            obs, reward, done, info = self.env.step(action.cpu().numpy())
+            obs, reward, done, _ = self.env.step(action.cpu().numpy())
             rollout.rewards[step] = torch.as_tensor(reward).to(store)
             self.next_obs = torch.as_tensor(obs, device=self.device)
             self.next_done = torch.as_tensor(done, dtype=torch.float32, device=self.device)
-            self.episode_returns.extend(info["episode_return"][done].tolist())
         next_value = agent.get_value(self.next_obs).to(store)
         rollout.next_obs.copy_(self.next_obs)
         rollout.next_done.copy_(self.next_done)
@@ -223,9 +183,8 @@ class Collector:
 
 def clipped_surrogate(newlogprob: torch.Tensor, oldlogprob: torch.Tensor, advantages: torch.Tensor,
                       clip_coef: float) -> torch.Tensor:
-    """Per-sample PPO policy loss max(-A r, -A clip(r, 1-c, 1+c)), r = exp(new - old). Where the
-    clipped term is the larger one (r outside the clip range, on the side the advantage favours)
-    the sample's gradient is zero."""
+    """Per-sample PPO policy loss max(-A r, -A clip(r, 1-c, 1+c)), r = exp(new - old): no gradient where the
+    clipped term is the larger (r outside the clip range, on the side the advantage favours)."""
     ratio = (newlogprob - oldlogprob).exp()
     return torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
 
@@ -256,77 +215,49 @@ def minibatch(rollout: RolloutBuffer, rows: torch.Tensor, device: torch.device) 
 
 @dataclass
 class PPOBatch:
-    """What one profiled PPO step needs: the config and a rollout with advantages. `loss` uses
-    the first batch_size rows of np.random.default_rng(sample_seed).permutation(rollout_size):
-    the same minibatch at every call, so repeated steps are identical."""
+    """One profiled PPO step's input: the config and a rollout with advantages. `loss` uses the first
+    batch_size rows of np.random.default_rng(sample_seed).permutation(rollout_size): the same minibatch at
+    every call, so repeated steps are identical."""
     cfg: PPOConfig
     rollout: RolloutBuffer
     sample_seed: int
 
 
-def _initial_agent(cfg: PPOConfig, seed: int, device: torch.device) -> Agent:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build(cfg).to(device)
-
-
 def example_batch(cfg: PPOConfig, device: str | torch.device = "cpu", seed: int = 0) -> PPOBatch:
-    """A rollout of n_envs x n_steps train-split transitions collected by the initial policy
-    (build(cfg) under torch.manual_seed(seed)), with GAE advantages and returns; on `device`
-    when cfg.buffer_device == "device", in host memory otherwise."""
+    """A rollout of n_envs x n_steps train-split transitions of the initial policy (seeded(build, cfg, seed)),
+    with GAE advantages and returns; on `device` when cfg.buffer_device == "device", else in host memory."""
     device = torch.device(device)
     store = device if cfg.buffer_device == "device" else torch.device("cpu")
-    agent = _initial_agent(cfg, seed, device)
+    agent = seeded(build, cfg, seed, device)
     rollout = RolloutBuffer(cfg.n_steps, cfg.n_envs, cfg.obs_dim, store)
     Collector(cfg, device, seed).collect(agent, rollout)
     return PPOBatch(cfg, rollout, sample_seed=seed)
 
 
 def loss(model: Agent, batch: PPOBatch) -> torch.Tensor:
-    """The clipped PPO objective on one minibatch of batch.cfg.batch_size rollout rows (chosen
-    reproducibly, see PPOBatch), moved to the model's device."""
+    """The clipped PPO objective on one reproducible minibatch (see PPOBatch), on the model's device."""
     device = next(model.parameters()).device
     rows = np.random.default_rng(batch.sample_seed).permutation(batch.cfg.rollout_size)[:batch.cfg.batch_size]
     return ppo_loss(model, minibatch(batch.rollout, torch.as_tensor(rows), device), batch.cfg)
 
 
 def buffers(batch: PPOBatch) -> dict:
-    """The rollout tensors: on the device the batch was made for (buffer_device "device",
-    CleanRL's choice) or in host memory (buffer_device "host")."""
     return batch.rollout.tensors()
 
 
-def greedy_policy(agent: Agent, device: str | torch.device):
-    """numpy obs -> argmax of the actor's logits, for trading_env.backtest."""
-    def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return agent(torch.as_tensor(obs, device=device)).float().argmax(dim=1).cpu().numpy()
-    return act
-
-
-OBJECTIVE = ("mean reward per day (percent) of the greedy policy over every train-split day of both "
-             "indices (trading_env.backtest); higher is better")
-
-
 def train(cfg: PPOConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
-    """A short CleanRL-style PPO run of `steps` environment steps (CleanRL's total_timesteps,
-    rounded up to whole rollouts of n_envs * n_steps) on the train split.
-
-    Returns the objective history (see OBJECTIVE), measured before training and then every
-    cfg.eval_every iterations. Measured on a fixed set of days, in sample (see dqn.train)."""
+    """A short CleanRL-style run of `steps` environment steps (CleanRL's total_timesteps, rounded up to whole
+    rollouts) on the train split: the objective (trading_env.OBJECTIVE) before training and every
+    cfg.eval_every iterations."""
     device = torch.device(device)
     store = device if cfg.buffer_device == "device" else torch.device("cpu")
-    agent = _initial_agent(cfg, seed, device)
+    agent = seeded(build, cfg, seed, device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
     rollout = RolloutBuffer(cfg.n_steps, cfg.n_envs, cfg.obs_dim, store)
     collector = Collector(cfg, device, seed)
     rng = np.random.default_rng(seed)
     iterations = max(1, math.ceil(steps / cfg.rollout_size))
-
-    def objective() -> float:
-        return backtest(greedy_policy(agent, device), cfg.window, cfg.n_features, "train", cfg.cost)
-
-    history = [objective()]
+    history = [cfg.objective(agent, device)]
     for iteration in range(iterations):
         if cfg.anneal_lr:
             optimizer.param_groups[0]["lr"] = (1.0 - iteration / iterations) * cfg.learning_rate
@@ -341,7 +272,7 @@ def train(cfg: PPOConfig, steps: int, device: str | torch.device = "cpu", seed: 
                 nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
                 optimizer.step()
         if (iteration + 1) % cfg.eval_every == 0:
-            history.append(objective())
+            history.append(cfg.objective(agent, device))
     return history
 
 
