@@ -1,9 +1,6 @@
-"""deployment.md: the ensemble's deployment document, written by wave 8.13 beside its results.json.
-
-Everything in it comes from the wave's measurement and checks: each model's configuration, its
-memory in training and in inference, the headroom on the card, the exact commands that reproduce
-the figures, and the risks that remain. It is what 8.14 (ensemble deployment) goes on.
-"""
+"""deployment.md, written by wave 8.13 beside its results.json from its measurement and checks: each model's
+configuration, memory and latency, the headroom on the card, the commands that reproduce it, and the risks
+that remain. It is what 8.14 (ensemble deployment) goes on."""
 from __future__ import annotations
 
 import datetime as dt
