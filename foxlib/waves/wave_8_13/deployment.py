@@ -160,7 +160,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     out.append(f"Only {m.steps} interleaved steps per model, and the RL models repeat one minibatch of a "
                "full-size replay/rollout buffer: environment interaction, data loading, checkpoint saving and "
                "evaluation are not in the figures.")
-    host = {n: v for n, v in _host_buffers(m).items() if v}
+    host = {n: v for n, st in m.training.detail["models"].items() if (v := st.get("batch_host_bytes", 0))}
     if host:
         out.append("Host memory is not on the card and not checked here: "
                    + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
@@ -169,10 +169,6 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     out.append(f"Latencies ({i.detail['mode']}) were measured {where}. p99 is over {i.detail['repeats']} rounds"
                + (" (fewer than 100: close to the maximum)." if i.detail["repeats"] < 100 else "."))
     return out
-
-
-def _host_buffers(m: Measurement) -> dict[str, int]:
-    return {name: st.get("batch_host_bytes", 0) for name, st in m.training.detail["models"].items()}
 
 
 def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, float]],
