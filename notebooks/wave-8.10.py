@@ -129,7 +129,7 @@ if table is None:
                      f"{(m.second_opinion or {}).get('note', '')}"))
 else:
     display(notebook.table(table))
-    display(Markdown(f"Unexplained at the peak: **{100 * analysis.unexplained_share(m):.1f} %** of "
+    display(Markdown(f"Unexplained at the peak: **{100 * analysis.unexplained_fraction(m.second_opinion):.1f} %** of "
                      f"{m.second_opinion['peak_bytes'] / 1e6:,.1f} MB. Every model:"))
     display(notebook.table(tables.unexplained_by_model(m)))
 

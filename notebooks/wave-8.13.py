@@ -53,11 +53,11 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 from IPython.display import HTML, Markdown, display
 
 from foxlib.report import reading
-from foxlib.waves.wave_8_13 import cards, deployment
 from foxlib.run import notebook_cells as notebook
 from foxlib.core import provenance
 from foxlib.core.budgets import verdict
-from foxlib.waves.wave_8_13 import account, analysis, charts, records, tables
+from foxlib.waves.wave_8_13 import analysis, cards, charts, deployment, records, tables
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 
 params = notebook.parameters("8.13", globals())
 budgets = notebook.budgets(params)
@@ -80,7 +80,7 @@ display(Markdown(analysis.card_class_text(m) + "  \n" + analysis.depends_on_text
 display(notebook.table(notebook.checks_table(checks)))
 if not m.cap.enforced:
     display(Markdown(f"**Measured on the CPU: the cap was not enforced.** Every memory figure in this report is "
-                     f"*{account.NOT_ENFORCED}*: each model's training step was measured on its own and the interleaved "
+                     f"*{NOT_ENFORCED}*: each model's training step was measured on its own and the interleaved "
                      "run was added up from those measurements. There is no CUDA context, allocator rounding or "
                      "library workspace in it. The GPU report measures them under a real cap."))
 

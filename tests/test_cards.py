@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from foxlib.waves.wave_8_13 import cards
-from foxlib.waves.wave_8_13 import card_table
-from foxlib.waves.wave_8_13.card_table import CARDS, GIB, Footprint, ModelFigures
+from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
 from foxlib.waves.wave_8_13.records import Measurement
 
 HEADROOM = 500 * 10**6
@@ -24,7 +23,7 @@ def test_cards_are_real_sizes_in_gib():
 
 
 def test_a_configuration_that_fits_8_gb_but_not_6():
-    t = card_table.fits([_fp("big", training=7 * 10**9, serving=6 * 10**9)], HEADROOM)
+    t = cards.fits([_fp("big", training=7 * 10**9, serving=6 * 10**9)], HEADROOM)
     four, six, eight = t.cell("big", 4), t.cell("big", 6), t.cell("big", 8)
     assert not four.trains and not four.serves
     assert not six.trains and six.training_free_bytes == 6 * GIB - 7 * 10**9 < 0
@@ -35,8 +34,8 @@ def test_a_configuration_that_fits_8_gb_but_not_6():
 
 def test_training_and_serving_boundaries():
     card = CARDS[0].memory_bytes
-    at = card_table.fits([_fp("at", training=card, serving=card - HEADROOM)], HEADROOM)
-    over = card_table.fits([_fp("over", training=card + 1, serving=card - HEADROOM + 1)], HEADROOM)
+    at = cards.fits([_fp("at", training=card, serving=card - HEADROOM)], HEADROOM)
+    over = cards.fits([_fp("over", training=card + 1, serving=card - HEADROOM + 1)], HEADROOM)
     c = at.cell("at", 4)
     assert c.trains and c.serves and c.training_free_bytes == 0
     o = over.cell("over", 4)
@@ -47,35 +46,35 @@ def test_training_and_serving_boundaries():
 def test_measured_only_on_the_emulated_card_predicted_elsewhere():
     measured = _fp("seed", training=2 * 10**9, serving=1.5 * 10**9, source="measured", card_bytes=4 * GIB)
     predicted = _fp("seed", training=int(2.1e9), serving=int(1.6e9))
-    t = card_table.fits([measured, predicted], HEADROOM)
+    t = cards.fits([measured, predicted], HEADROOM)
     assert t.cell("seed", 4).source == "measured" and t.cell("seed", 4).training_bytes == 2 * 10**9
     assert {t.cell("seed", g).source for g in (6, 8, 12, 16, 24)} == {"predicted"}
-    frame = card_table.card_frame(t)
+    frame = cards.card_frame(t)
     assert frame.shape == (2, 2 + len(CARDS))
     assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].endswith("(measured)")
     assert frame.iloc[0]["GeForce RTX 2060 (6 GB)"].endswith("(predicted)")
-    only = card_table.fits([measured], HEADROOM)
+    only = cards.fits([measured], HEADROOM)
     assert only.cell("seed", 4) is not None and only.cell("seed", 8) is None
-    assert card_table.card_frame(only).iloc[0]["GeForce RTX 3070 (8 GB)"] == "— (no figure)"
+    assert cards.card_frame(only).iloc[0]["GeForce RTX 3070 (8 GB)"] == "— (no figure)"
 
 
 def test_an_out_of_memory_run_does_not_fit_whatever_its_figure():
     fp = _fp("oom", training=10**9, serving=10**9, source="measured", card_bytes=4 * GIB, training_ran=False)
-    c = card_table.fits([fp], HEADROOM).cell("oom", 4)
+    c = cards.fits([fp], HEADROOM).cell("oom", 4)
     assert not c.trains and c.serves and "out of memory" in c.reason
 
 
 def test_bf16_needs_ampere():
-    t = card_table.fits([_fp("bf16", precisions=("bf16", "fp32"))], HEADROOM)
+    t = cards.fits([_fp("bf16", precisions=("bf16", "fp32"))], HEADROOM)
     assert not t.cell("bf16", 4).trains and "compute capability" in t.cell("bf16", 4).reason
     assert t.cell("bf16", 8).trains
 
 
 def test_cell_text_says_margin_and_source():
-    t = card_table.fits([_fp("x", training=5 * 10**9, serving=int(3.9e9))], HEADROOM)
-    text = card_table.cell_text(t.cell("x", 4), "trains", HEADROOM)
+    t = cards.fits([_fp("x", training=5 * 10**9, serving=int(3.9e9))], HEADROOM)
+    text = cards.cell_text(t.cell("x", 4), "trains", HEADROOM)
     assert text == "no: 5,000.0 of 4,295.0 MB, 705.0 MB short (predicted)"
-    serve = card_table.cell_text(t.cell("x", 4), "serves", HEADROOM)
+    serve = cards.cell_text(t.cell("x", 4), "serves", HEADROOM)
     assert serve == "no: 3,900.0 of 4,295.0 MB, 395.0 MB free, 105.0 MB under the 500.0 MB headroom (predicted)"
 
 
@@ -110,13 +109,13 @@ def test_bad_input_names_the_valid_choices():
         _fp(source="guessed")
     with pytest.raises(ValueError, match="card_bytes"):
         _fp(source="measured")
-    t = card_table.fits([_fp("x")], HEADROOM)
+    t = cards.fits([_fp("x")], HEADROOM)
     with pytest.raises(ValueError, match="known: x"):
         t.cell("y", 4)
     with pytest.raises(ValueError, match="4 GB, 6 GB"):
         t.cell("x", 5)
     with pytest.raises(ValueError, match="2 predicted"):
-        card_table.fits([_fp("x"), _fp("x")], HEADROOM)
+        cards.fits([_fp("x"), _fp("x")], HEADROOM)
 
 
 @pytest.mark.parametrize("device", ["h200", "cpu"])
@@ -171,7 +170,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
 
     def fake(name, members, **kw):
         calls.append((name, kw))
-        return card_table.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9, note=kw["note"])
+        return cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9, note=kw["note"])
     monkeypatch.setattr(cards, "predict_configuration", fake)
     extra = {"other": {}}
     t = cards.table_for_measurement(m, HEADROOM, extra=extra)
@@ -191,7 +190,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
 def test_notes_name_the_configurations_they_hold_for():
     fps = [_fp("a", source="measured", card_bytes=4 * GIB, note="under the cap"),
            _fp("a", note="context measured"), _fp("b, light", note="context measured")]
-    text = card_table.notes_text(card_table.fits(fps, HEADROOM))
+    text = cards.notes_text(cards.fits(fps, HEADROOM))
     assert text.splitlines() == ["- measured (a): under the cap", "- predicted (every configuration): context measured"]
 
 
@@ -204,7 +203,7 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
     if not path.is_file():
         pytest.skip("no committed H200 8.13 measurement")
     monkeypatch.setattr(cards, "predict_configuration",
-                        lambda name, members, **kw: card_table.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
+                        lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
                                                                     note=kw["note"]))
     budgets = load_budgets()
     frame, notes = cards.report_section(records.Measurement.from_dict(json.loads(path.read_text())), budgets)
@@ -220,7 +219,7 @@ def test_a_prediction_fits_a_card_only_with_its_error_added():
     """A predicted footprint 5 % under a 4 GB card does not fit it: the predictor's 10 % peak tolerance is added
     before deciding; measured, the same bytes fit."""
     from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
-    from foxlib.waves.wave_8_13.card_table import CARDS, Footprint, cell_text, fits
+    from foxlib.waves.wave_8_13.cards import CARDS, Footprint, cell_text, fits
     card = CARDS[0].memory_bytes
     near = int(card * 0.95)
     predicted = Footprint("c", "predicted", near, 0, training_margin=PEAK_TOLERANCE_PCT / 100)
@@ -254,9 +253,9 @@ def test_the_margins_are_the_predictions_measured_errors_per_phase():
 def test_each_phase_decides_with_its_own_margin():
     """Training 3,900 MB predicted with a 1 % error fits a 4 GB card (4,294.97 MB); serving 3,000 MB with a 40 % error
     (4,200 MB) does not leave 500 MB free: one phase's error does not decide the other."""
-    from foxlib.waves.wave_8_13.card_table import cell_text
+    from foxlib.waves.wave_8_13.cards import cell_text
     fp = Footprint("c", "predicted", 3_900_000_000, 3_000_000_000, training_margin=0.01, serving_margin=0.4)
-    cell = card_table.fits([fp], 500_000_000, CARDS[:1]).cell("c", 4)
+    cell = cards.fits([fp], 500_000_000, CARDS[:1]).cell("c", 4)
     assert cell.trains and not cell.serves
     assert cell.training_free_bytes == CARDS[0].memory_bytes - 3_939_000_000
     assert "+ 40 % for the prediction's error = 4,200.0" in cell_text(cell, "serves", 500_000_000)

@@ -10,7 +10,8 @@ import torch
 from foxlib.core.budgets import load_budgets, verdict
 from foxlib.core.config import MB
 from foxlib.models import ENSEMBLE
-from foxlib.waves.wave_8_13 import account, analysis, cap, measuring, members, nvml, oom, records, tables, warmup
+from foxlib.waves.wave_8_13 import analysis, cap, measuring, members, nvml, records, tables
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, account_training, oom_where
 
 TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"precision": "fp32"}'}
 
@@ -59,13 +60,13 @@ def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped)
         assert t["setup"]["bytes"] <= t["peak_bytes"] <= CAP
     assert all(s["peak_bytes"] <= CAP and math.isfinite(s["loss"]) and s["seconds"] > 0 for s in t["steps"])
     # the same walk, redone from the same step measurements, stops at the same place
-    plan = account.account_training(m["step_profiles"], m["order"], m["steps"], CAP)
+    plan = account_training(m["step_profiles"], m["order"], m["steps"], CAP)
     assert plan["oom"] == oom and [{k: s[k] for k in ("model", "step", "start_bytes", "peak_bytes")}
                                    for s in t["steps"]] == plan["steps"]
     check = _train_check(m)
     assert not check.passed and check.unit == "bytes"
     assert check.measured == max(t["peak_bytes"], oom["needed_bytes"]) == oom["needed_bytes"] > check.limit == CAP
-    assert account.NOT_ENFORCED in check.note and "OUT OF MEMORY" in check.note and "cap_bytes" in check.note
+    assert NOT_ENFORCED in check.note and "OUT OF MEMORY" in check.note and "cap_bytes" in check.note
     assert verdict(analysis.checks(_typed(m), load_budgets())) == "NO-GO"
     assert m["inference"]["oom"] is None or m["inference"]["oom"]["needed_bytes"] > CAP
 
@@ -74,16 +75,16 @@ def test_a_tiny_cap_on_the_cpu_is_a_failed_check_with_the_numbers_so_far(capped)
 def test_a_tiny_card_fails_at_loading_or_at_the_first_step(capped):
     """card_gb=0.001 (1.07 MB): what measure(card_gb=0.001) would find, from the same step measurements."""
     card = round(0.001 * 2**30)
-    plan = account.account_training(capped["step_profiles"], capped["order"], capped["steps"], card)
+    plan = account_training(capped["step_profiles"], capped["order"], capped["steps"], card)
     assert plan["oom"] is not None and plan["oom"]["needed_bytes"] > card
     assert len(plan["steps"]) <= len(capped["order"])  # not even one round fits
-    assert account.NOT_ENFORCED in plan["oom"]["error"]
+    assert NOT_ENFORCED in plan["oom"]["error"]
 
 
 @pytest.mark.slow
 def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped):
     profiles, order = capped["step_profiles"], capped["order"]
-    full = account.account_training(profiles, order, 2, cap=10**15)
+    full = account_training(profiles, order, 2, cap=10**15)
     assert full["oom"] is None and len(full["steps"]) == 2 * len(order)
     kept = {n: profiles[n]["live_before_step"] for n in order}  # weights, batch, Adam state
     for ev in full["steps"][len(order):]:  # second round: every model has stepped
@@ -92,12 +93,12 @@ def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped)
         assert ev["start_bytes"] == sum(kept.values())
     assert full["setup_bytes"] == sum(kept[n] - profiles[n]["optimizer_state"] for n in order)
     # the walk stops at the first point over the cap, whatever the cap
-    first = account.account_training(profiles, order, 2, cap=1)["oom"]
+    first = account_training(profiles, order, 2, cap=1)["oom"]
     assert first["phase"] == "setup" and first["model"] == order[0]
     assert first["needed_bytes"] == kept[order[0]] - profiles[order[0]]["optimizer_state"]
     top = max(ev["peak_bytes"] for ev in full["steps"])
     k = next(j for j, ev in enumerate(full["steps"]) if ev["peak_bytes"] == top)
-    plan = account.account_training(profiles, order, 2, top - 1)
+    plan = account_training(profiles, order, 2, top - 1)
     assert plan["steps"] == full["steps"][:k] and plan["oom"]["needed_bytes"] == top
     assert (plan["oom"]["model"], plan["oom"]["step"]) == (full["steps"][k]["model"], full["steps"][k]["step"])
 
@@ -105,9 +106,9 @@ def test_the_accounting_walk_is_each_step_peak_plus_what_the_others_keep(capped)
 def test_the_size_of_the_failed_allocation_is_read_from_the_error():
     msg = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 139.81 GiB of which "
            "130.2 GiB is free. Of the allocated memory 3.1 GiB is allocated by PyTorch")
-    assert oom.requested_bytes(msg) == 20 * 2**20
-    assert oom.requested_bytes("Tried to allocate 512 bytes") == 512
-    assert oom.requested_bytes("something else") is None
+    assert cap.requested_bytes(msg) == 20 * 2**20
+    assert cap.requested_bytes("Tried to allocate 512 bytes") == 512
+    assert cap.requested_bytes("something else") is None
 
 
 @pytest.mark.cuda
@@ -120,7 +121,7 @@ def test_a_tiny_cap_on_a_gpu_is_a_real_out_of_memory_error_reported_as_a_failed_
     assert "out of memory" in t["oom"]["error"].lower()
     check = _train_check(m)
     assert not check.passed and "OUT OF MEMORY" in check.note
-    print(f"\nOOM {oom.oom_where(t['oom'])}: {t['oom']['error'][:200]}")
+    print(f"\nOOM {oom_where(t['oom'])}: {t['oom']['error'][:200]}")
     # the cap is lifted again: a 256 MB tensor fits
     x = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
     del x
@@ -343,9 +344,9 @@ def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(monkeypa
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 123)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     ensemble = [members.Member(n, MODELS[n].preset("small"), "bf16" if n == "tft" else "fp32") for n in ENSEMBLE]
-    got = warmup.warm_up(ensemble, torch.device("cpu"), "threads", 0, 0)
+    got = measuring.warm_up(ensemble, torch.device("cpu"), "threads", 0, 0)
     assert got["oom"] is None and got["allocated_after_bytes"] == 123
-    assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {warmup.WARMUP_TRAINING_STEPS} training "
+    assert got["what"][:4] == [f"{n} ({'bf16' if n == 'tft' else 'fp32'}): {measuring.WARMUP_TRAINING_STEPS} training "
                                "steps, one inference forward" for n in ENSEMBLE]
     assert "one round of all 4 models at once (threads)" in got["what"]
     assert all(m.model is None and m.batch is None and m.optimizer is None for m in ensemble)

@@ -9,7 +9,8 @@ import torch
 from foxlib.report import index
 from foxlib.core.config import MB
 from foxlib.models import MODELS
-from foxlib.waves.wave_8_13 import account, analysis, measuring, nvml, records, tft
+from foxlib.waves.wave_8_13 import analysis, measuring, nvml, records, tft
+from foxlib.waves.wave_8_13.cap import account_training
 
 TINY_8_13 = {"preset": "small", "steps": 2, "inference_repeats": 3, "device": "cpu"}
 RECOMMENDED = {"precision": "bf16", "tft_overrides": {"checkpointing": "blocks", "memory_efficient": True}}
@@ -60,7 +61,7 @@ def test_checks_follow_from_the_numbers(written):
     assert cap == {**cap, "card_bytes": 4 * GIB, "cap_bytes": 4 * GIB, "limit_bytes": 4 * GIB,
                    "context_bytes": 0, "enforced": False}
     # the training figure is the accounting walk, redone here from the same step measurements
-    plan = account.account_training(m["step_profiles"], m["order"], m["steps"], cap["cap_bytes"])
+    plan = account_training(m["step_profiles"], m["order"], m["steps"], cap["cap_bytes"])
     assert [{k: s[k] for k in ("model", "step", "start_bytes", "peak_bytes")} for s in t["steps"]] == plan["steps"]
     assert t["peak_bytes"] == max([plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]])
     # inference: every model's weights and input, plus every forward peak at once

@@ -1,13 +1,12 @@
-"""Wave 8.10's decisions and shared figures, on raw bytes: the ensemble's totals in one process
-(`ensemble_totals`), the checks against budgets.toml, the share of the peak torch.profiler could not
-put in a category, and the named figures other pages show too (foxlib.core.figures).
+"""Wave 8.10's decisions and shared figures, on raw bytes: the ensemble's totals in one process, the checks
+against budgets.toml, the share of the peak torch.profiler could not put in a category, and the named
+figures other pages show too (foxlib.core.figures).
 
-Two figures, named the same on every page (foxlib.memory.profile):
-- model peak (`MemoryProfile.peak`): the step's own tensors. The TFT's budget check reads it.
-- process peak: model peak + the cuBLAS workspaces (each stream's once) + the CUDA context; for the
-  ensemble in one process (`ensemble_totals`): the sum of the model peaks + the workspaces once + the
-  context once. The ensemble-on-a-card check reads it. On the CPU there is no context or workspace
-  here: the process peak is the model peak (the sum of them for the ensemble).
+Two figures, named the same on every page (foxlib.memory.profile): the model peak (`MemoryProfile.peak`: the
+step's own tensors; the TFT's budget check reads it) and the process peak (model peak + the cuBLAS workspaces,
+each stream's once, + the CUDA context; for the ensemble in one process, the sum of the model peaks + the
+workspaces once + the context once; the ensemble-on-a-card check reads it). On the CPU there is no context or
+workspace: the process peak is the model peak (their sum for the ensemble).
 """
 from __future__ import annotations
 
@@ -33,7 +32,6 @@ PROCESS_PEAK_DEFINITION = ("model peak + the cuBLAS workspaces (each stream's on
 class EnsembleTotals:
     """The four models trained in one process, in bytes."""
     model_peaks: dict[str, int]
-    """Each model's model peak (MemoryProfile.peak)."""
     host_buffer_bytes: dict[str, int]
     workspace_bytes: int
     """cuBLAS workspaces, each stream's once: the largest any model's step found allocated (they persist
@@ -48,11 +46,9 @@ class EnsembleTotals:
         return sum(self.model_peaks.values()) + self.workspace_bytes + self.context_bytes
 
     def share_of(self, card_bytes: float) -> float:
-        """The process peak as a fraction of a card's memory."""
         return self.process_peak / card_bytes
 
     def headroom(self, card_bytes: float) -> float:
-        """What a card's memory leaves free beside the process peak (bytes)."""
         return card_bytes - self.process_peak
 
 
@@ -92,11 +88,6 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
         out.append(Check.at_most("ensemble fits in 4 GB", e.process_peak, limit_bytes, "bytes",
                                  note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least {headroom_mb:.0f} MB free"))
     return out
-
-
-def unexplained_share(m: Measurement) -> float | None:
-    """The share of the TFT's peak torch.profiler could not put in any category."""
-    return unexplained_fraction(m.second_opinion)
 
 
 def unexplained_fraction(so: dict[str, Any] | None) -> float | None:

@@ -3,12 +3,10 @@ categories as a second opinion), the other models of the ensemble beside it, and
 state (every model in fp16, the TFT checkpointed). `measure(...)` returns measurement.json's data (JSON-able,
 bytes), which records.Measurement types.
 
-On a CPU without fp16 matrix-product kernels (foxlib.memory.cpu_support.kernel_speed: most CPUs, AVX2-only
-ones and AMD's AVX-512 ones among them) a checkpointed fp16 TFT step takes minutes (205 s on an AVX2-only
-EPYC). The target state is a memory claim, so there, by default (`target_state_slow="predict"`), its steps are
-predicted on fake tensors (foxlib.memory.predict, within foxlib.memory.tolerances' 10 % on the peak; tested
-against measurements under the AVX2 and AVX-512 caps) instead of run, and the page says so and why.
-`target_state_slow="measure"` runs them anyway."""
+On a CPU without fp16 matrix-product kernels (foxlib.memory.cpu_support.kernel_speed) a checkpointed fp16 TFT
+step takes minutes. The target state is a memory claim, so there, by default (`target_state_slow="predict"`),
+its steps are predicted on fake tensors (foxlib.memory.predict, within foxlib.memory.tolerances' 10 % on the
+peak) instead of run, and the page says so and why. `target_state_slow="measure"` runs them anyway."""
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +51,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
             ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True,
             target_state: bool = True, target_state_slow: str = "predict") -> dict[str, Any]:
     """Profile the TFT (and, with `ensemble`, the other models) on `device`; with `target_state`, also the
-    seed's target configuration of the ensemble (every model in fp16, the TFT checkpointed), predicted
-    instead of run on a CPU without fp16 kernels unless `target_state_slow` is "measure" (slow_target)."""
+    seed's target configuration of the ensemble (slow_target says where it is predicted instead)."""
     dev = resolve_device(device)
     slow = slow_target(dev, target_state_slow) if target_state else None
     context = bare_context(dev)

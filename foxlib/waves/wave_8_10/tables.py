@@ -3,8 +3,6 @@ figures in bytes and shows them in MB (10^6 bytes), beside budgets.toml's budget
 theory and the seed's figures (foxlib.core.seed_claims)."""
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from foxlib.core import seed_claims

@@ -7,6 +7,5 @@ early stopping, several seeds per precision, and scored on held-out windows. The
 power only if fp32 beats the naive forecast (climatology, foxlib.harness.skill) by the harness's margin:
 that is checked first, and the comparison counts only the seeds whose fp32 run has that skill.
 
-measuring.py measures; records.py types its data (`Measurement`); analysis.py decides on raw values;
-tables.py only formats. Callers import what they use from the module that defines it (no re-exports here).
+measuring.py measures; records.py types its data; analysis.py decides on raw values; tables.py only formats.
 """

@@ -1,10 +1,10 @@
-"""Wave 8.11's decisions and shared figures, on raw values: the accuracy gate with its power (fp32
-must beat climatology first, foxlib.harness.training.accuracy_gate) and its limit in validation
-quantile loss, the candidate's peak against budgets.toml, the TFT step's time ratio to fp32 with its
-bootstrap interval (foxlib.harness.timing.ratio_interval), and the named figures other pages show too
-(foxlib.core.figures). The tables and the charts read these figures; neither recomputes them."""
+"""Wave 8.11's decisions and shared figures, on raw values: the accuracy gate with its power and its limit
+in validation quantile loss, the candidate's peak against budgets.toml, the TFT step's time ratio to fp32
+with its bootstrap interval, and the named figures other pages show too (foxlib.core.figures). The tables
+and the charts read these figures; neither recomputes them."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from foxlib.core.budgets import Check
@@ -15,25 +15,33 @@ from foxlib.harness.training import accuracy_gate
 from foxlib.waves.wave_8_11.records import Measurement
 
 
-def headline_degradation(m: Measurement, precision: str) -> dict[str, Any]:
-    """The validation quantile loss row: the accuracy gate's metric."""
-    return next(r for r in m.accuracy if r["precision"] == precision and r["metric"] == "quantile_loss")
+def quantile_loss_rows(m: Measurement) -> list[dict[str, Any]]:
+    """The accuracy rows of the gate's metric, validation quantile loss, one per precision: mean over
+    seeds, each seed's value, degradation against fp32 (foxlib.harness.training.degradation)."""
+    return [r for r in m.accuracy if r["metric"] == "quantile_loss"]
 
 
-def accuracy_checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
-    """The accuracy gate, with power. First: every fp32 run beats climatology by the harness's
-    min_skill (its validation quantile loss ≤ (1 − min_skill) × climatology's), else the harness has
-    no power and the wave cannot say that the candidate keeps the accuracy: NO-GO, not GO by default
-    (results.json has no third verdict, and a GO must mean the accuracy was shown). Second: the
-    candidate's degradation against fp32 over the seeds whose fp32 run has skill (training.accuracy_gate);
-    with none it fails and says "no power"."""
+def accuracy_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """accuracy_gate's figures (fp32's mean over the seeds compared, whether the comparison has power) with the
+    most the candidate's mean may be, fp32's × (1 + max_degradation_pct / 100), under "limit_quantile_loss"."""
+    gate = accuracy_gate(m.accuracy_runs, m.candidate)
+    limit_pct = budgets["accuracy"]["max_degradation_pct"]
+    return {**gate, "limit_pct": limit_pct,
+            "limit_quantile_loss": gate["baseline_quantile_loss"] * (1 + limit_pct / 100)}
+
+
+def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
+    """The accuracy gate, with power, then the candidate's model peak against the TFT's budget. First: every
+    fp32 run beats climatology by the harness's min_skill (its validation quantile loss ≤ (1 − min_skill) ×
+    climatology's), else the harness has no power and the wave cannot say the candidate keeps the accuracy:
+    NO-GO, not GO by default (results.json has no third verdict). Second: the candidate's degradation against
+    fp32 over the seeds whose fp32 run has skill (training.accuracy_gate); with none it fails, "no power"."""
     c = m.candidate
-    gate = accuracy_gate(m.accuracy_runs, c)
+    gate = accuracy_limit(m, budgets)
     base = [r for r in m.accuracy_runs if r["precision"] == "fp32"]
     worst = max(base, key=lambda r: r["metrics"]["quantile_loss"] / r["metrics"]["naive_quantile_loss"])
     wm = worst["metrics"]
-    limit_pct = budgets["accuracy"]["max_degradation_pct"]
-    row = headline_degradation(m, c)
+    row = next(r for r in quantile_loss_rows(m) if r["precision"] == c)
     skill_note = (f"skill scores (1 − QL / climatology's) per seed: "
                   + ", ".join(f"{s}: {100 * v:+.2f} %" for s, v in gate["baseline_skill_scores"].items())
                   + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology {wm['naive_quantile_loss']:.4f}")
@@ -42,15 +50,8 @@ def accuracy_checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> lis
     return [
         Check.at_most("TFT fp32 validation quantile loss / climatology's (worst seed): the accuracy gate's power",
                       wm["quantile_loss"] / wm["naive_quantile_loss"], 1 - gate["min_skill"], "ratio", note=skill_note),
-        Check(f"TFT accuracy degradation in {c} (validation quantile loss)", gate["degradation_pct"], limit_pct, "%",
-              bool(gate["powered"] and gate["degradation_pct"] <= limit_pct), note=degradation_note),
-    ]
-
-
-def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
-    """The accuracy gate's two checks (accuracy_checks), then the candidate's model peak against the TFT's budget."""
-    c = m.candidate
-    return accuracy_checks(m, budgets) + [
+        Check(f"TFT accuracy degradation in {c} (validation quantile loss)", gate["degradation_pct"], gate["limit_pct"],
+              "%", bool(gate["powered"] and gate["degradation_pct"] <= gate["limit_pct"]), note=degradation_note),
         Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak, budgets["tft"]["peak_training_mb"] * MB,
                       "bytes", note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
     ]
@@ -59,31 +60,8 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
 def speed_ratios(m: Measurement) -> dict[str, RatioInterval]:
     """Per precision timed (fp32 included, at 1), the TFT step's time over fp32's: the median of the
     per-round ratios of the alternating samples, with its bootstrap interval
-    (foxlib.harness.timing.ratio_interval, seeded: the same figures on every call). The speed table
-    and the speed chart both show these."""
+    (foxlib.harness.timing.ratio_interval, seeded: the same figures on every call)."""
     return {p: ratio_interval(m.timing, p, "fp32") for p in m.timing}
-
-
-def speed_ratio(m: Measurement, precision: str) -> tuple[float, float, float]:
-    """(median, low, high) of speed_ratios' interval for `precision`."""
-    r = ratio_interval(m.timing, precision, "fp32")
-    return r.median, r.low, r.high
-
-
-def quantile_loss_rows(m: Measurement) -> list[dict[str, Any]]:
-    """The accuracy rows of the gate's metric, validation quantile loss, one per precision: mean over
-    seeds, each seed's value, degradation against fp32 (foxlib.harness.training.degradation)."""
-    return [r for r in m.accuracy if r["metric"] == "quantile_loss"]
-
-
-def accuracy_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """The accuracy gate in validation quantile loss: accuracy_gate's figures (fp32's mean over the seeds
-    compared, whether the comparison has power) with the most the candidate's mean may be,
-    fp32's × (1 + max_degradation_pct / 100), under "limit_quantile_loss" (the degradation check's limit)."""
-    gate = accuracy_gate(m.accuracy_runs, m.candidate)
-    limit_pct = budgets["accuracy"]["max_degradation_pct"]
-    return {**gate, "limit_pct": limit_pct,
-            "limit_quantile_loss": gate["baseline_quantile_loss"] * (1 + limit_pct / 100)}
 
 
 def named_figures(m: Measurement) -> list[Figure]:
@@ -91,22 +69,19 @@ def named_figures(m: Measurement) -> list[Figure]:
     model peak per precision (keyed as 8.10 and 8.12 key them), the TFT's step-time ratio to fp32 with
     its interval, and the accuracy harness's skill and degradation per precision."""
     preset = m.measure_parameters.get("preset", "seed")
-    cfg = m.tft_config
-    out = []
+    tft = partial(key, "tft", preset, m.tft_config["batch_size"], m.tft_config["encoder_length"])
+    out, ratios = [], speed_ratios(m)
     for name, per in m.memory.items():
         for precision, prof in per.items():
-            k = (key("tft", preset, cfg["batch_size"], cfg["encoder_length"], precision, "model_peak") if name == "tft"
-                 else f"{name}/{preset}/{precision}/model_peak")
+            k = tft(precision, "model_peak") if name == "tft" else f"{name}/{preset}/{precision}/model_peak"
             out.append(Figure(k, prof.peak, "bytes"))
     for precision in m.timing:
         if precision == "fp32":  # the fp32 step this run's ratios rest on (foxlib.report.baselines)
             median, low, high = median_interval(m.timing["fp32"].samples)
-            out.append(Figure(key("tft", preset, cfg["batch_size"], cfg["encoder_length"], "fp32", "step_time",
-                                  variant="wave-8-11"), median, "s", low=low, high=high))
+            out.append(Figure(tft("fp32", "step_time", variant="wave-8-11"), median, "s", low=low, high=high))
         else:
-            median, low, high = speed_ratio(m, precision)
-            out.append(Figure(key("tft", preset, cfg["batch_size"], cfg["encoder_length"], precision, "step_time_ratio"),
-                              median, "ratio", low=low, high=high))
+            r = ratios[precision]
+            out.append(Figure(tft(precision, "step_time_ratio"), r.median, "ratio", low=r.low, high=r.high))
     acc = f"tft/{m.accuracy_preset or preset}/accuracy"
     runs = [r for r in m.accuracy_runs if "skill_score" in r.get("metrics", {})]
     base = [r["metrics"]["skill_score"] for r in runs if r["precision"] == "fp32"]

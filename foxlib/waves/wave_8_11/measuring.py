@@ -76,15 +76,10 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     del steps
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    out.update(accuracy_runs(acc_cfg, precs, accuracy_seeds, dev, max_steps=accuracy_steps, eval_every=accuracy_eval_every,
-                             patience=accuracy_patience, val_windows=accuracy_val_windows, target=accuracy_target,
-                             min_skill=accuracy_min_skill_pct / 100))
+    results = compare_precisions(acc_cfg, precs, range(accuracy_seeds), device=dev, max_steps=accuracy_steps,
+                                 eval_every=accuracy_eval_every, patience=accuracy_patience,
+                                 val_windows=accuracy_val_windows, target=accuracy_target,
+                                 min_skill=accuracy_min_skill_pct / 100)
+    out.update(accuracy_runs=[r.to_dict() for r in results], accuracy=degradation(results),
+               accuracy_harness=results[0].harness)
     return json_safe(out)
-
-
-def accuracy_runs(acc_cfg, precisions: list[str], seeds: int, device: torch.device, **harness) -> dict[str, Any]:
-    """The accuracy part of the measurement: every precision and seed trained by the harness
-    (foxlib.harness.training), the degradation rows, and the harness's configuration as run."""
-    results = compare_precisions(acc_cfg, precisions, range(seeds), device=device, **harness)
-    return {"accuracy_runs": [r.to_dict() for r in results], "accuracy": degradation(results),
-            "accuracy_harness": results[0].harness}

@@ -1,7 +1,7 @@
-"""Wave 8.11's tables, formatting only: memory per precision in MB (10^6 bytes) beside the seed's
-expectation (foxlib.core.seed_claims), why 16 bits do not halve it, the step times with analysis.py's
-ratios, and the accuracy harness's runs, skill and configuration; and the captions and alt text of
-the speed and accuracy charts (foxlib.report.charts), written from the figures those charts draw."""
+"""Wave 8.11's tables, formatting only (MB = 10^6 bytes): memory per precision beside the seed's
+expectation, why 16 bits do not halve it, the step times with analysis.py's ratios, the accuracy harness's
+runs, skill and configuration; and the speed and accuracy charts' captions and alt text, written from the
+figures those charts draw."""
 from __future__ import annotations
 
 from typing import Any
@@ -74,8 +74,8 @@ def why_not_half(m: Measurement) -> pd.DataFrame:
 
 
 def speed_table(m: Measurement) -> pd.DataFrame:
-    """The TFT step per precision: median and IQR in ms, the ratio to fp32 with its interval (analysis.py's
-    speed_ratio), whether the samples are noisy, and the seed's guess."""
+    """The TFT step per precision: median and IQR in ms, the ratio to fp32 with its interval, whether the
+    samples are noisy, and the seed's guess."""
     ratios = speed_ratios(m)
     rows = []
     for p, t in m.timing.items():
@@ -139,8 +139,7 @@ def training_table(m: Measurement) -> pd.DataFrame:
 
 
 def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
-    """(caption, alt text) of the speed chart (foxlib.report.charts.step_time_ratios) drawn from `ratios`
-    (analysis.py's speed_ratios: the speed table's figures)."""
+    """(caption, alt text) of the speed chart drawn from `ratios` (analysis.speed_ratios)."""
     pct = f"{100 * next(iter(ratios.values())).confidence:.0f} %"
     caption = ("The TFT's training step time in each precision relative to fp32's, the precisions alternating in "
                f"one run: point, the median of the per-round ratios; bar, its {pct} bootstrap interval over the "
@@ -151,8 +150,8 @@ def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
 
 
 def accuracy_figure_text(rows: list[dict[str, Any]], limit: dict[str, Any]) -> tuple[str, str]:
-    """(caption, alt text) of the accuracy chart (foxlib.report.charts.accuracy_spread) drawn from `rows`
-    (analysis.py's quantile_loss_rows: the accuracy table's figures) and `limit` (analysis.py's accuracy_limit)."""
+    """(caption, alt text) of the accuracy chart drawn from `rows` (analysis.quantile_loss_rows) and `limit`
+    (analysis.accuracy_limit)."""
     power = ("" if limit["powered"] else " No fp32 run beats climatology by the harness's threshold: the "
              "comparison has no power and the gate fails whatever the line says.")
     caption = ("The TFT's validation quantile loss per precision (lower is better): diamond, the mean over seeds; "
@@ -169,8 +168,8 @@ def accuracy_figure_text(rows: list[dict[str, Any]], limit: dict[str, Any]) -> t
 
 
 def accuracy_lines(limit: dict[str, Any]) -> tuple[tuple[float, str], tuple[float, str]]:
-    """The accuracy chart's two lines, (value, legend label) each, from `limit` (analysis.py's accuracy_limit):
-    fp32's mean over the seeds the gate compares, and the gate."""
+    """The accuracy chart's two lines, (value, legend label) each: fp32's mean over the seeds the gate
+    compares, and the gate."""
     return ((limit["baseline_quantile_loss"], f"fp32 mean over the {len(limit['seeds_compared'])} seed(s) compared "
              f"{limit['baseline_quantile_loss']:.4f}"),
             (limit["limit_quantile_loss"], f"gate: {limit['candidate']} mean ≤ fp32's × (1 + {limit['limit_pct']:g} %) "

@@ -1,7 +1,8 @@
-"""What a measurement says, on the record's raw bytes and seconds: the figures the checks use
-(training and inference on the card, model peaks, cuBLAS workspaces, the process figure, the CUDA
-context), the checks, the headline figures for results.json, and the sentences of the report's first
-screen. Nothing here touches a model."""
+"""What a measurement says, on its raw bytes and seconds: the figures the checks use, the checks, the
+headline figures for results.json, and the sentences of the report's first screen.
+
+Names: a model's "model peak" is its own step's tensors at their largest; the ensemble's "process figure"
+is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,9 +10,8 @@ from typing import Any
 from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure
-from foxlib.waves.wave_8_13.account import NOT_ENFORCED
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK, NvmlPeak, nvml_peak
-from foxlib.waves.wave_8_13.oom import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
 
@@ -22,8 +22,12 @@ INFERENCE_CHECK = "concurrent inference fits with the headroom"
 def context_bytes(r: Measurement, phase: str) -> int:
     """The CUDA context to add to a phase's figure: the larger of the one measured at the start (which
     set the cap) and the one implied by NVML at the phase's end; 0 on the CPU."""
-    end = r.phase(phase).context_end_bytes
-    return max(r.cap.context_bytes, end or 0)
+    return max(r.cap.context_bytes, r.phase(phase).context_end_bytes or 0)
+
+
+def context_ends(m: Measurement) -> list[int]:
+    """The contexts NVML implied at the end of training and of inference, where it gave a figure."""
+    return [e for e in (m.training.context_end_bytes, m.inference.context_end_bytes) if e is not None]
 
 
 def largest_context_bytes(m: Measurement) -> int:
@@ -31,26 +35,18 @@ def largest_context_bytes(m: Measurement) -> int:
     return max(context_bytes(m, "training"), context_bytes(m, "inference"))
 
 
-def training_figure(m: Measurement) -> int:
-    """Bytes the card must hold for the interleaved training run: the allocator's reserved peak under the
-    cap (CPU: accounted), or what was needed where it ran out, plus the CUDA context."""
-    t = m.training
-    needed = (t.oom or {}).get("needed_bytes") or 0
-    return max(t.peak_bytes, needed) + context_bytes(m, "training")
-
-
-def inference_figure(m: Measurement) -> int:
-    i = m.inference
-    needed = (i.oom or {}).get("needed_bytes") or 0
-    return max(i.peak_bytes or 0, needed) + context_bytes(m, "inference")
+def figure(m: Measurement, phase: str) -> int:
+    """Bytes the card must hold for a phase: the allocator's reserved peak under the cap (CPU: accounted),
+    or what was needed where it ran out, plus the CUDA context."""
+    p = m.phase(phase)
+    return max(p.peak_bytes or 0, (p.oom or {}).get("needed_bytes") or 0) + context_bytes(m, phase)
 
 
 def model_peaks(r: Measurement) -> dict[str, int | None]:
-    """Each model's "model peak": the largest total of its own step's tensors (weights, Adam state, its
-    device batch, and what its step adds), from the interleaved run's records: per step, the step's
-    rise (peak − start) plus what the model held at the step's start, over the steps after its first
-    (its first also creates Adam's state, as profile_step's warm-up does); its only step if it ran one.
-    None for a model that never stepped. On CUDA the cuBLAS workspaces are not in it (allocated before)."""
+    """Each model's model peak from the interleaved run's records: its largest step rise (peak − start) plus
+    what it holds between steps, over the steps after its first (its first also creates Adam's state, as
+    profile_step's warm-up does); its only step if it ran one. None for a model that never stepped. On CUDA
+    the cuBLAS workspaces are not in it (allocated before)."""
     out: dict[str, int | None] = {}
     for name in r.order:
         st = r.training.detail.get("models", {}).get(name)
@@ -76,8 +72,7 @@ def workspace_bytes(r: Measurement) -> int | None:
 
 
 def process_figure(m: Measurement) -> int | None:
-    """The ensemble's "process figure" on the card: the sum of the model peaks + the cuBLAS workspaces
-    (once per stream) + the CUDA context (the largest seen). None when a model never stepped or the
+    """The model peaks + the workspaces + the largest CUDA context; None when a model never stepped or the
     workspaces were not measured."""
     peaks, ws = model_peaks(m), workspace_bytes(m)
     if ws is None or any(v is None for v in peaks.values()):
@@ -100,10 +95,6 @@ def limit_text(m: Measurement) -> str:
     return f"limit = the {cap.card_bytes / MB:,.1f} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
 
 
-def inference_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> float:
-    return m.cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
-
-
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
     cap = m.cap
@@ -119,15 +110,15 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     t, i, cap = r.training, r.inference, r.cap
     label = how(r)
     n = len(r.order)
-    train = training_figure(r)
+    train = figure(r, "training")
     ran = len(t.steps or ())
-    figure = ("allocator reserved peak + CUDA context" if cap.enforced else
-              "accounted peak: each model's measured step peak plus what the other models keep")
-    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {figure}"
+    what = ("allocator reserved peak + CUDA context" if cap.enforced else
+            "accounted peak: each model's measured step peak plus what the other models keep")
+    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {what}"
               + (f"; OUT OF MEMORY {oom_where(t.oom)}: {t.oom['error']}" if t.oom else "")
               + f"; {limit_text(r)}")
-    inf = inference_figure(r)
-    limit = inference_limit(r, budgets)
+    inf = figure(r, "inference")
+    limit = r.cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
     i_note = (f"{label}; {i.detail.get('mode')}; all {n} models resident, leaving at least "
               f"{budgets['ensemble']['min_headroom_mb']:,.0f} MB of the card free (budgets.toml)"
               + (f"; OUT OF MEMORY {oom_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
@@ -167,8 +158,7 @@ def cap_text(r: Measurement) -> str:
     cap = r.cap
     if not cap.enforced:
         return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {cap.limit_bytes / MB:,.1f} MB."
-    ends = [r.phase(p).context_end_bytes for p in ("training", "inference")]
-    ends = [e for e in ends if e is not None]
+    ends = context_ends(r)
     at_end = f"{max(ends) / MB:,.1f} MB at the end" if ends else "not measurable at the end (no NVML figure)"
     first = (f"allocator cap {cap.cap_bytes / MB:,.1f} MB (cap_bytes)" if cap.override else
              f"allocator cap = card {cap.card_bytes / MB:,.1f} MB − CUDA context {cap.context_bytes / MB:,.1f} MB = "
@@ -184,9 +174,8 @@ def figures(r: Measurement) -> dict[str, Any]:
     """The headline figures for results.json (bytes; None where not measured)."""
     nv = nvml_check(r)
     return {"card_bytes": r.cap.card_bytes, "context_bytes": r.cap.context_bytes, "cap_bytes": r.cap.cap_bytes,
-            "context_end_bytes": max([e for e in (r.training.context_end_bytes, r.inference.context_end_bytes)
-                                      if e is not None], default=None),
-            "training_bytes": training_figure(r), "inference_bytes": inference_figure(r),
+            "context_end_bytes": max(context_ends(r), default=None),
+            "training_bytes": figure(r, "training"), "inference_bytes": figure(r, "inference"),
             "model_peak_bytes": model_peaks(r), "workspace_bytes": workspace_bytes(r),
             "process_bytes": process_figure(r), "nvml_max_process_bytes": nv.max_bytes}
 

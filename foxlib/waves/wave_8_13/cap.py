@@ -1,13 +1,19 @@
-"""The honest cap: the CUDA context measured (after the warm-up, warmup.py), the allocator cap = card −
-context (`cap_arithmetic`), and the allocator's and NVML's view at the end of a phase, with the
-context it implies (the context grows as CUDA loads kernels lazily)."""
+"""The cap and running out of it. On CUDA: the context measured after the warm-up, the allocator cap = card −
+context (`cap_arithmetic`), the allocator's and NVML's view at the end of a phase (the context grows as CUDA
+loads kernels lazily), and an out-of-memory error recorded as data (`cuda_oom`). On the CPU, where nothing
+can be capped: the interleaved run accounted on paper (`account_training`), stopping where the cap would be
+exceeded as a GPU run stops at its out-of-memory error; every such figure is labelled NOT_ENFORCED."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 
+from foxlib.core.config import MB
 from foxlib.memory.cuda import allocator_stats, bare_context, nvml_view
+
+NOT_ENFORCED = "not enforced (accounting)"
 
 
 def reset_peak(device: torch.device) -> None:
@@ -30,9 +36,9 @@ def measure_context(device: torch.device) -> dict[str, Any]:
 
 
 def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int, cap_override: int = 0) -> dict[str, Any]:
-    """The allocator cap for a card: cap = card − CUDA context (the context is outside the allocator), or
-    `cap_override` bytes when given (then the limit is that cap + the context, not the card);
-    fraction = cap / device memory, what `torch.cuda.set_per_process_memory_fraction` takes."""
+    """cap = card − CUDA context (the context is outside the allocator), or `cap_override` bytes when given
+    (then the limit is that cap + the context, not the card); fraction = cap / device memory, what
+    `torch.cuda.set_per_process_memory_fraction` takes."""
     if card_bytes <= 0 or device_total_bytes <= 0 or context_bytes < 0 or cap_override < 0:
         raise ValueError(f"card and device memory must be positive, context and override not negative; got card "
                          f"{card_bytes}, device {device_total_bytes}, context {context_bytes}, override {cap_override}")
@@ -44,9 +50,93 @@ def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int,
 
 
 def end_view(out: dict[str, Any], device: torch.device) -> None:
-    """NVML's process figure and the allocator's at the end of a phase, and the context they imply
-    (it grows after the start: CUDA loads kernels lazily, cuDNN makes its handle at first use)."""
+    """NVML's process figure and the allocator's at the end of a phase, and the context they imply."""
     out["nvml_end"] = nvml_view(device)
     out["allocator_end"] = allocator_stats(device)
     used = out["nvml_end"].get("process_used_bytes")
     out["context_end_bytes"] = None if used is None else used - out["allocator_end"]["reserved_bytes"]
+
+
+# ----------------------------------------------------------------------------- out of memory
+
+_REQUEST = re.compile(r"Tried to allocate ([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)")
+_UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def one_line(exc: BaseException, limit: int) -> str:
+    return " ".join(str(exc).split())[:limit]
+
+
+def requested_bytes(message: str) -> int | None:
+    """The size of the allocation that failed, from PyTorch's out-of-memory message (rounded as printed)."""
+    m = _REQUEST.search(message)
+    return None if m is None else int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def is_oom(exc: BaseException) -> bool:
+    """The caching allocator's OutOfMemoryError, or a library's failed allocation (cuBLAS/cuDNN
+    ALLOC_FAILED, a driver-level "out of memory") surfacing as a RuntimeError."""
+    text = str(exc)
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text or "ALLOC_FAILED" in text
+
+
+def cuda_oom(exc: BaseException, phase: str, model: str | None, step: int | None,
+             device: torch.device) -> dict[str, Any]:
+    st = allocator_stats(device)
+    req = requested_bytes(str(exc))
+    return {"phase": phase, "model": model, "step": step, "error": one_line(exc, 400),
+            "requested_bytes": req, "allocated_bytes": st["allocated_bytes"], "reserved_bytes": st["reserved_bytes"],
+            "peak_allocated_bytes": st["allocated_peak_bytes"], "peak_reserved_bytes": st["reserved_peak_bytes"],
+            "needed_bytes": st["reserved_bytes"] + (req or 0), "enforced": True}
+
+
+def oom_where(oom: dict[str, Any] | None) -> str:
+    if not oom:
+        return ""
+    if oom["phase"] == "setup":
+        return f"while loading {oom['model']}"
+    if oom["phase"] == "training":
+        return f"at step {oom['step']} of {oom['model']}"
+    return f"during inference ({oom['model']})" if oom.get("model") else "during inference"
+
+
+# ----------------------------------------------------------------------------- the CPU: accounting
+
+def resident_bytes(profile: dict[str, Any], stepped: bool) -> int:
+    """What a model keeps between its steps: weights, its batch/buffers on the device and, once it
+    has stepped, Adam's state (gradients are freed after each step)."""
+    return profile["live_before_step"] - (0 if stepped else profile["optimizer_state"])
+
+
+def account_training(profiles: dict[str, dict[str, Any]], order: list[str], steps: int, cap: int) -> dict[str, Any]:
+    """The interleaved run on paper, from each model's measured step: loading the models one by one,
+    then for each step of each model in turn its step peak plus what the others keep. Stops at the
+    first point that would exceed `cap` ("oom", with what would have been live there)."""
+    out: dict[str, Any] = {"setup_bytes": 0, "steps": [], "oom": None}
+    loaded = 0
+    for name in order:
+        loaded += resident_bytes(profiles[name], False)
+        if loaded > cap:
+            out["setup_bytes"] = loaded
+            out["oom"] = accounting_oom("setup", name, None, loaded, cap)
+            return out
+    out["setup_bytes"] = loaded
+    stepped: set[str] = set()
+    for s in range(1, steps + 1):
+        for name in order:
+            others = sum(resident_bytes(profiles[j], j in stepped) for j in order if j != name)
+            start = others + resident_bytes(profiles[name], name in stepped)
+            live = others + profiles[name]["peak"]
+            if live > cap:
+                out["oom"] = accounting_oom("training", name, s, live, cap)
+                return out
+            out["steps"].append({"model": name, "step": s, "start_bytes": start, "peak_bytes": live})
+            stepped.add(name)
+    return out
+
+
+def accounting_oom(phase: str, model: str | None, step: int | None, needed: int, cap: int) -> dict[str, Any]:
+    where = f"loading {model}" if phase == "setup" else (f"step {step} of {model}" if step else phase)
+    return {"phase": phase, "model": model, "step": step, "needed_bytes": int(needed), "requested_bytes": None,
+            "error": f"{NOT_ENFORCED}: {needed / MB:,.2f} MB would be live at {where}, over the cap of "
+                     f"{cap / MB:,.2f} MB", "enforced": False}

@@ -1,44 +1,206 @@
-"""Which card fits: whether the ensemble trains and serves on real 4-24 GB cards, per configuration;
-the figures and the one call a report makes (`table_for_measurement`). The table, its cards and its
-decisions are in card_table.py (its names are importable from here too).
+"""Which card fits: does the ensemble train and serve on real 4-24 GB cards, per configuration.
 
-A configuration's figures on a card come from one of two sources, and every cell says which:
-- "measured": wave 8.13's own figures (analysis.py's training_figure / inference_figure: the
-  process's peak against the cap, plus the CUDA context), for the one card 8.13 emulated
-  under a real allocator cap on a GPU. A CPU run (nothing enforced) or a run with a cap_bytes
-  override emulates no card and gives no measured cell.
-- "predicted": each model's training step predicted without running it
-  (foxlib.memory.predict.predict_step, for CUDA), the interleaved run accounted as 8.13 accounts
-  it on the CPU (account.py's account_training: the stepping model's peak plus what every other
-  model keeps between its steps), plus the cuBLAS workspace once per CUDA stream and the CUDA
-  context measured by 8.13. The context is that of the measuring GPU and driver: another card's differs.
+A card trains a configuration when its training figure is at most the card's memory, and serves it when its
+serving figure leaves at least budgets.toml's [ensemble] min_headroom_mb free: wave 8.13's two checks, with
+the same limits, decided on bytes (`fits`) and formatted only afterwards (`card_frame`, `notes_text`).
+
+A configuration's figures (`Footprint`) come from one of two sources, and every cell says which:
+- "measured": wave 8.13's own figures (analysis.figure: the reserved peak under the cap + the CUDA
+  context), for the one card 8.13 emulated under a real allocator cap on a GPU. A CPU run (nothing
+  enforced) or a cap_bytes override emulates no card and gives no measured cell.
+- "predicted": each model's training step predicted without running it (foxlib.memory.predict.predict_step,
+  for CUDA), the interleaved run accounted as 8.13 accounts it on the CPU (cap.account_training), plus
+  the cuBLAS workspace once per CUDA stream and the CUDA context measured by 8.13 (the measuring GPU's:
+  another card's differs).
+
+Cards are sold in GB that are GiB: a "4 GB" card holds 4 × 2^30 = 4,294,967,296 bytes (budgets.toml's card_mb).
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from foxlib.core.card_classes import class_of
 from foxlib.core.config import MB
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
+from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13 import analysis
-from foxlib.waves.wave_8_13.account import account_training
-from foxlib.waves.wave_8_13.card_table import (CARDS, Card, CardTable, Footprint, ModelFigures, card_frame, fits,
-                                                notes_text)
-from foxlib.waves.wave_8_13.records import Measurement, Phase
+from foxlib.waves.wave_8_13.cap import account_training
+from foxlib.waves.wave_8_13.records import Measurement
 
-# ----------------------------------------------------------------------------- prediction
+GIB = 2**30
+SOURCES = ("predicted", "measured")
+STATED_MARGINS = (PEAK_TOLERANCE_PCT / 100,) * 2
+MODEL_NAMES = {"dqn": "DQN", "ppo": "PPO", "mamba2": "Mamba-2", "tft": "TFT"}
+
+
+@dataclass(frozen=True)
+class Card:
+    """A graphics card as sold: its name, memory in (GiB-valued) GB and CUDA compute capability."""
+    name: str
+    memory_gb: int
+    compute_capability: str
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_gb * GIB
+
+    @property
+    def bf16(self) -> bool:
+        return class_of(self.compute_capability).allows("bf16")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.memory_gb} GB)"
+
+
+# NVIDIA GeForce cards, one per memory size; memory and compute capability from NVIDIA's
+# product pages and its CUDA GPU list (Turing 7.5, Ampere 8.6, Ada Lovelace 8.9).
+CARDS: tuple[Card, ...] = (
+    Card("GeForce GTX 1650", 4, "7.5"),
+    Card("GeForce RTX 2060", 6, "7.5"),
+    Card("GeForce RTX 3070", 8, "8.6"),
+    Card("GeForce RTX 3060", 12, "8.6"),
+    Card("GeForce RTX 4080", 16, "8.9"),
+    Card("GeForce RTX 4090", 24, "8.9"),
+)
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """One model of the ensemble in one configuration (bytes)."""
+    model: str
+    precision: str
+    step_peak_bytes: int
+    """Model peak of one training step."""
+    kept_bytes: int
+    """What it keeps between its steps once it has stepped: weights, device batch and buffers, Adam state."""
+    optimizer_state_bytes: int
+    """Adam's state, which exists only after the model's first step."""
+    serve_bytes: int
+    """Serving: weights + one inference input + the forward's own peak."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one configuration of the ensemble needs on a card, from one source (bytes, process figures)."""
+    configuration: str
+    source: str
+    training_bytes: int
+    serving_bytes: int
+    precisions: tuple[str, ...] = ("fp32",)
+    card_bytes: int | None = None
+    """measured: the card 8.13 emulated under the cap; predicted: None (any card)."""
+    training_ran: bool = True
+    """measured: False when training ran out of memory (its figure is then where it stopped)."""
+    serving_ran: bool = True
+    note: str = ""
+    training_margin: float = 0.0
+    """predicted: how far the figure may be off (prediction_margins); a card fits only with it added."""
+    serving_margin: float = 0.0
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown source {self.source!r}; valid: {', '.join(SOURCES)}")
+        if self.source == "measured" and self.card_bytes is None:
+            raise ValueError(f"measured footprint {self.configuration!r} must name the card it was measured "
+                             "under (card_bytes)")
+
+
+@dataclass(frozen=True)
+class CardCell:
+    """One card and one configuration: does it train, does it serve, by how much, from which source."""
+    card: Card
+    configuration: str
+    source: str
+    training_bytes: int
+    serving_bytes: int
+    trains: bool
+    serves: bool
+    training_free_bytes: int
+    """card − training figure with its margin (negative: short by that much)."""
+    serving_free_bytes: int
+    serving_limit_bytes: int
+    """card − the headroom asked: the most serving may use."""
+    reason: str = ""
+    training_margin: float = 0.0
+    serving_margin: float = 0.0
+
+
+@dataclass(frozen=True)
+class CardTable:
+    cards: tuple[Card, ...]
+    configurations: tuple[str, ...]
+    cells: tuple[CardCell, ...]
+    min_headroom_bytes: int
+    notes: tuple[str, ...] = ()
+    """"<configuration>, <source>: <note>" per footprint with a note."""
+
+    def cell(self, configuration: str, memory_gb: int) -> CardCell | None:
+        """The cell of a configuration on the card of `memory_gb` GB; None where no figure covers it."""
+        if configuration not in self.configurations:
+            raise ValueError(f"unknown configuration {configuration!r}; known: {', '.join(self.configurations)}")
+        sizes = [c.memory_gb for c in self.cards]
+        if memory_gb not in sizes:
+            raise ValueError(f"no {memory_gb} GB card in the table; cards: {', '.join(f'{s} GB' for s in sizes)}")
+        return next((c for c in self.cells if c.configuration == configuration and c.card.memory_gb == memory_gb), None)
+
+
+def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
+    limit = card.memory_bytes - headroom
+    # a prediction decides with its error added, each phase's own
+    training, serving = int(fp.training_bytes * (1 + fp.training_margin)), int(fp.serving_bytes * (1 + fp.serving_margin))
+    trains = fp.training_ran and training <= card.memory_bytes
+    serves = fp.serving_ran and serving <= limit
+    reasons = []
+    if "bf16" in fp.precisions and not card.bf16:
+        trains = serves = False
+        reasons.append(f"bf16 needs compute capability 8.0 or newer; this card has {card.compute_capability}")
+    reasons += [f"{phase} ran out of memory under the cap"
+                for phase, ran in (("training", fp.training_ran), ("serving", fp.serving_ran)) if not ran]
+    return CardCell(card, fp.configuration, fp.source, fp.training_bytes, fp.serving_bytes, trains, serves,
+                    card.memory_bytes - training, card.memory_bytes - serving, limit, "; ".join(reasons),
+                    fp.training_margin, fp.serving_margin)
+
+
+def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequence[Card] = CARDS) -> CardTable:
+    """Every configuration on every card: the measured footprint on the card it was measured under,
+    the predicted one elsewhere; no cell where neither covers a card."""
+    if min_headroom_bytes < 0:
+        raise ValueError(f"min_headroom_bytes must not be negative, got {min_headroom_bytes}")
+    headroom = int(round(min_headroom_bytes))
+    footprints = list(footprints)
+    configurations = tuple(dict.fromkeys(f.configuration for f in footprints))
+    cells = []
+    for conf in configurations:
+        mine = [f for f in footprints if f.configuration == conf]
+        predicted = [f for f in mine if f.source == "predicted"]
+        if len(predicted) > 1:
+            raise ValueError(f"configuration {conf!r} has {len(predicted)} predicted footprints; give one")
+        for card in cards:
+            measured = [f for f in mine if f.source == "measured" and f.card_bytes == card.memory_bytes]
+            if len(measured) > 1:
+                raise ValueError(f"configuration {conf!r} has {len(measured)} measurements for {card.label}; give one")
+            chosen = measured[0] if measured else (predicted[0] if predicted else None)
+            if chosen is not None:
+                cells.append(_judge(card, chosen, headroom))
+    notes = tuple(f"{f.configuration}, {f.source}: {f.note}" for f in footprints if f.note)
+    return CardTable(tuple(cards), configurations, tuple(cells), headroom, notes)
+
+
+# ----------------------------------------------------------------------------- predicted figures
 
 def accounted_training_bytes(models: Sequence[ModelFigures], steps: int = 2) -> int:
-    """The interleaved run's largest live total (models only), accounted as wave 8.13 accounts it:
-    loading every model, then each model's step peak beside what the others keep. Two rounds reach
-    the steady state (every model has stepped and holds its Adam state)."""
+    """The interleaved run's largest live total (models only), accounted as wave 8.13 accounts it. Two
+    rounds reach the steady state (every model has stepped and holds its Adam state)."""
     if not models:
         raise ValueError("a configuration needs at least one model")
-    profiles = {m.model: m.as_step_profile() for m in models}
+    profiles = {m.model: {"peak": m.step_peak_bytes, "live_before_step": m.kept_bytes,
+                          "optimizer_state": m.optimizer_state_bytes} for m in models}
     plan = account_training(profiles, [m.model for m in models], steps, cap=2**62)
     return max([plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]])
 
@@ -51,14 +213,10 @@ def serving_streams(n_models: int) -> int:
 def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, context_bytes: int,
                         workspace_bytes: int, streams: int | None = None, training_cache_bytes: int = 0,
                         serving_cache_bytes: int = 0, note: str = "",
-                        margins: tuple[float, float] = (PEAK_TOLERANCE_PCT / 100,) * 2) -> Footprint:
-    """A configuration's predicted process figures: training = the accounted models' peak + one
-    workspace (the step runs on the default stream) + the context; serving = every model's serve
-    figure + a workspace per stream (`streams`, default serving_streams) + the context. The
-    *_cache_bytes add what the caching allocator holds beyond live tensors (reserved − allocated
-    at the peak), which no prediction of tensors sees; 0 unless given (measured_overheads). A card fits it only
-    with `margins` (training, serving) added: the prediction's measured errors where a run measured them
-    (prediction_margins), else the predictor's stated peak tolerance."""
+                        margins: tuple[float, float] = STATED_MARGINS) -> Footprint:
+    """training = the accounted models' peak + one workspace (the default stream) + the context; serving =
+    every model's serve figure + a workspace per stream + the context. The *_cache_bytes add what the caching
+    allocator holds beyond live tensors (reserved − allocated at the peak), which no prediction sees."""
     if min(context_bytes, workspace_bytes, training_cache_bytes, serving_cache_bytes) < 0:
         raise ValueError(f"context, workspace and cache bytes must not be negative, got {context_bytes}, "
                          f"{workspace_bytes}, {training_cache_bytes}, {serving_cache_bytes}")
@@ -72,12 +230,11 @@ def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, c
 
 def prediction_margins(measured: Footprint | None, predicted: Footprint) -> tuple[tuple[float, float], str]:
     """The margins (training, serving) a predicted footprint decides with, and where they come from: each phase's
-    measured error, |measured − predicted| / predicted of the configuration 8.13 ran on the card it emulated;
-    where no complete run measured them (a CPU run, an out-of-memory phase), the predictor's stated peak
-    tolerance for both (foxlib.memory.tolerances.PEAK_TOLERANCE_PCT)."""
+    measured error, |measured − predicted| / predicted, where a complete run on a card measured it; else the
+    predictor's stated peak tolerance (foxlib.memory.tolerances.PEAK_TOLERANCE_PCT)."""
     if measured is None or not (measured.training_ran and measured.serving_ran):
-        return (PEAK_TOLERANCE_PCT / 100,) * 2, (f"the predictor's stated peak tolerance, {PEAK_TOLERANCE_PCT:g} % (no "
-                                                 "complete run on a card here measured its error)")
+        return STATED_MARGINS, (f"the predictor's stated peak tolerance, {PEAK_TOLERANCE_PCT:g} % (no "
+                                "complete run on a card here measured its error)")
     training = (measured.training_bytes - predicted.training_bytes) / predicted.training_bytes
     serving = (measured.serving_bytes - predicted.serving_bytes) / predicted.serving_bytes
     return (abs(training), abs(serving)), (f"the prediction's measured errors, training {100 * training:+.2f} %, serving "
@@ -86,11 +243,9 @@ def prediction_margins(measured: Footprint | None, predicted: Footprint) -> tupl
 
 
 def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFigures:
-    """ModelFigures from the MemoryProfile of one training step (predict_step's).
-
-    Serving is taken as weights + the batch less its device buffers (the RL models' replay and
-    rollout buffers, which inference does not need) + the training forward's increment, which
-    holds what autograd saves for backward: an upper bound of a no-grad forward."""
+    """ModelFigures from one training step's MemoryProfile (predict_step's). Serving is weights + the batch less
+    its device buffers (the RL models' replay and rollout buffers, which inference does not need) + the training
+    forward's increment, which holds what autograd saves for backward: an upper bound of a no-grad forward."""
     device_buffers = sum(int(b.get("device_bytes", 0)) for b in (profile.buffers or {}).values())
     live = int(profile.live_before_step)
     forward = max(0, int(profile.forward_peak) - live)
@@ -100,52 +255,33 @@ def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFi
 
 def ensemble_members(preset: str = "seed", tft_overrides: Mapping[str, Any] | None = None,
                      tft_precision: str = "fp32", ensemble_precision: str = "fp32") -> dict[str, tuple[Any, str]]:
-    """{model: (config, precision)} of the ensemble as wave 8.13 builds it: every model of the preset
-    in `ensemble_precision`, the TFT with `tft_overrides` in `tft_precision`."""
-    from foxlib.models import ENSEMBLE, MODELS
-    out = {}
-    for name in (n for n in ENSEMBLE if n in MODELS):
-        if name == "tft":
-            out[name] = (MODELS[name].config(preset, **dict(tft_overrides or {})), tft_precision)
-        else:
-            out[name] = (MODELS[name].preset(preset), ensemble_precision)
-    return out
+    """{model: (config, precision)} as wave 8.13 builds the ensemble: every model of the preset in
+    `ensemble_precision`, the TFT with `tft_overrides` in `tft_precision`."""
+    return {name: (MODELS[name].config(preset, **dict(tft_overrides or {})), tft_precision) if name == "tft" else
+            (MODELS[name].preset(preset), ensemble_precision) for name in ENSEMBLE if name in MODELS}
 
 
 def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
-    """{model: (config, precision)} of the ensemble a wave 8.13 measurement ran (its "models")."""
-    from foxlib.models import MODELS
+    """{model: (config, precision)} of the ensemble a wave 8.13 measurement ran (JSON lists back to tuples)."""
     out = {}
     for name in m.order:
         info = m.models[name]
         base = MODELS[name].preset(info["preset"])
-        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-        values = {k: (tuple(v) if isinstance(v, list) and isinstance(fields.get(k), tuple) else v)
+        values = {k: (tuple(v) if isinstance(v, list) and isinstance(getattr(base, k, None), tuple) else v)
                   for k, v in info["config"].items()}
         out[name] = (MODELS[name].config(info["preset"], **values), info["precision"])
     return out
 
 
-def _predicted(name: str, cfg: Any, precision: str, seed: int):
-    """predict_step of one model's CUDA step, made once per (model, config, precision, seed) in this process
-    (predict_step keeps its predictions): the configurations of one table share most of their models."""
+def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, seed: int = 0,
+                          **footprint: Any) -> Footprint:
+    """Every model's CUDA training step predicted (predict_step, target "cuda": multi-tensor Adam; seconds to a
+    minute per model on a CPU, no model memory allocated), summed into a predicted_footprint."""
     from foxlib.memory.predict import predict_step
-    from foxlib.models import MODELS
-    return predict_step(MODELS[name], cfg, precision=precision, seed=seed, target="cuda")
-
-
-def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, context_bytes: int,
-                          workspace_bytes: int, training_cache_bytes: int = 0, serving_cache_bytes: int = 0,
-                          seed: int = 0, note: str = "",
-                          margins: tuple[float, float] = (PEAK_TOLERANCE_PCT / 100,) * 2) -> Footprint:
-    """Predict every model's CUDA training step (predict_step, target "cuda": multi-tensor Adam) and
-    sum them into a predicted_footprint. Takes seconds to a minute per model on a CPU (the seed
-    TFT is the slow one); allocates no model memory."""
-    figures = [model_figures(name, precision, _predicted(name, cfg, precision, seed))
+    figures = [model_figures(name, precision, predict_step(MODELS[name], cfg, precision=precision, seed=seed,
+                                                           target="cuda"))
                for name, (cfg, precision) in members.items()]
-    return predicted_footprint(configuration, figures, context_bytes=context_bytes, workspace_bytes=workspace_bytes,
-                               training_cache_bytes=training_cache_bytes, serving_cache_bytes=serving_cache_bytes,
-                               note=note, margins=margins)
+    return predicted_footprint(configuration, figures, **footprint)
 
 
 # ----------------------------------------------------------------------------- wave 8.13's measurement
@@ -154,11 +290,10 @@ def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, s
 class Overheads:
     """What a GPU process holds beyond the models' tensors, as wave 8.13 measured it (bytes)."""
     context_bytes: int
-    """The CUDA context: the larger of 8.13's two phases (analysis.py's context_bytes)."""
     workspace_bytes: int
     """cuBLAS workspace, per CUDA stream."""
     training_cache_bytes: int
-    """Training: reserved − allocated at the peaks (the caching allocator's cache and rounding)."""
+    """reserved − allocated at the peak (the caching allocator's cache and rounding)."""
     serving_cache_bytes: int
     device: str
 
@@ -174,43 +309,34 @@ class Overheads:
 
 
 def measured_overheads(m: Measurement) -> Overheads:
-    """The context, workspace and allocator cache of a wave 8.13 measurement; all 0 on the CPU."""
+    """The context (the larger of the two phases'), workspace and allocator cache of a measurement; 0 on the CPU."""
     device = m.device["name"]
     if not m.cap.enforced:
         return Overheads(0, 0, 0, 0, device)
 
-    def cache(phase: Phase) -> int:
+    def cache(phase) -> int:
         if phase.peak_bytes is None or phase.peak_allocated_bytes is None:
             return 0
         return max(0, int(phase.peak_bytes) - int(phase.peak_allocated_bytes))
-    context = max(analysis.context_bytes(m, "training"), analysis.context_bytes(m, "inference"))
-    # the workspaces the warm-up left allocated (analysis.py's workspace_bytes); a measurement made before
-    # the warm-up existed names only the first product's workspace, with the context
+    # a measurement made before the warm-up existed names only the first product's workspace, with the context
     measured = analysis.workspace_bytes(m)
     workspace = int(measured if measured is not None else (m.context or {}).get("cublas_workspace_bytes") or 0)
-    return Overheads(int(context), workspace, cache(m.training), cache(m.inference), device)
+    return Overheads(int(analysis.largest_context_bytes(m)), workspace, cache(m.training), cache(m.inference), device)
 
 
 def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:
-    """8.13's own figures for the card it emulated; None where it emulated none (a CPU run: not
-    enforced; a cap_bytes override: a cap that is not a card)."""
+    """8.13's own figures for the card it emulated; None where it emulated none (a CPU run, a cap_bytes override)."""
     if not m.cap.enforced or m.cap.override:
         return None
     precisions = tuple(sorted({info["precision"] for info in m.models.values()}))
-    return Footprint(configuration, "measured", int(analysis.training_figure(m)), int(analysis.inference_figure(m)),
-                     precisions, card_bytes=int(m.cap.card_bytes),
+    return Footprint(configuration, "measured", int(analysis.figure(m, "training")),
+                     int(analysis.figure(m, "inference")), precisions, card_bytes=int(m.cap.card_bytes),
                      training_ran=not m.training.oom, serving_ran=not m.inference.oom,
                      note=f"wave 8.13 on {m.device['name']}, {analysis.how(m)}")
 
 
-# ----------------------------------------------------------------------------- one call for a report
-
-MODEL_NAMES = {"dqn": "DQN", "ppo": "PPO", "mamba2": "Mamba-2", "tft": "TFT"}
-
-
 def configuration_name(members: Mapping[str, tuple[Any, str]], preset: str = "seed") -> str:
     """A configuration in words: each model's precision and the fields that differ from the preset."""
-    from foxlib.models import MODELS
     parts = []
     for name, (cfg, precision) in members.items():
         base = MODELS[name].preset(preset)
@@ -221,22 +347,19 @@ def configuration_name(members: Mapping[str, tuple[Any, str]], preset: str = "se
 
 
 def alternatives(preset: str = "seed") -> dict[str, dict[str, tuple[Any, str]]]:
-    """Configurations every card table predicts beside the one 8.13 measured: the plain ensemble in
-    fp32, and the TFT in fp16 with every block checkpointed (the lightest TFT the seed's plan named)."""
-    members = {"plain": ensemble_members(preset),
-               "light": ensemble_members(preset, {"checkpointing": "all"}, tft_precision="fp16")}
-    return {configuration_name(v, preset): v for v in members.values()}
+    """Predicted beside the configuration 8.13 measured: the plain fp32 ensemble, and the TFT in fp16 with
+    every block checkpointed (the lightest TFT the seed's plan named)."""
+    members = (ensemble_members(preset), ensemble_members(preset, {"checkpointing": "all"}, tft_precision="fp16"))
+    return {configuration_name(v, preset): v for v in members}
 
 
 def table_for_measurement(m: Measurement, min_headroom_bytes: float,
                           extra: Mapping[str, Mapping[str, tuple[Any, str]]] | None = None,
                           cards: Sequence[Card] = CARDS, seed: int = 0) -> CardTable:
-    """The card table of a wave 8.13 measurement: its configuration measured (on the card it emulated)
-    and predicted (everywhere), and each `extra` configuration ({name: ensemble_members(...)})
-    predicted, all with the context, workspace and allocator cache 8.13 measured."""
+    """The card table of a measurement: its configuration measured (on the card it emulated) and predicted, each
+    `extra` configuration ({name: ensemble_members(...)}) predicted, all with the overheads 8.13 measured."""
     members = measured_members(m)
-    preset = next(iter(m.models.values()))["preset"]
-    name = configuration_name(members, preset)
+    name = configuration_name(members, next(iter(m.models.values()))["preset"])
     over = measured_overheads(m)
     kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
               training_cache_bytes=over.training_cache_bytes, serving_cache_bytes=over.serving_cache_bytes,
@@ -247,16 +370,71 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     kw["note"] = f"{over.note}; a card is decided with {source} added"
     footprints = [f for f in [measured] if f is not None]
     footprints.append(dataclasses.replace(own, training_margin=margins[0], serving_margin=margins[1], note=kw["note"]))
-    for extra_name, extra_members in (extra or {}).items():
-        if extra_name != name:
-            footprints.append(predict_configuration(extra_name, extra_members, **kw, margins=margins))
+    footprints += [predict_configuration(extra_name, extra_members, **kw, margins=margins)
+                   for extra_name, extra_members in (extra or {}).items() if extra_name != name]
     return fits(footprints, min_headroom_bytes, cards)
 
 
+# ----------------------------------------------------------------------------- formatted, after the decisions
+
+def _mb(x: int) -> str:
+    return f"{x / MB:,.1f}"
+
+
+def _pct(fraction: float) -> str:
+    """A margin in %, two decimals below 1 % (a measured error), else as few as it needs (10 %)."""
+    return f"{100 * fraction:.2f}" if fraction < 0.01 else f"{100 * fraction:.3g}"
+
+
+def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
+    """A cell as the table shows it: "yes: 1,923.1 of 4,295.0 MB, 2,371.9 MB free (measured)"."""
+    if cell is None:
+        return "— (no figure)"
+    error = cell.training_margin if phase == "trains" else cell.serving_margin
+    grow = 1 + error
+    if phase == "trains":
+        ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
+        margin = f"{_mb(free)} MB free" if free >= 0 else f"{_mb(-free)} MB short"
+    else:
+        ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
+        left = cell.serving_limit_bytes - int(used * grow)
+        margin = (f"{_mb(free)} MB free" if left >= 0 else
+                  f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
+    shown = (f"{_mb(used)} MB + {_pct(error)} % for the prediction's error = {_mb(int(used * grow))}"
+             if error else _mb(used))
+    text = f"{'yes' if ok else 'no'}: {shown} of {_mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
+    return text + (f"; {cell.reason}" if cell.reason else "")
+
+
+def card_frame(table: CardTable) -> pd.DataFrame:
+    """A row per configuration and phase (trains, serves), a column per card."""
+    return pd.DataFrame([{"configuration": conf,
+                          "phase": "trains (interleaved)" if phase == "trains" else
+                                   f"serves (all at once, ≥ {_mb(table.min_headroom_bytes)} MB free)",
+                          **{card.label: cell_text(table.cell(conf, card.memory_gb), phase, table.min_headroom_bytes)
+                             for card in table.cards}}
+                         for conf in table.configurations for phase in ("trains", "serves")])
+
+
+def notes_text(table: CardTable) -> str:
+    """A Markdown list item per source and note, naming the configurations it holds for ("every
+    configuration" when all share it)."""
+    groups: dict[str, list[str]] = {}
+    for note in table.notes:
+        conf = next((c for c in table.configurations if note.startswith(f"{c}, ")), None)
+        groups.setdefault(note[len(conf) + 2:] if conf else note, []).append(conf or "")
+    lines = []
+    for rest, confs in groups.items():
+        source, _, text = rest.partition(": ")
+        which = ("every configuration" if len(confs) == len(table.configurations) > 1 else
+                 "; ".join(c for c in confs if c))
+        lines.append(f"- {source}" + (f" ({which})" if which else "") + f": {text}")
+    return "\n".join(lines)
+
+
 def report_section(m: Measurement, budgets: dict[str, dict[str, float]]) -> tuple[pd.DataFrame, str]:
-    """Wave 8.13's report section "which card fits": the card table of the measurement (its configuration
-    measured on the card it emulated, predicted on the others; the alternatives predicted), judged with
-    budgets.toml's [ensemble] min_headroom_mb, as (card_frame, notes_text): formatted after the decisions."""
+    """The report's "which card fits": the measurement's card table with the alternatives, judged with
+    budgets.toml's [ensemble] min_headroom_mb, as (card_frame, notes_text)."""
     preset = next(iter(m.models.values()))["preset"]
     table = table_for_measurement(m, budgets["ensemble"]["min_headroom_mb"] * MB, extra=alternatives(preset))
     return card_frame(table), notes_text(table)

@@ -2,13 +2,11 @@
 training run against the card, and each model's inference latency alone and all at once."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from foxlib.core.config import MB
-from foxlib.waves.wave_8_13.analysis import how, training_figure
-from foxlib.waves.wave_8_13.oom import oom_where
+from foxlib.waves.wave_8_13.analysis import figure, how
+from foxlib.waves.wave_8_13.cap import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 
@@ -44,7 +42,7 @@ def training_chart(r: Measurement):
         ax.text(0.5, ctx / MB, f" CUDA context {ctx / MB:,.0f} MB (outside the cap)", va="bottom", fontsize=8)
     if r.training.oom:
         x = len(steps) + 1
-        y = min(training_figure(r), 1.05 * cap.limit_bytes) / MB
+        y = min(figure(r, "training"), 1.05 * cap.limit_bytes) / MB
         ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {oom_where(r.training.oom)}")
     ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(r.order) + ")")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -1,9 +1,6 @@
-"""deployment.md: the ensemble's deployment document, written by wave 8.13 beside its results.json.
-
-Everything in it comes from the wave's measurement and checks: each model's configuration, its
-memory in training and in inference, the headroom on the card, the exact commands that reproduce
-the figures, and the risks that remain. It is what 8.14 (ensemble deployment) goes on.
-"""
+"""deployment.md, written by wave 8.13 beside its results.json from its measurement and checks: each model's
+configuration, memory and latency, the headroom on the card, the commands that reproduce it, and the risks
+that remain. It is what 8.14 (ensemble deployment) goes on."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,8 +12,9 @@ from typing import Any
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
-from foxlib.waves.wave_8_13 import account, analysis, records
-from foxlib.waves.wave_8_13.oom import oom_where
+from foxlib.waves.wave_8_13 import analysis
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
+from foxlib.waves.wave_8_13.records import Measurement
 
 FILE = "deployment.md"
 WAVE = "8.13"
@@ -38,14 +36,14 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def pinned_tft_config(m: "records.Measurement") -> str:
+def pinned_tft_config(m: Measurement) -> str:
     """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
     its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
     extra = {k: m.tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if m.tft.get(k)}
     return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"], **extra}, separators=(",", ":"))
 
 
-def reproduce_commands(m: "records.Measurement", params: dict[str, Any]) -> dict[str, list[str]]:
+def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list[str]]:
     """The exact commands that reproduce this report, by purpose."""
     used = dict(m.measure_parameters or {k: v for k, v in params.items()
                                                   if k not in ("measurements", "output_dir", "budgets_file")})
@@ -79,7 +77,7 @@ def reproduce_commands(m: "records.Measurement", params: dict[str, Any]) -> dict
     return cmds
 
 
-def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> list[str]:
+def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     """What this validation does not cover, with this run's numbers."""
     cap, t, i = m.cap, m.training, m.inference
     card = cap.card_bytes
@@ -91,7 +89,7 @@ def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> lis
                    "after that point are missing, not small.")
     if not cap.enforced:
         out.append(f"**The cap was not enforced.** This run was on the CPU: every memory figure is "
-                   f"{account.NOT_ENFORCED} — measured tensor bytes of each step, added up as the interleaved run "
+                   f"{NOT_ENFORCED} — measured tensor bytes of each step, added up as the interleaved run "
                    "would hold them. It contains no CUDA context, no caching-allocator rounding or fragmentation "
                    "and no cuBLAS/cuDNN workspaces. A GPU run (below) is needed before 8.14 can rely on it.")
         out.append("The CUDA context is not in these figures: on a GPU it comes on top, and on a 4 GB card it is a "
@@ -99,8 +97,7 @@ def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> lis
                    "the run uses: reports/<gpu>/wave-8.13/report.md).")
     else:
         ctx0 = cap.context_bytes
-        ends = [m.phase(p).context_end_bytes for p in ("training", "inference")]
-        ends = [e for e in ends if e is not None]
+        ends = analysis.context_ends(m)
         grew = (f", {_mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
                 if ends else ", not measurable at the end (NVML gave no per-process figure)")
         env = m.environment
@@ -146,7 +143,7 @@ def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> lis
     bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
     if bad:
         out.append(f"Non-finite training losses in this run: {bad}.")
-    train = analysis.training_figure(m)
+    train = analysis.figure(m, "training")
     serve_extra = sum((v.get("solo_increment_bytes") or 0) + v["input_bytes"] for v in i.detail["models"].values())
     if i.detail["models"]:
         both = train + serve_extra
@@ -155,15 +152,15 @@ def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> lis
                    f"and forward peak ({_mb(serve_extra)} MB) = {_mb(both)} MB, leaving {_mb(card - both)} MB of the "
                    f"card ({'at least' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
                    f"{'' if card - both >= head else ': not covered'}).")
-    for phase, figure in (("training", train), ("inference", analysis.inference_figure(m))):
-        left = card - figure
+    for phase in ("training", "inference"):
+        left = card - analysis.figure(m, phase)
         if 0 <= left < 2 * head:
             out.append(f"Thin headroom in {phase}: {_mb(left)} MB left on the card, under twice the "
                        f"{_mb(head, 0)} MB asked.")
     out.append(f"Only {m.steps} interleaved steps per model, and the RL models repeat one minibatch of a "
                "full-size replay/rollout buffer: environment interaction, data loading, checkpoint saving and "
                "evaluation are not in the figures.")
-    host = {n: v for n, v in _host_buffers(m).items() if v}
+    host = {n: v for n, st in m.training.detail["models"].items() if (v := st.get("batch_host_bytes", 0))}
     if host:
         out.append("Host memory is not on the card and not checked here: "
                    + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
@@ -174,11 +171,7 @@ def risks(m: "records.Measurement", budgets: dict[str, dict[str, float]]) -> lis
     return out
 
 
-def _host_buffers(m: "records.Measurement") -> dict[str, int]:
-    return {name: st.get("batch_host_bytes", 0) for name, st in m.training.detail["models"].items()}
-
-
-def render(m: "records.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
+def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, float]],
            params: dict[str, Any]) -> str:
     """The deployment document, as Markdown."""
     cap, t, i = m.cap, m.training, m.inference
@@ -196,7 +189,7 @@ def render(m: "records.Measurement", checks: list[Check], budgets: dict[str, dic
         "",
         analysis.depends_on_text(m),
         "",
-        (f"**Every memory figure in this document is {account.NOT_ENFORCED}**: measured on the CPU, where no memory "
+        (f"**Every memory figure in this document is {NOT_ENFORCED}**: measured on the CPU, where no memory "
          "cap exists, by adding up the bytes each model's measured step holds as the interleaved run would hold them."
          if not cap.enforced else
          f"Memory figures are **enforced**: the CUDA caching allocator was capped at {_mb(cap.cap_bytes)} MB "
@@ -259,11 +252,10 @@ def render(m: "records.Measurement", checks: list[Check], budgets: dict[str, dic
     ]
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     hrows = []
-    for phase, figure, peak in (("training (interleaved)", analysis.training_figure(m), t.peak_bytes),
-                                ("concurrent inference", analysis.inference_figure(m), i.peak_bytes)):
-        ph = "training" if phase.startswith("training") else "inference"
-        hrows.append([phase, _mb(peak), _mb(analysis.context_bytes(m, ph)), _mb(figure), _mb(card - figure),
-                      f"{100 * figure / card:.1f} %", "yes" if m.phase(ph).oom else "no", label])
+    for phase, title in (("training", "training (interleaved)"), ("inference", "concurrent inference")):
+        used = analysis.figure(m, phase)
+        hrows.append([title, _mb(m.phase(phase).peak_bytes), _mb(analysis.context_bytes(m, phase)), _mb(used),
+                      _mb(card - used), f"{100 * used / card:.1f} %", "yes" if m.phase(phase).oom else "no", label])
     parts += [
         _table(["phase", "peak (MB)", "CUDA context (MB)", "on the card (MB)", "headroom (MB)", "share of the card",
                 "out of memory", "how"], hrows),
@@ -294,7 +286,7 @@ def render(m: "records.Measurement", checks: list[Check], budgets: dict[str, dic
     return "\n".join(parts)
 
 
-def write(out_dir: str | Path, m: "records.Measurement", checks: list[Check], budgets: dict[str, dict[str, float]],
+def write(out_dir: str | Path, m: Measurement, checks: list[Check], budgets: dict[str, dict[str, float]],
           params: dict[str, Any]) -> Path:
     """Write deployment.md into `out_dir` (the wave's output folder) and return its path."""
     path = Path(out_dir or ".") / FILE

@@ -1,11 +1,15 @@
 """`measure()`, the wave's one entry that runs models: the parameters checked (`check_parameters`, for
-foxlib.run.preflight), every library warmed up, the CUDA context measured and the cap set, the
-ensemble trained interleaved and served all at once with NVML sampled throughout (CUDA); on the CPU
-the same run checked by accounting. It returns plain data (JSON-able, bytes)."""
+foxlib.run.preflight); on CUDA every library warmed up (`warm_up`), the context measured and the cap set,
+the ensemble trained interleaved (`train_cuda`) and served all at once (serve.py) with NVML sampled
+throughout; on the CPU the same run checked by accounting (`train_cpu`). It returns plain data (JSON-able,
+bytes)."""
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
+import math
+import time
 from typing import Any
 
 import torch
@@ -15,22 +19,25 @@ from foxlib.core.progress import progress
 from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
-from foxlib.memory.cuda import use_cublas_workspace
+from foxlib.harness.timing import Timing, sync_device
+from foxlib.memory.cuda import allocator_stats, use_cublas_workspace
 from foxlib.memory.devices import describe, environment, resolve_device, short_name
 from foxlib.memory.step import check_precision
 from foxlib.models import ENSEMBLE, MODELS
-from foxlib.waves.wave_8_13.account import NOT_ENFORCED, account_training
-from foxlib.waves.wave_8_13.cap import cap_arithmetic, measure_context
-from foxlib.waves.wave_8_13.members import Member, free_members
+from foxlib.waves.wave_8_13.cap import (NOT_ENFORCED, account_training, cap_arithmetic, cuda_oom, end_view, is_oom,
+                                        measure_context, one_line, reset_peak)
+from foxlib.waves.wave_8_13.members import Member, free_members, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
 from foxlib.waves.wave_8_13.records import SCHEMA_VERSION
-from foxlib.waves.wave_8_13.serve import infer
+from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_input
 from foxlib.waves.wave_8_13.tft import resolve_tft
-from foxlib.waves.wave_8_13.train import train_cpu, train_cuda, summarise_steps
-from foxlib.waves.wave_8_13.warmup import warm_up
 
 GIB = 2**30
 INFERENCE_MODES = ("auto", "streams", "threads")
+PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
+              "inference_mode", "ensemble_precision", "device", "card_class")
+"""measure's parameters that _checked checks (seed is any integer)."""
+WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
 
 
 def resolve_class(card_class: str, dev: torch.device) -> CardClass:
@@ -108,13 +115,10 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
 
 
 def check_parameters(params: dict[str, Any]) -> None:
-    """Check a wave 8.13 parameter set before anything runs (for foxlib.run.preflight): the values
-    `measure` would reject, the TFT configuration included. Run parameters are ignored."""
-    keys = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
-            "inference_mode", "ensemble_precision", "device", "card_class")
+    """The values `measure` would reject, the TFT configuration included, before anything runs."""
     if params.get("measurements"):
         return  # nothing is measured: the file's own parameters were checked when it was made
-    _checked(**{k: params[k] for k in keys})
+    _checked(**{k: params[k] for k in PARAMETERS})
 
 
 def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, card_gb: float = 4.0,
@@ -128,10 +132,8 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     error, which is recorded ("oom"), never raised.
     card_class: the class of card validated (foxlib.core.card_classes): "auto", this device's own; another GPU
     class emulated here, with its limits enforced (class_facts, class_limits) and 8.12's recommendation for it."""
-    dev, mode, tft, facts = _checked(preset=preset, tft_config=tft_config, steps=steps, card_gb=card_gb,
-                                     cap_bytes=cap_bytes, inference_repeats=inference_repeats,
-                                     inference_batch=inference_batch, inference_mode=inference_mode,
-                                     ensemble_precision=ensemble_precision, device=device, card_class=card_class)
+    given = locals()
+    dev, mode, tft, facts = _checked(**{k: given[k] for k in PARAMETERS})
     with class_limits(get_class(facts["name"]), dev):
         out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
                    ensemble_precision, seed)
@@ -141,7 +143,6 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
 
 def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
          seed) -> dict[str, Any]:
-    """measure's run, its parameters checked."""
     is_cuda = dev.type == "cuda"
     # before CUDA starts here: cuBLAS reads its workspace size once (foxlib.memory.cuda.use_cublas_workspace)
     workspace = use_cublas_workspace(tft["cublas_workspace"], dev) if tft.get("cublas_workspace") and is_cuda else None
@@ -224,4 +225,148 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
                 free_members(members, dev)
     out["training"]["per_model"] = summarise_steps(out["training"]["steps"], order)
     out["training"]["enforced"] = out["inference"]["enforced"] = is_cuda
+    return out
+
+
+def warm_up(members: list[Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
+    """Everything the run will use, once, uncapped, before the CUDA context is measured: one model at a
+    time, its training steps (cuBLAS, cuDNN, autocast in its precision, Adam's kernels) and inference forward,
+    then one round of all at once in `mode` (with the streams' cuBLAS workspaces). Kernels and library
+    handles load lazily into the context: measured before this, it is too small and a cap of card − context
+    lets the process outgrow the card. Everything is freed afterwards but the cuBLAS workspaces, one per
+    stream used."""
+    t0 = time.perf_counter()
+    done, fns, oom = [], {}, None
+    try:
+        for m in members:  # one model trained at a time: the warm-up never holds more than the run does
+            load_member(m, device, seed)
+            for _ in range(WARMUP_TRAINING_STEPS):
+                step_member(m, device)
+            x = inference_input(m, device, batch, seed)
+            m.batch = m.optimizer = None
+            m.model.eval()
+            fns[m.name] = forward(m, x, device)
+            fns[m.name]()
+            del x
+            sync_device(device)
+            done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps, one inference forward")
+            gc.collect()
+            torch.cuda.empty_cache()
+        with Together(fns, mode, device) as round_:
+            round_()
+        sync_device(device)
+        done.append(f"one round of all {len(fns)} models at once ({mode})")
+    except RuntimeError as exc:  # OutOfMemoryError is one: the run itself will meet it under the cap
+        if not is_oom(exc):
+            raise
+        oom = one_line(exc, 300)
+    fns.clear()
+    free_members(members, device)
+    return {"seconds": time.perf_counter() - t0, "oom": oom,
+            "what": done + ["NVML opened", "CUDA graphs captured as the run captures them" if any(m.cuda_graph for m in members)
+                            else "no CUDA graph (this run's steps are eager)"]
+            + ([f"stopped by an out-of-memory error, the context may be measured short: {oom}"] if oom else []),
+            "allocated_after_bytes": torch.cuda.memory_allocated(device),
+            "how": "allocated after the warm-up, everything freed: the cuBLAS workspaces, one per stream used "
+                   "(held by the caching allocator, inside the cap)"}
+
+
+def summarise_steps(steps: list[dict[str, Any]], order: list[str]) -> dict[str, dict[str, Any]]:
+    """Per model, from the interleaved run's step records: steps run, losses, step time, peaks."""
+    out = {}
+    for name in order:
+        mine = [s for s in steps if s["model"] == name]
+        losses = [s["loss"] for s in mine if s.get("loss") is not None]
+        out[name] = {
+            "steps_run": len(mine),
+            "first_loss": losses[0] if losses else None,
+            "last_loss": losses[-1] if losses else None,
+            "non_finite_losses": sum(1 for v in losses if not math.isfinite(v)),
+            "median_step_s": Timing(name, tuple(s["seconds"] for s in mine)).median_s if mine else None,
+            "peak_bytes": max((s["peak_bytes"] for s in mine), default=None),
+            "reserved_peak_bytes": max((s["reserved_peak_bytes"] for s in mine
+                                        if s.get("reserved_peak_bytes") is not None), default=None),
+            "step_increment_bytes": max((s["peak_bytes"] - s["start_bytes"] for s in mine), default=None),
+        }
+    return out
+
+
+def train_cuda(members: list[Member], steps: int, device: torch.device, seed: int, bar,
+               sampler: Sampler | None = None) -> dict[str, Any]:
+    """The interleaved run under the cap: an out-of-memory error recorded, never raised."""
+    out: dict[str, Any] = {"steps": [], "oom": None}
+    reset_peak(device)
+    current = None
+    try:
+        for m in members:
+            current = m.name
+            bar.describe(f"loading {m.name} on {device} under the cap")
+            load_member(m, device, seed)
+        sync_device(device)
+    except RuntimeError as exc:  # OutOfMemoryError is one
+        if not is_oom(exc):
+            raise
+        out["oom"] = cuda_oom(exc, "setup", current, None, device)
+    st = allocator_stats(device)
+    out["setup"] = {"bytes": st["allocated_bytes"], "peak_bytes": st["allocated_peak_bytes"],
+                    "reserved_peak_bytes": st["reserved_peak_bytes"]}
+    peak_alloc, peak_res = st["allocated_peak_bytes"], st["reserved_peak_bytes"]
+    for s in range(1, steps + 1):
+        if out["oom"] is not None:  # at loading or at the previous step
+            break
+        for m in members:
+            bar.describe(f"training step {s}/{steps} of {m.name} (interleaved, capped)")
+            reset_peak(device)
+            start = torch.cuda.memory_allocated(device)
+            t0 = time.perf_counter()
+            try:
+                loss = step_member(m, device)
+                sync_device(device)
+            except RuntimeError as exc:
+                if not is_oom(exc):
+                    raise
+                out["oom"] = cuda_oom(exc, "training", m.name, s, device)
+                break
+            seconds = time.perf_counter() - t0
+            if sampler is not None:
+                sampler.sample()
+            st = allocator_stats(device)
+            peak_alloc, peak_res = max(peak_alloc, st["allocated_peak_bytes"]), max(peak_res, st["reserved_peak_bytes"])
+            out["steps"].append({"model": m.name, "step": s, "loss": loss, "seconds": seconds, "start_bytes": start,
+                                 "peak_bytes": st["allocated_peak_bytes"],
+                                 "reserved_peak_bytes": st["reserved_peak_bytes"]})
+            bar.advance()
+    if out["oom"] is not None:
+        gc.collect()  # the failed step's tensors were held by the exception's frames
+        peak_alloc = max(peak_alloc, out["oom"]["peak_allocated_bytes"])
+        peak_res = max(peak_res, out["oom"]["peak_reserved_bytes"])
+    out["models"] = static_footprints(members, device)
+    out["peak_allocated_bytes"], out["peak_bytes"] = peak_alloc, peak_res
+    out["peak_how"] = "CUDA allocator, capped: largest reserved (the figure against the cap); allocated beside it"
+    end_view(out, device)
+    return out
+
+
+def train_cpu(members: list[Member], plan: dict[str, Any], steps: int, device: torch.device, seed: int,
+              bar) -> dict[str, Any]:
+    """The real interleaved run on the CPU; memory from the accounting `plan`, the run stopping where it does."""
+    out: dict[str, Any] = {"steps": [], "oom": plan["oom"],
+                           "setup": {"bytes": plan["setup_bytes"], "peak_bytes": plan["setup_bytes"],
+                                     "reserved_peak_bytes": None}}
+    if plan["oom"] is None or plan["oom"]["phase"] != "setup":
+        for m in members:
+            bar.describe(f"loading {m.name} on the CPU")
+            load_member(m, device, seed)
+        by_name = {m.name: m for m in members}
+        for ev in plan["steps"]:
+            bar.describe(f"training step {ev['step']}/{steps} of {ev['model']} (interleaved)")
+            t0 = time.perf_counter()
+            loss = step_member(by_name[ev["model"]], device)
+            out["steps"].append({**ev, "loss": loss, "seconds": time.perf_counter() - t0, "reserved_peak_bytes": None})
+            bar.advance()
+    out["models"] = static_footprints(members, device)
+    peaks = [plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]]
+    out["peak_allocated_bytes"] = out["peak_bytes"] = max(peaks)
+    out["peak_how"] = (f"{NOT_ENFORCED}: each model's measured step peak plus what the other models keep "
+                       "between their steps (weights, device batch/buffers, Adam state once stepped)")
     return out

@@ -1,11 +1,8 @@
 """The ensemble's models as the run holds them (`Member`): each loaded from its recipe
 (foxlib.harness.recipe: model, batch, Adam, training step), stepped with its gradients freed
 afterwards, its exact bytes (weights, Adam state, batch on the device and in host RAM), and freed.
-
-In graph mode (wave 8.12 recommended a CUDA-graph strategy) a member whose training step can be
-captured (foxlib.memory.cuda_graph: its loss copies nothing from the host) trains by replaying one
-captured step; the others train eagerly, and `graph_note` says why (foxlib/waves/wave_8_12/strategies.py
-says how graph mode was validated on the H200)."""
+In graph mode (wave 8.12 recommended a CUDA-graph strategy) a member whose loss copies nothing from the
+host trains by replaying one captured step; the others train eagerly, and `graph_note` says why."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +15,7 @@ from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory import accounting
 from foxlib.models import MODELS
-from foxlib.waves.wave_8_13.oom import is_oom
+from foxlib.waves.wave_8_13.cap import is_oom, one_line
 
 NOT_CAPTURABLE = {
     "dqn": "its loss samples each minibatch from the replay buffer on the host (numpy): a captured step "
@@ -46,13 +43,11 @@ class Member:
     batch: Any = None
     optimizer: torch.optim.Optimizer | None = None
     step: Callable[[], torch.Tensor] | None = None
-    """The recipe's training step (foxlib.harness.recipe; fp16 through its GradScaler); returns the loss."""
+    """The recipe's training step (fp16 through its GradScaler); returns the loss."""
     cuda_graph: bool = False
     """Graph mode asked: capture the training step (and the inference forward) where it can be."""
     options: StepOptions = StepOptions()
-    """The step's options (fused Adam, Adam in backward, TF32), as wave 8.12 recommended them."""
     graphed: bool = False
-    """The training step as loaded is a captured CUDA graph."""
     graph_note: str | None = None
     """In graph mode: captured, or why the step runs eagerly."""
     inference_note: str | None = None
@@ -64,8 +59,8 @@ class Member:
 
 
 def load_member(member: Member, device: torch.device, seed: int) -> None:
-    """The member's model, batch, Adam (at the card's learning rate) and step, from foxlib.harness.recipe;
-    in graph mode on CUDA the step captured as one CUDA graph where it can be (else eager, and why)."""
+    """The member's model, batch, Adam (at the card's learning rate) and step; in graph mode on CUDA the
+    step captured as one CUDA graph where it can be (else eager, and why)."""
     recipe = StepRecipe(member.name, member.cfg, member.precision, seed, member.options)
     member.graphed = False
     if member.cuda_graph and device.type == "cuda":
@@ -77,7 +72,7 @@ def load_member(member: Member, device: torch.device, seed: int) -> None:
             except (RuntimeError, ValueError) as exc:
                 if is_oom(exc):
                     raise
-                why = f"capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                why = f"capture failed: {type(exc).__name__}: {one_line(exc, 200)}"
                 gc.collect()
                 torch.cuda.empty_cache()
             else:
@@ -91,9 +86,8 @@ def load_member(member: Member, device: torch.device, seed: int) -> None:
 
 
 def step_member(member: Member, device: torch.device) -> float:
-    """One training step of the recipe (forward + loss, backward, Adam); gradients freed afterwards,
-    because the other models step before this one steps again. A captured step keeps its gradients in
-    the graph's pool (each replay writes them afresh): they are not freed."""
+    """One training step; gradients freed afterwards, because the other models step before this one steps
+    again. A captured step keeps its gradients in the graph's pool (each replay writes them afresh)."""
     member.model.train()
     loss = member.step()
     if not member.graphed:

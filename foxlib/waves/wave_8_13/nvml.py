@@ -1,7 +1,6 @@
-"""NVML's per-process figure of this process: read (`NvmlProcessReader`), sampled through training and
-inference by a background thread and after every step and round (`Sampler`, `nvml_samples`), and
-its largest sample checked against the card (`nvml_peak`, NVML_CHECK). Where NVML does not list
-this process nothing is guessed: the check is not applicable and says why."""
+"""NVML's figure of this process: read (`NvmlProcessReader`), sampled by a background thread and after every
+step and round (`Sampler`), its largest sample checked against the card (`nvml_peak`). Where NVML does not
+list this process nothing is guessed: the check is not applicable and says why."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +16,7 @@ SAMPLE_INTERVAL_S = 0.015  # the background sampler's period; a sample is also t
 
 @dataclasses.dataclass(frozen=True)
 class NvmlPeak:
-    """The check "largest NVML process figure ≤ card" from a series of samples (bytes; None = no figure)."""
+    """NVML_CHECK from a series of samples (bytes; None = no figure)."""
     applicable: bool
     max_bytes: int | None
     card_bytes: int
@@ -35,8 +34,7 @@ class NvmlPeak:
 
 
 def nvml_peak(samples: list[int | None], card_bytes: int, note: str = "") -> NvmlPeak:
-    """The largest of NVML's per-process figures against the card. Not applicable when no sample has a
-    figure (no NVML, or NVML does not list this process): `note` says why, nothing is guessed."""
+    """The largest sample against the card; not applicable when no sample has a figure (`note` says why)."""
     values = [int(v) for v in samples if v is not None]
     missing = len(samples) - len(values)
     if not values:
@@ -156,8 +154,7 @@ class NvmlProcessReader:
 
 
 def nvml_samples(sampler: Sampler, reader_note: str) -> dict[str, Any]:
-    """The sampler's series as plain data: [seconds, phase, bytes or None] per sample, and why figures
-    are missing if they are."""
+    """The series as plain data ([seconds, phase, bytes or None] per sample), and why figures are missing."""
     note = reader_note + (f"; a read failed: {sampler.error}" if sampler.error else "")
     return {"applicable": any(v is not None for v in sampler.values()), "note": note,
             "interval_s": sampler.interval_s, "samples": [[round(t, 4), ph, v] for t, ph, v in sampler.samples]}

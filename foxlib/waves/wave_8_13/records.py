@@ -14,23 +14,27 @@ SCHEMA_VERSION = 2
 _PHASE_FIELDS = ("peak_bytes", "peak_allocated_bytes", "oom", "context_end_bytes", "nvml_end", "allocator_end")
 
 
-@dataclasses.dataclass(frozen=True)
-class Citation:
-    """A results file this measurement read (foxlib.core.provenance.cite): path, revision, sha256 of its bytes."""
-    path: str
-    revision: str | None
-    sha256: str
+class _Part:
+    """A part made from its keys (a missing or unknown one: typing_parts' ValueError), asdict back."""
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Citation":
-        return cls(str(d["path"]), d.get("revision"), str(d["sha256"]))
+    def from_dict(cls, d: dict[str, Any]):
+        return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
-class Cap:
+class Citation(_Part):
+    """A results file this measurement read (foxlib.core.provenance.cite): path, revision, sha256 of its bytes."""
+    path: str
+    revision: str | None
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Cap(_Part):
     """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against."""
     card_bytes: int
     context_bytes: int
@@ -42,13 +46,6 @@ class Cap:
     fraction: float | None = None
     device_total_bytes: int | None = None
     reserved_at_cap_bytes: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Cap":
-        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"the measurement's cap holds {', '.join(unknown)}, which a cap does not")
-        return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -79,7 +76,7 @@ class NvmlSeries:
 
 
 @dataclasses.dataclass(frozen=True)
-class Step:
+class Step(_Part):
     """One step of the interleaved training run (bytes, seconds). CUDA: allocated at its start and at its
     peak (all models), reserved peak; CPU: the accounting walk's figures, reserved None."""
     model: str
@@ -89,14 +86,6 @@ class Step:
     start_bytes: int
     peak_bytes: int
     reserved_peak_bytes: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Step":
-        return cls(d["model"], int(d["step"]), d.get("loss"), float(d["seconds"]), int(d["start_bytes"]),
-                   int(d["peak_bytes"]), d.get("reserved_peak_bytes"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     @property
     def rise_bytes(self) -> int:
@@ -158,7 +147,7 @@ class Measurement:
     context_before_warmup: dict[str, Any] | None
     """CUDA: the context before the warm-up; None on the CPU and in the run made before the warm-up."""
     warmup: dict[str, Any] | None
-    """CUDA: what the warm-up ran and left allocated (warmup.py); None as context_before_warmup."""
+    """CUDA: what the warm-up ran and left allocated (measuring.warm_up); None as context_before_warmup."""
     step_profiles: dict[str, dict[str, Any]] | None
     """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
     graph_mode: dict[str, Any] | None
@@ -166,7 +155,7 @@ class Measurement:
     cublas_workspace: dict[str, Any] | None
     """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why; else None."""
     card_class: dict[str, Any] | None
-    """The class of card validated (measure.class_facts); None in the CPU's run, made before card classes."""
+    """The class of card validated (measuring.class_facts); None in a run made before card classes."""
     schema_version: int
 
     @classmethod

@@ -18,11 +18,9 @@ from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
 from foxlib.memory.step import autocast
 from foxlib.memory.timeline import cpu_allocations
-from foxlib.waves.wave_8_13.account import NOT_ENFORCED, accounting_oom
-from foxlib.waves.wave_8_13.cap import end_view, reset_peak
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, accounting_oom, cuda_oom, end_view, is_oom, one_line, reset_peak
 from foxlib.waves.wave_8_13.members import Member, free_members
 from foxlib.waves.wave_8_13.nvml import Sampler
-from foxlib.waves.wave_8_13.oom import cuda_oom, is_oom
 
 WARMUP_ROUNDS = 3
 
@@ -65,7 +63,7 @@ def forward(member: Member, x: Any, device: torch.device) -> Callable[[], Any]:
         except RuntimeError as exc:
             if is_oom(exc):
                 raise
-            member.inference_note = f"eager: capture failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            member.inference_note = f"eager: capture failed: {type(exc).__name__}: {one_line(exc, 200)}"
     return run
 
 
@@ -73,11 +71,9 @@ def _captured(run: Callable[[], Any], device: torch.device, member: Member) -> C
     """`run` captured as one CUDA graph after warm-up calls on a side stream; the call replays it and
     returns the graph's output tensors (rewritten by each replay).
 
-    The capture is made on the warm-up's stream: cuBLAS keeps one workspace per (handle, stream), made
-    by the first matmul on it, so the warm-up makes it outside the graph's private pool. Captured on
-    another stream (torch.cuda.graph's default capture stream, shared by every graph that does not
-    name one) the workspace would be made inside the first graph's pool and baked into every later graph
-    captured there."""
+    Captured on the warm-up's stream: cuBLAS makes one workspace per (handle, stream) at the first matmul
+    on it, so the warm-up makes it outside the graph's private pool. On torch.cuda.graph's default capture
+    stream, shared by every graph, it would be made in the first graph's pool and baked into every later one."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -93,10 +89,9 @@ def _captured(run: Callable[[], Any], device: torch.device, member: Member) -> C
         graph.replay()
         return out
     replay.graph = graph  # keeps the graph (and its pool) alive as long as the call
-    # and what the graph reads outside its pool: `run`'s closure holds the model and the input. Without
-    # it a caller that dropped its own reference to the input (the warm-up's `del x`) let the input be
-    # freed and, after empty_cache, unmapped: the next replay read it, "an illegal memory access was
-    # encountered" (H200, scripts/h200-graphmode-diagnose.sh)
+    # and what the graph reads outside its pool (`run` holds the model and the input): else an input its
+    # caller dropped is freed and unmapped, and the next replay is an illegal memory access
+    # (scripts/h200-graphmode-diagnose.sh)
     replay.run = run
     return replay
 

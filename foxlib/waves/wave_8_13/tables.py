@@ -3,17 +3,13 @@ configuration, training, inference, the totals on the card and the out-of-memory
 format what analysis.py decides; no decision is taken on a rounded figure."""
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from foxlib.core.config import MB
-from foxlib.waves.wave_8_13.account import NOT_ENFORCED
-from foxlib.waves.wave_8_13.analysis import (how, inference_figure, kept_bytes, largest_context_bytes,
-                                             model_peaks, nvml_check, nvml_text, process_figure, training_figure,
-                                             workspace_bytes)
+from foxlib.waves.wave_8_13.analysis import (figure, how, kept_bytes, largest_context_bytes, model_peaks, nvml_check,
+                                             nvml_text, process_figure, workspace_bytes)
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
-from foxlib.waves.wave_8_13.oom import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 
@@ -132,7 +128,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
     card = cap.card_bytes
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     label = how(r)
-    train, inf = training_figure(r), inference_figure(r)
+    train, inf = figure(r, "training"), figure(r, "inference")
     peaks, ws, proc = model_peaks(r), workspace_bytes(r), process_figure(r)
     rows = [
         ("model peaks, summed", None if any(v is None for v in peaks.values()) else sum(peaks.values()),

@@ -46,11 +46,9 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
     """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"},
     with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises a size.
 
-    "auto": wave 8.12's recommendation for this device if its report exists (for `card_class`, its recommendation
-    among the strategies that class runs, "recommended_per_class", where one is given), else the plain fp32
-    TFT of the preset (and "source" says so). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE.
-    An unknown TFT field or precision is a ValueError naming the valid ones. "depends_on" cites
-    (foxlib.core.provenance.cite: path, revision, sha256) the 8.12 results file whose recommendation was taken."""
+    "auto": wave 8.12's recommendation for this device (for `card_class`, "recommended_per_class"'s) if its
+    report exists, cited in "depends_on"; else the plain fp32 TFT of the preset, and "source" says so.
+    Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE. An unknown field or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
     depends_on: list[dict[str, Any]] = []
