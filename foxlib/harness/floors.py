@@ -3,7 +3,7 @@ memory traffic at the device's published peaks.
 
 Bytes: fp32 weights (4), gradients (4) and Adam's two moments (8) are 16 B per parameter that any
 step keeping Adam in fp32 holds at its peak; with Adam applied in backward
-(foxlib.harness.optimizer_in_backward) the gradients never all exist, and the floor is 12 B plus
+(foxlib.harness.step_options.OptimizerInBackward) the gradients never all exist, and the floor is 12 B plus
 the largest gradients alive together.
 
 Time: the step's floating-point operations (counted by torch.utils.flop_counter.FlopCounterMode
