@@ -80,7 +80,8 @@ class TrainResult:
 
 
 def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
-                   val_windows: int, grad_clip: float = 1.0, min_skill: float = skill.DEFAULT_MIN_SKILL) -> dict[str, Any]:
+                   val_windows: int, grad_clip: float = 1.0,
+                   min_skill: float = skill.DEFAULT_MIN_SKILL) -> dict[str, Any]:
     """Every setting an accuracy run depends on, as plain data (the report states it)."""
     return {"target": target, "tft_config": asdict(cfg), "max_steps": max_steps, "eval_every": eval_every,
             "patience": patience, "val_windows": val_windows, "grad_clip": grad_clip, "min_skill": min_skill,

@@ -96,7 +96,8 @@ class MemoryTimeline:
         """The same step less `outside_bytes` live throughout that are not the step's (cuBLAS workspaces,
         earlier measurements' memory): its own bytes, whose peak is the model peak (foxlib.memory.profile)."""
         if not 0 <= outside_bytes <= self.start_bytes:
-            raise ValueError(f"outside_bytes must be within 0..start_bytes ({self.start_bytes:,}), got {outside_bytes:,}")
+            raise ValueError(f"outside_bytes must be within 0..start_bytes ({self.start_bytes:,}), "
+                             f"got {outside_bytes:,}")
         return replace(self, live_bytes=tuple(b - outside_bytes for b in self.live_bytes),
                        peak_bytes=self.peak_bytes - outside_bytes, start_bytes=self.start_bytes - outside_bytes,
                        forward_end_bytes=None if self.forward_end_bytes is None

@@ -52,7 +52,8 @@ class TrainingStep:
                  optimizer: torch.optim.Optimizer, precision: str = "fp32", device: torch.device | None = None, *,
                  scaler: Any = None, clip: float | None = None):
         check_precision(precision)
-        self.model, self.batch, self.loss_fn, self.optimizer, self.precision = model, batch, loss_fn, optimizer, precision
+        self.model, self.batch, self.loss_fn = model, batch, loss_fn
+        self.optimizer, self.precision = optimizer, precision
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         if scaler is None and precision == "fp16":
             scaler = torch.amp.GradScaler(self.device.type)
