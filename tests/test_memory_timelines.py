@@ -6,9 +6,8 @@ import pickle
 import pytest
 import torch
 
-from foxlib.memory.live_series_cuda import NO_STACKS_OWNER
-from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, MemoryTimeline, downsample,
-                                       from_cpu_events, from_cuda_snapshot, load, round_size)
+from foxlib.memory.live_series import (CPU_EVENTS_FORMAT, MARK_FORWARD_END, NO_STACKS_OWNER, MemoryTimeline,
+                                       downsample, from_cpu_events, from_cuda_snapshot, load, round_size)
 from foxlib.memory.timeline_chart import timeline_chart
 from foxlib.harness.timelines import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
                                            keep_beside, measure_timelines, own_timelines, viewer_html_file)

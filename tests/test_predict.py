@@ -10,9 +10,9 @@ import torch
 
 from foxlib.memory import tolerances as prediction
 from foxlib.memory import profile_step
-from foxlib.memory.predict import build_fake, predict_model_step, predict_step
-from foxlib.memory.predict_scratch import SCRATCH_OPS, probe_kernel_scratch, probe_spec
-from foxlib.memory.predict_tracing import is_fake, unique_storage_bytes
+from foxlib.memory.accounting import unique_bytes
+from foxlib.memory.predict import (SCRATCH_OPS, build_fake, is_fake, predict_model_step, predict_step,
+                                   probe_kernel_scratch, probe_spec, storage_id)
 from foxlib.models import MODELS
 from foxlib.harness.screening import largest_fitting
 
@@ -81,7 +81,7 @@ def test_fake_built_model_holds_no_memory():
     params = list(model.parameters())
     assert params and all(is_fake(p) for p in params)
     assert sum(p.numel() for p in params) == 18_146_330
-    assert unique_storage_bytes(params) == F32 * 18_146_330
+    assert unique_bytes(params, storage_id) == F32 * 18_146_330
 
 
 def mse(model, batch):
@@ -254,7 +254,7 @@ def test_largest_fitting_search_and_bad_field(monkeypatch):
 def test_kernel_scratch_probe_allocates_little_for_a_large_call():
     """A call whose inputs exceed PROBE_MAX_BYTES is not run (a prediction of a configuration too
     large for this machine must not allocate it): its scratch counts 0."""
-    from foxlib.memory.predict_scratch import PROBE_MAX_BYTES
+    from foxlib.memory.predict import PROBE_MAX_BYTES
     n = int((PROBE_MAX_BYTES // 4) ** 0.5) + 1  # two bf16 n x n operands, 4 n² bytes: just over the limit
     spec = (("tensor", (n, n), (n, 1), torch.bfloat16), ("tensor", (n, n), (n, 1), torch.bfloat16))
     key = (torch.ops.aten.mm.default, spec)

@@ -7,9 +7,8 @@ import json
 import pytest
 import torch
 
-from foxlib.harness.optimizer_in_backward import OptimizerInBackward
 from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.harness.step_options import StepOptions, matmul_tf32
+from foxlib.harness.step_options import OptimizerInBackward, StepOptions, matmul_tf32
 from foxlib.models import MODELS
 
 CPU = torch.device("cpu")

@@ -1,15 +1,10 @@
 """Same function, shown as numbers: max |Δ| of outputs and gradients of a variant against the reference.
 
-Gradient checkpointing (every granularity), the memory-efficient path and a step captured in a
-CUDA graph claim to compute the same function as the plain TFT step of the same precision, only
-with less memory or fewer launches. `same_function` tests the claim on a device: both models
-are built from the same weights with dropout off (dropout=0 in the config, not model.eval(): the
-checkpointed segments run only in training mode), take the same batch, run forward + loss +
-backward in the same precision, and the outputs and every parameter's gradient are compared:
-max |Δ|, absolute and relative to the reference's max |value|. Floating-point rounding differs
-between the paths (another order of sums, fused kernels), so the figures are small, not zero;
-`TOLERANCE_REL` is the relative difference up to which a variant counts as the same function.
-A variant with other weights (another seed) differs at the scale of the values themselves.
+Checkpointing, the memory-efficient path and a step captured in a CUDA graph claim to compute the plain TFT
+step's function with less memory or fewer launches. `same_function` builds both from the same weights with
+dropout 0 (in the config: checkpointed segments run only in training mode), runs forward + loss + backward on the
+same batch in the same precision, and compares outputs and every gradient, relative to the reference's max |value|.
+Rounding differs between the paths, so the figures are small, not zero (TOLERANCE_REL).
 """
 from __future__ import annotations
 
@@ -32,25 +27,21 @@ EQUIVALENT_FIELDS = ("checkpointing", "memory_efficient", "vsn_chunk", "vsn_batc
 
 @dataclass(frozen=True)
 class Equivalence:
-    """A variant's outputs and gradients against the reference's, from the same weights and batch."""
+    """A variant's outputs and gradients (over every parameter) against the reference's; `same`: both relative
+    differences within tolerance_rel."""
     variant: str
     precision: str
     device: str
     output_max_abs_diff: float
     output_ref_max_abs: float
     output_rel_diff: float
-    """output_max_abs_diff / output_ref_max_abs."""
     grad_max_abs_diff: float
-    """Over every parameter's gradient."""
     grad_ref_max_abs: float
     grad_rel_diff: float
-    """grad_max_abs_diff / grad_ref_max_abs."""
-    worst_parameter: str
-    """The parameter whose gradient differs most (absolutely)."""
+    worst_parameter: str  # whose gradient differs most
     loss_abs_diff: float
     tolerance_rel: float
     same: bool
-    """Both relative differences within tolerance_rel."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,8 +72,8 @@ def _read(model, pred, loss) -> dict[str, Any]:
 
 
 def _graphed(model, batch, precision: str, device: torch.device) -> dict[str, Any]:
-    """The training step captured in one CUDA graph (foxlib.memory.cuda_graph.GraphedStep, the one
-    8.12 times), replayed once from the model's current weights: its prediction, loss and gradients."""
+    """The training step captured in one CUDA graph (the GraphedStep 8.12 times), replayed once from the model's
+    current weights: its prediction, loss and gradients."""
     from foxlib.memory.cuda_graph import GraphedStep
 
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -124,8 +115,8 @@ def compare(reference: dict[str, Any], variant: dict[str, Any], *, name: str, pr
 
 def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
                   seed: int = 0) -> dict[str, Any]:
-    """The plain step of `reference_cfg` (dropout 0, the weights and batch of `seed`): what variants are held to.
-    Compute it once per precision and pass it to same_function(reference=...) for several variants."""
+    """The plain step of `reference_cfg` (dropout 0, the weights and batch of `seed`), to pass to
+    same_function(reference=...) for several variants."""
     check_precision(precision)
     device = torch.device(device)
     card = MODELS["tft"]
@@ -142,11 +133,9 @@ def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch
 def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
                   seed: int = 0, cuda_graph: bool = False, name: str = "", variant_seed: int | None = None,
                   tolerance_rel: float | None = None, reference: dict[str, Any] | None = None) -> Equivalence:
-    """The TFT of `variant_cfg` (a checkpointing, the memory-efficient path; `cuda_graph`: its step as one
-    CUDA graph) against the plain step of `reference_cfg`, both with dropout 0, the weights of `seed`,
-    one training batch of `reference_cfg`, in `precision`. `variant_seed`: give the variant another
-    seed's weights instead (a different function, for testing the test). `reference`: reference_run's
-    result for these arguments, to reuse."""
+    """The TFT of `variant_cfg` (`cuda_graph`: its step as one CUDA graph) against the plain step of
+    `reference_cfg`, both with dropout 0, the weights of `seed` and one batch, in `precision`. `variant_seed`:
+    another seed's weights (a different function, to test the test). `reference`: reference_run's, to reuse."""
     check_precision(precision)
     device = torch.device(device)
     _check_claim(reference_cfg, variant_cfg)
@@ -169,7 +158,8 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
 
 
 def _describe(cfg, cuda_graph: bool) -> str:
-    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}", f"vsn_chunk={cfg.vsn_chunk}"]
+    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}",
+             f"vsn_chunk={cfg.vsn_chunk}"]
     if cfg.vsn_batched:
         parts.append("vsn_batched=True")
     return ", ".join(parts) + (", CUDA graph" if cuda_graph else "")

@@ -1,17 +1,10 @@
-"""The floors a training step cannot go under: bytes per parameter, and time from arithmetic and
-memory traffic at the device's published peaks.
+"""The floors a training step cannot go under: bytes per parameter, and time at the device's published peaks.
 
-Bytes: fp32 weights (4), gradients (4) and Adam's two moments (8) are 16 B per parameter that any
-step keeping Adam in fp32 holds at its peak; with Adam applied in backward
-(foxlib.harness.optimizer_in_backward) the gradients never all exist, and the floor is 12 B plus
-the largest gradients alive together.
-
-Time: the step's floating-point operations (counted by torch.utils.flop_counter.FlopCounterMode
-over one forward + backward: matrix products, attention; elementwise work is not counted) divided
-by the device's published dense peak for the precision, and the bytes the optimizer must move at
-least (read weights, gradients and both moments, write weights and moments: 28 B per fp32
-parameter) divided by the published memory bandwidth. The larger of the two is the floor; real
-steps also launch kernels, wait on small ones and move activations.
+Bytes: fp32 weights (4), gradients (4) and Adam's two moments (8): 16 B per parameter; with Adam in backward
+(step_options.OptimizerInBackward) the gradients never all exist: 12 B plus the largest gradients alive together.
+Time: the step's FLOPs (FlopCounterMode over forward + backward: matrix products, attention; not elementwise work)
+over the published dense peak for the precision, and the optimizer's least traffic (read weights, gradients, both
+moments; write weights and moments: 28 B per fp32 parameter) over the published bandwidth; the larger is the floor.
 """
 from __future__ import annotations
 

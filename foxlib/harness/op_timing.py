@@ -1,13 +1,8 @@
-"""Step times and peaks of a few recipes side by side, eager and (on CUDA) as one CUDA graph each.
-
-`time_variants` is what `python -m foxlib.harness.op_count --time` runs after counting. It hands the
-recipes to foxlib.harness.fresh_process, the child process wave 8.12's claim runs and cuBLAS knob use: a
-fresh process profiles each variant first, on a model of its own (recipe.BuiltStep.profile for the eager step,
-measure_step.profile_graphed for the graphed one, as the waves measure them), then builds them all and
-times them in alternating rounds (foxlib.harness.timing.time_alternating). Nothing this process made
-before (the op counting's models) is in the child's peaks. The allocator peak is the model peak + the
-step's own cuBLAS workspaces (foxlib.memory.cuda_graph.own_workspace), as wave 8.12 reports it. Medians per step with their IQR; each variant's
-ratio to the first recipe's of the same kind (eager or graph) with its bootstrap interval.
+"""Step times and peaks of a few recipes side by side, eager and (on CUDA) as one CUDA graph each, for
+`python -m foxlib.harness.op_count --time`. A fresh process (foxlib.harness.fresh_process) profiles each variant
+on a model of its own, then times them all in alternating rounds, so nothing this process made is in its peaks. The allocator peak is the model peak + the step's own cuBLAS
+workspaces (foxlib.memory.cuda_graph.own_workspace), as wave 8.12 reports it.
+Each variant's ratio to the first recipe's of the same kind (eager or graph) comes with its bootstrap interval.
 """
 from __future__ import annotations
 

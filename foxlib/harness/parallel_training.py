@@ -1,11 +1,8 @@
-"""Several accuracy runs (foxlib.harness.training.train_tft) at once, each in its own process.
+"""Several accuracy runs (training.train_tft) at once, each in its own process.
 
-On a GPU an eager TFT run at the harness's batch spends most of its time launching kernels from one
-CPU thread; independent runs in separate processes overlap that work (the GPU interleaves their
-kernels), so a wave's accuracy runs finish several times sooner. Each run is seeded and computes the
-same steps as it would alone; only its wall time (`seconds`) reflects the company it had, and the
-harness says how many ran at once ("concurrent_runs"). On the CPU runs stay in this process, one
-after another, unless workers are asked for.
+An eager TFT run on a GPU is bound by one CPU thread launching kernels; runs in separate processes overlap that
+work. Each run is seeded and computes the steps it would alone; only its wall time reflects the company it had
+(the harness records "concurrent_runs"). On the CPU runs stay in this process, one after another.
 """
 from __future__ import annotations
 
@@ -40,10 +37,8 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
 
 def train_many(jobs: Sequence[dict[str, Any]], device: torch.device | str, workers: int = 0,
                what: str = "accuracy runs") -> list[dict[str, Any]]:
-    """train_tft(**job, device=device) for every job; results (TrainResult.to_dict) in the jobs' order.
-
-    workers: processes to run them in (0: auto_workers). With one, the runs go one after another here.
-    A job must be picklable (configs, precisions, seeds, StepOptions: plain dataclasses and values)."""
+    """train_tft(**job, device=device) for every (picklable) job; TrainResult.to_dict()s in the jobs' order.
+    workers: processes (0: auto_workers); with one, the runs go one after another here."""
     if workers < 0:
         raise ValueError(f"workers must be 0 (auto) or more, not {workers}")
     device = torch.device(device)

@@ -1,10 +1,8 @@
 """The one training-step recipe: what "a training step of this model" means everywhere in foxlib.
 
-A recipe names the model card, its config, the precision and the seed. `build_step` turns it into
-the model, one batch of real market data, Adam at the card's own learning rate
-(`ModelCard.learning_rate`) and the step itself (zero_grad, forward + loss under autocast, backward,
-optimizer step; fp16 through a GradScaler). The waves, the explore notebook, the peer benchmark,
-training and the profilers all start from here, so that they measure, time and train the same step.
+A recipe names the model card, its config, the precision, the seed and the step's options. `build_step` turns it
+into the model, one batch of real market data, Adam at the card's learning rate and the one TrainingStep; the
+waves, notebooks, benchmarks, training and the profilers all start from here.
 """
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.harness.step_options import StepOptions, backends, make_optimizer
+from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends
 from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.models import MODELS
 
@@ -23,16 +21,11 @@ from foxlib.models import MODELS
 @dataclass(frozen=True)
 class StepRecipe:
     """One training step of one model: which card, which config, which precision, which seed."""
-    model: str
-    """A MODELS key: "tft", "dqn", "ppo" or "mamba2"."""
-    cfg: Any
-    """The card's config dataclass (a preset, possibly with fields replaced)."""
+    model: str  # a MODELS key
+    cfg: Any  # the card's config dataclass
     precision: str = "fp32"
-    """"fp32", "fp16" or "bf16" (autocast; fp16 with a GradScaler)."""
-    seed: int = 0
-    """Seeds the weights' initialisation and the batch drawn."""
+    seed: int = 0  # seeds the weights' initialisation and the batch drawn
     options: StepOptions = StepOptions()
-    """Which Adam, applied where, TF32 matmuls (foxlib.harness.step_options); the defaults are the plain step."""
 
     def __post_init__(self):
         MODELS[self.model]  # noqa: B018 - the registry raises a ValueError naming the valid models
@@ -77,8 +70,7 @@ class BuiltStep:
         return self.recipe.card.buffers(self.batch)
 
     def profile(self, *, snapshot_path: str | None = None, **kwargs: Any):
-        """profile_step of this very step (model, batch, loss, optimizer, precision; the card's buffers
-        on their own line): a MemoryProfile."""
+        """profile_step of this very step, the card's buffers on their own line."""
         from foxlib.memory import profile_step
         with backends(self.recipe.options):
             return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
@@ -94,10 +86,13 @@ class BuiltStep:
 
 def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, *, clip_each: float | None = None,
                   **adam: Any) -> torch.optim.Optimizer:
-    """Adam over the model's parameters at the card's learning rate, as the recipe's options say (extra
-    Adam options, e.g. capturable=True for a CUDA graph, pass through; clip_each: the per-parameter
-    gradient clipping of an Adam applied in backward)."""
-    return make_optimizer(recipe.options, model, recipe.learning_rate, clip_each=clip_each, **adam)
+    """Adam over the model's parameters at the card's learning rate, as the recipe's options say (extra Adam
+    options, e.g. capturable=True for a CUDA graph, pass through; clip_each: OptimizerInBackward's clipping)."""
+    if recipe.options.adam == "fused":
+        adam["fused"] = True
+    if recipe.options.optimizer_in_backward:
+        return OptimizerInBackward(model.parameters(), lr=recipe.learning_rate, clip_each=clip_each, **adam)
+    return torch.optim.Adam(model.parameters(), lr=recipe.learning_rate, **adam)
 
 
 def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> BuiltStep:
@@ -127,8 +122,8 @@ def timed_step(card, cfg, device: torch.device, precision: str, seed: int = 0):
 
 
 def graph_parts(recipe: StepRecipe, device: torch.device | str, loss=None):
-    """What a CUDA graph captures of the recipe's step: the built step with Adam capturable=True, and a
-    loss that copies nothing from the host (`loss`, else the TFT's device_loss)."""
+    """The built step with Adam capturable=True, and a loss that copies nothing from the host (`loss`, else the
+    TFT's device_loss): what a CUDA graph captures."""
     built = build_step(recipe, device, capturable=True)
     if loss is None:
         if recipe.model != "tft":
@@ -139,10 +134,8 @@ def graph_parts(recipe: StepRecipe, device: torch.device | str, loss=None):
 
 
 def capture_step(recipe: StepRecipe, device: torch.device | str, loss=None, own_cublas_workspace: bool = False):
-    """The recipe's step captured as one CUDA graph (foxlib.memory.cuda_graph.GraphedStep, after its
-    eager warm-up), TF32 held while it is captured when the options ask for it (the kernels are chosen
-    at capture: it holds in every replay). own_cublas_workspace: GraphedStep.capture's. Returns (the
-    built step, the graph: call it to replay)."""
+    """(the built step, its CUDA graph: foxlib.memory.cuda_graph.GraphedStep, called to replay), the options'
+    backends held while it is captured (kernels are chosen then). own_cublas_workspace: GraphedStep.capture's."""
     from foxlib.memory.cuda_graph import GraphedStep
     built, loss = graph_parts(recipe, device, loss)
     with backends(recipe.options):

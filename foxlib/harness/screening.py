@@ -1,22 +1,11 @@
-"""Screening configurations by predicted memory: the largest batch (or sequence) that fits.
+"""Screening configurations by predicted memory: the largest batch (or sequence) whose step fits a budget.
 
-`largest_fitting(card, base_config, field, budget)` answers "the largest batch size (or
-encoder/sequence length) of this model and precision whose training step fits in this many
-bytes" by prediction (foxlib.memory.predict.predict_step: fake tensors, no memory allocated),
-one predicted step per probed value, then confirms the answer with ONE real measurement
-(foxlib.memory.profile_step on `device`).
-
-What "fits" means: the step's peak (`MemoryProfile.peak`: everything live at the start of the
-step -- weights, optimizer state, the batch -- plus the largest rise during forward, backward
-and optimizer step) is at most the budget. Host-side RL buffers (a replay buffer in numpy)
-are outside it, as in profile_step. On CUDA the measured peak is the caching allocator's
-max_memory_allocated: the CUDA context (hundreds of MB: 794.8 MB beside the TFT's step on the
-H200, reports/h200/wave-8.10/measurement.json) and the allocator's reserve are NOT in it; add them
-before comparing with a card's size.
-
-The predictions model torch's CPU kernels (see predict.py); for a CUDA target the Adam step
-is predicted in its multi-tensor form (CUDA's default), and the confirmation's relative
-error says how well the CPU model carries over to that device.
+One predicted step per probed value (predict_step: fake tensors, nothing allocated), then ONE real measurement
+of the answer (profile_step on `device`). "Fits": the model peak (MemoryProfile.peak) is at most the budget;
+host-side RL buffers are outside it, and on CUDA so are the context (794.8 MB beside the TFT's step on the
+H200, reports/h200/wave-8.10/measurement.json) and the allocator's reserve: add them before comparing with a
+card's size. For a CUDA target Adam is predicted in its multi-tensor form; the confirmation's error says how well
+the CPU kernels' model carries over.
 """
 from __future__ import annotations
 
@@ -31,6 +20,7 @@ from foxlib.memory.predict import make_optimizer, predict_step
 
 FIELDS = ("batch_size", "encoder_length", "seq_len")
 
+
 def _config_with(card, base_config, field: str, value: int):
     names = {f.name for f in dataclasses.fields(base_config)}
     if field not in names:
@@ -41,7 +31,7 @@ def _config_with(card, base_config, field: str, value: int):
 
 def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  device: str | torch.device = "cpu", seed: int = 0) -> dict[str, Any]:
-    """One real profile_step of `card` at `config` on `device` (as foxlib.harness.measure_step builds it)."""
+    """One real profile_step of `card` at `config` on `device`."""
     device = torch.device(device)
     torch.manual_seed(seed)
     model = card.build(config).to(device)
@@ -61,23 +51,18 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
                     candidates: Iterable[int] | None = None, confirm: bool = True,
                     device: str | torch.device = "cpu", optimizer: str = "adam",
                     max_value: int | None = None) -> dict[str, Any]:
-    """The largest value of `field` ("batch_size", "encoder_length" or "seq_len") for which the
-    predicted step peak of `card` at `base_config` (that field replaced) is within budget_bytes.
+    """The largest value of `field` (FIELDS) whose predicted step peak of `card` at `base_config` is within
+    budget_bytes. Peaks are assumed to grow with the field.
 
-    candidates: a ladder of values to try, in increasing order, stopping at the first that does
-    not fit; None: search -- double from the base config's value while it fits (halve while it
-    does not), then bisect between the last fitting and the first failing value (a config the
-    model refuses, e.g. a sequence longer than the data, counts as failing). Peaks are assumed
-    to grow with the field. max_value caps the search (default 1024 x the base value): the
-    batch is real data, so huge probes cost real memory for the batch only.
-
+    candidates: a ladder to try in increasing order, stopping at the first that does not fit; None: double from
+    the base value while it fits (halve while it does not), then bisect between the last fitting and the first
+    failing value (a config the model refuses counts as failing); max_value caps it (default 1024 x the base).
     confirm: measure the answer once with profile_step on `device`.
 
-    Returns {"model", "field", "budget_bytes", "precision", "device", "probes" ({value:
-    predicted peak, None for a refused config}, in probing order), "answer" (None if nothing
-    fits), "predicted_peak", "confirmation" (None, or {"measured_peak", "fits",
-    "error_bytes" (predicted - measured), "relative_error", "device_name", "peak_method"})}.
-    """
+    Returns {"model", "field", "budget_bytes", "precision", "optimizer", "device", "probes" ({value: predicted
+    peak or None if refused}, in probing order), "answer" (None if nothing fits), "predicted_peak",
+    "confirmation" (None, or {"measured_peak", "fits", "error_bytes", "relative_error", "device_name",
+    "peak_method"})}."""
     budget_bytes = int(budget_bytes)
     device = torch.device(device)
     foreach = True if device.type == "cuda" else None  # the Adam implementation torch picks there
@@ -109,31 +94,16 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
     else:
         cap = max_value or 1024 * max(1, base_value)
         value = max(1, min(base_value, cap))
-        if fits(value):
-            lo, hi = value, None
-            while hi is None:
-                if lo >= cap:
-                    break
-                nxt = min(2 * lo, cap)
-                if fits(nxt):
-                    lo = nxt
-                else:
-                    hi = nxt
-        else:
-            lo, hi = None, value
-            while lo is None and hi > 1:
-                nxt = hi // 2
-                if fits(nxt):
-                    lo = nxt
-                else:
-                    hi = nxt
-        if lo is not None and hi is not None:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if fits(mid):
-                    lo = mid
-                else:
-                    hi = mid
+        lo, hi = (value, None) if fits(value) else (None, value)
+        while lo is not None and hi is None and lo < cap:  # double while it fits
+            nxt = min(2 * lo, cap)
+            lo, hi = (nxt, None) if fits(nxt) else (lo, nxt)
+        while lo is None and hi > 1:  # halve while it does not
+            nxt = hi // 2
+            lo, hi = (nxt, hi) if fits(nxt) else (None, nxt)
+        while lo is not None and hi is not None and hi - lo > 1:  # bisect
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         answer = lo
 
     result: dict[str, Any] = {

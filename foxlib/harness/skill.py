@@ -1,15 +1,10 @@
-"""Skill: does the TFT forecast better than a naive forecast? Without it an accuracy gate has no power.
+"""Skill: does the TFT forecast better than climatology? Without it an accuracy gate has no power.
 
-The naive forecast is climatology: the empirical quantiles of the target over every training
-window, the same forecast for every day. A model's quantile-loss skill score on the validation
-windows is 1 − QL_model / QL_climatology (0: no better than climatology; 0.05: 5 % lower loss).
-Daily returns are close to a coin flip in sign, so the skill to look for is in the quantiles'
-width, which can follow volatility (volatility clusters); on the "abs_return" target (foxlib.data.market)
-that persistence is the forecast itself.
-
-A run has skill when its skill score is at least `min_skill` (DEFAULT_MIN_SKILL). Comparing a
-candidate precision or strategy with fp32 means something only for runs that have it
-(`powered_seeds`); with none, the comparison has no power and the gate says so (wave 8.11).
+Climatology is the empirical quantiles of the target over every training window, the same forecast every day.
+Skill score on the validation windows: 1 − QL_model / QL_climatology. Daily returns are close to a coin flip in
+sign, so the skill to look for is in the quantiles' width following volatility (the "abs_return" target,
+foxlib.data.market, forecasts that persistence itself). A comparison with fp32 means something only for seeds
+whose fp32 run has skill (`powered_seeds`).
 """
 from __future__ import annotations
 
@@ -25,13 +20,12 @@ DEFAULT_MIN_SKILL = 0.02
 
 
 def climatology(windows: MarketWindows, quantiles: Sequence[float]) -> np.ndarray:
-    """The naive forecast: the empirical `quantiles` of the target over all of `windows` (the
-    training split), pooled over series and horizon steps: (n_q,) float64, constant over time."""
+    """The empirical `quantiles` of the target over `windows` (the training split), pooled: (n_q,) float64."""
     return np.quantile(windows.targets().ravel(), np.asarray(quantiles, dtype=np.float64))
 
 
 def naive_prediction(levels: np.ndarray, target: torch.Tensor) -> torch.Tensor:
-    """Climatology's forecast for every window and horizon step of `target` (B, T_d): (B, T_d, n_q)."""
+    """Climatology's forecast for every window and step of `target` (B, T_d): (B, T_d, n_q)."""
     q = torch.as_tensor(levels, dtype=torch.float32, device=target.device)
     return q.expand(*target.shape, len(levels))
 
@@ -52,10 +46,10 @@ def skill_score(model_loss: float, naive_loss: float) -> float:
 
 
 def has_skill(metrics: dict[str, Any], min_skill: float = DEFAULT_MIN_SKILL) -> bool:
-    """A run's metrics (training.evaluate's, with climatology) show skill of at least `min_skill`."""
     return metrics.get("skill_score") is not None and metrics["skill_score"] >= min_skill
 
 
-def powered_seeds(runs: list[dict[str, Any]], baseline: str = "fp32", min_skill: float = DEFAULT_MIN_SKILL) -> list[int]:
+def powered_seeds(runs: list[dict[str, Any]], baseline: str = "fp32",
+                  min_skill: float = DEFAULT_MIN_SKILL) -> list[int]:
     """The seeds whose `baseline` run (a TrainResult.to_dict()) has skill: where a comparison has power."""
     return sorted(r["seed"] for r in runs if r["precision"] == baseline and has_skill(r["metrics"], min_skill))

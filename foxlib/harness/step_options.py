@@ -1,29 +1,20 @@
-"""The training step's knobs beyond the model's config: which Adam, where it runs, TF32 matmuls.
+"""The training step's knobs beyond the model's config: which Adam, where it runs, TF32 matmuls, cuDNN.
 
-- `adam`: "default" (PyTorch's choice for the device: the multi-tensor "foreach" Adam on CUDA) or
-  "fused" (one fused kernel; `torch.optim.Adam(fused=True)`).
-- `optimizer_in_backward`: Adam applied per parameter during backward
-  (foxlib.harness.optimizer_in_backward): the gradients never all exist at once.
-- `tf32`: float32 matrix products on TensorFloat-32 tensor cores
-  (`torch.backends.cuda.matmul.allow_tf32`), set only while the step runs or is captured
-  (`matmul_tf32`); PyTorch's default is off. A change of numerics, like bf16.
-- `cudnn`: False runs the LSTMs (every cuDNN-backed op) on PyTorch's own CUDA kernels instead of
-  cuDNN's (`torch.backends.cudnn.flags(enabled=False)`), held like TF32 while the step runs or is
-  captured. Other kernels, other rounding: treated as a change of numerics.
-- `compile`: the model's forward (and so its backward) compiled by torch.compile (TorchInductor: fused
-  elementwise kernels; `nn.Module.compile`, the module itself, so parameters and state dict are unchanged),
-  dropout drawn by PyTorch's own random ops (inductor's `fallback_random`): the same function, rounding aside.
-`backends(options)` holds TF32 and cuDNN. The defaults are the plain step every wave has measured so far.
+- `adam`: "default" (PyTorch's choice: the multi-tensor "foreach" Adam on CUDA) or "fused" (`Adam(fused=True)`);
+- `optimizer_in_backward`: Adam applied per parameter during backward (OptimizerInBackward);
+- `tf32`: float32 matrix products on TensorFloat-32 (`torch.backends.cuda.matmul.allow_tf32`), a change of numerics;
+- `cudnn`: False runs the LSTMs on PyTorch's own CUDA kernels instead of cuDNN's, a change of numerics.
+- `compile`: the model compiled in place by torch.compile (`nn.Module.compile`: same parameters and state dict;
+  inductor's fused kernels), dropout through PyTorch's own random ops (`fallback_random`): the same function.
+`backends(options)` holds TF32 and cuDNN while the step runs or is captured. The defaults are the plain step.
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
-
-from foxlib.harness.optimizer_in_backward import OptimizerInBackward
 
 ADAMS = ("default", "fused")
 
@@ -89,17 +80,6 @@ class StepOptions:
         return " + ".join(parts)
 
 
-def make_optimizer(options: StepOptions, model: torch.nn.Module, lr: float, *, clip_each: float | None = None,
-                   **adam: Any):
-    """Adam over the model's parameters as the options say (extra Adam options, e.g. capturable=True,
-    pass through)."""
-    if options.adam == "fused":
-        adam["fused"] = True
-    if options.optimizer_in_backward:
-        return OptimizerInBackward(model.parameters(), lr=lr, clip_each=clip_each, **adam)
-    return torch.optim.Adam(model.parameters(), lr=lr, **adam)
-
-
 @contextlib.contextmanager
 def matmul_tf32(enabled: bool) -> Iterator[None]:
     """float32 matrix products on TF32 while inside (restored after); a no-op when not enabled."""
@@ -120,3 +100,48 @@ def backends(options: StepOptions) -> Iterator[None]:
     with matmul_tf32(options.tf32), (contextlib.nullcontext() if options.cudnn
                                      else torch.backends.cudnn.flags(enabled=False)):
         yield
+
+
+class OptimizerInBackward:
+    """Adam applied during backward, one parameter at a time, so that the gradients never all exist at once: each
+    parameter's own Adam is stepped by a post-accumulate-grad hook, which then frees the gradient. The floor of
+    persistent bytes falls from 16 per fp32 parameter to 12 plus the largest gradients alive together. Nothing
+    global over the gradients can run: `clip_each` clips each gradient by its own norm, and fp16 (GradScaler) is
+    refused (StepRecipe). It quacks like the optimizer the step expects: `step()` and `zero_grad()` do nothing,
+    `state` and `param_groups` are the per-parameter Adams' (for the profilers and a CUDA graph's checks)."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], *, clip_each: float | None = None, **adam: Any):
+        self.params = [p for p in params if p.requires_grad]
+        if not self.params:
+            raise ValueError("no parameter requires a gradient")
+        self.clip_each = clip_each
+        self.optimizers = [torch.optim.Adam([p], **adam) for p in self.params]
+        self._by_param = {id(p): o for p, o in zip(self.params, self.optimizers)}
+        self._handles = [p.register_post_accumulate_grad_hook(self._apply) for p in self.params]
+
+    def _apply(self, p: torch.Tensor) -> None:
+        if self.clip_each is not None:
+            torch.nn.utils.clip_grad_norm_([p], self.clip_each)
+        self._by_param[id(p)].step()
+        p.grad = None
+
+    def step(self, closure=None) -> None:  # noqa: ARG002 - the hooks stepped every parameter already
+        return None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:  # noqa: ARG002 - the hooks freed every gradient
+        for p in self.params:
+            p.grad = None
+
+    @property
+    def state(self) -> dict[torch.Tensor, dict[str, Any]]:
+        return {p: o.state[p] for p, o in zip(self.params, self.optimizers) if p in o.state}
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [g for o in self.optimizers for g in o.param_groups]
+
+    def remove(self) -> None:
+        """Take the hooks off the parameters (the model trains with another optimizer afterwards)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []

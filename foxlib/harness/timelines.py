@@ -1,11 +1,7 @@
-"""Measure live-memory timelines of TFT training steps: one per configuration, each with the file
-it was read from and, for CUDA snapshots, PyTorch's own interactive viewer as an HTML file.
-
-Each eager step is the recipe's step (foxlib.harness.recipe.build_step) profiled by
-foxlib.memory.profile_step with a snapshot_path: on CUDA the allocator's snapshot (a pickle that
-opens in https://pytorch.org/memory_viz), on the CPU the profiler's allocation events (JSON). A
-CUDA-graph step (CUDA only) is recorded while it is captured: a replay allocates nothing, so the
-capture's allocations in the graph's private pool are the step's memory (foxlib/memory/cuda_graph.py).
+"""Live-memory timelines of TFT training steps, one per configuration, each with its file and, for CUDA
+snapshots, PyTorch's interactive viewer as HTML. An eager step is the recipe's step profiled with a
+snapshot_path (profile_step); a CUDA-graph step is recorded while it is captured (a replay allocates nothing,
+so the capture's allocations in the graph's pool are the step's memory).
 """
 from __future__ import annotations
 
@@ -26,10 +22,8 @@ from foxlib.memory.profile import record_cuda_history
 
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
-# the CUDA history's call stacks, tried in order: on the H200's torch 2.11 one checkpointed step's
-# backward failed once with Python stacks ("run_backward returned NULL without setting an exception"),
-# so a failed case is tried again with Python and C++ stacks, then with none (the series then names no
-# owners), before it is reported as failed
+# the CUDA history's call stacks, tried in order: with Python stacks a checkpointed step's backward can fail
+# ("run_backward returned NULL without setting an exception"); without stacks the series names no owners
 STACKS_TRIED = ("python", "all", "none")
 
 
@@ -69,18 +63,14 @@ class TimelineRun:
     series: MemoryTimeline | None
     snapshot_path: str | None
     viewer_html_path: str | None = None
-    profile_peak_bytes: int | None = None
-    """profile_step's peak of the same step (CUDA: max_memory_allocated; CPU: its running sum)."""
-    activations_bytes: int | None = None
-    """Bytes saved for backward (profile_step; None for a CUDA graph)."""
+    profile_peak_bytes: int | None = None  # profile_step's model peak of the same step
+    activations_bytes: int | None = None  # None for a CUDA graph
     skipped: str | None = None
-    seconds: float = 0.0
-    """Wall time this configuration took to build, profile and read (not the step's time)."""
-    stacks: str | None = None
-    """The CUDA history's stacks that worked (STACKS_TRIED); None on the CPU or where skipped."""
+    seconds: float = 0.0  # wall time to build, profile and read (not the step's time)
+    stacks: str | None = None  # the CUDA history's stacks that worked (STACKS_TRIED); None on the CPU
     outside_bytes: int = 0
-    """CUDA: bytes allocated at the step's start that are not the step's (cuBLAS workspaces, anything an
-    earlier computation in the process still holds): in the series, not in profile_peak_bytes."""
+    """CUDA: bytes allocated at the step's start that are not the step's (workspaces, earlier computations'
+    memory): in the series, not in profile_peak_bytes."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -101,10 +91,8 @@ def _slug(name: str) -> str:
 def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequence[TimelineCase] = CASES, *,
                       seed: int = 0, max_points: int = MAX_POINTS, viewer_html: bool = True,
                       prefix: str = "timeline") -> dict[str, TimelineRun]:
-    """Profile one step of the TFT `cfg` with each case's overrides on `device` and read its timeline.
-
-    Files written in out_dir: {prefix}-{case}.pickle (CUDA snapshot) or .json (CPU events), and for
-    CUDA snapshots {prefix}-{case}.html (PyTorch's viewer; see viewer_html_file)."""
+    """Profile one step of the TFT `cfg` with each case's overrides on `device` and read its timeline. Writes
+    {prefix}-{case}.pickle (CUDA snapshot) or .json (CPU events) in out_dir, and for CUDA the viewer's .html."""
     device = torch.device(device)
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
@@ -146,8 +134,7 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
 
 def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: str,
             stacks: str) -> tuple[int, int | None, int]:
-    """One case's step with the allocation history on: (peak bytes, activations bytes or None, bytes
-    outside the step: TimelineRun.outside_bytes)."""
+    """One case's step with the allocation history on: (peak, activations or None, outside bytes)."""
     if case.cuda_graph:
         peak, outside = _record_graphed(recipe, device, path, stacks)
         return peak, None, outside
@@ -160,9 +147,8 @@ def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: 
 
 
 def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> tuple[int, int]:
-    """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, and
-    write the snapshot; returns (the model peak: max_memory_allocated over capture and replay less what
-    was allocated before and is not the step's, those outside bytes), as profile_graphed_step counts them."""
+    """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, write the
+    snapshot; returns (the model peak over capture and replay, the outside bytes), as profile_graphed_step does."""
     from foxlib.memory.cuda_graph import GraphedStep, bytes_outside_step
     from foxlib.models.tft import device_loss
 
@@ -193,16 +179,14 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
 
 
 def own_timelines(runs: dict[str, TimelineRun]) -> dict[str, MemoryTimeline | None]:
-    """Each recorded run's series less its outside bytes (MemoryTimeline.without): the step's own
-    memory, whose peak is the model peak. None where nothing was recorded."""
+    """Each recorded run's series less its outside bytes: the step's own memory (None where none was recorded)."""
     return {name: None if run.series is None else run.series.without(run.outside_bytes)
             for name, run in runs.items()}
 
 
 def viewer_html_file(snapshot_path: str, html_path: str) -> str:
-    """PyTorch's interactive memory viewer for a CUDA snapshot, as one HTML file (torch.cuda._memory_viz
-    .trace_plot: the snapshot embedded; the page loads the viewer's script, MemoryViz.js, from
-    cdn.jsdelivr.net when opened). The pickle itself opens in https://pytorch.org/memory_viz."""
+    """PyTorch's interactive memory viewer for a CUDA snapshot as one HTML file (torch.cuda._memory_viz.trace_plot;
+    the page loads MemoryViz.js from cdn.jsdelivr.net when opened)."""
     from torch.cuda._memory_viz import trace_plot
 
     with open(snapshot_path, "rb") as f:
@@ -214,11 +198,9 @@ def viewer_html_file(snapshot_path: str, html_path: str) -> str:
 
 def keep_beside(runs: dict[str, TimelineRun] | dict[str, dict[str, Any]], out_dir: str,
                 search_dirs: Sequence[str] = ()) -> dict[str, dict[str, str | None]]:
-    """Copy each run's snapshot beside a report (into out_dir) and write PyTorch's viewer HTML for CUDA
-    snapshots there; returns, per run, the file names relative to out_dir (None where there is none).
-
-    A measurement made on another machine names paths there: a file is looked for at its path, then
-    by its name in each of search_dirs (e.g. the folder of the measurement JSON)."""
+    """Copy each run's snapshot into out_dir beside a report, with the viewer's HTML for CUDA snapshots; returns
+    per run the file names relative to out_dir (None where there is none). A file is looked for at its path, then
+    by its name in each of search_dirs (a measurement made on another machine names paths there)."""
     import shutil
 
     os.makedirs(out_dir, exist_ok=True)

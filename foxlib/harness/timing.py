@@ -1,15 +1,10 @@
-"""Step times measured side by side: variants run alternately, after warm-up; medians, spreads, intervals.
+"""Step times measured side by side: variants run alternately after warm-up; medians, spreads, intervals.
 
-On a noisy machine only a ratio measured in one run means anything. Each round runs every
-variant once, in a rotated order, so drift hits all variants alike. On CUDA the device is
-synchronised around each call. A variant's spread (interquartile range over median) is kept
-with its result, so a report can say when a difference is within noise.
-
-A ratio of two variants comes with a bootstrap confidence interval (`ratio_interval`): round r's
-sample of one variant over round r's sample of the other (the same drift hits both), rounds
-resampled with replacement, the percentile interval of the median ratio. The generator is seeded,
-so a re-render of the same samples gives the same interval. Two ratios whose intervals overlap
-are a tie; a ratio is under a limit only when its interval's upper end is.
+Each round runs every variant once, in a rotated order, so that drift hits all alike (CUDA is synchronised around
+each call). A ratio of two variants comes with a bootstrap interval: round r's sample over round r's baseline,
+rounds resampled with replacement by a seeded generator (a re-render gives the same interval), the percentile
+interval of the median ratio. Two ratios whose intervals overlap are a tie; a ratio is under a limit only when
+its interval's upper end is.
 """
 from __future__ import annotations
 
@@ -115,22 +110,17 @@ class RatioInterval:
     def overlaps(self, other: "RatioInterval") -> bool:
         return self.low <= other.high and other.low <= self.high
 
-    def tie(self, other: "RatioInterval") -> bool:
-        """The difference between the two ratios is inside the intervals: neither is shown faster."""
-        return self.overlaps(other)
+    tie = overlaps  # the difference is inside the intervals: neither is shown faster
 
     def under(self, limit: float) -> bool:
-        """Under `limit` with the interval's confidence: the upper end is below it."""
         return self.high < limit
 
     def scaled(self, factor: float) -> "RatioInterval":
-        """The same interval times a positive constant (e.g. steps per training window)."""
         if not factor > 0:
             raise ValueError(f"a ratio interval scales by a positive factor, got {factor}")
         return RatioInterval(self.median * factor, self.low * factor, self.high * factor, self.confidence)
 
     def format(self, digits: int = 2) -> str:
-        """E.g. "0.64x [0.58, 0.71]"."""
         return f"{self.median:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
     def __str__(self) -> str:
@@ -146,8 +136,7 @@ class RatioInterval:
 
 def median_interval(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                     seed: int = SEED) -> tuple[float, float, float]:
-    """(median, low, high) of one variant's step times (seconds): the median and its bootstrap percentile
-    interval (samples resampled with replacement, a seeded generator), as interval_of_samples does for ratios."""
+    """(median, low, high) of one variant's step times: the median and its bootstrap percentile interval."""
     a = np.asarray(samples, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError("a median interval needs at least one sample")
@@ -157,8 +146,7 @@ def median_interval(samples, confidence: float = CONFIDENCE, resamples: int = RE
 
 def bootstrap_median(values: np.ndarray, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                      seed: int = SEED) -> tuple[float, float, float]:
-    """(median, low, high): the median of `values` and the percentile interval of the medians of `resamples`
-    resamples with replacement (a seeded generator)."""
+    """(median, low, high): the median of `values` and the percentile interval of the resamples' medians."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     if resamples < 1:
@@ -183,7 +171,7 @@ def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[floa
 
 def interval_of_samples(samples, baseline, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                         seed: int = SEED) -> RatioInterval:
-    """`ratio_interval` on raw sample sequences (seconds, one per alternating round, in round order)."""
+    """`ratio_interval` on raw samples (one per alternating round, in round order)."""
     median, low, high = bootstrap_median(paired_ratios(samples, baseline), confidence, resamples, seed)
     # the percentile interval of the median can miss its point estimate by a rounding error when
     # every round has the same ratio: the interval then is that ratio, exactly
@@ -194,8 +182,8 @@ def interval_of_samples(samples, baseline, confidence: float = CONFIDENCE, resam
 
 def ratio_interval(timings: dict[str, Timing], name: str, baseline: str, confidence: float = CONFIDENCE,
                    resamples: int = RESAMPLES, seed: int = SEED) -> RatioInterval:
-    """Step time of `name` over that of `baseline`, measured in the same alternating run: the median of
-    the per-round ratios and its bootstrap percentile interval (rounds resampled, a seeded generator)."""
+    """Step time of `name` over `baseline`'s in the same alternating run: the median of the per-round ratios and
+    its bootstrap percentile interval."""
     missing = [n for n in (name, baseline) if n not in timings]
     if missing:
         raise ValueError(f"no timing for {missing}; timed variants: {', '.join(timings)}")

@@ -1,21 +1,12 @@
-"""The TFT accuracy harness: train to a fixed budget of steps with validation-based early
-stopping, in a given precision and seed, and score the best checkpoint on held-out windows.
-
-Scores on the validation split (windows after foxlib.data.market.VALIDATION_START):
-- quantile_loss: mean pinball loss summed over the quantiles (lower is better; the headline);
-- p50_mae: mean absolute error of the median forecast, in percent return;
-- directional_accuracy: share of windows and horizons where the median forecast has the sign
-  of the realised return;
-- coverage_10_90: share of realised returns inside the predicted 10-90 % band (ideal 0.8);
-- naive_quantile_loss, naive_coverage_10_90: the same scores of climatology (foxlib.harness.skill: the
-  training windows' empirical quantiles of the target, constant over time) on the same windows;
-- skill_score: 1 − quantile_loss / naive_quantile_loss (foxlib.harness.skill): the margin over the naive forecast.
-
-The target (foxlib.data.market.TARGETS) is "return" (next days' log returns) or "abs_return" (their absolute
-values: realised volatility, which persists). `harness_config` states every setting of a run.
+"""The TFT accuracy harness: train to a budget of steps with validation-based early stopping, in a given
+precision and seed, and score the best checkpoint on held-out windows (after foxlib.data.market.VALIDATION_START):
+quantile_loss (mean pinball loss summed over the quantiles; the headline), p50_mae, directional_accuracy (share
+where the median forecast has the realised return's sign), coverage_10_90 (share inside the 10-90 % band; ideal
+0.8), the same scores of climatology (foxlib.harness.skill) and skill_score, 1 − quantile_loss / climatology's.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import statistics
 import time
@@ -48,6 +39,13 @@ plateau before it. The seed preset at the same batch and lr (fp32, seed 0, 100 s
 windows, CPU) reached 9.3 % by step 80."""
 
 
+class _Quiet:
+    """A progress bar that shows nothing."""
+
+    def advance(self, *a, **k):
+        pass
+
+
 def check_target(target: str) -> str:
     """A valid accuracy target (foxlib.data.market.TARGETS), or a ValueError naming them."""
     if target not in TARGETS:
@@ -71,13 +69,10 @@ class TrainResult:
     seconds: float
     history: list[dict[str, float]]
     metrics: dict[str, float]
-    """evaluate()'s scores of the best checkpoint, skill_score against climatology included."""
     harness: dict[str, Any] | None = None
-    """harness_config(): target, TFT config, step budget, evaluation cadence, skill threshold."""
 
     @property
     def has_skill(self) -> bool:
-        """The best checkpoint beats climatology by the harness's min_skill."""
         return skill.has_skill(self.metrics, (self.harness or {}).get("min_skill", skill.DEFAULT_MIN_SKILL))
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,7 +80,8 @@ class TrainResult:
 
 
 def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
-                   val_windows: int, grad_clip: float = 1.0, min_skill: float = skill.DEFAULT_MIN_SKILL) -> dict[str, Any]:
+                   val_windows: int, grad_clip: float = 1.0,
+                   min_skill: float = skill.DEFAULT_MIN_SKILL) -> dict[str, Any]:
     """Every setting an accuracy run depends on, as plain data (the report states it)."""
     return {"target": target, "tft_config": asdict(cfg), "max_steps": max_steps, "eval_every": eval_every,
             "patience": patience, "val_windows": val_windows, "grad_clip": grad_clip, "min_skill": min_skill,
@@ -96,8 +92,8 @@ def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: i
 @torch.no_grad()
 def evaluate(model, windows: MarketWindows, rows: np.ndarray, precision: str, device: torch.device,
              batch_size: int = 256, climatology: np.ndarray | None = None) -> dict[str, float]:
-    """Validation scores of `model` on the windows at `rows` (see the module docstring); with
-    `climatology` (skill.climatology's levels), the naive forecast's scores and the skill score too."""
+    """Validation scores of `model` on the windows at `rows`; with `climatology` (its levels), the naive
+    forecast's scores and the skill score too."""
     model.eval()
     qs = list(model.config.quantiles)
     preds, targets = [], []
@@ -130,12 +126,10 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
               patience: int = 3, val_windows: int = 512, device: str | torch.device = "cpu",
               grad_clip: float = 1.0, show_progress: bool = True, target: str = "return",
               min_skill: float = skill.DEFAULT_MIN_SKILL, options: StepOptions | None = None) -> TrainResult:
-    """Train the TFT of `cfg` on `target` for at most `max_steps` Adam steps; evaluate every `eval_every`
-    steps on a fixed set of `val_windows` validation windows; stop after `patience` evaluations
-    without improvement; score the best checkpoint, and climatology on the same windows.
-
-    options (foxlib.harness.step_options): with Adam in backward each gradient is clipped by its own
-    norm to `grad_clip` (the joint norm never exists); TF32 holds for the whole run."""
+    """Train the TFT of `cfg` on `target` for at most `max_steps` steps; evaluate every `eval_every` steps on
+    `val_windows` fixed validation windows; stop after `patience` evaluations without improvement; score the best
+    checkpoint, and climatology on the same windows. With Adam in backward each gradient is clipped by its own
+    norm to `grad_clip`; the options' backends hold for the whole run."""
     options = options or StepOptions()
     check_precision(precision)
     device = torch.device(device)
@@ -151,7 +145,6 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     val_rows = np.sort(np.random.default_rng(12345).choice(len(val), min(val_windows, len(val)), replace=False))
     torch.manual_seed(seed)
     model = card.build(cfg).to(device)
-    # Adam at the card's learning rate, as the options say
     optimizer = optimizer_for(StepRecipe("tft", cfg, precision, seed, options), model,
                               clip_each=grad_clip if options.optimizer_in_backward else None)
     # the one training step (foxlib.memory.step); Adam in backward clips each parameter itself
@@ -161,15 +154,16 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     started = time.perf_counter()
     step = 0
     with backends(options), \
-            (progress(max_steps, f"train tft {precision} seed {seed}") if show_progress else _silent()) as bar:
+            (progress(max_steps, f"train tft {precision} seed {seed}") if show_progress
+                 else contextlib.nullcontext(_Quiet())) as bar:
         while step < max_steps:
             batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)
             loss = run(batch, check=f"training step {step} (TFT, {precision}, seed {seed})")
             step += 1
             if step % eval_every == 0 or step == max_steps:
                 scores = evaluate(model, val, val_rows, precision, device, climatology=levels)
-                history.append({"step": step, "train_loss": float(loss.detach()), "val_quantile_loss": scores["quantile_loss"],
-                                "val_skill_score": scores["skill_score"]})
+                history.append({"step": step, "train_loss": float(loss.detach()),
+                                "val_quantile_loss": scores["quantile_loss"], "val_skill_score": scores["skill_score"]})
                 if scores["quantile_loss"] < best:
                     best, best_step, since_best = scores["quantile_loss"], step, 0
                     best_state = copy.deepcopy(model.state_dict())
@@ -185,25 +179,9 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
                        history, metrics, harness)
 
 
-class _silent:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def advance(self, *a, **k):
-        pass
-
-    def describe(self, *a):
-        pass
-
-
 def compare_precisions(cfg, precisions: Iterable[str] = ("fp32", "fp16", "bf16"), seeds: Iterable[int] = (0, 1, 2),
                        **kwargs) -> list[TrainResult]:
-    """train_tft for every precision and seed, precisions interleaved within each seed. Every result
-    carries the skill fields (metrics: naive_quantile_loss, skill_score, coverage_10_90,
-    naive_coverage_10_90; harness; has_skill); `skill_summary` and `accuracy_gate` read them."""
+    """train_tft for every precision and seed, precisions interleaved within each seed."""
     return [train_tft(cfg, precision=p, seed=s, **kwargs) for s in seeds for p in precisions]
 
 
@@ -216,9 +194,8 @@ def _min_skill(runs: list[dict[str, Any]]) -> float:
 
 
 def skill_summary(runs, group: str = "precision") -> list[dict[str, Any]]:
-    """Per precision (or another key of the runs): climatology's and the model's validation quantile
-    loss, the skill score (mean, per seed, lowest), 10-90 coverage of both, and how many seeds have skill.
-    runs: TrainResult objects or their to_dict()."""
+    """Per precision (or another key of the runs, TrainResults or their dicts): climatology's and the model's
+    quantile loss, the skill score (mean, per seed, lowest), both 10-90 coverages, how many seeds have skill."""
     runs = _as_dicts(runs)
     threshold = _min_skill(runs)
     by: dict[Any, list[dict[str, Any]]] = {}
@@ -240,10 +217,9 @@ def skill_summary(runs, group: str = "precision") -> list[dict[str, Any]]:
 
 
 def accuracy_gate(runs, candidate: str, baseline: str = "fp32") -> dict[str, Any]:
-    """The accuracy comparison, with power: the candidate's validation quantile loss against the
-    baseline's over the seeds whose baseline run beats climatology by the harness's min_skill
-    (skill.powered_seeds), paired by seed. `powered` is False when no baseline run has skill:
-    then the degradation (over every seed, for the record) says nothing, and the gate fails."""
+    """The candidate's validation quantile loss against the baseline's over the seeds whose baseline run has
+    skill (skill.powered_seeds). `powered` False: no baseline run has skill, and the degradation (over every
+    seed, for the record) says nothing."""
     runs = _as_dicts(runs)
     threshold = _min_skill(runs)
     seeds = skill.powered_seeds(runs, baseline, threshold)
@@ -266,8 +242,8 @@ def accuracy_gate(runs, candidate: str, baseline: str = "fp32") -> dict[str, Any
 
 
 def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[dict[str, Any]]:
-    """Per precision and metric: mean over seeds, degradation in % against the baseline's mean
-    (positive = worse), and the baseline's own seed-to-seed spread in % for scale."""
+    """Per precision and metric: mean over seeds, degradation in % of the baseline's mean (positive = worse),
+    and the baseline's own seed-to-seed spread in %."""
     by_precision: dict[str, list[TrainResult]] = {}
     for r in results:
         by_precision.setdefault(r.precision, []).append(r)

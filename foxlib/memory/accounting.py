@@ -5,7 +5,7 @@ Every function here knows nothing about models: it is handed tensors, modules or
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -18,37 +18,32 @@ def storage_key(t: torch.Tensor) -> tuple[str, int, int]:
     return (str(t.device), s.data_ptr(), s.nbytes())
 
 
-def unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind `tensors` (views and repeats counted once)."""
-    return sum(k[2] for k in {storage_key(t) for t in tensors if t is not None})
+def unique_bytes(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], tuple] = storage_key) -> int:
+    """Bytes of the distinct storages behind `tensors` (views and repeats counted once), told apart by `key`."""
+    return sum(k[2] for k in {key(t) for t in tensors if t is not None})
 
 
-def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
-    """Every tensor inside nested dicts, lists, tuples and objects with __dict__."""
-    if isinstance(obj, torch.Tensor):
+def _leaves(obj: Any, kind: type) -> Iterator:
+    """Every `kind` inside nested dicts, lists, tuples and objects with __dict__ (modules and classes excluded)."""
+    if isinstance(obj, kind):
         yield obj
     elif isinstance(obj, dict):
         for v in obj.values():
-            yield from iter_tensors(v)
+            yield from _leaves(v, kind)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            yield from iter_tensors(v)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type)):
-        yield from iter_tensors(vars(obj))
+            yield from _leaves(v, kind)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type, torch.Tensor)):
+        yield from _leaves(vars(obj), kind)
+
+
+def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
+    return _leaves(obj, torch.Tensor)
 
 
 def iter_arrays(obj: Any) -> Iterator[np.ndarray]:
     """Every numpy array inside nested containers (host-memory buffers)."""
-    if isinstance(obj, np.ndarray):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from iter_arrays(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from iter_arrays(v)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type, torch.Tensor)):
-        yield from iter_arrays(vars(obj))
+    return _leaves(obj, np.ndarray)
 
 
 def parameter_bytes(model: torch.nn.Module) -> int:
@@ -88,7 +83,7 @@ class SavedTensorTracker:
     excluded by storage. `live_bytes()` counts only storages still alive (call it after the
     forward, while the graph is held); `by_module()` splits them by the child that saved them.
     A storage is told apart by `storage_key`, a static method a subclass may replace (the
-    prediction's, foxlib/memory/predict_tracing.py, keys fake storages by their identity).
+    prediction's, foxlib/memory/predict.py, keys fake storages by their identity).
     """
 
     storage_key = staticmethod(storage_key)

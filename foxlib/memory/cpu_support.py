@@ -1,19 +1,11 @@
-"""What this CPU can run: its instruction sets (for the test caps of scripts/test-isa.sh) and whether it
-has fast kernels for a 16-bit precision (for the waves' canonical CPU runs).
+"""What this CPU can run: its instruction sets (the test caps of scripts/test-isa.sh) and whether it has fast
+kernels for a 16-bit precision (for the waves' canonical CPU runs).
 
-Two facts differ between the CPUs users have (AVX2 only; AVX-512 with bf16; AMX) and decide what a run
-may do there:
-
-- **A cap above the CPU is no cap.** `ATEN_CPU_CAPABILITY=avx512` on an AVX2-only CPU makes torch run
-  AVX-512 code and die with "Illegal instruction". `runnable_caps` keeps only the caps the CPU has the
-  instructions for, read from its flags (`/proc/cpuinfo`), and at or below a cap already set in the
-  environment (a user emulating an AVX2 CPU with `DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2`); each
-  skipped cap comes with its reason. `python -m foxlib.memory.cpu_support caps` prints the plan.
-- **A 16-bit precision without kernels runs a slow path.** Without native fp16 (or, below AVX-512, bf16)
-  matrix products, oneDNN and ATen convert and multiply element by element: a matrix product is tens to
-  hundreds of times slower than in fp32, and a checkpointed TFT step takes minutes. `kernel_speed` times
-  one matrix product in the precision against fp32 in this process (under its caps), so a canonical run
-  can decide from the machine it runs on, not from a list of CPU models.
+- A cap above the CPU is no cap: `ATEN_CPU_CAPABILITY=avx512` on an AVX2-only CPU dies with "Illegal
+  instruction". `runnable_caps` keeps the caps the CPU's flags (/proc/cpuinfo) allow, at or below a cap already
+  set in the environment, each skipped one with its reason (`python -m foxlib.memory.cpu_support caps`).
+- A 16-bit precision without kernels runs a conversion path tens to hundreds of times slower than fp32.
+  `kernel_speed` times one matrix product against fp32 in this process, so a run decides from its machine.
 """
 from __future__ import annotations
 
@@ -24,9 +16,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# ------------------------------------------------------------------ instruction-set caps
-
-
 @dataclass(frozen=True)
 class IsaCap:
     """One cap of scripts/test-isa.sh: the two variables that set it, the CPU flags it needs, its rank."""
@@ -34,10 +23,6 @@ class IsaCap:
     aten: str  # ATEN_CPU_CAPABILITY (ATen's kernels)
     flags: frozenset[str]  # /proc/cpuinfo flags the cap's instructions need
     rank: int  # higher: a larger instruction set
-
-    @property
-    def env(self) -> str:
-        return f"DNNL_MAX_CPU_ISA={self.dnnl} ATEN_CPU_CAPABILITY={self.aten}"
 
 
 CAPS = (
@@ -54,8 +39,7 @@ _DNNL_RANK = {"SSE41": 0, "AVX": 0, "AVX2": 1, "AVX2_VNNI": 1, "AVX2_VNNI_2": 1,
 
 
 def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
-    """The flags of the first processor in `/proc/cpuinfo` (or of `cpuinfo`, its text); empty where
-    there is no such file (not Linux): then no cap is known to be safe."""
+    """The flags of the first processor in /proc/cpuinfo (or in `cpuinfo`, its text); empty where there is none."""
     if cpuinfo is None:
         path = Path("/proc/cpuinfo")
         if not path.is_file():
@@ -69,8 +53,8 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
 
 
 def environment_ceiling(env: dict[str, str] | None = None) -> tuple[int, str] | None:
-    """(rank, why) of the lowest cap the environment already sets (DNNL_MAX_CPU_ISA, ATEN_CPU_CAPABILITY),
-    None where neither is set. An unknown value counts as no ceiling: the library ignores it too."""
+    """(rank, why) of the lowest cap the environment sets (DNNL_MAX_CPU_ISA, ATEN_CPU_CAPABILITY), or None; an
+    unknown value counts as none (the library ignores it too)."""
     env = os.environ if env is None else env
     found = []
     aten = env.get("ATEN_CPU_CAPABILITY", "").strip().lower()
@@ -91,8 +75,7 @@ class CapPlan:
 
 
 def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> list[CapPlan]:
-    """Every cap of CAPS, in order, with whether this CPU (its `flags`) and the environment's own cap allow it.
-    A cap runs only when the CPU has every flag it needs and it is not above a cap already set."""
+    """Every cap of CAPS, in order, with whether this CPU's `flags` and the environment's own cap allow it."""
     ceiling = environment_ceiling(env)
     out = []
     for cap in CAPS:
@@ -108,13 +91,12 @@ def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> l
 
 
 def _print_caps() -> int:
-    """`caps`: one line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)."""
+    """One line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)."""
     for plan in runnable_caps(cpu_flags()):
-        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten}" + (f" {plan.reason}" if plan.reason else ""))
+        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten}"
+              + (f" {plan.reason}" if plan.reason else ""))
     return 0
 
-
-# ------------------------------------------------------------------ 16-bit kernels
 
 SLOW_PATH_RATIO = 4.0
 """A 16-bit matrix product this many times slower than fp32's (or more) runs without kernels for it. On this
@@ -140,16 +122,14 @@ class KernelSpeed:
                 "fast": self.fast, "slow_path_ratio": SLOW_PATH_RATIO}
 
     def reason(self) -> str:
-        """Why a run does not execute this precision here (for the page)."""
         return (f"this CPU has no {self.precision} matrix-product kernels (ATen capability {self.capability}): "
                 f"a {self.precision} product took {self.ratio:,.0f}x fp32's time here, so a step would take minutes")
 
 
 @functools.lru_cache(maxsize=None)
 def kernel_speed(precision: str) -> KernelSpeed:
-    """Time one (256 x 256) @ (256 x 256) product in `precision` ("fp16", "bf16"; "fp32": 1) against fp32,
-    on one thread (several threads' wake-ups make fp32's time vary tenfold): best of 5 after two warm-ups.
-    Cached for the process (its caps do not change)."""
+    """One (256 x 256) @ (256 x 256) product in `precision` against fp32, on one thread (several threads' wake-ups
+    make fp32's time vary tenfold): best of 5 after two warm-ups; cached for the process."""
     import torch
     dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     if precision not in dtypes:

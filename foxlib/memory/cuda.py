@@ -1,9 +1,7 @@
 """CUDA-only views of memory: the caching allocator's statistics and NVML's (nvidia-smi's) view.
 
-nvidia-smi shows a process's memory as the driver sees it: the CUDA context (driver state,
-loaded kernels, cuBLAS/cuDNN handles and workspaces) plus everything the caching allocator has
-reserved, whether or not a tensor uses it. The allocator's `allocated` is what tensors use.
-So: NVML process used ≈ CUDA context + allocator reserved, and reserved ≥ allocated.
+NVML's process figure is the CUDA context (driver state, kernels, library handles) plus everything the allocator
+has reserved; the allocator's `allocated` is what tensors use: NVML ≈ context + reserved, reserved ≥ allocated.
 """
 from __future__ import annotations
 
@@ -30,8 +28,8 @@ def allocator_stats(device: torch.device) -> dict[str, int]:
 
 
 def nvml_view(device: torch.device) -> dict[str, Any]:
-    """NVML's figures for this process and the whole device, with a note when the process
-    cannot be found (in containers the PID NVML reports may not be ours)."""
+    """NVML's figures for this process and the device, with a note where the process is not found (in a container
+    the PID NVML reports may not be ours)."""
     try:
         import pynvml
     except ImportError:
@@ -84,8 +82,8 @@ def nvml_view(device: torch.device) -> dict[str, Any]:
 
 
 def bare_context(device: torch.device) -> dict[str, Any] | None:
-    """NVML's usage of this process with almost nothing allocated (the CUDA context itself), and
-    what the first matrix product leaves allocated (cuBLAS's workspace, held by the allocator)."""
+    """NVML's usage of this process with almost nothing allocated (the context), and what the first matrix
+    product leaves allocated (cuBLAS's workspace)."""
     if device.type != "cuda":
         return None
     x = torch.ones(8, 8, device=device)  # creates the context
@@ -106,12 +104,10 @@ CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 
 
 def use_cublas_workspace(setting: str, device: torch.device) -> dict[str, Any]:
-    """Ask for a cuBLAS workspace size (CUBLAS_WORKSPACE_CONFIG, e.g. ":16:8": 8 buffers of 16 KiB) for this
-    process, and check that it holds. PyTorch sizes a stream's workspace from it when the stream first
-    needs one (whether a size read earlier in the process sticks depends on the version: on the H200 with
-    torch 2.11 a later setting held), so the check measures instead of assuming: it multiplies two small
-    matrices on a new stream, reads the workspace allocated, then frees the workspaces. {"asked", "applied", "workspace_bytes"
-    (measured), "asked_bytes", "why"}."""
+    """Ask for a cuBLAS workspace size (CUBLAS_WORKSPACE_CONFIG, e.g. ":16:8": 8 buffers of 16 KiB) and check that
+    it holds: whether a size set after cuBLAS first read it sticks depends on the version, so a product on a new
+    stream measures the workspace taken, then the workspaces are freed. {"asked", "applied", "workspace_bytes",
+    "asked_bytes", "why"}."""
     pairs = re.fullmatch(r"(:\d+:\d+)+", setting or "") and re.findall(r":(\d+):(\d+)", setting)
     if not pairs:
         raise ValueError(f"a cuBLAS workspace setting looks like ':16:8' or ':4096:8' (KiB:buffers pairs), "

@@ -1,40 +1,473 @@
-"""predict_step: the memory of one training step, by category (foxlib.memory.profile.MemoryProfile),
-predicted on the CPU without allocating the model, its gradients, optimizer state or activations.
-The model is built, and the step runs as profile_step runs it (predict_model_step mirrors its
-statements, warm-up included), under FakeTensorMode; only the batch is real. Parameters, gradients,
-optimizer state and batch are the unique storages of their tensors; activations are counted by
-accounting.SavedTensorTracker's hooks keyed for fake storages; forward_peak and peak are "live at
-the start + largest running total" of the storages ops create less those freed
-(foxlib/memory/predict_tracing.py). Where a meta kernel's output size is not the real CPU kernel's,
-foxlib/memory/predict_kernels.py corrects it; what CPU kernels hold inside themselves is probed on
-this CPU (foxlib/memory/predict_scratch.py). The result is a lower bound of profile_step's CPU peak;
-how close, per model, precision and CPU ISA, is what tests/test_predict.py and
-tests/test_prediction_table.py assert, within foxlib.memory.tolerances. With target="cuda" the
-cuBLAS/cuDNN workspaces, the allocator's rounding and the CUDA context are outside the prediction."""
+"""predict_step: the memory of one training step, by category (foxlib.memory.profile.MemoryProfile), predicted
+on the CPU without allocating the model, its gradients, optimizer state or activations.
+
+The model is built and the step run as profile_step runs it (the one TrainingStep, warm-up included) under
+FakeTensorMode; only the batch is real. Parameters, gradients, optimizer state and batch are the unique storages
+of their tensors; activations are counted by accounting.SavedTensorTracker's hooks keyed by storage identity
+(every fake storage has data_ptr 0); forward_peak and peak are "live at the start + largest running total" of
+the storages ops create less those freed (LiveStorages). Where a meta kernel's output size is not the real CPU
+kernel's, RealKernelSizes corrects it; what CPU kernels hold inside themselves (oneDNN's scratchpads) is probed
+on this CPU (probe_kernel_scratch). The result is a lower bound of profile_step's CPU peak; how close, per model,
+precision and CPU ISA, is what tests/test_predict.py and tests/test_prediction_table.py assert, within
+foxlib.memory.tolerances. With target="cuda" the cuBLAS/cuDNN workspaces, the allocator's rounding and the CUDA
+context are outside the prediction.
+"""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
-from typing import Any, Callable, Mapping
+import warnings
+import weakref
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten
 
 from foxlib.memory import accounting
-from foxlib.memory.predict_kernels import RealKernelSizes
-from foxlib.memory.predict_scratch import probe_kernel_scratch
-from foxlib.memory.predict_tracing import FakeSavedTensorTracker, LiveStorages, is_fake, unique_storage_bytes
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.memory.tolerances import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
+WARMUPS = ("optimizer", "full")
+DROPOUTS = ("cpu", "fused")
 PEAK_METHOD = ("predicted: model, autograd and optimizer on fake tensors (FakeTensorMode, no memory "
                "allocated); tensors live at the start + largest running sum of the storages that "
                "ops create, less those freed (TorchDispatchMode, weakrefs to storages)")
+_AT = torch.ops.aten
+_LIFT_FRESH = _AT.lift_fresh.default  # the identity in eager mode; fake mode converts its real input
+_MKLDNN_RNN = _AT.mkldnn_rnn_layer.default
 
 
-# ----------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------- storage identity
+
+def storage_id(t: torch.Tensor) -> tuple[str, int, int]:
+    """(device, StorageImpl address, nbytes): equal for every view of one storage, real or fake
+    (accounting.storage_key uses data_ptr, which is 0 for every fake storage)."""
+    s = t.untyped_storage()
+    return (str(t.device), s._cdata, s.nbytes())
+
+
+def is_fake(t: torch.Tensor) -> bool:
+    """True for a tensor that holds no memory: a FakeTensor or a meta tensor."""
+    return isinstance(t, FakeTensor) or t.device.type == "meta"
+
+
+class FakeSavedTensorTracker(accounting.SavedTensorTracker):
+    """accounting.SavedTensorTracker keyed by storage identity instead of data_ptr (fake-safe)."""
+
+    storage_key = staticmethod(storage_id)
+
+
+def _storage_address(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+# ----------------------------------------------------------------------------- live storages
+
+class LiveStorages(TorchDispatchMode):
+    """Running total of the bytes of storages created by ops while the mode is active, on real or fake tensors.
+
+    An op's output storage not seen before (and not an input's: views and in-place ops allocate nothing) is
+    added; a weakref callback on the storage's Python object subtracts it when it dies (frees happen between
+    ops, so the total is exact at every op boundary). `peak` is the largest total; `mark()` remembers the peak
+    so far (the forward's).
+
+    Gradient accumulation. When two gradients flow into one input of a backward node, the autograd engine adds
+    them in place (old.add_(new)) when it holds the last reference to a dense `old`, out of place otherwise,
+    and always out of place when a dispatch mode is active or the tensors are fake (at::isTensorSubclassLike).
+    So under this mode every accumulation allocates a new buffer while both operands live, a transient the real
+    step does not have (the TFT's VSNs sum per-variable select_backward gradients so). `watch_backward(loss)`
+    hooks every node of the graph: an aten.add.Tensor between a node's post-hook and the next node's pre-hook is
+    such an accumulation, and when its first operand is dense and dies at once it is counted as the real engine
+    does it, in place: no new bytes at that instant."""
+
+    def __init__(self, fake_mode: FakeTensorMode | None = None):
+        super().__init__()
+        self.fake_mode = fake_mode
+        self.live = 0
+        self.peak = 0
+        self.marked_peak: int | None = None
+        self.ops = 0
+        self.accumulations_in_place = 0
+        self._storages: dict[int, list] = {}  # StorageImpl address -> [weakref, nbytes]
+        self._open = True
+        self._between_nodes = False
+        self._in_backward = False
+        self._pending = None  # (live after an accumulation, weakref to its first operand's storage)
+        self._handles = []
+        self._paused = False
+        # calls of SCRATCH_OPS: (probe key, live bytes before the op, in the forward?)
+        self.kernel_calls: list[tuple[tuple, int, bool]] = []
+
+    def _freed(self, key: int, ref: weakref.ref) -> None:
+        entry = self._storages.get(key)
+        if self._open and entry is not None and entry[0] is ref:
+            self.live -= entry[1]
+            del self._storages[key]
+
+    def _track(self, t: torch.Tensor, inputs: set[int]) -> None:
+        try:
+            s = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse, nested: no single storage
+            return
+        key, nbytes = s._cdata, s.nbytes()
+        entry = self._storages.get(key)
+        if entry is not None and entry[0]() is s:
+            if entry[1] != nbytes:  # resized in place (resize_, out= arguments)
+                self.live += nbytes - entry[1]
+                entry[1] = nbytes
+            return
+        if key in inputs:  # a view of an input, or an in-place op: no new memory
+            return
+        ref = weakref.ref(s, lambda r, key=key: self._freed(key, r))
+        self._storages[key] = [ref, nbytes]
+        self.live += nbytes
+
+    def _settle(self) -> None:
+        """Decide the last accumulation: in place if its first operand died right after it."""
+        if self._pending is not None:
+            live_after, operand = self._pending
+            self._pending = None
+            if operand() is None:
+                self.accumulations_in_place += 1
+            else:
+                self.peak = max(self.peak, live_after)
+
+    def _node_starts(self, *_):
+        self._settle()
+        self._between_nodes = False
+        if not self._in_backward:  # the first node of a backward: hear of its end
+            self._in_backward = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_ends)
+
+    def _backward_ends(self):
+        self._settle()
+        self._in_backward = self._between_nodes = False
+
+    def _node_ends(self, *_):
+        self._between_nodes = True
+
+    def watch_backward(self, root: torch.Tensor) -> None:
+        """Hook every node of root's graph, to recognise the engine's gradient accumulations."""
+        seen, stack = set(), [root.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            self._handles.append(node.register_prehook(self._node_starts))
+            self._handles.append(node.register_hook(self._node_ends))
+            stack.extend(fn for fn, _ in node.next_functions)
+
+    def _is_accumulation(self, func, args, kwargs, out) -> bool:
+        return (self._between_nodes and func is _AT.add.Tensor and not kwargs and len(args) == 2
+                and all(isinstance(a, torch.Tensor) for a in args)
+                and args[0].shape == args[1].shape == out.shape and args[0].dtype == out.dtype
+                and args[0].layout == torch.strided and is_non_overlapping_and_dense(args[0]))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self._paused:
+            return func(*args, **(kwargs or {}))
+        self._settle()
+        kwargs = kwargs or {}
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        live_before = self.live
+        out = func(*args, **kwargs)
+        self.ops += 1
+        if func in SCRATCH_OPS and not kwargs:
+            self.kernel_calls.append(((func, probe_spec(args)), live_before, self.marked_peak is None))
+        if func is _LIFT_FRESH:
+            # torch.tensor(data) / torch.as_tensor(numpy): the tensor was made before this op, outside every
+            # mode. torch.tensor allocated it (a resizable storage: count it once it is seen here); a tensor on
+            # numpy memory is not the allocator's (not resizable)
+            source = args[0]
+            if self.fake_mode is not None and not is_fake(source) and source.untyped_storage().resizable():
+                self._track(out, set())
+        else:
+            inputs = {_storage_address(t) for t in tensors}
+            if self.fake_mode is not None:
+                # the fake mode converts a real input (the batch) to a fake tensor once (memoised): its fake
+                # storage is the input's memory, not a new allocation
+                inputs |= {_storage_address(self.fake_mode.from_tensor(t)) for t in tensors if not is_fake(t)}
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    self._track(t, inputs)
+        if self._is_accumulation(func, args, kwargs, out):
+            self.peak = max(self.peak, live_before)
+            self._pending = (self.live, weakref.ref(args[0].untyped_storage()))
+        else:
+            self.peak = max(self.peak, self.live)
+        return out
+
+    def mark(self) -> None:
+        self._settle()
+        self.marked_peak = self.peak
+
+    def add_kernel_scratch(self, inner_peak_bytes: Mapping[tuple, int]) -> int:
+        """Raise the peaks by what the real kernels of the recorded SCRATCH_OPS calls hold inside themselves:
+        at such a call the allocator holds the bytes live before it plus the call's own high-water mark
+        (`inner_peak_bytes`, from probe_kernel_scratch). Returns how many calls raised a peak."""
+        raised = 0
+        for key, live_before, in_forward in self.kernel_calls:
+            at = live_before + inner_peak_bytes.get(key, 0)
+            if at > self.peak:
+                self.peak, raised = at, raised + 1
+            if in_forward and self.marked_peak is not None and at > self.marked_peak:
+                self.marked_peak = at
+        return raised
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Ops inside are not counted (their outputs are neither added nor, later, subtracted)."""
+        self._settle()
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
+
+    def __exit__(self, *exc):
+        self._settle()
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._open = False  # storages that die later no longer matter
+        return super().__exit__(*exc)
+
+
+# ----------------------------------------------------------------------------- real kernels' output sizes
+
+def _spec(x):
+    """A hashable description of an argument: tensors by (shape, dtype), lists element-wise."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), x.dtype)
+    if isinstance(x, (list, tuple)):
+        return tuple(_spec(v) for v in x)
+    return x
+
+
+def _zeros(spec):
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
+        return torch.zeros(spec[1], dtype=spec[2])
+    if isinstance(spec, tuple):
+        return [_zeros(v) for v in spec]
+    return spec
+
+
+@functools.lru_cache(maxsize=256)
+def onednn_rnn_workspace_bytes(spec: tuple) -> int:
+    """Bytes of the workspace oneDNN's LSTM layer saves for backward: oneDNN's choice (page-aligned pieces),
+    and the meta kernel returns it empty. Measured by one real call of aten.mkldnn_rnn_layer on zeros of the
+    same shapes and dtypes, outside every mode and autocast; cached per spec."""
+    # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
+    with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
+        out = _MKLDNN_RNN(*[_zeros(a) for a in spec])
+        return out[3].untyped_storage().nbytes()
+
+
+# elementwise losses whose CPU kernel, with a reduction, may return the scalar as a view into the elementwise
+# buffer (so the buffer lives as long as the loss); checked at run time
+_REDUCING_LOSSES = {_AT.mse_loss.default, _AT.smooth_l1_loss.default, _AT.huber_loss.default,
+                    _AT.binary_cross_entropy.default, _AT.soft_margin_loss.default}
+_NORMS = {_AT.native_layer_norm.default, _AT.native_group_norm.default}
+
+
+@functools.lru_cache(maxsize=64)
+def loss_keeps_elementwise_buffer(func, spec: tuple) -> bool:
+    """Does the real CPU kernel of `func` return a scalar that holds the whole elementwise buffer? Measured
+    on 2 x 3 zeros, once per spec."""
+    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
+        args = [torch.zeros(2, 3, dtype=a[2]) if isinstance(a, tuple) and a and a[0] == "tensor" else a
+                for a in spec]
+        out = func(*args)
+        return out.dim() == 0 and out.untyped_storage().nbytes() >= 6 * out.element_size()
+
+
+@functools.lru_cache(maxsize=64)
+def norm_statistics_dtype(func, input_dtype: torch.dtype, weight_dtype: torch.dtype | None,
+                          normalized: tuple[int, ...]) -> torch.dtype:
+    """dtype of the mean and rstd the real CPU kernel of native_layer_norm/group_norm returns (and autograd
+    saves): float32 for a 16-bit input with float32 weights (a LayerNorm under autocast), where the meta
+    kernels say the input's dtype. Measured on a 1-row input once per (op, dtypes)."""
+    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
+        if func is _AT.native_layer_norm.default:
+            w = None if weight_dtype is None else torch.ones(normalized, dtype=weight_dtype)
+            out = func(torch.zeros((1, *normalized), dtype=input_dtype), list(normalized), w, w, 1e-5)
+        else:
+            c = normalized[0]
+            w = None if weight_dtype is None else torch.ones(c, dtype=weight_dtype)
+            out = func(torch.zeros(1, c, 1, dtype=input_dtype), w, w, 1, c, 1, 1, 1e-5)
+        return out[1].dtype
+
+
+class RealKernelSizes(TorchDispatchMode):
+    """Under fake mode, gives the outputs of a few CPU kernels the storage size the real kernel gives them
+    where the meta kernel's shape says otherwise:
+
+    - aten.mkldnn_rnn_layer (the CPU LSTM): its uint8 workspace, saved for backward (onednn_rnn_workspace_bytes);
+    - native_layer_norm / native_group_norm with a 16-bit input and float32 weights: float32 mean and rstd;
+    - mse_loss, smooth_l1_loss, binary_cross_entropy, ... with a reduction: the CPU kernel writes the mean into
+      its elementwise buffer and returns a 0-dim view of it, so the loss holds B x ... bytes until it dies.
+
+    Sits between the fake mode and LiveStorages, so that both the live-storage count and the saved-tensor hooks
+    see the real sizes. `lstm_calls` counts the LSTM layers run."""
+
+    lstm_calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if kwargs:
+            return out
+        if func is _MKLDNN_RNN:
+            self.lstm_calls += 1
+            nbytes = onednn_rnn_workspace_bytes(tuple(_spec(a) for a in args))
+            if out[3].untyped_storage().nbytes() != nbytes:
+                out = (*out[:3], torch.empty(nbytes, dtype=torch.uint8, device=out[3].device))
+        elif func in _NORMS:
+            x, w = args[0], args[2 if func is _AT.native_layer_norm.default else 1]
+            normalized = tuple(args[1]) if func is _AT.native_layer_norm.default else (args[4],)
+            dtype = norm_statistics_dtype(func, x.dtype, None if w is None else w.dtype, normalized)
+            if out[1].dtype != dtype:
+                out = (out[0], *(torch.empty_strided(o.shape, o.stride(), dtype=dtype, device=o.device)
+                                 for o in out[1:]))
+        elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
+            if loss_keeps_elementwise_buffer(func, tuple(_spec(a) for a in args)):
+                shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
+                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
+                out = buffer.view(-1)[0]
+        return out
+
+
+# ----------------------------------------------------------------------------- real kernels' own scratch
+
+# ops whose CPU kernel may allocate memory inside itself and free it before it returns (no fake or meta kernel
+# and no dispatch mode sees it): oneDNN's scratchpad of the 16-bit matmuls under autocast (none on the AVX2
+# path; on the avx512_bf16 path and with AMX one, of different sizes), the LSTM's and the convolution's scratch,
+# and the float32 accumulator of a 16-bit mean
+SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT.baddbmm.default,
+                         _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
+                         _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
+_PROBE_MARK = "foxlib::probe_kernel_scratch"
+PROBE_MAX_BYTES = 64 * 2**20
+"""A call whose real inputs would exceed this many bytes is not probed (its scratch counts 0), so that a
+prediction of a configuration too large for this machine allocates little. oneDNN's scratchpads are blocking
+buffers, small beside such tensors."""
+_inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
+
+
+def probe_spec(x):
+    """Hashable description of an op's arguments for a probe: tensors by (shape, stride, dtype) (a transposed
+    operand can make a kernel copy it), lists element-wise, the rest as it is."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), tuple(x.stride()), x.dtype)
+    if isinstance(x, (list, tuple)):
+        return tuple(probe_spec(v) for v in x)
+    if isinstance(x, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return ("const", str(x), x)
+    return x
+
+
+def _is_tensor_spec(spec) -> bool:
+    return isinstance(spec, tuple) and len(spec) == 4 and spec[0] == "tensor"
+
+
+def _elements(shape, stride) -> int:
+    """Elements of a storage just large enough for a tensor of this shape and these strides."""
+    return 0 if 0 in shape else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+
+
+def _probe_bytes(spec) -> int:
+    """Bytes of the real zeros _probe_args makes for a spec."""
+    if _is_tensor_spec(spec):
+        return _elements(spec[1], spec[2]) * spec[3].itemsize
+    if isinstance(spec, tuple) and not (len(spec) == 3 and spec[0] == "const"):
+        return sum(_probe_bytes(v) for v in spec)
+    return 0
+
+
+def _probe_args(spec):
+    """Real zeros for a probe_spec."""
+    if _is_tensor_spec(spec):
+        _, shape, stride, dtype = spec
+        return torch.zeros(_elements(shape, stride), dtype=dtype).as_strided(shape, stride)
+    if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "const":
+        return spec[2]
+    if isinstance(spec, tuple):
+        return [_probe_args(v) for v in spec]
+    return spec
+
+
+def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
+    """For each (op, probe_spec of its arguments): the largest total of bytes the real CPU kernel holds while
+    it runs (outputs and scratch), from the CPU allocator's events (torch.profiler, profile_memory=True) of one
+    call on zeros after one that warms up oneDNN's primitive cache, outside every mode and autocast. Cached per
+    key for the process (the size is this CPU's: ISA, threads, oneDNN); the unknown keys are probed in one
+    profiler session. A key whose probe fails, or whose inputs exceed PROBE_MAX_BYTES, counts 0; none is probed
+    while another profiler runs (then nothing is cached)."""
+    keys = set(keys)
+    for k in keys:
+        if k not in _inner_peak_bytes and _probe_bytes(k[1]) > PROBE_MAX_BYTES:
+            _inner_peak_bytes[k] = 0
+    todo = sorted((k for k in keys if k not in _inner_peak_bytes), key=repr)
+    if todo and not torch._C._autograd._profiler_enabled():
+        from torch._C._profiler import _EventType
+        from torch.profiler import ProfilerActivity, profile
+
+        failed = set()
+        with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                for key in todo:
+                    func, spec = key
+                    try:
+                        args = _probe_args(spec)
+                        func(*args)  # warm-up: oneDNN creates and caches its primitive
+                        with torch.profiler.record_function(_PROBE_MARK):
+                            out = func(*args)
+                        del out, args
+                    except Exception:  # an argument the zeros cannot stand for: count nothing
+                        failed.add(key)
+                        with torch.profiler.record_function(_PROBE_MARK):
+                            pass
+        peaks = []
+
+        def allocations(e, acc):
+            if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
+                acc.append((e.start_time_ns, e.extra_fields.alloc_size))
+            for c in e.children:
+                allocations(c, acc)
+            return acc
+
+        def walk(e):
+            if e.name == _PROBE_MARK:
+                total = best = 0
+                for _, size in sorted(allocations(e, [])):
+                    total += size
+                    best = max(best, total)
+                peaks.append((e.start_time_ns, best))
+                return
+            for c in e.children:
+                walk(c)
+
+        for root in prof.profiler.kineto_results.experimental_event_tree():
+            walk(root)
+        peaks.sort()
+        if len(peaks) == len(todo):
+            for key, (_, best) in zip(todo, peaks):
+                _inner_peak_bytes[key] = 0 if key in failed else best
+    return {k: _inner_peak_bytes.get(k, 0) for k in keys}
+
+
+# ----------------------------------------------------------------------------- prediction
 
 @contextlib.contextmanager
 def _no_distribution_validation():
@@ -63,17 +496,6 @@ def make_optimizer(name: str, params, lr: float, foreach: bool | None = None) ->
     raise ValueError(f"unknown optimizer {name!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
 
 
-# ----------------------------------------------------------------------------- prediction
-
-def build_fake(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module, FakeTensorMode]:
-    """build() under a fresh FakeTensorMode: the model with fake parameters (no memory), and
-    the mode to run it under. torch's global RNG is left as it was."""
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with torch.random.fork_rng(devices=[]), fake_mode:
-        model = build()
-    return model, fake_mode
-
-
 def _optimizer_label(optimizer: str, foreach: bool | None) -> str:
     if optimizer == "sgd":
         return "SGD (no state)"
@@ -81,17 +503,21 @@ def _optimizer_label(optimizer: str, foreach: bool | None) -> str:
     return f"Adam, {kind} implementation"
 
 
-WARMUPS = ("optimizer", "full")
-DROPOUTS = ("cpu", "fused")
+def build_fake(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module, FakeTensorMode]:
+    """build() under a fresh FakeTensorMode: the model with fake parameters (no memory), and the mode to run it
+    under. torch's global RNG is left as it was."""
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with torch.random.fork_rng(devices=[]), fake_mode:
+        model = build()
+    return model, fake_mode
 
 
 @contextlib.contextmanager
 def fused_dropout():
-    """Dropout as torch runs it on CUDA: the fused `native_dropout` kernel, which returns the output
-    and a 1-byte bool mask (saved for backward). On the CPU, F.dropout is a composite that saves
-    the scaled float noise instead: 4 bytes an element (2 under autocast's 16-bit outputs). Inside
-    this context F.dropout (what nn.Dropout calls) runs native_dropout, which has a CPU kernel and
-    a meta kernel, so a CPU prediction saves what a CUDA step saves. In-place dropout is left as is."""
+    """Dropout as torch runs it on CUDA: the fused `native_dropout` kernel, which saves a 1-byte bool mask. On
+    the CPU, F.dropout is a composite that saves the scaled float noise instead (4 bytes an element, 2 under
+    autocast). Inside this context F.dropout runs native_dropout (it has CPU and meta kernels), so a CPU
+    prediction saves what a CUDA step saves. In-place dropout is left as is."""
     functional = torch.nn.functional
     original = functional.dropout
 
@@ -113,27 +539,16 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
                        kernel_scratch: bool = True) -> MemoryProfile:
     """Predict profile_step(build(), batch, loss_fn, <optimizer>, precision) without allocating.
 
-    build: a zero-argument callable returning the model; it runs under FakeTensorMode, so its
-    parameters are fake. batch: real (small) data, converted to fake tensors where used.
-    foreach: None for the implementation torch picks on the CPU (for-loop), True for the
-    multi-tensor one (CUDA's default), False for the for-loop one.
-
-    warmup: what stands for profile_step's warm-up step, whose only lasting effect is the
-    optimizer's state (and the GradScaler's scale):
-    - "full": a whole untracked step first, then the tracked one (as profile_step does);
-    - "optimizer" (default, about 40 % faster): the tracked step's forward and backward run
-      first, then an untracked optimizer step creates the state (with the gradients of this
-      very step), then the tracked optimizer step runs, as the warmed-up step's would. The
-      state is counted as live from the start of the step, as in profile_step. Equal to
-      "full" wherever the first forward leaves nothing behind (lazy modules do: a model with
-      one gets the full warm-up).
-
-    dropout: "cpu" (torch's CPU composite, a float mask) or "fused" (CUDA's native_dropout, a
-    1-byte mask: see fused_dropout).
-
-    kernel_scratch: add what the CPU kernels of predict_scratch.SCRATCH_OPS hold inside themselves (oneDNN's
-    scratchpads, ...), probed on this CPU (probe_kernel_scratch). False for a step that will run
-    on CUDA, whose kernels are others (cuBLAS/cuDNN workspaces are not modelled)."""
+    build: a zero-argument callable returning the model, run under FakeTensorMode. batch: real (small) data.
+    foreach: None for torch's CPU choice (for-loop Adam), True for the multi-tensor one (CUDA's default).
+    warmup: what stands for profile_step's warm-up step, whose only lasting effect is the optimizer's state
+    (and the GradScaler's scale): "full", a whole untracked step first; "optimizer" (about 40 % faster), the
+    tracked step's forward and backward, then an untracked optimizer step that creates the state, then the
+    tracked optimizer step. The state counts as live from the step's start either way. The two are equal
+    wherever the first forward leaves nothing behind; a model with a lazy module gets the full warm-up.
+    dropout: "cpu" (torch's CPU composite, a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
+    kernel_scratch: add what the CPU kernels of SCRATCH_OPS hold inside themselves, probed on this CPU; False
+    for a step that will run on CUDA, whose kernels are others."""
     check_precision(precision)
     if dropout not in DROPOUTS:
         raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
@@ -188,27 +603,27 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
 
         with live:
             step(tracker, on_forward_end, make_state_first=warmup == "optimizer")
-        # what the real kernels hold inside themselves (oneDNN scratchpads...): one probe each
         if kernel_scratch:
             scratch = probe_kernel_scratch(k for k, _, _ in live.kernel_calls)
             live.add_kernel_scratch(scratch)
         # live at the start of the step: weights, buffers, optimizer state, the batch
         state = list(accounting.iter_tensors(list(opt.state.values())))
-        own_live = (unique_storage_bytes(list(model.parameters()) + list(model.buffers()) + state)
-                    + unique_storage_bytes(batch_tensors))
+        weights = list(model.parameters()) + list(model.buffers())
+        own_live = (accounting.unique_bytes(weights + state, storage_id)
+                    + accounting.unique_bytes(batch_tensors, storage_id))
         seen["parameters_fake"] = all(is_fake(p) for p in model.parameters())
         profile = MemoryProfile(
             device=f"predicted ({device.type})",
             device_name="none: fake tensors (torch._subclasses.fake_tensor.FakeTensorMode)",
             precision=precision,
             n_parameters=sum(p.numel() for p in model.parameters()),
-            parameters=unique_storage_bytes(list(model.parameters()) + list(model.buffers())),
-            gradients=unique_storage_bytes(p.grad for p in model.parameters()),
-            optimizer_state=unique_storage_bytes(state),
+            parameters=accounting.unique_bytes(weights, storage_id),
+            gradients=accounting.unique_bytes((p.grad for p in model.parameters()), storage_id),
+            optimizer_state=accounting.unique_bytes(state, storage_id),
             activations=seen["activations"],
             activations_by_module=seen["by_module"],
             saved_tensor_saves=tracker.saves,
-            batch=unique_storage_bytes(batch_tensors),
+            batch=accounting.unique_bytes(batch_tensors, storage_id),
             buffers=accounting.buffer_bytes(dict(buffers or {})),
             live_before_step=own_live,
             forward_peak=own_live + live.marked_peak,
@@ -232,25 +647,19 @@ _PREDICTED: dict[tuple, MemoryProfile] = {}
 def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
                  batch: Any = None, target: str = "cpu", kernel_scratch: bool | None = None) -> MemoryProfile:
-    """Predict what profile_step measures for one training step of `card` built from `config`
-    (as foxlib.harness.measure_step does it: Adam at the config's learning rate over all parameters), on
-    the CPU, without allocating the model, its gradients, optimizer state or activations.
+    """Predict what profile_step measures for one training step of `card` built from `config` (Adam at the
+    card's learning rate over all parameters, as foxlib.harness.measure_step builds it), without allocating.
 
-    Returns a MemoryProfile (device "predicted (cpu)", loss NaN). optimizer: "adam" or "sgd".
-    foreach, warmup: see predict_model_step (foreach None: torch's CPU default, the for-loop
-    Adam; True: the multi-tensor Adam, CUDA's default).
+    Returns a MemoryProfile (device "predicted (cpu)", loss NaN). foreach, warmup: see predict_model_step.
     batch: a real batch from card.example_batch(config, "cpu", seed), made here if None.
-    target: the device type the step will run on: "cpu", or "cuda" (then Adam is the multi-tensor
-    one unless foreach says otherwise, and dropout the fused kernel with its 1-byte mask; the CPU
-    kernels' scratch is not probed).
-    kernel_scratch: probe the CPU kernels' scratch (predict_scratch: each 16-bit matmul run once on zeros); None:
-    on a "cpu" target. False where those kernels are the conversion path (foxlib.memory.cpu_support): the probe
-    would take as long as the step, and the prediction is then the step's own tensors.
+    target: the device type the step will run on, "cpu" or "cuda" (then the multi-tensor Adam unless foreach
+    says otherwise, and dropout's fused 1-byte mask). kernel_scratch: probe the CPU kernels' scratch (None: on a
+    "cpu" target); False where those kernels are the conversion path (foxlib.memory.cpu_support), where the probe
+    would take as long as the step.
 
-    A prediction is deterministic: one made from the card's own batch (batch None) is made once per
-    process and argument set, and given again (the run's preflight, its measurement and wave 8.13's card
-    table predict the same steps); not while another profiler runs (the kernels' scratch is not probed then).
-    """
+    A prediction from the card's own batch (batch None) is made once per process and argument set and given
+    again (the preflight, the measurement and 8.13's card table predict the same steps); not while another
+    profiler runs (the kernels' scratch is not probed then)."""
     if target not in ("cpu", "cuda"):
         raise ValueError(f"unknown target {target!r}; valid: cpu, cuda")
     if target == "cuda" and foreach is None:

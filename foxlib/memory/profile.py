@@ -1,20 +1,13 @@
 """profile_step: the memory of one training step, by category, on CPU or CUDA.
 
-The step is forward + loss, backward, optimizer step. Warm-up steps run first (the optimizer
-creates its state at its first step, so the first step is not typical); then one measured
-step. Categories are counted exactly from the tensors themselves (see accounting.py); the
-peaks come from the CPU profiler's allocation events or the CUDA allocator (see timeline.py).
-
-Two figures, two names, one value each wherever they are shown:
-- model peak (`MemoryProfile.peak`): the largest total of the step's own live tensor bytes. On CUDA
-  it is the allocator's peak less `workspace_bytes`, what the allocator held at the step's start
-  that no tensor of the step owns (cuBLAS's workspace, one per stream and thread, made by the first
-  matrix product there and kept for the process);
-- process peak (`MemoryProfile.process_peak`): model peak + `workspace_bytes` + the CUDA context
-  (`context_bytes`), what the process needs on the card. On the CPU there is neither workspace nor
-  context here: the process peak is the model peak.
-Several models in one process share the workspaces and the context: their process figure counts
-those once (foxlib.waves.wave_8_10.ensemble_totals).
+Warm-up steps first (the optimizer makes its state at its first step), then one measured step. Categories are
+counted exactly from the tensors (accounting.py); the peaks come from the CPU profiler's allocation events
+(timeline.py) or the CUDA allocator. Two figures, one value each wherever shown:
+- model peak (`peak`): the largest total of the step's own live tensor bytes; on CUDA the allocator's peak less
+  `workspace_bytes` (cuBLAS workspaces, one per stream and thread, held at the step's start for the process);
+- process peak (`process_peak`): model peak + `workspace_bytes` + the CUDA context (`context_bytes`). On the
+  CPU both are the model peak. Models in one process share workspaces and context
+  (foxlib.waves.wave_8_10.ensemble_totals counts them once).
 """
 from __future__ import annotations
 
@@ -56,10 +49,9 @@ class MemoryProfile:
     live_before_step: int
     """Bytes of the step's own tensors live when the measured step starts (parameters, optimizer state, batch)."""
     forward_peak: int
-    """Largest total of the step's own live tensor bytes during forward + loss (CUDA: less `workspace_bytes`)."""
+    """The model peak of forward + loss."""
     peak: int
-    """The model peak: largest total of the step's own live tensor bytes during the whole step
-    (CUDA: the allocator's peak allocated less `workspace_bytes`)."""
+    """The model peak of the whole step."""
     loss: float
     peak_method: str
     cuda: dict[str, Any] | None = field(default=None)
@@ -67,11 +59,9 @@ class MemoryProfile:
     warmup_steps: int | None = None
     """Warm-up steps run before the measured one (fp16: more while the GradScaler skipped them)."""
     optimizer_step_skipped: bool | None = None
-    """fp16 only: the GradScaler skipped the measured step's optimizer step (its gradients overflowed,
-    so it lowered the scale): that step's peak lacks the optimizer's temporaries."""
+    """fp16 only: the GradScaler skipped the measured step's optimizer step: its peak lacks the optimizer's."""
     workspace_bytes: int = 0
-    """CUDA: bytes the allocator held at the step's start that no tensor of the step owns (cuBLAS
-    workspaces, one per stream and thread, kept for the process); not in `peak`. 0 on the CPU."""
+    """CUDA: bytes allocated at the step's start that no tensor of the step owns; not in `peak`. 0 on the CPU."""
 
     @property
     def context_bytes(self) -> int:
@@ -80,7 +70,6 @@ class MemoryProfile:
 
     @property
     def process_peak(self) -> int:
-        """The process peak: model peak + workspaces + CUDA context. On the CPU, the model peak."""
         return self.peak + self.workspace_bytes + self.context_bytes
 
     @property
@@ -112,11 +101,9 @@ class MemoryProfile:
 
 
 def peak_misses_saved_tensors(d: Mapping[str, Any]) -> bool:
-    """Whether a profile dict's peak is under what its own figures say was live at once: at the forward's
-    end every tensor saved for backward (activations, the saved inputs included) is live beside what
-    lived before the step (live_before_step, the batch among it, so counted once). A peak under that sum
-    missed tensors held outside the measured step, e.g. in a CUDA graph pool filled in the warm-up
-    (torch.compile's reduce-overhead mode). False where a figure is missing (a captured step's profile)."""
+    """Whether a profile dict's peak is under what its own figures say was live at the forward's end (activations
+    beside live_before_step, the batch counted once): it missed tensors held outside the measured step, e.g. in
+    a CUDA graph pool filled in the warm-up (torch.compile's reduce-overhead). False where a figure is missing."""
     need = [d.get(k) for k in ("peak", "activations", "live_before_step", "batch")]
     if any(v is None for v in need):
         return False
@@ -125,8 +112,7 @@ def peak_misses_saved_tensors(d: Mapping[str, Any]) -> bool:
 
 
 def cuda_block_bytes(tensors, device: torch.device) -> int:
-    """What the CUDA caching allocator holds for these tensors: each storage on `device` once,
-    rounded up to the allocator's 512-byte blocks (tensors elsewhere, e.g. Adam's CPU step counters, count 0)."""
+    """What the CUDA caching allocator holds for these tensors: each storage on `device` once, in 512-byte blocks."""
     seen: dict[int, int] = {}
     for t in tensors:
         if t.device != device:
@@ -140,8 +126,7 @@ MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler
 
 
 def record_cuda_history(stacks: str = "python", max_entries: int = 200_000) -> None:
-    """Turn on the CUDA allocator's alloc/free history with `stacks`: "python", "all" (Python and C++
-    frames) or "none" (no tracebacks: the lightest, for code where collecting stacks fails)."""
+    """Turn on the CUDA allocator's alloc/free history with `stacks`: "python", "all" (Python and C++) or "none"."""
     if stacks not in ("python", "all", "none"):
         raise ValueError(f"stacks must be 'python', 'all' or 'none', not {stacks!r}")
     if stacks == "none":
@@ -156,13 +141,10 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
                  snapshot_stacks: str = "python") -> MemoryProfile:
     """Warm-up step(s), then one measured training step of `model` on `batch`.
 
-    buffers: named replay/rollout storage to report on its own line (it is not part of the step).
-    snapshot_path: write the measured step's allocation history there: on CUDA the allocator's memory
-    snapshot (a pickle that opens in https://pytorch.org/memory_viz), on the CPU the profiler's
-    allocation events as JSON (CpuTimeline.write); foxlib.memory.live_series.load reads either.
-    Both carry the forward's end (mark_forward_end) and the optimizer's record_function ranges.
-    snapshot_stacks: the CUDA history's call stacks, "python", "all" (Python and C++) or "none" (no
-    stacks: the series then names no owners; see record_cuda_history).
+    buffers: named replay/rollout storage, reported on its own line (not part of the step).
+    snapshot_path: write the measured step's allocation history there (CUDA: the allocator's snapshot, a pickle
+    for https://pytorch.org/memory_viz; CPU: CpuTimeline.write's JSON); foxlib.memory.live_series.load reads
+    either. snapshot_stacks: the CUDA history's stacks (record_cuda_history; "none": the series names no owners).
     """
     check_precision(precision)
     device = next(model.parameters()).device
@@ -173,16 +155,14 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     def step(tracker=None, on_forward_end=None, when="warm-up"):
         return float(run(tracker=tracker, check=f"{when} step", on_forward_end=on_forward_end))
 
-    def warm() -> bool:
-        """One warm-up step; True if the GradScaler skipped its optimizer step (gradients overflowed)."""
+    def warm() -> bool:  # True if the GradScaler skipped its optimizer step
         before = run.scale()
         step()
         return run.scaler is not None and run.scale() < before
 
     skipped = [warm() for _ in range(warmup)]
-    # fp16: the first steps at the scaler's initial scale (65,536) often overflow and are skipped, and a
-    # skipped step makes no optimizer state; warm up until one is taken, so that the measured step is
-    # a steady-state one (state live from its start), not the one that creates the state
+    # fp16: steps at the scaler's initial scale often overflow and are skipped, making no optimizer state; warm
+    # up until one is taken, so that the measured step has the state live from its start
     while skipped and skipped[-1] and len(skipped) < warmup + MAX_EXTRA_WARMUP:
         skipped.append(warm())
     optimizer.zero_grad(set_to_none=True)

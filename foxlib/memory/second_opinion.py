@@ -1,11 +1,6 @@
-"""A second opinion on a training step's memory: PyTorch's own memory profiler.
-
-torch.profiler with profile_memory, record_shapes and with_stack builds a data-flow graph of the
-step and assigns every allocation a category (parameter, optimizer state, gradient, activation,
-temporary, input, autograd detail, or unknown). Its timeline is independent of foxlib's
-accounting (saved-tensor hooks and storage enumeration): the two are shown side by side, and
-where they differ the report says why. The profiler API used is private (`_memory_profile`) and
-may change between PyTorch releases; failures are reported, not raised.
+"""A second opinion on a step's memory: PyTorch's own memory profiler, whose categories come from its data-flow
+analysis of the step, independent of foxlib's accounting. Its API is private (`_memory_profile`) and may change
+between releases: a failure is reported, not raised.
 """
 from __future__ import annotations
 

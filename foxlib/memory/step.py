@@ -1,13 +1,9 @@
 """The training step, written once: zero_grad, forward + loss under autocast, backward, optimizer step (fp16
-through a GradScaler). Profiling (profile.py), prediction on fake tensors (predict.py), timing, CUDA-graph
-capture (cuda_graph.py), the second opinion, training (foxlib.harness.training) and the waves run this
-one `TrainingStep`; what each adds happens in its hooks, so every one of them measures the same statements,
-in the same order, with the same lifetimes.
-
-Hooks, in the order they run: `tracker` (a context around the forward + loss: saved-tensor accounting),
-`check` (the loss before backward: a non-finite loss stops there), `on_forward_end(loss)` (the forward's
-end: a peak, a mark), `clip` (gradients clipped by their joint norm, unscaled first under fp16),
-`before_step()` (just before the optimizer steps).
+through a GradScaler). Profiling, prediction, timing, CUDA-graph capture, the second opinion and training all run
+this one `TrainingStep`, adding what they need in its hooks, so they measure the same statements in the same
+order with the same lifetimes. Hooks, in order: `tracker` (a context around forward + loss), `check` (a
+non-finite loss stops there), `on_forward_end(loss)`, `clip` (the gradients' joint norm, unscaled first under
+fp16), `before_step()`.
 """
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ class NonFiniteLossError(FloatingPointError):
 
 
 def finite_loss(loss: torch.Tensor, when: str) -> float:
-    """The loss as a float; NonFiniteLossError naming `when` ("warm-up step", "measured step", "training step 12
-    (fp16, seed 0)") if it is NaN or infinite."""
+    """The loss as a float; NonFiniteLossError naming `when` ("measured step", ...) if it is NaN or infinite."""
     value = float(loss.detach().float())
     if not math.isfinite(value):
         raise NonFiniteLossError(f"the loss is {value} at the {when}: training diverged "
@@ -50,17 +45,15 @@ def finite_loss(loss: torch.Tensor, when: str) -> float:
 
 
 class TrainingStep:
-    """One training step of `model` on `batch` (or the batch a call passes) with `optimizer`, in `precision`.
-
-    Calling it runs the step and returns the loss, detached. `scaler`: fp16's GradScaler, made here unless
-    one is given (prediction passes one that always steps); `clip`: the gradients' joint norm is clipped to it
-    before the optimizer steps."""
+    """One training step of `model` on `batch` (or the batch a call passes); a call returns the loss, detached.
+    `scaler`: fp16's GradScaler, made here unless given; `clip`: the gradients' joint norm before the step."""
 
     def __init__(self, model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
                  optimizer: torch.optim.Optimizer, precision: str = "fp32", device: torch.device | None = None, *,
                  scaler: Any = None, clip: float | None = None):
         check_precision(precision)
-        self.model, self.batch, self.loss_fn, self.optimizer, self.precision = model, batch, loss_fn, optimizer, precision
+        self.model, self.batch, self.loss_fn = model, batch, loss_fn
+        self.optimizer, self.precision = optimizer, precision
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         if scaler is None and precision == "fp16":
             scaler = torch.amp.GradScaler(self.device.type)
@@ -93,6 +86,6 @@ class TrainingStep:
         return loss.detach()
 
     def scale(self) -> float | None:
-        """fp16: the GradScaler's scale now (it drops when a step's gradients overflow and the step is skipped)."""
+        """fp16: the GradScaler's scale (it drops when a step's gradients overflow and the step is skipped)."""
         return self.scaler.get_scale() if self.scaler is not None else None
 

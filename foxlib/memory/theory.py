@@ -1,10 +1,8 @@
 """What a training step should need, from the model's shapes alone: the yardstick for measurements.
 
-fp32 + Adam: 16 bytes per parameter (weights 4, gradients 4, two moments 8; autocast keeps all
-three in fp32). Activations come from each model's own shape-based count where it has one
-(foxlib/memory/theory_tft.py for the TFT). The peak bound (of the model peak: the step's own tensors, no
-workspaces or CUDA context) assumes everything is live at once, which the real step never quite
-reaches: gradients appear while activations are freed.
+fp32 + Adam: 16 bytes per parameter (weights 4, gradients 4, two moments 8; autocast keeps all three in fp32),
+plus the model's own count of saved activations where it has one (theory_tft). The peak bound assumes everything
+is live at once, which the real step never quite reaches (gradients appear while activations are freed).
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""Peak memory of a region of code, on CPU (profiler allocation events) or CUDA (allocator stats).
+"""The CPU's peak memory of a region of code, from the profiler's allocation events.
 
-CPU has no allocator statistics. The PyTorch profiler with profile_memory=True records every
-allocation and free of the CPU allocator made while it runs; the running sum of those sizes,
-taken from the region's start, is the change in live bytes. Adding the bytes known to be live
-at the start gives the largest total of live tensor bytes. (Tensors allocated before the
-profiler started and freed inside the region are not reported as frees: the sum can only
-overstate, and profile_step frees gradients before the measured step so there are none.)
+The CPU has no allocator statistics; torch.profiler with profile_memory=True records every allocation and free of
+the CPU allocator, whose running sum from the region's start is the change in live bytes. (A tensor made before
+the profiler started and freed inside is not reported as a free: the sum can only overstate, and profile_step
+frees the gradients before the measured step.)
 """
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ class CpuTimeline:
         return best
 
     def write(self, path: str, live_at_start: int) -> None:
-        """The events as JSON (format CPU_EVENTS_FORMAT), with the bytes live when the region began:
-        what foxlib.memory.live_series.load reads to draw the region's live memory."""
+        """The events as JSON (CPU_EVENTS_FORMAT) with the bytes live at the start, for live_series.load."""
         with open(path, "w") as f:
             json.dump({"format": CPU_EVENTS_FORMAT, "live_at_start_bytes": live_at_start,
                        "allocations": [[t, d, a, list(ops)] for t, d, a, ops in self.allocations],
@@ -52,9 +49,7 @@ class CpuTimeline:
 
 @contextlib.contextmanager
 def cpu_allocations():
-    """Context manager yielding a CpuTimeline filled in when the block exits.
-
-    Inside, call `mark_forward_end()` once the forward (and loss) is done."""
+    """A CpuTimeline filled in when the block exits; inside, call `mark_forward_end()` after forward + loss."""
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 

@@ -1,17 +1,8 @@
-"""Predicted beside measured: what `predict_step` said before the step ran, against `profile_step`.
-
-Every wave measures its steps through `foxlib.harness.measure_step.measure_model`, which also predicts the
-same step (fake tensors, nothing allocated) and keeps both. This module turns the pair into
-the table the reports show: per category the predicted and measured MB, the error, and whether
-it is within the tolerance, with the reason where a known one applies. The tolerances are the
-named constants below; the tests (tests/test_predict.py, tests/test_gpu_profile.py) assert
-with `within`, so a report never claims a tolerance the tests do not hold.
-
-The prediction models torch's CPU kernels (foxlib/memory/predict.py), including what the
-CPU's own kernels hold inside themselves (oneDNN's scratchpads, probed on this CPU: they
-differ between the AVX2, avx512_bf16 and AMX paths). On the CPU a gap is unexplained and shown
-as such. On CUDA some kernels save other tensors than their CPU counterparts, and the gaps they
-cause are named in CUDA_REASONS (CUDA_LSTM_REASON for a model with an LSTM) rather than hidden.
+"""Predicted beside measured: the tolerances `predict_step` is held to against `profile_step`, and the table the
+reports show (per category predicted and measured MB, the error, whether it is within tolerance, and the reason
+where a known one applies). The tests (tests/test_predict.py, tests/test_gpu_profile.py) assert with `within`,
+so a report never claims a tolerance the tests do not hold. On the CPU a gap is unexplained and shown as such; on
+CUDA the kernels the CPU-kernel prediction does not model are named (CUDA_REASONS, CUDA_LSTM_REASON).
 """
 from __future__ import annotations
 
@@ -22,24 +13,17 @@ import pandas as pd
 from foxlib.core.config import MB
 
 CATEGORY_TOLERANCE_PCT = 5.0
-"""Largest |error| of a category (parameters, gradients, optimizer state, activations, batch,
-forward peak) that counts as predicted, in % of the measured bytes. On the CPU the four models'
-categories are within a few bytes on every ISA path tried (AVX2, avx512_bf16, AMX)."""
+"""Largest |error| of a category (forward peak included), in % of the measured bytes. On the CPU the four
+models' categories are within a few bytes on every ISA path tried (AVX2, avx512_bf16, AMX)."""
 PEAK_TOLERANCE_PCT = 10.0
-"""Largest |error| of the step's peak, in % of the measured bytes (tensors only on CUDA: the
-workspaces allocated before the step are taken out, see non_tensor_bytes)."""
+"""Largest |error| of the step's peak, in % of the measured bytes (on CUDA without the workspaces: non_tensor_bytes)."""
 ABSOLUTE_SLACK_BYTES = 64 * 1024
-"""Below this many bytes a difference is the allocator's granularity (CUDA rounds blocks to 512
-bytes), not a wrong prediction: within, whatever the %."""
+"""Below this many bytes a difference is the allocator's granularity, not a wrong prediction: within, whatever the %."""
 CUDA_LSTM_TOLERANCE_PCT = 15.0
-"""On CUDA, for a model with an LSTM (the TFT): the tolerance of the activations and the
-forward peak. cuDNN's LSTM saves a reserve for backward whose size is cuDNN's choice, and the
-prediction runs oneDNN's LSTM, whose workspace it probes on the CPU instead: on an H200 the
-TFT's predicted activations were +3.9 % off at the seed configuration
-(reports/h200/wave-8.10/measurement.json) and 10.7 % (fp32) / 8.1 % (bf16) off at a small one.
-The step's peak keeps PEAK_TOLERANCE_PCT: cuDNN's backward workspace is not modelled at all (a
-small TFT's step peak less the cuBLAS workspace was 11.1 MB measured against 2.9 MB predicted),
-and a gap beyond it is named by CUDA_LSTM_REASON."""
+"""On CUDA, for a model with an LSTM: the tolerance of the activations and the forward peak. cuDNN's LSTM saves
+a reserve of cuDNN's choosing, while the prediction probes oneDNN's workspace: the TFT's predicted activations
+were +3.9 % off on the H200 (reports/h200/wave-8.10/measurement.json). The step's peak keeps PEAK_TOLERANCE_PCT
+(cuDNN's backward workspace is not modelled); a gap beyond it is named by CUDA_LSTM_REASON."""
 
 PEAKS = ("forward_peak", "peak")
 NON_TENSOR_LABEL = "non-tensor allocations at the step's start (cuBLAS workspaces; measured)"
@@ -55,16 +39,12 @@ CUDA_REASONS = {
     "forward_peak": "follows the activations (CPU kernels predicted); the CUDA allocator rounds blocks to 512 bytes",
     "peak": "follows the activations (CPU kernels predicted); the CUDA allocator rounds blocks to 512 bytes",
 }
-
-
 CUDA_LSTM_REASON = ("not modelled: cuDNN LSTM workspace/reserve (cuDNN picks their sizes; the prediction runs "
                     "oneDNN's LSTM, whose workspace differs)")
 LSTM_MARK = "LSTM layers:"  # in a prediction's peak_method when the step ran an LSTM kernel (foxlib.memory.predict)
 
-
 SKIPPED_STEP_REASON = ("fp16: the GradScaler skipped the measured step's optimizer step (its gradients overflowed); "
                        "the prediction always takes it, with the optimizer's temporaries")
-
 
 FP16_ONE_WARMUP_REASON = ("measured by a profiler that ran one warm-up step: in fp16 the GradScaler skipped it "
                           "(gradients overflowed at its initial scale), so Adam's state was made inside the measured "
@@ -72,14 +52,13 @@ FP16_ONE_WARMUP_REASON = ("measured by a profiler that ran one warm-up step: in 
 
 
 def one_warmup_fp16(profile: dict[str, Any]) -> bool:
-    """An fp16 profile from before profile_step warmed up until the GradScaler took a step (it has no
-    "warmup_steps"): its peaks may lack Adam's state (FP16_ONE_WARMUP_REASON)."""
+    """An fp16 profile without "warmup_steps" (one warm-up step): its peaks may lack Adam's state."""
     return profile.get("precision") == "fp16" and "warmup_steps" not in profile
 
 
 def runs_lstm(*profiles: dict[str, Any] | None) -> bool:
-    """Did the step run an LSTM? Said by the prediction (LSTM_MARK in its peak_method) or by a
-    block named like one among the saved activations (measurements made before the mark)."""
+    """Did the step run an LSTM? LSTM_MARK in a prediction's peak_method, or a block named like one among the
+    saved activations."""
     for p in profiles:
         if not p or "error" in p:
             continue
@@ -91,9 +70,6 @@ def runs_lstm(*profiles: dict[str, Any] | None) -> bool:
 
 
 def tolerance_pct(category: str, device_type: str = "cpu", lstm: bool = False) -> float:
-    """The tolerance of `category` in %: PEAK_TOLERANCE_PCT for the step's peak,
-    CUDA_LSTM_TOLERANCE_PCT for activations and forward peak on CUDA with an LSTM,
-    CATEGORY_TOLERANCE_PCT otherwise."""
     if category == "peak":
         return PEAK_TOLERANCE_PCT
     if device_type == "cuda" and lstm and category in ("activations", "forward_peak"):
@@ -102,7 +78,6 @@ def tolerance_pct(category: str, device_type: str = "cpu", lstm: bool = False) -
 
 
 def tolerance_note(device_type: str, lstm: bool = False) -> str:
-    """The tolerances the prediction table applies, in words, from the constants above."""
     note = (f"Tolerance: {CATEGORY_TOLERANCE_PCT:g} % per category, {PEAK_TOLERANCE_PCT:g} % on the step's peak, "
             f"any difference under {ABSOLUTE_SLACK_BYTES:,} bytes")
     if device_type == "cuda" and lstm:
@@ -119,15 +94,12 @@ def error_pct(predicted: float, measured: float) -> float:
 
 
 def within(category: str, predicted: float, measured: float, device_type: str = "cpu", lstm: bool = False) -> bool:
-    """The report's test of one category: |difference| <= ABSOLUTE_SLACK_BYTES, or |error| <= its tolerance."""
     if abs(predicted - measured) <= ABSOLUTE_SLACK_BYTES:
         return True
     return abs(error_pct(predicted, measured)) <= tolerance_pct(category, device_type, lstm)
 
 
 def reason(category: str, device_type: str, lstm: bool = False) -> str:
-    """Why a category can be outside its tolerance: "unexplained" on the CPU; on CUDA the kernels
-    the prediction does not model (CUDA_LSTM_REASON for activations and peaks with an LSTM)."""
     if device_type != "cuda":
         return "unexplained"
     if lstm and category in ("activations", "forward_peak", "peak"):
@@ -136,10 +108,8 @@ def reason(category: str, device_type: str, lstm: bool = False) -> str:
 
 
 def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_type: str) -> pd.DataFrame:
-    """One row per category: predicted MB, measured MB, error %, tolerance %, within, reason.
-
-    `predicted` is measure_model's "predicted" entry: a profile dict, or {"error": ...} when the
-    prediction failed (then one row says so)."""
+    """One row per category: predicted MB, measured MB, error %, tolerance %, within, why. `predicted`: a
+    profile dict, or {"error": ...} when the prediction failed (then one row says so)."""
     cols = ["category", "predicted (MB)", "measured (MB)", "error (%)", "tolerance (%)", "within", "why"]
     if not predicted or "error" in predicted:
         why = (predicted or {}).get("error", "no prediction in this measurement (made before predictions existed)")
@@ -167,15 +137,13 @@ def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_t
 
 
 def non_tensor_bytes(measured: dict[str, Any]) -> int:
-    """On CUDA: what the allocator held at the step's start that no tensor of the step owns (cuBLAS
-    workspaces, made by the first matmul on a stream, held for the process): part of the measured
-    peaks, never of a tensor prediction: MemoryProfile.workspace_bytes, kept out of its peaks. 0 on the CPU."""
+    """MemoryProfile.workspace_bytes: cuBLAS workspaces held at the step's start, kept out of its peaks."""
     return int(measured.get("workspace_bytes") or 0)
 
 
 def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], device_type: str) -> pd.DataFrame:
-    """One row per measured step (name -> (predicted, measured)): the tensors' peak and its error, the
-    non-tensor bytes measured beside (CUDA), and the categories outside tolerance."""
+    """One row per measured step (name -> (predicted, measured)): the peak and its error, the non-tensor
+    bytes (CUDA), and the categories outside tolerance."""
     rows = []
     for name, (pred, meas) in pairs.items():
         df = compare(pred, meas, device_type)
@@ -194,9 +162,8 @@ def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], devi
 
 
 def pairs(m: dict[str, Any]) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
-    """Every (predicted, measured) pair in a wave's measurement, named for the summary table:
-    8.10's TFT and ensemble ("tft", "dqn", ...), 8.11's models by precision and 8.12's strategies
-    ("tft fp16", "checkpoint blocks", ...)."""
+    """Every (predicted, measured) pair in a wave's measurement: 8.10's models, 8.11's by precision
+    ("tft fp16"), 8.12's strategies."""
     out: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
     if "tft" in m and "profile" in m["tft"]:  # wave 8.10
         out["tft"] = (m["tft"].get("predicted"), m["tft"]["profile"])
