@@ -157,9 +157,11 @@ def test_the_ledger_judges_checkpointing_every_block_and_the_variables():
                      for what in ("memory", "speed", "accuracy")]
 
 
-def test_three_sets_of_h200_runs_give_one_verdict_per_claim():
-    """Three sets of claim runs on the H200 (the committed 8.12 measurement, and two re-runs at d3b10e0 kept in
-    reports/h200/claim-runs/): each claim's verdict is the same in all three sets."""
+def test_four_sets_of_h200_runs_agree_on_every_ledger_claim_and_never_contradict():
+    """Four sets of claim runs on the H200 (the committed 8.12 measurement's, at 7b01627, and three kept in
+    reports/h200/claim-runs/: c500ee8's and two re-runs at d3b10e0). Every claim the index's ledger judges
+    gets one verdict in all four; any claim may move between a verdict and "inconclusive" (checkpoint all,
+    whose interval's lower end sits on its band's edge: 1.49-1.53 against 1.52), never from "holds" to "wrong"."""
     import json
     from pathlib import Path
 
@@ -167,12 +169,16 @@ def test_three_sets_of_h200_runs_give_one_verdict_per_claim():
     root = Path(__file__).resolve().parent.parent / "reports" / "h200"
     sets = [json.loads((root / "wave-8.12" / "measurement.json").read_text())["claim_runs"]]
     sets += [json.loads(p.read_text())["claim_runs"] for p in sorted((root / "claim-runs").glob("claim-runs-*.json"))]
-    assert len(sets) == 3
+    assert len(sets) == 4
     verdicts = []
     for data in sets:
         runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in cr.claim_intervals(data).items()}
         spread = sc.run_spread(runs.values())
         verdicts.append({n: sc.speed_verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),
                                              spread) for n, t in runs.items()})
-    assert verdicts[0] == verdicts[1] == verdicts[2]
+    in_ledger = {"fp16", "checkpoint blocks", "checkpoint variables", "batch ÷4", "sequence ÷2"}  # its speed rows
+    assert in_ledger < set(verdicts[0])
+    for name in verdicts[0]:
+        seen = {v[name] for v in verdicts}
+        assert len(seen) == 1 if name in in_ledger else seen != {"holds", "wrong"} and not {"holds", "wrong"} <= seen
     assert verdicts[0]["fp16"] == "wrong" and verdicts[0]["batch ÷4"] == "holds"

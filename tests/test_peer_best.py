@@ -29,7 +29,7 @@ TINY = {"batch_size": 4, "encoder_length": 10, "decoder_length": 2}
 GRAPHED = {"strategy": "efficient + bf16 + CUDA graph + Adam in backward", "precision": "bf16",
            "tft_overrides": {"memory_efficient": True}, "cuda_graph": True,
            "options": {"adam": "fused", "optimizer_in_backward": True}, "cublas_workspace": ":16:8"}
-FUSED_IN_BACKWARD = {"adam": "fused", "optimizer_in_backward": True, "tf32": False, "cudnn": True}
+FUSED_IN_BACKWARD = {"adam": "fused", "optimizer_in_backward": True, "tf32": False, "cudnn": True, "compile": False}
 
 
 def _recommend(tmp_path, rec) -> Path:
@@ -54,11 +54,12 @@ def test_best_gives_the_cuda_graph_and_options_too(tmp_path):
     given = conf.best_configuration({"precision": "bf16", "memory_efficient": True, "cuda_graph": True,
                                      "options": {"tf32": True}}, "cpu", tmp_path)
     assert given["tft_overrides"] == {"memory_efficient": True} and given["cuda_graph"] is True
-    assert given["options"] == {"adam": "default", "optimizer_in_backward": False, "tf32": True, "cudnn": True}
+    assert given["options"] == {"adam": "default", "optimizer_in_backward": False, "tf32": True, "cudnn": True,
+                                "compile": False}
     assert given["cublas_workspace"] is None and given["source"] == "--best option"
     plain = conf.best_configuration(None, "cpu", tmp_path)  # the built-in default: an eager, plain step
     assert plain["cuda_graph"] is False and plain["options"] == {"adam": "default", "optimizer_in_backward": False,
-                                                                 "tf32": False, "cudnn": True}
+                                                                 "tf32": False, "cudnn": True, "compile": False}
     # the committed H200 recommendation reads as the file states it
     rec = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "results.json").read_text())["recommended"]
     published = conf.best_configuration(None, "h200", ROOT / "reports")
@@ -68,7 +69,7 @@ def test_best_gives_the_cuda_graph_and_options_too(tmp_path):
 
 
 @pytest.mark.parametrize("spec, match", [
-    ({"options": {"fused": True}}, r"unknown step option\(s\) fused; valid: adam, optimizer_in_backward, tf32, cudnn"),
+    ({"options": {"fused": True}}, r"unknown step option\(s\) fused; valid: adam, optimizer_in_backward, tf32, cudnn, compile"),
     ({"options": {"adam": "sgd"}}, "unknown adam 'sgd'; valid: default, fused"),
     ({"options": {"tf32": 1}}, "tf32 must be true or false"),
     ({"options": ["adam"]}, "step options must be an object of"),
@@ -123,7 +124,7 @@ def test_a_graphed_row_renders_without_activations():
     row = res["variants"]["foxlib_best"]
     row["memory"].update(activations=None, forward_peak=None, cuda_graph=True)
     row.update(label="foxlib TFT, best (8.12), CUDA graph + fused Adam", cuda_graph=True,
-               options={"adam": "fused", "optimizer_in_backward": False, "tf32": False, "cudnn": True})
+               options={"adam": "fused", "optimizer_in_backward": False, "tf32": False, "cudnn": True, "compile": False})
     res["best"].update(cuda_graph=True, options=row["options"])
     r = fig.ratios(res)
     assert "activations" not in r["foxlib_best"] and r["foxlib_best"]["peak"] == pytest.approx(0.45)

@@ -1,7 +1,8 @@
 """Step times and peaks of a few recipes side by side, eager and (on CUDA) as one CUDA graph each, for
 `python -m foxlib.harness.op_count --time`. A fresh process (foxlib.harness.fresh_process) profiles each variant
-on a model of its own, then times them all in alternating rounds, so nothing this process made is in its peaks. The allocator peak is the model peak + the step's own cuBLAS
-workspaces (foxlib.memory.cuda_graph.own_workspace), as wave 8.12 reports it.
+on a model of its own, then times them all in alternating rounds, so nothing this process made is in its peaks.
+The allocator peak is the model peak + the step's own cuBLAS workspaces (foxlib.memory.cuda_graph.own_workspace),
+as wave 8.12 reports it.
 Each variant's ratio to the first recipe's of the same kind (eager or graph) comes with its bootstrap interval.
 """
 from __future__ import annotations
