@@ -109,8 +109,10 @@ display(notebook.table(tables.workspace_table(record)) if record.workspace_knob 
 # alternately in one run (*step spread*: the interquartile range of a strategy's steps);
 # *time per window ratio*: the same per training window (smaller batches need more steps), with its
 # 95 % bootstrap interval over the rounds; *accuracy impact*: validation quantile loss against fp32
-# (positive = worse), with fp32's own seed-to-seed spread for scale. The table is rounded for
-# reading; the decisions above use the unrounded record.
+# (positive = worse), with fp32's own seed-to-seed spread for scale; *allocator peak*: the peak + the
+# step's own cuBLAS workspaces, "—" for an eager step profiled after a CUDA graph in the same process (what
+# its start held then includes the graphs' workspaces; since b37df45 eager steps are profiled first). The
+# table is rounded for reading; the decisions above use the unrounded record.
 
 # %%
 display(notebook.table(tables.table(record)))

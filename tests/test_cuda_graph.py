@@ -151,3 +151,14 @@ def test_a_captured_inference_forward_keeps_its_input_alive():
     torch.cuda.empty_cache()
     torch.cuda.synchronize()
     assert torch.equal(fn(), expected) or torch.allclose(fn(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_eager_step_profiled_after_a_graph_has_no_own_workspace():
+    """own_workspaces, in profiling order: a graph's own workspace is its capture stream's; an eager step's is what
+    its start held, unless a graph was profiled before it in the process (then that includes the graph's)."""
+    from foxlib.memory.cuda_graph import own_workspaces
+    profiles = {"eager 1": {"workspace_bytes": 70},
+                "graph": {"cuda_graph": True, "workspace_bytes": 500,
+                          "cuda": {"workspace_of_capture_stream_bytes": 72}},
+                "eager 2": {"workspace_bytes": 642}}
+    assert own_workspaces(profiles) == {"eager 1": 70, "graph": 72, "eager 2": None}

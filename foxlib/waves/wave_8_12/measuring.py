@@ -133,8 +133,8 @@ def _profile_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, 
     """Every chosen strategy's step profiled (and predicted) into out["memory"] / out["predicted"]; one that
     cannot run here leaves `chosen`, named in out["skipped"] (the baseline's failure is raised)."""
     with progress(len(chosen), "wave 8.12 memory") as bar:
-        out["memory"] = {}
-        for s in list(chosen):
+        out["memory"] = {}  # eager steps first: a graph's capture stream keeps its workspace (cuda_graph.own_workspaces)
+        for s in sorted(chosen, key=lambda s: s.cuda_graph):
             bar.describe(f"profiling {s.name} on {dev}")
             try:
                 if s.cuda_graph:

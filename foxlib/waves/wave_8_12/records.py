@@ -12,7 +12,7 @@ from foxlib.core.schema import readable_version
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
-from foxlib.memory.cuda_graph import own_workspace
+from foxlib.memory.cuda_graph import own_workspaces
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
@@ -115,7 +115,7 @@ class Measurement812:
         timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m["timing"].items()}
         base_loss_runs = _quantile_losses(m, BASELINE)
         base_loss = sum(base_loss_runs) / len(base_loss_runs)
-        out = []
+        out, workspaces = [], own_workspaces(m["memory"])  # m["memory"] is in the order the profiles were taken
         for name, info in m["strategies"].items():
             bs = resolve_overrides(m["base_config"], info["overrides"]).get("batch_size", base_bs)
             step = ratio_interval(timings, name, BASELINE, confidence, resamples, seed)
@@ -129,7 +129,7 @@ class Measurement812:
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
                 cuda_graph=bool(info.get("cuda_graph")), options=dict(info.get("options") or {}),
-                workspace_bytes=own_workspace(m["memory"][name])))
+                workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.get("cublas_workspace")),
