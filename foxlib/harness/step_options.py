@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator
 
@@ -117,7 +118,10 @@ class OptimizerInBackward:
         self.clip_each = clip_each
         self.optimizers = [torch.optim.Adam([p], **adam) for p in self.params]
         self._by_param = {id(p): o for p, o in zip(self.params, self.optimizers)}
-        self._handles = [p.register_post_accumulate_grad_hook(self._apply) for p in self.params]
+        # the hooks hold this object weakly: a hook on a parameter that held it would keep the parameters, their
+        # gradients and Adam's state alive after the model is dropped (a cycle the collector never frees)
+        me = weakref.ref(self)
+        self._handles = [p.register_post_accumulate_grad_hook(lambda p, me=me: me()._apply(p)) for p in self.params]
 
     def _apply(self, p: torch.Tensor) -> None:
         if self.clip_each is not None:
