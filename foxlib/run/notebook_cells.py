@@ -13,9 +13,7 @@ from foxlib.core import config, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.parameters import read_parameters
 from foxlib.core.critical_path import get_wave
-
-# parameters that steer the run rather than the measurement
-RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")
+from foxlib.report.reading import RUN_PARAMETERS
 
 # the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
 _RUN: dict[str, Any] = {}
