@@ -9,12 +9,12 @@ foxlib.harness.timing.median_interval); the peer benchmark's is its "foxlib TFT,
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from foxlib.core import config
 from foxlib.harness.timing import median_interval
+from foxlib.report.index import canonical_pages
 
 PEER_ROW = "foxlib_default"  # the peer benchmark's foxlib TFT at its default configuration, fp32
 
@@ -65,9 +65,8 @@ def collect(reports_dir: Path | None = None) -> dict[str, list[Baseline]]:
     benchmark's JSON (variants are not read)."""
     reports_dir = Path(reports_dir or config.REPORTS_DIR)
     out: dict[str, list[Baseline]] = {}
-    for path in sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json")):
+    for path, res in canonical_pages(reports_dir):
         rel = str(path.relative_to(reports_dir))
-        res = json.loads(path.read_text())
         found = _from_results(rel, res) if path.name == "results.json" else _from_peer(rel, res)
         out.setdefault(rel.split("/")[0], []).extend(found)
     return {d: b for d, b in out.items() if b}

@@ -1,17 +1,10 @@
 """Charts with alt text and a caption, in the notebook, in report.html and in report.md.
 
-`show_figure(fig, caption, alt)` displays a matplotlib figure as one output whose bundle holds
-- text/html: a <figure> with the PNG inline (base64, so report.html stays self-contained), its
-  alt text and a <figcaption>; HTML export and JupyterLab show this;
-- image/png: the same PNG, which nbconvert's ExtractOutputPreprocessor writes to figures/;
-- text/plain: the caption, for a terminal;
-and the alt text and caption in the output's metadata under "foxlib_figure".
-
-nbconvert's MarkdownExporter prefers text/html, so an unchanged export writes the <figure> into
-report.md with the image inline: alt text and caption survive, but the PNG in figures/ is not
-referenced. `for_markdown(nb)` makes the Markdown export use the file: it rewrites each such
-output to text/markdown `![alt](figures/<name>.png)` + the caption, naming the extracted file
-(the output's "filename" metadata, which ExtractOutputPreprocessor honours).
+`show_figure` displays a matplotlib figure as one output: text/html (a <figure> with the PNG inline, its alt
+text and a <figcaption>: what HTML export and JupyterLab show), image/png (written to figures/ by nbconvert)
+and text/plain (the caption), with the alt text and caption in its metadata under META. nbconvert's Markdown
+export prefers text/html, which would leave the PNG in figures/ unreferenced: `for_markdown` rewrites each
+such output to `![alt](figures/<name>.png)` + the caption, naming the extracted file.
 """
 from __future__ import annotations
 
@@ -31,14 +24,6 @@ DPI = 110
 NBCONVERT_PLACEHOLDER = "No description has been provided for this image"
 
 
-def _require(alt: str, caption: str) -> None:
-    if not isinstance(alt, str) or not alt.strip():
-        raise ValueError("a figure needs alt text: one or two sentences saying what the chart shows "
-                         "(its axes, the marks and the values a reader should see)")
-    if not isinstance(caption, str) or not caption.strip():
-        raise ValueError("a figure needs a caption: what it shows and how to read it")
-
-
 def png_bytes(fig, dpi: int = DPI) -> bytes:
     """The figure as PNG bytes (tight bounding box)."""
     buf = io.BytesIO()
@@ -48,7 +33,11 @@ def png_bytes(fig, dpi: int = DPI) -> bytes:
 
 def figure_html(png: bytes, alt: str, caption: str) -> str:
     """A self-contained <figure>: the PNG inline with its alt text, and a <figcaption>."""
-    _require(alt, caption)
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("a figure needs alt text: one or two sentences saying what the chart shows "
+                         "(its axes, the marks and the values a reader should see)")
+    if not isinstance(caption, str) or not caption.strip():
+        raise ValueError("a figure needs a caption: what it shows and how to read it")
     data = base64.b64encode(png).decode("ascii")
     return (f'<figure class="foxlib-figure" style="margin:1em 0">'
             f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt, quote=True)}" '
@@ -58,7 +47,6 @@ def figure_html(png: bytes, alt: str, caption: str) -> str:
 
 def bundle(png: bytes, alt: str, caption: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of the display_data output for one figure."""
-    _require(alt, caption)
     data = {"text/html": figure_html(png, alt, caption),
             "image/png": base64.b64encode(png).decode("ascii"),
             "text/plain": f"Figure: {caption}"}
@@ -76,9 +64,8 @@ def _axis(ax, which: str) -> str:
 
 
 def describe(fig, max_items: int = 12) -> str:
-    """Alt text read from a matplotlib figure: per chart its title, axes (and any log scale), its
-    named series and, for bar charts, each bar's label and value. A fallback for `show_figure`;
-    alt text written for the chart says more."""
+    """Alt text read from a matplotlib figure: per chart its title, axes (and any log scale), its named series
+    and each bar's label and value."""
     from matplotlib.collections import PathCollection
     from matplotlib.container import BarContainer
     charts = []
@@ -111,14 +98,12 @@ def describe(fig, max_items: int = 12) -> str:
 
 
 def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> None:
-    """Display a matplotlib figure once, with a caption and alt text, and close it.
-    caption: what it shows and how to read it; alt: what the chart shows, for a reader who cannot
-    see it (default: describe(fig), read from the figure)."""
+    """Display a matplotlib figure once, with a caption (what it shows, how to read it) and alt text (default:
+    describe(fig)), and close it."""
     import matplotlib.pyplot as plt
     from IPython.display import display
     try:
         alt = alt if alt is not None else describe(fig)
-        _require(alt, caption)
         data, metadata = bundle(png_bytes(fig, dpi), alt, caption)
     finally:
         plt.close(fig)
@@ -136,11 +121,10 @@ def markdown_figure(path: str, alt: str, caption: str) -> str:
 
 
 def for_markdown(nb: nbformat.NotebookNode, figures_dir: str = FIGURES_DIR) -> nbformat.NotebookNode:
-    """A copy of `nb` for MarkdownExporter(output_files_dir=figures_dir): every show_figure output
-    becomes text/markdown (`![alt](figures_dir/<name>.png)` + caption) with its PNG, the file's name
-    set in the output's "filename" metadata (unique in the notebook: a slug of the caption + a
-    hash of the image). An output that carries both HTML and its own Markdown (foxlib.report.reading's
-    blocks) keeps only the Markdown. Other outputs (tables: HTML only) are untouched."""
+    """A copy of `nb` for MarkdownExporter(output_files_dir=figures_dir): every show_figure output becomes
+    text/markdown with its PNG, named in its "filename" metadata (a slug of the caption + a hash of the image,
+    unique in the notebook). An output with both HTML and its own Markdown (reading's blocks) keeps the
+    Markdown; other outputs are untouched."""
     nb = nbformat.from_dict(nb)
     used: set[str] = set()
     for cell in nb.cells:

@@ -17,6 +17,14 @@ CATEGORY_COLOURS = {
 }
 
 
+def _stack(ax, x: list[float], values: dict[str, list[float]], width: float) -> None:
+    """Bars of `values` (label -> one value in MB per position) stacked in order, coloured by category."""
+    bottoms = [0.0] * len(x)
+    for label, vals in values.items():
+        ax.bar(x, vals, width, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+
+
 def breakdown(profile: dict[str, Any], budgets_mb: dict[str, float], title: str) -> plt.Figure:
     """Measured categories (bars) with their budgets (red lines) and the seed's figures (hollow marks)."""
     rows = [("parameters", profile["parameters"], budgets_mb["parameters_mb"], seed_claims.TFT_8_10_MB["parameters"]),
@@ -64,7 +72,6 @@ def ensemble(profiles: dict[str, dict[str, Any]], totals, card_mb: float, title:
     figures as hollow bars beside. The title's process peak and share are `totals`' (never recomputed)."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
-    bottoms = [0.0] * len(names)
     parts = {
         "parameters": lambda p: p["parameters"],
         "gradients": lambda p: p["gradients"],
@@ -74,10 +81,8 @@ def ensemble(profiles: dict[str, dict[str, Any]], totals, card_mb: float, title:
         "temporaries": lambda p: p["temporaries"],
     }
     x = list(range(len(names)))
-    for label, get in parts.items():
-        vals = [get(profiles[n]) / MB for n in names]
-        ax.bar([i - 0.2 for i in x], vals, 0.4, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
-        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    _stack(ax, [i - 0.2 for i in x], {label: [get(profiles[n]) / MB for n in names] for label, get in parts.items()},
+           0.4)
     for i, n in enumerate(names):
         peak = totals.model_peaks[n] / MB
         ax.plot([i - 0.4, i], [peak, peak], color="black", lw=1.5, label="model peak" if i == 0 else None)
@@ -106,13 +111,9 @@ def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed
     """Per precision: the step's categories stacked, the model peak marked, the seed's expectation beside."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
-    bottoms = [0.0] * len(names)
     parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
              "activations": "activations", "temporaries": "temporaries"}
-    for label, key in parts.items():
-        vals = [profiles[n][key] / MB for n in names]
-        ax.bar(names, vals, 0.5, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
-        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    _stack(ax, names, {label: [profiles[n][key] / MB for n in names] for label, key in parts.items()}, 0.5)
     for i, n in enumerate(names):
         ax.text(i, profiles[n]["peak"] / MB, f"model peak {profiles[n]['peak'] / MB:,.0f}", ha="center", va="bottom",
                 fontsize=8)

@@ -10,22 +10,13 @@ benchmark's pages; variants are not compared):
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from foxlib.core import config
 from foxlib.core.figures import display
 from foxlib.core.provenance import DIRTY, sha256_of
-
-
-def _results(reports_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    found = []
-    for path in sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json")):
-        if any(part.startswith(".") for part in path.relative_to(reports_dir).parts):
-            continue
-        found.append((path, json.loads(path.read_text())))
-    return found
+from foxlib.report.index import canonical_pages
 
 
 def _number(value: Any, unit: str) -> str:
@@ -41,7 +32,7 @@ def problems(reports_dir: Path | None = None) -> list[str]:
     base = reports_dir.parent
     out: list[str] = []
     seen: dict[tuple[str, str], tuple[Any, Path]] = {}
-    for path, res in _results(reports_dir):
+    for path, res in canonical_pages(reports_dir):
         rel = path.relative_to(base)
         device = path.relative_to(reports_dir).parts[0]
         for rev_key in ("measured_at_revision", "rendered_at_revision"):

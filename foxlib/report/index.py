@@ -5,6 +5,7 @@ Only canonical reports (`reports/<device>/wave-<N>/`, made with the defaults) co
 path; it is listed on its own."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -17,44 +18,44 @@ from foxlib.core.critical_path import DEPLOYMENT, WAVES
 PEER_PAGES = ("peer-benchmark*.html", "throughput-benchmark*.html")  # the benchmarks' pages, per device folder
 
 
-def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """{wave: {device: results}} for every report under reports_dir/<device>/wave-<N>/."""
-    reports_dir = Path(reports_dir or config.REPORTS_DIR)
-    found: dict[str, dict[str, dict[str, Any]]] = {w: {} for w in WAVES}
-    for path in sorted(reports_dir.glob(f"*/wave-*/{results.RESULTS_FILE}")):
-        try:
-            res = results.read_json(path)
-        except ValueError:
-            continue
-        wave, device = res.get("wave"), path.parent.parent.name
-        if wave in found:
-            found[wave][device] = {**res, "_dir": path.parent.relative_to(reports_dir).as_posix()}
-    return found
-
-
-def collect_variants(reports_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Every variant report's results, with "_dir" (relative to reports_dir) and "_device"."""
-    reports_dir = Path(reports_dir or config.REPORTS_DIR)
-    out = []
-    for path in sorted(reports_dir.glob(f"*/variants/wave-*/{results.RESULTS_FILE}")):
+def _read(reports_dir: Path, pattern: str) -> list[tuple[Path, dict[str, Any]]]:
+    """(path, results) of every readable results.json of a wave under reports_dir matching `pattern`."""
+    found = []
+    for path in sorted(reports_dir.glob(f"{pattern}/{results.RESULTS_FILE}")):
         try:
             res = results.read_json(path)
         except ValueError:
             continue
         if res.get("wave") in WAVES:
-            out.append({**res, "_dir": path.parent.relative_to(reports_dir).as_posix(),
-                        "_device": path.parent.parent.parent.name})
-    return out
+            found.append((path, {**res, "_dir": path.parent.relative_to(reports_dir).as_posix()}))
+    return found
+
+
+def canonical_pages(reports_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(path, JSON) of every canonical page's results: reports_dir/<device>/wave-<N>/results.json and the peer
+    benchmark's JSON (variants and hidden work folders left out)."""
+    paths = sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json"))
+    return [(p, json.loads(p.read_text())) for p in paths
+            if not any(part.startswith(".") for part in p.relative_to(reports_dir).parts)]
+
+
+def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{wave: {device: results}} for every report under reports_dir/<device>/wave-<N>/."""
+    found: dict[str, dict[str, dict[str, Any]]] = {w: {} for w in WAVES}
+    for path, res in _read(Path(reports_dir or config.REPORTS_DIR), "*/wave-*"):
+        found[res["wave"]][path.parent.parent.name] = res
+    return found
+
+
+def collect_variants(reports_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Every variant report's results, with "_dir" (relative to reports_dir) and "_device"."""
+    return [{**res, "_device": path.parent.parent.parent.name}
+            for path, res in _read(Path(reports_dir or config.REPORTS_DIR), "*/variants/wave-*")]
 
 
 def devices(found: dict[str, dict[str, Any]]) -> list[str]:
     names = sorted({d for per in found.values() for d in per})
     return sorted(names, key=lambda d: (d == "cpu", d))  # GPUs first
-
-
-def deployment_verdicts(found: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """8.14 (ensemble deployment) follows 8.13 on each device."""
-    return {d: found.get("8.13", {}).get(d, {}).get("verdict", "not run") for d in devices(found)}
 
 
 def status_lines(reports_dir: Path | None = None) -> list[str]:
@@ -65,9 +66,8 @@ def status_lines(reports_dir: Path | None = None) -> list[str]:
         state = "built" if wave.built else "not built yet"
         per = ", ".join(f"{d}: {found[wave.id][d]['verdict']}" for d in devs if d in found[wave.id]) or "no report yet"
         lines.append(f"{wave.id}  {wave.title:<28} [{state}]  {per}")
-    dep = deployment_verdicts(found)
-    lines.append(f"{DEPLOYMENT}  {'Ensemble deployment':<28} [follows 8.13]  "
-                 + (", ".join(f"{d}: {v}" for d, v in dep.items()) or "no report yet"))
+    dep = ", ".join(f"{d}: {found['8.13'].get(d, {}).get('verdict', 'not run')}" for d in devs)  # 8.14 follows 8.13
+    lines.append(f"{DEPLOYMENT}  {'Ensemble deployment':<28} [follows 8.13]  " + (dep or "no report yet"))
     variants = collect_variants(reports_dir)
     if variants:
         lines.append("variants (other parameters than the defaults; never on the critical path):")
@@ -162,44 +162,41 @@ def short_revision(rev: str) -> str:
     return rev[:7] if len(rev) == 40 and all(c in "0123456789abcdef" for c in rev.lower()) else rev
 
 
+def _cell(res: dict[str, Any] | None, md: str = "report.md", headline_lines: bool = True) -> dict[str, Any] | None:
+    """One report's cell on the critical path: verdict, links, headline, device and revisions."""
+    if res is None:
+        return None
+    return {"verdict": res["verdict"], "link": f"{res['_dir']}/report.html", "md": f"{res['_dir']}/{md}",
+            "headline": headline(res) if headline_lines else [], "device_name": res["device"]["name"],
+            "measured_at_revision": short_revision(res.get("measured_at_revision", "?")),
+            "rendered_at_revision": short_revision(res.get("rendered_at_revision", "?"))}
+
+
 def write_index(reports_dir: Path | None = None) -> Path:
     """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
     import jinja2
     from foxlib.report import baselines, ledger
     reports_dir = Path(reports_dir or config.REPORTS_DIR)
     found = collect(reports_dir)
+    variants = collect_variants(reports_dir)
     devs = devices(found)
-    waves = []
-    for wave in WAVES.values():
-        cells = {}
-        for d in devs:
-            res = found[wave.id].get(d)
-            cells[d] = None if res is None else {
-                "verdict": res["verdict"], "link": f"{res['_dir']}/report.html", "md": f"{res['_dir']}/report.md",
-                "headline": headline(res), "device_name": res["device"]["name"],
-                "measured_at_revision": short_revision(res.get("measured_at_revision", "?")),
-                "rendered_at_revision": short_revision(res.get("rendered_at_revision", "?"))}
-        waves.append({"id": wave.id, "title": wave.title, "question": wave.question, "cells": cells})
-    dep = deployment_verdicts(found)
+    waves = [{"id": w.id, "title": w.title, "question": w.question,
+              "cells": {d: _cell(found[w.id].get(d)) for d in devs}} for w in WAVES.values()]
     waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
-                  "cells": {d: {"verdict": dep[d], "link": found["8.13"][d]["_dir"] + "/report.html",
-                                "md": found["8.13"][d]["_dir"] + "/deployment.md", "headline": [],
-                                "device_name": found["8.13"][d]["device"]["name"],
-                                "measured_at_revision": short_revision(found["8.13"][d].get("measured_at_revision", "?")),
-                                "rendered_at_revision": short_revision(found["8.13"][d].get("rendered_at_revision", "?"))}
-                            if d in found.get("8.13", {}) else None for d in devs}})
+                  "cells": {d: _cell(found["8.13"].get(d), "deployment.md", False) for d in devs}})
     peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
                 for pattern in PEER_PAGES for p in sorted((reports_dir / d).glob(pattern))]
             for d in devs}
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     page = env.get_template("index.html.j2").render(
-        answer=answer(found, devs, collect_variants(reports_dir)), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING, devices=devs, waves=waves,
-        baselines=baselines.rows(reports_dir),
-        deployment=DEPLOYMENT, peer={d: p for d, p in peer.items() if p},
+        answer=answer(found, devs, variants), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING,
+        devices=devs, waves=waves, baselines=baselines.rows(reports_dir), deployment=DEPLOYMENT,
+        peer={d: p for d, p in peer.items() if p},
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
-                   "differs": ", ".join(f"{k} = {val.get('value')!r}" for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
-                  for v in collect_variants(reports_dir)])
+                   "differs": ", ".join(f"{k} = {val.get('value')!r}"
+                                        for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
+                  for v in variants])
     out = reports_dir / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".index.html.{os.getpid()}.tmp")  # two runs finishing together: each writes whole

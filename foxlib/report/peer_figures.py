@@ -1,11 +1,7 @@
-"""The peer benchmark's figures, from its results file (benchmarks/peer_tft.py writes it).
-
-Pure functions of the JSON: every row's ratios to pytorch-forecasting's TFT at the same
-configuration (the row "peer"), the step-time ratio's confidence interval over the paired rounds
-of the one alternating run (foxlib.harness.timing.interval_of_samples), the issue's targets as
-checks, and the rows a file does not hold, with the reason. The measuring script stores ratios and
-checks; the page (foxlib/report/peer_page.py) reads them and computes what an older file lacks.
-"""
+"""The peer benchmark's figures, pure functions of its results file (benchmarks/peer_tft.py): every row's ratios
+to pytorch-forecasting's TFT at the same configuration (the row "peer"), the step-time ratio's interval over the
+paired rounds of the one alternating run, the issue's targets as checks, and the rows a file lacks, with why.
+The measuring script stores ratios and checks; the page (peer_page.py) computes what an older file lacks."""
 from __future__ import annotations
 
 from typing import Any
@@ -240,11 +236,11 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "variant": label(res, name),
             "precision": v["precision"],
             "parameters": f"{v['n_parameters']:,}",
-            "parameters (MB)": f"{v['parameter_bytes'] / MB:,.1f}",
+            "parameters (MB)": mb(v["parameter_bytes"]),
             "activations (MB)": memory_mb(mem, "activations"),
-            "peak (MB)": POOL_UNSEEN if peak_unseen(res, name) else f"{mem['peak'] / MB:,.1f}",
-            "step median (ms)": ms(tm.get("median_s")) if tm else "not measured",
-            "step IQR (ms)": ms(tm.get("iqr_s")) if tm else "not measured",
+            "peak (MB)": POOL_UNSEEN if peak_unseen(res, name) else mb(mem["peak"]),
+            "step median (ms)": ms(tm.get("median_s")),
+            "step IQR (ms)": ms(tm.get("iqr_s")),
             "peak / peer's (ratio)": (f"{r['peak']:.3f}" if "peak" in r else "n/a") if r is not None else "1",
             "step time / peer's (ratio, 95 % interval)": interval_text(r) if r is not None else "1",
             "compile (s)": f"{comp['compile_s']:,.1f}" if comp.get("compile_s") is not None else "",

@@ -1,15 +1,7 @@
-"""reports/<device>/peer-benchmark.html: the peer benchmark's page, from its results file.
-
-benchmarks/peer_tft.py measures foxlib's TFT against pytorch-forecasting's and writes the JSON; this
-module renders it through templates/peer-benchmark.html.j2 (jinja2, autoescaped). The first screen
-answers in numbers: each foxlib row's peak and step time over the peer's at the same configuration,
-the step time with its interval over the paired rounds (foxlib/report/peer_figures.py), the rows
-not run and why, the device and the revisions it was measured and rendered at.
-
-`render_file` is what `peer_tft.py --render` runs: it refuses a tree with uncommitted changes unless
-allowed, checks that the wave 8.12 results the "best" row was taken from are still the published
-ones (foxlib/core/provenance.py: verify), stamps rendered_at_revision and writes the JSON and the page.
-An older file that lacks a key renders too: what it lacks reads "not measured".
+"""reports/<device>/peer-benchmark.html: the peer benchmark's page (benchmarks/peer_tft.py writes the JSON),
+rendered through templates/peer-benchmark.html.j2. The first screen answers in numbers: each foxlib row's peak
+and step time over the peer's at the same configuration (foxlib/report/peer_figures.py), the rows not run and
+why, the device and the revisions. An older file that lacks a key renders too: what it lacks reads "not measured".
 """
 from __future__ import annotations
 
@@ -21,31 +13,14 @@ from typing import Any
 
 from foxlib.core import provenance
 from foxlib.core.config import MB
-from foxlib.core.results import read_json, write_json
+from foxlib.core.results import measured_revision, read_json, write_json
 from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
 
-TEMPLATE = "peer-benchmark.html.j2"
 MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
                      "activations": "activations", "forward_peak": "forward peak", "peak": "step peak"}
-
-
-class PeerPageError(RuntimeError):
-    """The page cannot be rendered as asked: a dirty tree, or a cited file that is no longer the one read."""
-
-
-def checked_revision(allow_dirty: bool, what: str) -> str | None:
-    """This tree's revision (foxlib.core.provenance.check_tree); PeerPageError when it has uncommitted
-    changes, unless `allow_dirty` (the page then says so)."""
-    try:
-        return provenance.check_tree(allow_dirty, what)
-    except provenance.ProvenanceError as exc:
-        raise PeerPageError(str(exc)) from None
-
-
-def measured_revision(res: dict[str, Any]) -> str | None:
-    """measured_at_revision; older files name it only in their environment."""
-    return res.get("measured_at_revision") or (res.get("environment") or {}).get("git_revision")
+PeerPageError = provenance.ProvenanceError  # a dirty tree, or a cited file that is no longer the one read
+checked_revision = provenance.check_tree  # (allow_dirty, what): this tree's revision, PeerPageError when dirty
 
 
 def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
@@ -170,22 +145,18 @@ def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    return env.get_template(TEMPLATE).render(**context(res, cites))
+    return env.get_template("peer-benchmark.html.j2").render(**context(res, cites))
 
 
 def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: bool = False,
                 base: Path | None = None) -> Path:
     """Verify the file's citations, stamp its revisions, rewrite it and write its page (default: beside it).
-
-    PeerPageError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file (relative paths under
-    `base`, default the repository) is missing or no longer has the cited sha256."""
+    PeerPageError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
+    (relative paths under `base`, default the repository) is missing or no longer has the cited sha256."""
     json_path = Path(json_path)
     res = read_json(json_path)
-    revision = checked_revision(allow_dirty, "a rendered page")
-    try:
-        provenance.check_measured(measured_revision(res), allow_dirty, str(json_path))
-    except provenance.ProvenanceError as exc:
-        raise PeerPageError(str(exc)) from None
+    revision = provenance.check_tree(allow_dirty, "a rendered page")
+    provenance.check_measured(measured_revision(res), allow_dirty, str(json_path))
     cites = citations(res, base)
     bad = [c["problem"] for c in cites["items"] if not c["verified"]]
     if bad:

@@ -117,18 +117,14 @@ def _run(args) -> int:
 
 
 def _measure(wave_id: str, overrides: dict, out: Path, allow_dirty: bool, force: bool) -> int:
-    from foxlib.run import notebook_cells as notebook, preflight
     from foxlib.core import results
-    from foxlib.memory.devices import resolve_device
-    from foxlib.core.parameters import device_defaults, read_parameters, resolve
-    from foxlib.run.runner import check_revision
     from foxlib.core.critical_path import get_wave
-    declared = read_parameters(get_wave(wave_id).notebook)
-    first = resolve(declared, overrides)
-    if first.get("measurements"):
+    from foxlib.core.parameters import read_parameters, resolve
+    from foxlib.run import notebook_cells as notebook, preflight
+    from foxlib.run.runner import check_revision, plan
+    if resolve(read_parameters(get_wave(wave_id).notebook), overrides).get("measurements"):
         raise ValueError("measure takes no measurements parameter: it makes the measurement")
-    params = resolve(declared, overrides, device_defaults(wave_id, resolve_device(first["device"]).type))
-    preflight.check(wave_id, params)
+    params = plan(wave_id, overrides).params  # checked, with the device's defaults
     check_revision(allow_dirty)
     preflight.check_memory(wave_id, params, force)
     data = notebook.measure(wave_id, params)

@@ -13,38 +13,32 @@ from foxlib.core import config, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.parameters import read_parameters
 from foxlib.core.critical_path import get_wave
-
-# parameters that steer the run rather than the measurement
-RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")
+from foxlib.report.reading import RUN_PARAMETERS
 
 # the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
 _RUN: dict[str, Any] = {}
 
 
 def settle_imports() -> None:
-    """Move the objects alive now (after the imports: torch, pandas, matplotlib, IPython, about 400,000)
-    to the garbage collector's permanent generation, so that the collections a run makes (gc.collect
-    before every profiled or predicted step) and the automatic ones scan only what the run creates.
-    Measured on 2 cores: wave 8.10's tiny measurement 8.5 s instead of 12 s. Reference counting frees
-    frozen objects as before; only cycles among them are never collected (none holds a tensor: nothing
-    has been measured yet)."""
+    """Move the objects alive after the imports (about 400,000) to the garbage collector's permanent
+    generation, so that every gc.collect before a profiled step scans only what the run creates (wave 8.10's
+    tiny measurement on 2 cores: 8.5 s instead of 12 s). Only cycles among frozen objects are never
+    collected, and none holds a tensor: nothing has been measured yet."""
     gc.collect()
     gc.freeze()
 
 
 def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
-    """The wave's declared parameters, with the values they have in the notebook's namespace (called
-    after the notebook's imports: settles them, settle_imports).
-
-    Run by foxlib's runner, the namespace holds the checked parameters and the report's `output_dir`. Run
-    without it (JupyterLab's "Run All", or papermill by hand: no `output_dir`), `interactive_parameters`
-    gives the values `make report` would use (the device's defaults where a value is the notebook's own)
-    and a scratch folder for the files, says both on screen, and puts them in the namespace."""
+    """The wave's declared parameters, with their values in the notebook's namespace (called after the
+    notebook's imports: settle_imports). Run without foxlib's runner (no `output_dir`: JupyterLab's "Run
+    All"), the values `make report` would use and a scratch folder (interactive_parameters), said on screen
+    and put in the namespace."""
+    from IPython.display import Markdown, display
     params = {name: namespace[name] for name in read_parameters(get_wave(wave_id).notebook)}
     if not params.get("output_dir"):
         params, text = interactive_parameters(wave_id, params)
         namespace.update(params)
-        _show_markdown(text)
+        display(Markdown(text))
     _RUN.clear()
     _RUN.update(wave=wave_id, params=dict(params))
     settle_imports()
@@ -53,9 +47,8 @@ def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
 
 def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """For a notebook run outside the runner: (parameters, what the run will do, as Markdown). A value that
-    differs from the notebook's default is the user's choice; the rest is what `make report` takes: the same
-    plan, checked the same way (foxlib.run.runner.plan: the device's defaults, CPU_DEFAULTS on a CPU). The
-    files go to SCRATCH_DIR/wave-<N>/ (foxlib.core.config: never notebooks/ or reports/)."""
+    differs from the notebook's default is the user's choice; the rest is what `make report` takes (the same
+    plan: foxlib.run.runner.plan). The files go to SCRATCH_DIR/wave-<N>/, never notebooks/ or reports/."""
     from foxlib.run.runner import plan
     declared = read_parameters(get_wave(wave_id).notebook)
     run = plan(wave_id, {k: v for k, v in values.items() if k != "output_dir" and v != declared[k].default})
@@ -72,15 +65,6 @@ def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[s
     return params, "  \n".join(lines)
 
 
-def _show_markdown(text: str) -> None:
-    """Markdown in a notebook's output; plain text elsewhere."""
-    try:
-        from IPython.display import Markdown, display
-        display(Markdown(text))
-    except ImportError:  # pragma: no cover - ipykernel is installed with foxlib
-        print(text)
-
-
 def run_kind(wave_id: str, measurement: dict[str, Any], params: dict[str, Any] | None = None):
     """Canonical or variant (foxlib.core.parameters.RunKind) of this run, against the defaults of the device
     the measurement was made on."""
@@ -88,14 +72,6 @@ def run_kind(wave_id: str, measurement: dict[str, Any], params: dict[str, Any] |
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
     return kind(wave_id, params, measurement, measurement["device"]["type"])
-
-
-def provenance_facts(measurement: dict[str, Any]) -> dict[str, Any]:
-    """Where a report comes from: the revisions it was measured and rendered at, clean or not."""
-    from foxlib.core import provenance
-    measured, rendered = results.measured_revision(measurement), provenance.git_revision()
-    return {"measured_at_revision": measured, "rendered_at_revision": rendered,
-            "clean": provenance.is_clean(measured) and provenance.is_clean(rendered)}
 
 
 def _value(v: Any) -> str:
@@ -113,9 +89,8 @@ def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The measurement: loaded from `params["measurements"]` when given (a GPU run made with
-    `python -m foxlib measure`; checked by foxlib.run.runner.plan, and typed by the wave's Measurement),
-    else measured now."""
+    """The measurement: loaded from `params["measurements"]` (made by `python -m foxlib measure`, checked by
+    foxlib.run.runner.plan) when given, else measured now."""
     if params.get("measurements"):
         return results.read_json(params["measurements"])
     return measure(wave_id, params)
@@ -126,22 +101,21 @@ def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 def verdict_banner(wave_id: str, checks: list[Check], measurement: dict[str, Any]) -> str:
-    """HTML for the top of the report: verdict, device, the revisions it was measured and rendered
-    at (and a warning when either had uncommitted changes), the failing checks, and for a variant
-    what differs from the defaults."""
+    """HTML for the top of the report: verdict, device, the revisions it was measured and rendered at (a
+    warning when either had uncommitted changes), the failing checks, and for a variant what differs."""
+    from foxlib.core import provenance
     v = verdict(checks)
     colour = "#1a7f37" if v == "GO" else "#cf222e"
     dev = measurement["device"]
     failed = [c for c in checks if not c.passed]
     lines = "".join(f"<li>{html.escape(c.name)}: {_fmt(c.measured, c.unit)} &gt; limit {_fmt(c.limit, c.unit)}</li>"
                     for c in failed)
-    prov = provenance_facts(measurement)
-    rev = lambda r: html.escape(r or "unknown")  # noqa: E731
+    measured, rendered = results.measured_revision(measurement), provenance.git_revision()
+    measured_html, rendered_html = html.escape(measured or "unknown"), html.escape(rendered or "unknown")
     notes = []
-    if not prov["clean"]:
+    if not (provenance.is_clean(measured) and provenance.is_clean(rendered)):
         notes.append('<p class="foxlib-dirty" style="color:#9a6700"><b>Not a commit\'s report:</b> made from '
-                     "uncommitted changes (measured at "
-                     f"{rev(prov['measured_at_revision'])}, rendered at {rev(prov['rendered_at_revision'])}; "
+                     f"uncommitted changes (measured at {measured_html}, rendered at {rendered_html}; "
                      "run with --allow-dirty). Its figures may not be reproducible from any revision.</p>")
     kind = run_kind(wave_id, measurement)
     if kind.variant:
@@ -160,8 +134,7 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: dict[str, Any
             f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
             f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}, <code>{html.escape(dev.get('short', ''))}"
             f"</code>) · {measurement.get('measured_at', '')} · measured at revision "
-            f"<code>{rev(prov['measured_at_revision'])}</code>, rendered at "
-            f"<code>{rev(prov['rendered_at_revision'])}</code></p>"
+            f"<code>{measured_html}</code>, rendered at <code>{rendered_html}</code></p>"
             + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
 
 
@@ -208,13 +181,11 @@ def table(df: pd.DataFrame):
 
 
 def figure(fig, caption: str | None = None, alt: str | None = None) -> None:
-    """Show a chart once, with alt text and a caption (foxlib.report.captioned), and free it. caption: what it
-    shows (default: its title); alt: what it shows for a reader who cannot see it (default: read from the
-    chart's title, axes and marks)."""
+    """Show a chart once, with alt text and a caption (foxlib.report.captioned), and free it. caption: default
+    its title; alt: default read from the chart's title, axes and marks (captioned.describe)."""
     from foxlib.report import captioned
     if caption is None:
-        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
-        title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "Chart")
+        title = fig.get_suptitle() or next((ax.get_title() for ax in fig.axes if ax.get_title()), "Chart")
         caption = f"{title}. Memory in MB = 10^6 bytes."
     captioned.show_figure(fig, caption, alt)
 

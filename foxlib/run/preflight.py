@@ -1,17 +1,9 @@
-"""Everything that comes in, checked before anything runs or is written: one validation layer.
-
-- parameters: the notebook's parameters cell fixes names and types (foxlib.core.parameters, which also
-  rejects nan and inf); here the values whose valid set lives in the code: counts and ranges,
-  presets, precisions, models, strategies, non-empty lists, the encoder length the market data
-  can hold, the budgets file;
-- a measurement file (`measurements=FILE`): valid JSON that its wave's measurement type reads
-  (`Measurement.from_dict`, through foxlib.core.schema.check_plain: this wave, this schema version, the
-  data its notebook reads, a device whose short name is a plain folder name, finite numbers and no
-  negative memory figure), the parameters it was made with, the files it cites;
-- memory: the run's largest training step predicted (foxlib.memory.predict_step, nothing
-  allocated) against the free memory of the device it will run on (`check_memory`).
-
-Each failure is a ValueError (exit 2) whose message names what is valid.
+"""Everything that comes in, checked before anything runs or is written; each failure is a ValueError (exit 2)
+whose message names what is valid:
+- parameters whose valid set lives in the code (names, types, nan and inf: foxlib.core.parameters): counts,
+  presets, precisions, models, strategies, non-empty lists, the encoder length the market data can hold, budgets;
+- a measurement file: what its wave's Measurement.from_dict reads, the parameters it was made with, its citations;
+- memory: the run's largest training step predicted (nothing allocated) against its device's free memory.
 """
 from __future__ import annotations
 
@@ -32,8 +24,8 @@ POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inferenc
 NON_NEGATIVE = ("timing_warmup", "accuracy_patience", "cap_bytes", "inference_batch", "seed")
 MAX_SEED = 2**32 - 1  # numpy's generators take seeds below 2**32
 
-# wave 8.12's measurement files, until its record checks itself as the other waves' do: the schema versions
-# read (1: files written before the version was recorded) and the keys its notebook reads
+# wave 8.12's measurement files (its record does not check itself yet): the schema versions read (1: written
+# before the version was recorded) and the keys its notebook reads
 MEASUREMENT_SCHEMAS_8_12 = (1, 2)
 REQUIRED_KEYS_8_12 = ("memory", "timing", "accuracy_runs", "accuracy_source", "accuracy_preset", "base_config",
                       "strategies", "predicted")
@@ -139,8 +131,7 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- measurement files
 
 def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> None:
-    """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check
-    (the wave's Measurement.from_dict; 8.12: check_plain with the keys its notebook reads), then the
+    """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check, the
     parameters it was made with and the files it cites."""
     if wave_id == "8.12":
         check_plain(data, wave_id, MEASUREMENT_SCHEMAS_8_12, ("environment", *REQUIRED_KEYS_8_12), source=source)
@@ -174,9 +165,8 @@ def check_measurement(wave_id: str, path: str | Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- memory
 
 def free_bytes(device) -> tuple[int | None, str]:
-    """(free bytes, what that figure is) of the device a run will use: on the CPU the kernel's
-    MemAvailable; on CUDA NVML's free figure of the GPU (no CUDA context is created in this process,
-    which would sit beside the run's own), else torch.cuda.mem_get_info."""
+    """(free bytes, what that figure is) of the device a run will use: the CPU's MemAvailable; on CUDA NVML's
+    free figure (it creates no CUDA context in this process, beside the run's own), else cudaMemGetInfo."""
     if device.type == "cuda":
         from foxlib.memory.cuda import nvml_view
         view = nvml_view(device)
@@ -194,9 +184,8 @@ def free_bytes(device) -> tuple[int | None, str]:
 
 
 def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, str]:
-    """(bytes, what) of the run's largest training step, predicted on fake tensors: the TFT at the
-    run's preset, batch, encoder length and precision (waves 8.10-8.12: the fp32 baseline is their
-    largest step); for 8.13 the four models of the ensemble together (the sum of their step peaks)."""
+    """(bytes, what) of the run's largest training step, predicted on fake tensors: the TFT at the run's
+    configuration (waves 8.10-8.12), the sum of the ensemble's four step peaks (8.13)."""
     from foxlib.memory import predict_step
     tft = MODELS["tft"]
     target = "cuda" if device.type == "cuda" else "cpu"
@@ -220,8 +209,8 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, s
 
 
 def check_memory(wave_id: str, params: dict[str, Any], force: bool = False) -> dict[str, Any] | None:
-    """MemoryRefused when the run's predicted peak is more than the free memory of its device, naming
-    both figures, unless `force`. None when nothing is measured (a measurement file is rendered)."""
+    """MemoryRefused, unless `force`, when the run's predicted peak is more than its device's free memory;
+    None when nothing is measured (a measurement file is rendered)."""
     if params.get("measurements"):
         return None
     from foxlib.memory.devices import resolve_device

@@ -1,16 +1,11 @@
-"""Running a wave: check everything, execute its notebook with papermill, render, publish.
+"""Running a wave: check everything (foxlib.run.preflight) before anything is written, execute its notebook
+with papermill, render, publish. Defaults (those of its device) make the canonical report
+`reports/<device>/wave-<N>/`; other parameters a variant, `reports/<device>/variants/wave-<N>-<name>/`.
 
-Nothing is written before the parameters, the budgets, any measurement file, the tree's revision
-and the memory the run needs check out (foxlib.run.preflight). A run with the defaults (those of its
-device: foxlib.core.parameters.CPU_DEFAULTS) writes the canonical report `reports/<device>/wave-<N>/`;
-a run with other parameters is a variant and writes `reports/<device>/variants/wave-<N>-<name>/`.
-
-Each run works in its own hidden folder beside the report (`.wave-<N>[-<name>].<unique>.partial`)
-while holding a lock on that report (`fcntl.flock` on `.wave-<N>[-<name>].lock` in the device's
-folder): a second run of the same report stops at once and says that one is running. Only a
-complete report (executed notebook, results.json, HTML, Markdown) replaces the previous one, by
-renaming. A failed run leaves the previous report as it was, keeps the failed notebook in
-`.wave-<N>[-<name>].failed/` and says which cell failed.
+Each run works in its own hidden folder beside the report (`.<label>.<unique>.partial`) while holding a lock
+(`fcntl.flock` on `.<label>.lock`): a second run of the same report stops at once. Only a complete report
+replaces the previous one, by renaming; a failed run leaves it as it was and keeps the failed notebook in
+`.<label>.failed/`.
 """
 from __future__ import annotations
 
@@ -28,22 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from foxlib.core import config, provenance, results
-
-from foxlib.run import preflight
-from foxlib.report.index import write_index
-from foxlib.core.parameters import RunKind, device_defaults, read_parameters, resolve, run_kind
 from foxlib.core.critical_path import Wave, get_wave
+from foxlib.core.parameters import RunKind, device_defaults, read_parameters, resolve, run_kind
+from foxlib.report.index import write_index
+from foxlib.run import preflight
 
 log = logging.getLogger("foxlib")
 
 
 def render(*args, **kwargs):
-    """foxlib.report.render.render, imported when a report is rendered: nbconvert is not needed to measure on a
-    bare GPU machine (`python -m foxlib measure`)."""
-    from foxlib.report.render import render as _render
-    return _render(*args, **kwargs)
-
-VARIANTS_DIR = "variants"
+    """foxlib.report.render.render, imported only to render: a bare GPU machine measures without nbconvert."""
+    from foxlib.report.render import render as render_notebook
+    return render_notebook(*args, **kwargs)
 
 
 class WaveFailed(RuntimeError):
@@ -81,8 +72,7 @@ class Plan:
     reports_dir: Path
 
     @property
-    def label(self) -> str:
-        """`wave-<N>`, or `wave-<N>-<variant name>`."""
+    def label(self) -> str:  # wave-<N>[-<variant name>]
         return f"wave-{self.wave.id}" + (f"-{self.kind.variant}" if self.kind.variant else "")
 
     @property
@@ -91,9 +81,7 @@ class Plan:
 
     @property
     def final(self) -> Path:
-        if self.kind.variant:
-            return self.device_dir / VARIANTS_DIR / self.label
-        return self.device_dir / self.label
+        return self.device_dir / "variants" / self.label if self.kind.variant else self.device_dir / self.label
 
     @property
     def failed(self) -> Path:
@@ -105,9 +93,8 @@ class Plan:
 
 
 def check_revision(allow_dirty: bool, measurement: dict[str, Any] | None = None) -> str | None:
-    """The tree's revision; ProvenanceError when the tree has uncommitted changes, or the measurement
-    rendered does not name a clean commit of this repository (provenance.check_measured), unless
-    `allow_dirty` (then the report says so on its first screen)."""
+    """The tree's revision; ProvenanceError, unless `allow_dirty`, when the tree has uncommitted changes or the
+    measurement rendered names no clean commit of this repository."""
     revision = provenance.check_tree(allow_dirty, "a report")
     if measurement is not None:
         provenance.check_measured(results.measured_revision(measurement), allow_dirty)
@@ -137,8 +124,8 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
 
 
 def _probe_writable(folder: Path) -> None:
-    """ReportsNotWritable unless files can be created and removed in `folder` and every folder in it
-    (what replacing a report needs); checked before the run, so that nothing is left half-replaced."""
+    """ReportsNotWritable unless files can be created and removed in `folder` and every folder in it (what
+    replacing a report needs): checked before the run, so that nothing is left half-replaced."""
     for d in [folder, *[p for p in folder.rglob("*") if p.is_dir()]]:
         try:
             fd, probe = tempfile.mkstemp(prefix=".foxlib-probe-", dir=d)
@@ -197,10 +184,8 @@ def _publish(work: Path, plan: Plan) -> None:
 
 def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Path | None = None,
              progress: bool = True, *, allow_dirty: bool | None = None, force: bool | None = None) -> Path:
-    """Run wave `wave_id` with parameter `overrides`; return the folder of its new report.
-
-    allow_dirty: run from a tree with uncommitted changes (None: FOXLIB_ALLOW_DIRTY); force: run even
-    when the predicted peak is more than the device's free memory (None: FOXLIB_FORCE)."""
+    """Run wave `wave_id` with parameter `overrides`; return the folder of its new report. allow_dirty and force
+    (run even when the predicted peak exceeds the free memory) default to FOXLIB_ALLOW_DIRTY and FOXLIB_FORCE."""
     allow_dirty = config.env_flag("FOXLIB_ALLOW_DIRTY") if allow_dirty is None else allow_dirty
     force = config.env_flag("FOXLIB_FORCE") if force is None else force
     p = plan(wave_id, overrides, reports_dir)
