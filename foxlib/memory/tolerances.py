@@ -1,8 +1,6 @@
-"""Predicted beside measured: the tolerances `predict_step` is held to against `profile_step`, and the table the
-reports show (per category predicted and measured MB, the error, whether it is within tolerance, and the reason
-where a known one applies). The tests (tests/test_predict.py, tests/test_gpu_profile.py) assert with `within`,
-so a report never claims a tolerance the tests do not hold. On the CPU a gap is unexplained and shown as such; on
-CUDA the kernels the CPU-kernel prediction does not model are named (CUDA_REASONS, CUDA_LSTM_REASON).
+"""Predicted beside measured: the tolerances predict_step is held to against profile_step, and the table the
+reports show. The tests assert with `within`, so a report never claims a tolerance the tests do not hold. On the
+CPU a gap is unexplained; on CUDA the kernels the prediction does not model are named (CUDA_REASONS).
 """
 from __future__ import annotations
 
