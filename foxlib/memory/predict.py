@@ -234,113 +234,6 @@ class LiveStorages(TorchDispatchMode):
 
 # ----------------------------------------------------------------------------- real kernels' output sizes
 
-def _spec(x):
-    """A hashable description of an argument: tensors by (shape, dtype), lists element-wise."""
-    if isinstance(x, torch.Tensor):
-        return ("tensor", tuple(x.shape), x.dtype)
-    if isinstance(x, (list, tuple)):
-        return tuple(_spec(v) for v in x)
-    return x
-
-
-def _zeros(spec):
-    if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
-        return torch.zeros(spec[1], dtype=spec[2])
-    if isinstance(spec, tuple):
-        return [_zeros(v) for v in spec]
-    return spec
-
-
-@functools.lru_cache(maxsize=256)
-def onednn_rnn_workspace_bytes(spec: tuple) -> int:
-    """Bytes of the workspace oneDNN's LSTM layer saves for backward (the meta kernel's is empty): one real call
-    on zeros of the same shapes and dtypes, outside every mode and autocast."""
-    # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
-    with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
-        out = _MKLDNN_RNN(*[_zeros(a) for a in spec])
-        return out[3].untyped_storage().nbytes()
-
-
-# losses whose reduced CPU result may be a view into the elementwise buffer (checked at run time)
-_REDUCING_LOSSES = {_AT.mse_loss.default, _AT.smooth_l1_loss.default, _AT.huber_loss.default,
-                    _AT.binary_cross_entropy.default, _AT.soft_margin_loss.default}
-_NORMS = {_AT.native_layer_norm.default, _AT.native_group_norm.default}
-
-
-@functools.lru_cache(maxsize=64)
-def loss_keeps_elementwise_buffer(func, spec: tuple) -> bool:
-    """Does the real CPU kernel of `func` return a scalar that holds the whole elementwise buffer? Measured
-    on 2 x 3 zeros, once per spec."""
-    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
-        args = [torch.zeros(2, 3, dtype=a[2]) if isinstance(a, tuple) and a and a[0] == "tensor" else a
-                for a in spec]
-        out = func(*args)
-        return out.dim() == 0 and out.untyped_storage().nbytes() >= 6 * out.element_size()
-
-
-@functools.lru_cache(maxsize=64)
-def norm_statistics_dtype(func, input_dtype: torch.dtype, weight_dtype: torch.dtype | None,
-                          normalized: tuple[int, ...]) -> torch.dtype:
-    """dtype of the mean and rstd the CPU kernel of native_layer_norm/group_norm returns (float32 for a 16-bit
-    input with float32 weights, where the meta kernel says the input's): measured on a 1-row input."""
-    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
-        if func is _AT.native_layer_norm.default:
-            w = None if weight_dtype is None else torch.ones(normalized, dtype=weight_dtype)
-            out = func(torch.zeros((1, *normalized), dtype=input_dtype), list(normalized), w, w, 1e-5)
-        else:
-            c = normalized[0]
-            w = None if weight_dtype is None else torch.ones(c, dtype=weight_dtype)
-            out = func(torch.zeros(1, c, 1, dtype=input_dtype), w, w, 1, c, 1, 1, 1e-5)
-        return out[1].dtype
-
-
-class RealKernelSizes(TorchDispatchMode):
-    """Under fake mode, gives a few CPU kernels' outputs the real kernel's storage size where the meta kernel's
-    differs: the LSTM's uint8 workspace (onednn_rnn_workspace_bytes); float32 mean and rstd of a norm with a
-    16-bit input and float32 weights; a reduced loss that is a 0-dim view of its elementwise buffer. Sits between
-    the fake mode and LiveStorages, so both the count and the saved-tensor hooks see the real sizes.
-    `lstm_calls` counts the LSTM layers run."""
-
-    lstm_calls = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if kwargs:
-            return out
-        if func is _MKLDNN_RNN:
-            self.lstm_calls += 1
-            nbytes = onednn_rnn_workspace_bytes(tuple(_spec(a) for a in args))
-            if out[3].untyped_storage().nbytes() != nbytes:
-                out = (*out[:3], torch.empty(nbytes, dtype=torch.uint8, device=out[3].device))
-        elif func in _NORMS:
-            x, w = args[0], args[2 if func is _AT.native_layer_norm.default else 1]
-            normalized = tuple(args[1]) if func is _AT.native_layer_norm.default else (args[4],)
-            dtype = norm_statistics_dtype(func, x.dtype, None if w is None else w.dtype, normalized)
-            if out[1].dtype != dtype:
-                out = (out[0], *(torch.empty_strided(o.shape, o.stride(), dtype=dtype, device=o.device)
-                                 for o in out[1:]))
-        elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
-            if loss_keeps_elementwise_buffer(func, tuple(_spec(a) for a in args)):
-                shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
-                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
-                out = buffer.view(-1)[0]
-        return out
-
-
-# ----------------------------------------------------------------------------- real kernels' own scratch
-
-# ops whose CPU kernel may allocate and free memory inside itself, unseen by fake kernels and dispatch modes:
-# oneDNN's scratchpads (16-bit matmuls per ISA path, the LSTM, the convolution), a 16-bit mean's accumulator
-SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT.baddbmm.default,
-                         _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
-                         _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
-_PROBE_MARK = "foxlib::probe_kernel_scratch"
-PROBE_MAX_BYTES = 64 * 2**20
-"""A call with larger real inputs is not probed (its scratch counts 0), so that predicting a configuration too
-large for this machine allocates little; oneDNN's scratchpads are small beside such tensors."""
-_inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
-
-
 def probe_spec(x):
     """Hashable description of an op's arguments: tensors by (shape, stride, dtype) (a transposed operand can
     make a kernel copy it), lists element-wise, the rest as it is."""
@@ -381,6 +274,95 @@ def _probe_args(spec):
     if isinstance(spec, tuple):
         return [_probe_args(v) for v in spec]
     return spec
+
+
+@functools.lru_cache(maxsize=256)
+def onednn_rnn_workspace_bytes(spec: tuple) -> int:
+    """Bytes of the workspace oneDNN's LSTM layer saves for backward (the meta kernel's is empty): one real call
+    on zeros of the same shapes and dtypes, outside every mode and autocast."""
+    # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
+    with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
+        out = _MKLDNN_RNN(*_probe_args(spec))
+        return out[3].untyped_storage().nbytes()
+
+
+# losses whose reduced CPU result may be a view into the elementwise buffer (checked at run time)
+_REDUCING_LOSSES = {_AT.mse_loss.default, _AT.smooth_l1_loss.default, _AT.huber_loss.default,
+                    _AT.binary_cross_entropy.default, _AT.soft_margin_loss.default}
+_NORMS = {_AT.native_layer_norm.default, _AT.native_group_norm.default}
+
+
+@functools.lru_cache(maxsize=64)
+def loss_keeps_elementwise_buffer(func, spec: tuple) -> bool:
+    """Does the real CPU kernel of `func` return a scalar that holds the whole elementwise buffer? Measured
+    on 2 x 3 zeros, once per spec."""
+    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
+        args = [torch.zeros(2, 3, dtype=a[3]) if _is_tensor_spec(a) else _probe_args(a) for a in spec]
+        out = func(*args)
+        return out.dim() == 0 and out.untyped_storage().nbytes() >= 6 * out.element_size()
+
+
+@functools.lru_cache(maxsize=64)
+def norm_statistics_dtype(func, input_dtype: torch.dtype, weight_dtype: torch.dtype | None,
+                          normalized: tuple[int, ...]) -> torch.dtype:
+    """dtype of the mean and rstd the CPU kernel of native_layer_norm/group_norm returns (float32 for a 16-bit
+    input with float32 weights, where the meta kernel says the input's): measured on a 1-row input."""
+    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
+        if func is _AT.native_layer_norm.default:
+            w = None if weight_dtype is None else torch.ones(normalized, dtype=weight_dtype)
+            out = func(torch.zeros((1, *normalized), dtype=input_dtype), list(normalized), w, w, 1e-5)
+        else:
+            c = normalized[0]
+            w = None if weight_dtype is None else torch.ones(c, dtype=weight_dtype)
+            out = func(torch.zeros(1, c, 1, dtype=input_dtype), w, w, 1, c, 1, 1, 1e-5)
+        return out[1].dtype
+
+
+class RealKernelSizes(TorchDispatchMode):
+    """Under fake mode, gives a few CPU kernels' outputs the real kernel's storage size where the meta kernel's
+    differs: the LSTM's uint8 workspace (onednn_rnn_workspace_bytes); float32 mean and rstd of a norm with a
+    16-bit input and float32 weights; a reduced loss that is a 0-dim view of its elementwise buffer. Sits between
+    the fake mode and LiveStorages, so both the count and the saved-tensor hooks see the real sizes.
+    `lstm_calls` counts the LSTM layers run."""
+
+    lstm_calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if kwargs:
+            return out
+        if func is _MKLDNN_RNN:
+            self.lstm_calls += 1
+            nbytes = onednn_rnn_workspace_bytes(probe_spec(args))
+            if out[3].untyped_storage().nbytes() != nbytes:
+                out = (*out[:3], torch.empty(nbytes, dtype=torch.uint8, device=out[3].device))
+        elif func in _NORMS:
+            x, w = args[0], args[2 if func is _AT.native_layer_norm.default else 1]
+            normalized = tuple(args[1]) if func is _AT.native_layer_norm.default else (args[4],)
+            dtype = norm_statistics_dtype(func, x.dtype, None if w is None else w.dtype, normalized)
+            if out[1].dtype != dtype:
+                out = (out[0], *(torch.empty_strided(o.shape, o.stride(), dtype=dtype, device=o.device)
+                                 for o in out[1:]))
+        elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
+            if loss_keeps_elementwise_buffer(func, probe_spec(args)):
+                shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
+                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
+                out = buffer.view(-1)[0]
+        return out
+
+
+# ----------------------------------------------------------------------------- real kernels' own scratch
+
+# ops whose CPU kernel may allocate and free memory inside itself, unseen by fake kernels and dispatch modes:
+# oneDNN's scratchpads (16-bit matmuls per ISA path, the LSTM, the convolution), a 16-bit mean's accumulator
+SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT.baddbmm.default,
+                         _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
+                         _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
+_PROBE_MARK = "foxlib::probe_kernel_scratch"
+PROBE_MAX_BYTES = 64 * 2**20
+"""A call with larger real inputs is not probed (its scratch counts 0), so that predicting a configuration too
+large for this machine allocates little; oneDNN's scratchpads are small beside such tensors."""
+_inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
 
 
 def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
