@@ -8,7 +8,7 @@ from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.measure_step import measure_model
 from foxlib.models import MODELS
-from foxlib.memory.theory_tft import activation_theory_by_block
+from foxlib.memory.theory import activation_theory_by_block
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")]

@@ -78,7 +78,7 @@ def test_lstm_attention_matches_hand_count():
     prof = profile_step(model, batch, mse, torch.optim.Adam(model.parameters()))
 
     # The CPU LSTM (oneDNN) also saves a uint8 workspace whose size is oneDNN's, not B·T·H-shaped:
-    # it is reported, not derived (foxlib/memory/theory_tft.py). Read it from a separate forward of the LSTM alone.
+    # it is reported, not derived (foxlib/memory/theory.py). Read it from a separate forward of the LSTM alone.
     workspace = []
     with torch.autograd.graph.saved_tensors_hooks(
             lambda t: workspace.append(t.untyped_storage().nbytes()) if t.dtype == torch.uint8 else None,

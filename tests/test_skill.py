@@ -1,11 +1,11 @@
-"""foxlib.harness.skill and the accuracy gate's power: climatology, skill scores, and the gate on hand-made runs."""
+"""Skill over climatology (foxlib.harness.training) and the accuracy gate's power: climatology, skill scores, and the gate on hand-made runs."""
 import numpy as np
 import pytest
 import torch
 
-from foxlib.harness import skill
 from foxlib.data.market import MarketWindows
-from foxlib.harness.training import accuracy_gate, check_target, skill_summary
+from foxlib.harness.training import (accuracy_gate, check_target, climatology, coverage, has_skill, naive_prediction,
+                                     skill_score, skill_summary)
 
 
 def test_abs_return_target_is_the_absolute_return_and_bad_targets_name_the_valid_ones():
@@ -22,24 +22,24 @@ def test_abs_return_target_is_the_absolute_return_and_bad_targets_name_the_valid
 
 def test_climatology_is_the_training_windows_quantiles():
     train = MarketWindows(4, 10, 3, "train")
-    levels = skill.climatology(train, (0.1, 0.5, 0.9))
+    levels = climatology(train, (0.1, 0.5, 0.9))
     all_targets = np.concatenate([train.get(np.arange(i, min(i + 2000, len(train))))["target"].numpy().ravel()
                                   for i in range(0, len(train), 2000)])
     assert np.allclose(levels, np.quantile(all_targets, [0.1, 0.5, 0.9]), atol=1e-4)
     assert levels[0] < 0 < levels[2] and -0.2 < levels[1] < 0.2  # daily returns in percent
     # abs_return: all quantiles positive
-    assert (skill.climatology(MarketWindows(4, 10, 3, "train", target="abs_return"), (0.1, 0.5, 0.9)) > 0).all()
+    assert (climatology(MarketWindows(4, 10, 3, "train", target="abs_return"), (0.1, 0.5, 0.9)) > 0).all()
 
 
 def test_naive_prediction_coverage_and_skill_score():
     target = torch.tensor([[-2.0, 0.0, 1.0], [0.5, 3.0, -0.5]])
-    pred = skill.naive_prediction(np.array([-1.0, 0.0, 1.0]), target)
+    pred = naive_prediction(np.array([-1.0, 0.0, 1.0]), target)
     assert pred.shape == (2, 3, 3) and torch.equal(pred[1, 2], torch.tensor([-1.0, 0.0, 1.0]))
-    assert skill.coverage(pred, target, (0.1, 0.5, 0.9)) == pytest.approx(4 / 6)
-    assert skill.coverage(pred, target, (0.25, 0.5, 0.75)) is None
-    assert skill.skill_score(0.9, 1.0) == pytest.approx(0.1) and skill.skill_score(1.1, 1.0) == pytest.approx(-0.1)
-    assert skill.has_skill({"skill_score": 0.02}) and not skill.has_skill({"skill_score": 0.019})
-    assert not skill.has_skill({"quantile_loss": 0.5})  # no skill measured: no skill
+    assert coverage(pred, target, (0.1, 0.5, 0.9)) == pytest.approx(4 / 6)
+    assert coverage(pred, target, (0.25, 0.5, 0.75)) is None
+    assert skill_score(0.9, 1.0) == pytest.approx(0.1) and skill_score(1.1, 1.0) == pytest.approx(-0.1)
+    assert has_skill({"skill_score": 0.02}) and not has_skill({"skill_score": 0.019})
+    assert not has_skill({"quantile_loss": 0.5})  # no skill measured: no skill
 
 
 def _run(precision, seed, loss, naive=1.0, min_skill=0.02):

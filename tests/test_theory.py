@@ -5,7 +5,7 @@ import torch
 from foxlib.memory import profile_step
 from foxlib.models import MODELS
 from foxlib.memory.theory import training_step
-from foxlib.memory.theory_tft import activation_theory_by_block
+from foxlib.memory.theory import activation_theory_by_block
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])

@@ -3,10 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from foxlib.harness import skill
 from foxlib.data.market import MarketWindows
 from foxlib.models import MODELS
-from foxlib.harness.training import HARNESS, accuracy_config, evaluate, train_tft
+from foxlib.harness.training import HARNESS, accuracy_config, climatology, evaluate, train_tft
 
 
 class _Constant(torch.nn.Module):
@@ -24,13 +23,13 @@ def test_climatology_scores_zero_skill_and_a_wider_band_scores_worse():
     cfg = MODELS["tft"].preset("small")
     train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train")
     val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation")
-    levels = skill.climatology(train, cfg.quantiles)
+    levels = climatology(train, cfg.quantiles)
     rows = np.arange(0, len(val), 5)
-    out = evaluate(_Constant(cfg, levels), val, rows, "fp32", torch.device("cpu"), climatology=levels)
+    out = evaluate(_Constant(cfg, levels), val, rows, "fp32", torch.device("cpu"), levels=levels)
     assert out["skill_score"] == pytest.approx(0.0, abs=1e-7)
     assert out["quantile_loss"] == pytest.approx(out["naive_quantile_loss"])
     assert out["coverage_10_90"] == out["naive_coverage_10_90"] > 0.8  # the validation years are calmer
-    wide = evaluate(_Constant(cfg, 3 * levels), val, rows, "fp32", torch.device("cpu"), climatology=levels)
+    wide = evaluate(_Constant(cfg, 3 * levels), val, rows, "fp32", torch.device("cpu"), levels=levels)
     assert wide["skill_score"] < -0.1 and wide["naive_quantile_loss"] == out["naive_quantile_loss"]
 
 

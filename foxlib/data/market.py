@@ -7,7 +7,7 @@ id. Split by time: a training window ends before VALIDATION_START, a validation 
 
 Targets (TARGETS): "return", the next days' log returns in percent (what the models train on everywhere), or
 "abs_return", their absolute values. Returns are close to unpredictable in sign but their size persists
-(volatility clusters), so a model beats the climatology on "abs_return" by far more (foxlib.harness.skill).
+(volatility clusters), so a model beats the climatology on "abs_return" by far more (foxlib.harness.training).
 """
 from __future__ import annotations
 

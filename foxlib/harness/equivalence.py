@@ -1,9 +1,6 @@
-"""Same function, shown as numbers: max |Δ| of outputs and gradients of a variant against the reference.
-
-Checkpointing, the memory-efficient path and a step captured in a CUDA graph claim to compute the plain TFT
-step's function with less memory or fewer launches. `same_function` builds both from the same weights with
-dropout 0 (in the config: checkpointed segments run only in training mode), runs forward + loss + backward on the
-same batch in the same precision, and compares outputs and every gradient, relative to the reference's max |value|.
+"""Same function, shown as numbers: max |Δ| of outputs and gradients of a variant (checkpointing, the
+memory-efficient path, a CUDA graph) against the plain TFT step, from the same weights and batch with dropout 0
+(in the config: checkpointed segments run only in training mode), relative to the reference's max |value|.
 Rounding differs between the paths, so the figures are small, not zero (TOLERANCE_REL).
 """
 from __future__ import annotations

@@ -41,9 +41,7 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
     else:
         predicted = predict_model(model, cfg, device, precision, seed) if predict else None
     step = build_step(recipe, device)
-    prof = step.profile(snapshot_path=snapshot_path)
-    out = {"model": model, "title": recipe.card.title, "config": dataclasses.asdict(cfg),
-           "learning_rate": recipe.learning_rate, "profile": prof.to_dict()}
+    out = _measurement(recipe, step.profile(snapshot_path=snapshot_path).to_dict())
     if predicted is not None:
         out["predicted"] = predicted
     step.free()
@@ -60,8 +58,12 @@ def predict_instead(model: str, cfg: Any, device: torch.device, precision: str, 
     if "error" in predicted:
         raise RuntimeError(f"{model}: {why}, and {predicted['error']}")
     recipe = StepRecipe(model, cfg, precision, seed, StepOptions())
-    return {"model": model, "title": recipe.card.title, "config": dataclasses.asdict(cfg),
-            "learning_rate": recipe.learning_rate, "profile": predicted, "source": "predicted", "note": why}
+    return _measurement(recipe, predicted) | {"source": "predicted", "note": why}
+
+
+def _measurement(recipe: StepRecipe, profile: dict[str, Any]) -> dict[str, Any]:
+    return {"model": recipe.model, "title": recipe.card.title, "config": dataclasses.asdict(recipe.cfg),
+            "learning_rate": recipe.learning_rate, "profile": profile}
 
 
 def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:

@@ -1,11 +1,8 @@
 """Screening configurations by predicted memory: the largest batch (or sequence) whose step fits a budget.
 
-One predicted step per probed value (predict_step: fake tensors, nothing allocated), then ONE real measurement
-of the answer (profile_step on `device`). "Fits": the model peak (MemoryProfile.peak) is at most the budget;
-host-side RL buffers are outside it, and on CUDA so are the context (794.8 MB beside the TFT's step on the
-H200, reports/h200/wave-8.10/measurement.json) and the allocator's reserve: add them before comparing with a
-card's size. For a CUDA target Adam is predicted in its multi-tensor form; the confirmation's error says how well
-the CPU kernels' model carries over.
+One predicted step per probed value (predict_step: nothing allocated), then one real measurement of the answer.
+"Fits": the model peak (MemoryProfile.peak) is at most the budget; host-side RL buffers are outside it, and on
+CUDA so are the context and the allocator's reserve: add them before comparing with a card's size.
 """
 from __future__ import annotations
 
@@ -52,17 +49,12 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
                     device: str | torch.device = "cpu", optimizer: str = "adam",
                     max_value: int | None = None) -> dict[str, Any]:
     """The largest value of `field` (FIELDS) whose predicted step peak of `card` at `base_config` is within
-    budget_bytes. Peaks are assumed to grow with the field.
+    budget_bytes, peaks assumed to grow with the field.
 
-    candidates: a ladder to try in increasing order, stopping at the first that does not fit; None: double from
-    the base value while it fits (halve while it does not), then bisect between the last fitting and the first
-    failing value (a config the model refuses counts as failing); max_value caps it (default 1024 x the base).
-    confirm: measure the answer once with profile_step on `device`.
-
-    Returns {"model", "field", "budget_bytes", "precision", "optimizer", "device", "probes" ({value: predicted
-    peak or None if refused}, in probing order), "answer" (None if nothing fits), "predicted_peak",
-    "confirmation" (None, or {"measured_peak", "fits", "error_bytes", "relative_error", "device_name",
-    "peak_method"})}."""
+    candidates: a ladder tried in increasing order up to the first that does not fit; None: double from the
+    base value while it fits (halve while not), then bisect (a value the model refuses fails); max_value caps
+    it (default 1024 x the base). confirm: measure the answer once with profile_step on `device`.
+    "probes" maps each value tried to its predicted peak (None if refused); "answer" is None if nothing fits."""
     budget_bytes = int(budget_bytes)
     device = torch.device(device)
     foreach = True if device.type == "cuda" else None  # the Adam implementation torch picks there

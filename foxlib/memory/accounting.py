@@ -77,14 +77,9 @@ def buffer_bytes(buffers: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 class SavedTensorTracker:
-    """Records the storages autograd saves for backward, attributed to the model's direct children.
-
-    Use as a context manager around the forward (and loss). Parameters and module buffers are
-    excluded by storage. `live_bytes()` counts only storages still alive (call it after the
-    forward, while the graph is held); `by_module()` splits them by the child that saved them.
-    A storage is told apart by `storage_key`, a static method a subclass may replace (the
-    prediction's, foxlib/memory/predict.py, keys fake storages by their identity).
-    """
+    """The storages autograd saves for backward (parameters and buffers excluded), by the model's direct child
+    that saved them: a context around forward + loss; read live_bytes() and by_module() while the graph is held.
+    `storage_key` tells storages apart (predict.py's subclass keys fake ones by identity)."""
 
     storage_key = staticmethod(storage_key)
 

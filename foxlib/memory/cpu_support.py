@@ -1,11 +1,6 @@
-"""What this CPU can run: its instruction sets (the test caps of scripts/test-isa.sh) and whether it has fast
-kernels for a 16-bit precision (for the waves' canonical CPU runs).
-
-- A cap above the CPU is no cap: `ATEN_CPU_CAPABILITY=avx512` on an AVX2-only CPU dies with "Illegal
-  instruction". `runnable_caps` keeps the caps the CPU's flags (/proc/cpuinfo) allow, at or below a cap already
-  set in the environment, each skipped one with its reason (`python -m foxlib.memory.cpu_support caps`).
-- A 16-bit precision without kernels runs a conversion path tens to hundreds of times slower than fp32.
-  `kernel_speed` times one matrix product against fp32 in this process, so a run decides from its machine.
+"""What this CPU can run: the test caps of scripts/test-isa.sh its flags allow (a cap above the CPU dies with
+"Illegal instruction"; `python -m foxlib.memory.cpu_support caps`), and whether it has kernels for a 16-bit
+precision (without them a conversion path runs tens to hundreds of times slower than fp32: `kernel_speed`).
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""Live memory through one training step as a small typed series (MemoryTimeline), read from either file
-`profile_step(..., snapshot_path=...)` writes: a CUDA allocator snapshot (from_cuda_snapshot) or the CPU
-profiler's allocation events (from_cpu_events); `load` reads whichever a file is.
+"""Live memory through one training step (MemoryTimeline), from either file profile_step(snapshot_path=...)
+writes: a CUDA allocator snapshot or the CPU profiler's allocation events (`load` reads either).
 
-Phases: forward (+ loss) ends at the `foxlib::forward_end` mark; backward ends where the optimizer step starts
-(`Optimizer.step#...`, which torch.optim opens around every step), and the optimizer step ends with that range.
-While built, a series has one point per event; it is then downsampled to about MAX_POINTS points with its
-envelope and its peak kept. tests/test_memory_timelines.py checks both sources.
+Phases: forward (+ loss) ends at the `foxlib::forward_end` mark; backward ends where torch.optim's
+`Optimizer.step#...` range starts; the optimizer step ends with it. A series is downsampled to about MAX_POINTS
+points, its envelope and peak kept.
 """
 from __future__ import annotations
 
@@ -80,9 +78,6 @@ class MemoryTimeline:
     @property
     def owner(self) -> PeakOwner | None:
         return self.owners[0] if self.owners else None
-
-    def phase_at(self, x_ms: float) -> str:
-        return phase_at(self.phases, x_ms)
 
     def phase_peak_bytes(self, name: str) -> int:
         """The largest live bytes within one phase."""
@@ -252,9 +247,8 @@ def cpu_owner_name(ops: Sequence[str]) -> str:
 
 
 def from_cpu_events(events: dict[str, Any] | str, *, label: str = "", max_points: int = MAX_POINTS) -> MemoryTimeline:
-    """The series of a CPU allocation record (a dict or the path of the JSON CpuTimeline.write makes): the bytes
-    live at the start, then every allocation (+) and free (-) with the ops it was made in, the events whose
-    running sum is profile_step's CPU peak."""
+    """The series of a CPU allocation record (a dict or the path of CpuTimeline.write's JSON): the bytes live at
+    the start, then every allocation (+) and free (-), whose running sum is profile_step's CPU peak."""
     source = ""
     if isinstance(events, str):
         source = events
@@ -293,13 +287,10 @@ def from_cpu_events(events: dict[str, Any] | str, *, label: str = "", max_points
 
 
 # ----------------------------------------------------------------------------- the CUDA allocator's snapshot
-# The pickle of torch.cuda.memory._dump_snapshot: the allocator's segments at the dump and a trace of every alloc
-# and free with its Python stack, plus the record_function ranges open meanwhile (`external_annotations`). The
-# trace records *requested* sizes, while `memory_allocated` counts *blocks*: a request rounded up to 512 bytes
-# and, in the large pool, a whole free block when what would remain after the split is at most 1 MiB (the
-# caching allocator's `round_size` and `shouldSplit`). Replayed on the allocator's address map, the series'
-# bytes are `memory_allocated` and its peak `max_memory_allocated` (tests/test_memory_timelines.py checks
-# reports/h200/wave-8.10/memory_snapshot.pickle against that step's measurement).
+# torch.cuda.memory._dump_snapshot's trace records requested sizes; memory_allocated counts blocks: a request
+# rounded up to 512 bytes and, in the large pool, a whole free block when at most 1 MiB would remain after the
+# split (the caching allocator's round_size and shouldSplit). Replayed on the allocator's address map, the
+# series is memory_allocated and its peak max_memory_allocated (tests/test_memory_timelines.py checks the H200's).
 
 MIN_BLOCK_BYTES = 512  # the allocator rounds every request up to a multiple of this
 SMALL_SIZE_BYTES = 1 << 20  # requests up to this come from the small pool; a large block is split only if more remains
@@ -350,9 +341,8 @@ def user_frames(frames: Sequence[dict[str, Any]], n: int = 6) -> tuple[str, ...]
 
 def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", device_index: int | None = None,
                        max_points: int = MAX_POINTS, loss_frame: str = "loss") -> MemoryTimeline:
-    """The series of a CUDA allocator snapshot (a dict or the path of its pickle). Without the forward's mark,
-    the forward ends at the last allocation whose stack runs through `loss_frame` before the first one made by
-    the autograd engine (no Python stack) or under `backward`."""
+    """The series of a CUDA allocator snapshot (a dict or the path of its pickle); without the forward's mark,
+    its end is inferred (inferred_forward_end)."""
     source = ""
     if isinstance(snapshot, str):
         source = snapshot
@@ -473,9 +463,8 @@ def remove_sorted(starts: list[int], addr: int) -> None:
 
 def block_size(addr: int, requested: int, seg_starts: list[int], segments: dict[int, int],
                alloc_starts: list[int]) -> int:
-    """The block a request at `addr` got: its rounded size, or in the large pool the whole free block
-    when splitting it would leave at most SMALL_SIZE_BYTES (the free block runs to the next allocated
-    block or the segment's end: the allocator merges neighbouring free blocks)."""
+    """The block a request at `addr` got: its rounded size, or in the large pool the whole free block (to the
+    next allocated block or the segment's end) when splitting it would leave at most SMALL_SIZE_BYTES."""
     r = round_size(requested)
     if r <= SMALL_SIZE_BYTES:
         return r

@@ -1,16 +1,11 @@
-"""predict_step: the memory of one training step, by category (foxlib.memory.profile.MemoryProfile), predicted
-on the CPU without allocating the model, its gradients, optimizer state or activations.
+"""predict_step: profile_step's MemoryProfile of one training step, predicted on the CPU without allocating.
 
-The model is built and the step run as profile_step runs it (the one TrainingStep, warm-up included) under
-FakeTensorMode; only the batch is real. Parameters, gradients, optimizer state and batch are the unique storages
-of their tensors; activations are counted by accounting.SavedTensorTracker's hooks keyed by storage identity
-(every fake storage has data_ptr 0); forward_peak and peak are "live at the start + largest running total" of
-the storages ops create less those freed (LiveStorages). Where a meta kernel's output size is not the real CPU
-kernel's, RealKernelSizes corrects it; what CPU kernels hold inside themselves (oneDNN's scratchpads) is probed
-on this CPU (probe_kernel_scratch). The result is a lower bound of profile_step's CPU peak; how close, per model,
-precision and CPU ISA, is what tests/test_predict.py and tests/test_prediction_table.py assert, within
-foxlib.memory.tolerances. With target="cuda" the cuBLAS/cuDNN workspaces, the allocator's rounding and the CUDA
-context are outside the prediction.
+The one TrainingStep runs under FakeTensorMode (only the batch is real). Activations: SavedTensorTracker keyed by
+storage identity (every fake storage has data_ptr 0); peaks: live at the start + the largest running total of the
+storages ops create, less those freed (LiveStorages). RealKernelSizes corrects outputs whose meta kernel's size is
+not the CPU kernel's; probe_kernel_scratch measures what CPU kernels hold inside themselves. A lower bound of
+profile_step's CPU peak, held to foxlib.memory.tolerances by tests/test_predict.py. With target="cuda" the
+cuBLAS/cuDNN workspaces, the allocator's rounding and the CUDA context are outside it.
 """
 from __future__ import annotations
 
@@ -76,18 +71,14 @@ class LiveStorages(TorchDispatchMode):
     """Running total of the bytes of storages created by ops while the mode is active, on real or fake tensors.
 
     An op's output storage not seen before (and not an input's: views and in-place ops allocate nothing) is
-    added; a weakref callback on the storage's Python object subtracts it when it dies (frees happen between
-    ops, so the total is exact at every op boundary). `peak` is the largest total; `mark()` remembers the peak
-    so far (the forward's).
+    added; a weakref callback subtracts it when it dies. `peak` is the largest total; `mark()` keeps the
+    forward's.
 
-    Gradient accumulation. When two gradients flow into one input of a backward node, the autograd engine adds
-    them in place (old.add_(new)) when it holds the last reference to a dense `old`, out of place otherwise,
-    and always out of place when a dispatch mode is active or the tensors are fake (at::isTensorSubclassLike).
-    So under this mode every accumulation allocates a new buffer while both operands live, a transient the real
-    step does not have (the TFT's VSNs sum per-variable select_backward gradients so). `watch_backward(loss)`
-    hooks every node of the graph: an aten.add.Tensor between a node's post-hook and the next node's pre-hook is
-    such an accumulation, and when its first operand is dense and dies at once it is counted as the real engine
-    does it, in place: no new bytes at that instant."""
+    Gradient accumulation: the autograd engine adds two gradients of one input in place when it holds the last
+    reference to a dense one, but always out of place under a dispatch mode or on fake tensors
+    (at::isTensorSubclassLike), a transient the real step lacks (the TFT's VSNs). `watch_backward(loss)` hooks
+    every node: an aten.add.Tensor between nodes whose first operand is dense and dies at once is counted as in
+    place."""
 
     def __init__(self, fake_mode: FakeTensorMode | None = None):
         super().__init__()
@@ -185,17 +176,15 @@ class LiveStorages(TorchDispatchMode):
         if func in SCRATCH_OPS and not kwargs:
             self.kernel_calls.append(((func, probe_spec(args)), live_before, self.marked_peak is None))
         if func is _LIFT_FRESH:
-            # torch.tensor(data) / torch.as_tensor(numpy): the tensor was made before this op, outside every
-            # mode. torch.tensor allocated it (a resizable storage: count it once it is seen here); a tensor on
-            # numpy memory is not the allocator's (not resizable)
+            # torch.tensor(data) made its tensor before this op, outside every mode: count it here; a tensor on
+            # numpy memory (torch.as_tensor, not resizable) is not the allocator's
             source = args[0]
             if self.fake_mode is not None and not is_fake(source) and source.untyped_storage().resizable():
                 self._track(out, set())
         else:
             inputs = {_storage_address(t) for t in tensors}
             if self.fake_mode is not None:
-                # the fake mode converts a real input (the batch) to a fake tensor once (memoised): its fake
-                # storage is the input's memory, not a new allocation
+                # a real input's (the batch's) memoised fake storage is the input's memory, not a new one
                 inputs |= {_storage_address(self.fake_mode.from_tensor(t)) for t in tensors if not is_fake(t)}
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
@@ -245,127 +234,9 @@ class LiveStorages(TorchDispatchMode):
 
 # ----------------------------------------------------------------------------- real kernels' output sizes
 
-def _spec(x):
-    """A hashable description of an argument: tensors by (shape, dtype), lists element-wise."""
-    if isinstance(x, torch.Tensor):
-        return ("tensor", tuple(x.shape), x.dtype)
-    if isinstance(x, (list, tuple)):
-        return tuple(_spec(v) for v in x)
-    return x
-
-
-def _zeros(spec):
-    if isinstance(spec, tuple) and len(spec) == 3 and spec[0] == "tensor":
-        return torch.zeros(spec[1], dtype=spec[2])
-    if isinstance(spec, tuple):
-        return [_zeros(v) for v in spec]
-    return spec
-
-
-@functools.lru_cache(maxsize=256)
-def onednn_rnn_workspace_bytes(spec: tuple) -> int:
-    """Bytes of the workspace oneDNN's LSTM layer saves for backward: oneDNN's choice (page-aligned pieces),
-    and the meta kernel returns it empty. Measured by one real call of aten.mkldnn_rnn_layer on zeros of the
-    same shapes and dtypes, outside every mode and autocast; cached per spec."""
-    # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
-    with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
-        out = _MKLDNN_RNN(*[_zeros(a) for a in spec])
-        return out[3].untyped_storage().nbytes()
-
-
-# elementwise losses whose CPU kernel, with a reduction, may return the scalar as a view into the elementwise
-# buffer (so the buffer lives as long as the loss); checked at run time
-_REDUCING_LOSSES = {_AT.mse_loss.default, _AT.smooth_l1_loss.default, _AT.huber_loss.default,
-                    _AT.binary_cross_entropy.default, _AT.soft_margin_loss.default}
-_NORMS = {_AT.native_layer_norm.default, _AT.native_group_norm.default}
-
-
-@functools.lru_cache(maxsize=64)
-def loss_keeps_elementwise_buffer(func, spec: tuple) -> bool:
-    """Does the real CPU kernel of `func` return a scalar that holds the whole elementwise buffer? Measured
-    on 2 x 3 zeros, once per spec."""
-    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
-        args = [torch.zeros(2, 3, dtype=a[2]) if isinstance(a, tuple) and a and a[0] == "tensor" else a
-                for a in spec]
-        out = func(*args)
-        return out.dim() == 0 and out.untyped_storage().nbytes() >= 6 * out.element_size()
-
-
-@functools.lru_cache(maxsize=64)
-def norm_statistics_dtype(func, input_dtype: torch.dtype, weight_dtype: torch.dtype | None,
-                          normalized: tuple[int, ...]) -> torch.dtype:
-    """dtype of the mean and rstd the real CPU kernel of native_layer_norm/group_norm returns (and autograd
-    saves): float32 for a 16-bit input with float32 weights (a LayerNorm under autocast), where the meta
-    kernels say the input's dtype. Measured on a 1-row input once per (op, dtypes)."""
-    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
-        if func is _AT.native_layer_norm.default:
-            w = None if weight_dtype is None else torch.ones(normalized, dtype=weight_dtype)
-            out = func(torch.zeros((1, *normalized), dtype=input_dtype), list(normalized), w, w, 1e-5)
-        else:
-            c = normalized[0]
-            w = None if weight_dtype is None else torch.ones(c, dtype=weight_dtype)
-            out = func(torch.zeros(1, c, 1, dtype=input_dtype), w, w, 1, c, 1, 1, 1e-5)
-        return out[1].dtype
-
-
-class RealKernelSizes(TorchDispatchMode):
-    """Under fake mode, gives the outputs of a few CPU kernels the storage size the real kernel gives them
-    where the meta kernel's shape says otherwise:
-
-    - aten.mkldnn_rnn_layer (the CPU LSTM): its uint8 workspace, saved for backward (onednn_rnn_workspace_bytes);
-    - native_layer_norm / native_group_norm with a 16-bit input and float32 weights: float32 mean and rstd;
-    - mse_loss, smooth_l1_loss, binary_cross_entropy, ... with a reduction: the CPU kernel writes the mean into
-      its elementwise buffer and returns a 0-dim view of it, so the loss holds B x ... bytes until it dies.
-
-    Sits between the fake mode and LiveStorages, so that both the live-storage count and the saved-tensor hooks
-    see the real sizes. `lstm_calls` counts the LSTM layers run."""
-
-    lstm_calls = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if kwargs:
-            return out
-        if func is _MKLDNN_RNN:
-            self.lstm_calls += 1
-            nbytes = onednn_rnn_workspace_bytes(tuple(_spec(a) for a in args))
-            if out[3].untyped_storage().nbytes() != nbytes:
-                out = (*out[:3], torch.empty(nbytes, dtype=torch.uint8, device=out[3].device))
-        elif func in _NORMS:
-            x, w = args[0], args[2 if func is _AT.native_layer_norm.default else 1]
-            normalized = tuple(args[1]) if func is _AT.native_layer_norm.default else (args[4],)
-            dtype = norm_statistics_dtype(func, x.dtype, None if w is None else w.dtype, normalized)
-            if out[1].dtype != dtype:
-                out = (out[0], *(torch.empty_strided(o.shape, o.stride(), dtype=dtype, device=o.device)
-                                 for o in out[1:]))
-        elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
-            if loss_keeps_elementwise_buffer(func, tuple(_spec(a) for a in args)):
-                shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
-                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
-                out = buffer.view(-1)[0]
-        return out
-
-
-# ----------------------------------------------------------------------------- real kernels' own scratch
-
-# ops whose CPU kernel may allocate memory inside itself and free it before it returns (no fake or meta kernel
-# and no dispatch mode sees it): oneDNN's scratchpad of the 16-bit matmuls under autocast (none on the AVX2
-# path; on the avx512_bf16 path and with AMX one, of different sizes), the LSTM's and the convolution's scratch,
-# and the float32 accumulator of a 16-bit mean
-SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT.baddbmm.default,
-                         _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
-                         _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
-_PROBE_MARK = "foxlib::probe_kernel_scratch"
-PROBE_MAX_BYTES = 64 * 2**20
-"""A call whose real inputs would exceed this many bytes is not probed (its scratch counts 0), so that a
-prediction of a configuration too large for this machine allocates little. oneDNN's scratchpads are blocking
-buffers, small beside such tensors."""
-_inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
-
-
 def probe_spec(x):
-    """Hashable description of an op's arguments for a probe: tensors by (shape, stride, dtype) (a transposed
-    operand can make a kernel copy it), lists element-wise, the rest as it is."""
+    """Hashable description of an op's arguments: tensors by (shape, stride, dtype) (a transposed operand can
+    make a kernel copy it), lists element-wise, the rest as it is."""
     if isinstance(x, torch.Tensor):
         return ("tensor", tuple(x.shape), tuple(x.stride()), x.dtype)
     if isinstance(x, (list, tuple)):
@@ -405,13 +276,101 @@ def _probe_args(spec):
     return spec
 
 
+@functools.lru_cache(maxsize=256)
+def onednn_rnn_workspace_bytes(spec: tuple) -> int:
+    """Bytes of the workspace oneDNN's LSTM layer saves for backward (the meta kernel's is empty): one real call
+    on zeros of the same shapes and dtypes, outside every mode and autocast."""
+    # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
+    with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
+        out = _MKLDNN_RNN(*_probe_args(spec))
+        return out[3].untyped_storage().nbytes()
+
+
+# losses whose reduced CPU result may be a view into the elementwise buffer (checked at run time)
+_REDUCING_LOSSES = {_AT.mse_loss.default, _AT.smooth_l1_loss.default, _AT.huber_loss.default,
+                    _AT.binary_cross_entropy.default, _AT.soft_margin_loss.default}
+_NORMS = {_AT.native_layer_norm.default, _AT.native_group_norm.default}
+
+
+@functools.lru_cache(maxsize=64)
+def loss_keeps_elementwise_buffer(func, spec: tuple) -> bool:
+    """Does the real CPU kernel of `func` return a scalar that holds the whole elementwise buffer? Measured
+    on 2 x 3 zeros, once per spec."""
+    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
+        args = [torch.zeros(2, 3, dtype=a[3]) if _is_tensor_spec(a) else _probe_args(a) for a in spec]
+        out = func(*args)
+        return out.dim() == 0 and out.untyped_storage().nbytes() >= 6 * out.element_size()
+
+
+@functools.lru_cache(maxsize=64)
+def norm_statistics_dtype(func, input_dtype: torch.dtype, weight_dtype: torch.dtype | None,
+                          normalized: tuple[int, ...]) -> torch.dtype:
+    """dtype of the mean and rstd the CPU kernel of native_layer_norm/group_norm returns (float32 for a 16-bit
+    input with float32 weights, where the meta kernel says the input's): measured on a 1-row input."""
+    with _disable_current_modes(), torch.no_grad(), torch.autocast("cpu", enabled=False):
+        if func is _AT.native_layer_norm.default:
+            w = None if weight_dtype is None else torch.ones(normalized, dtype=weight_dtype)
+            out = func(torch.zeros((1, *normalized), dtype=input_dtype), list(normalized), w, w, 1e-5)
+        else:
+            c = normalized[0]
+            w = None if weight_dtype is None else torch.ones(c, dtype=weight_dtype)
+            out = func(torch.zeros(1, c, 1, dtype=input_dtype), w, w, 1, c, 1, 1, 1e-5)
+        return out[1].dtype
+
+
+class RealKernelSizes(TorchDispatchMode):
+    """Under fake mode, gives a few CPU kernels' outputs the real kernel's storage size where the meta kernel's
+    differs: the LSTM's uint8 workspace (onednn_rnn_workspace_bytes); float32 mean and rstd of a norm with a
+    16-bit input and float32 weights; a reduced loss that is a 0-dim view of its elementwise buffer. Sits between
+    the fake mode and LiveStorages, so both the count and the saved-tensor hooks see the real sizes.
+    `lstm_calls` counts the LSTM layers run."""
+
+    lstm_calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if kwargs:
+            return out
+        if func is _MKLDNN_RNN:
+            self.lstm_calls += 1
+            nbytes = onednn_rnn_workspace_bytes(probe_spec(args))
+            if out[3].untyped_storage().nbytes() != nbytes:
+                out = (*out[:3], torch.empty(nbytes, dtype=torch.uint8, device=out[3].device))
+        elif func in _NORMS:
+            x, w = args[0], args[2 if func is _AT.native_layer_norm.default else 1]
+            normalized = tuple(args[1]) if func is _AT.native_layer_norm.default else (args[4],)
+            dtype = norm_statistics_dtype(func, x.dtype, None if w is None else w.dtype, normalized)
+            if out[1].dtype != dtype:
+                out = (out[0], *(torch.empty_strided(o.shape, o.stride(), dtype=dtype, device=o.device)
+                                 for o in out[1:]))
+        elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
+            if loss_keeps_elementwise_buffer(func, probe_spec(args)):
+                shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
+                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
+                out = buffer.view(-1)[0]
+        return out
+
+
+# ----------------------------------------------------------------------------- real kernels' own scratch
+
+# ops whose CPU kernel may allocate and free memory inside itself, unseen by fake kernels and dispatch modes:
+# oneDNN's scratchpads (16-bit matmuls per ISA path, the LSTM, the convolution), a 16-bit mean's accumulator
+SCRATCH_OPS = frozenset({_AT.mm.default, _AT.addmm.default, _AT.bmm.default, _AT.baddbmm.default,
+                         _AT.mkldnn_rnn_layer.default, _AT.mkldnn_rnn_layer_backward.default,
+                         _AT.convolution.default, _AT.convolution_backward.default, _AT.mean.dim})
+_PROBE_MARK = "foxlib::probe_kernel_scratch"
+PROBE_MAX_BYTES = 64 * 2**20
+"""A call with larger real inputs is not probed (its scratch counts 0), so that predicting a configuration too
+large for this machine allocates little; oneDNN's scratchpads are small beside such tensors."""
+_inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's CPU, threads and libraries)
+
+
 def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
-    """For each (op, probe_spec of its arguments): the largest total of bytes the real CPU kernel holds while
-    it runs (outputs and scratch), from the CPU allocator's events (torch.profiler, profile_memory=True) of one
-    call on zeros after one that warms up oneDNN's primitive cache, outside every mode and autocast. Cached per
-    key for the process (the size is this CPU's: ISA, threads, oneDNN); the unknown keys are probed in one
-    profiler session. A key whose probe fails, or whose inputs exceed PROBE_MAX_BYTES, counts 0; none is probed
-    while another profiler runs (then nothing is cached)."""
+    """For each (op, probe_spec of its arguments): the most bytes the real CPU kernel holds while it runs
+    (outputs and scratch), from the profiler's allocation events of one call on zeros after a warm-up call
+    (oneDNN caches its primitive), outside every mode and autocast; cached for the process (this CPU's ISA,
+    threads, oneDNN). A failed probe, or inputs over PROBE_MAX_BYTES, count 0; nothing is probed (or cached)
+    while another profiler runs."""
     keys = set(keys)
     for k in keys:
         if k not in _inner_peak_bytes and _probe_bytes(k[1]) > PROBE_MAX_BYTES:
@@ -514,10 +473,8 @@ def build_fake(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module, F
 
 @contextlib.contextmanager
 def fused_dropout():
-    """Dropout as torch runs it on CUDA: the fused `native_dropout` kernel, which saves a 1-byte bool mask. On
-    the CPU, F.dropout is a composite that saves the scaled float noise instead (4 bytes an element, 2 under
-    autocast). Inside this context F.dropout runs native_dropout (it has CPU and meta kernels), so a CPU
-    prediction saves what a CUDA step saves. In-place dropout is left as is."""
+    """F.dropout as on CUDA: the fused native_dropout, saving a 1-byte mask (the CPU composite saves the float
+    noise: 4 bytes an element, 2 under autocast). In-place dropout is left as is."""
     functional = torch.nn.functional
     original = functional.dropout
 
@@ -541,14 +498,11 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
 
     build: a zero-argument callable returning the model, run under FakeTensorMode. batch: real (small) data.
     foreach: None for torch's CPU choice (for-loop Adam), True for the multi-tensor one (CUDA's default).
-    warmup: what stands for profile_step's warm-up step, whose only lasting effect is the optimizer's state
-    (and the GradScaler's scale): "full", a whole untracked step first; "optimizer" (about 40 % faster), the
-    tracked step's forward and backward, then an untracked optimizer step that creates the state, then the
-    tracked optimizer step. The state counts as live from the step's start either way. The two are equal
-    wherever the first forward leaves nothing behind; a model with a lazy module gets the full warm-up.
-    dropout: "cpu" (torch's CPU composite, a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
-    kernel_scratch: add what the CPU kernels of SCRATCH_OPS hold inside themselves, probed on this CPU; False
-    for a step that will run on CUDA, whose kernels are others."""
+    warmup: what stands for profile_step's warm-up, whose lasting effect is the optimizer's state: "full", a
+    whole untracked step first; "optimizer" (about 40 % faster), an untracked optimizer step between the
+    tracked backward and optimizer step. Equal wherever the first forward leaves nothing behind; a model with a
+    lazy module gets "full". dropout: "cpu" (a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
+    kernel_scratch: add what SCRATCH_OPS' CPU kernels hold inside themselves, probed here (False for CUDA)."""
     check_precision(precision)
     if dropout not in DROPOUTS:
         raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
@@ -647,19 +601,14 @@ _PREDICTED: dict[tuple, MemoryProfile] = {}
 def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
                  batch: Any = None, target: str = "cpu", kernel_scratch: bool | None = None) -> MemoryProfile:
-    """Predict what profile_step measures for one training step of `card` built from `config` (Adam at the
-    card's learning rate over all parameters, as foxlib.harness.measure_step builds it), without allocating.
+    """predict_model_step for `card` at `config` with Adam at the card's learning rate (as
+    foxlib.harness.measure_step measures it): a MemoryProfile, device "predicted (cpu)", loss NaN.
 
-    Returns a MemoryProfile (device "predicted (cpu)", loss NaN). foreach, warmup: see predict_model_step.
-    batch: a real batch from card.example_batch(config, "cpu", seed), made here if None.
-    target: the device type the step will run on, "cpu" or "cuda" (then the multi-tensor Adam unless foreach
-    says otherwise, and dropout's fused 1-byte mask). kernel_scratch: probe the CPU kernels' scratch (None: on a
-    "cpu" target); False where those kernels are the conversion path (foxlib.memory.cpu_support), where the probe
-    would take as long as the step.
-
-    A prediction from the card's own batch (batch None) is made once per process and argument set and given
-    again (the preflight, the measurement and 8.13's card table predict the same steps); not while another
-    profiler runs (the kernels' scratch is not probed then)."""
+    batch: card.example_batch(config, "cpu", seed) if None. target: "cpu" or "cuda" (then multi-tensor Adam
+    unless foreach says otherwise, and the fused dropout mask). kernel_scratch: None probes on a "cpu" target;
+    False where the kernels are the slow conversion path (foxlib.memory.cpu_support). A prediction from the
+    card's own batch is kept for the process (the preflight, the measurement and 8.13 predict the same steps),
+    unless another profiler runs."""
     if target not in ("cpu", "cuda"):
         raise ValueError(f"unknown target {target!r}; valid: cpu, cuda")
     if target == "cuda" and foreach is None:

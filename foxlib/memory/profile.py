@@ -1,13 +1,11 @@
 """profile_step: the memory of one training step, by category, on CPU or CUDA.
 
 Warm-up steps first (the optimizer makes its state at its first step), then one measured step. Categories are
-counted exactly from the tensors (accounting.py); the peaks come from the CPU profiler's allocation events
-(timeline.py) or the CUDA allocator. Two figures, one value each wherever shown:
+counted from the tensors (accounting.py); peaks come from the CPU profiler's allocation events (timeline.py) or
+the CUDA allocator. Two figures, one value each wherever shown:
 - model peak (`peak`): the largest total of the step's own live tensor bytes; on CUDA the allocator's peak less
-  `workspace_bytes` (cuBLAS workspaces, one per stream and thread, held at the step's start for the process);
-- process peak (`process_peak`): model peak + `workspace_bytes` + the CUDA context (`context_bytes`). On the
-  CPU both are the model peak. Models in one process share workspaces and context
-  (foxlib.waves.wave_8_10.ensemble_totals counts them once).
+  `workspace_bytes` (cuBLAS workspaces held at the step's start for the process);
+- process peak (`process_peak`): model peak + `workspace_bytes` + the CUDA context; on the CPU the model peak.
 """
 from __future__ import annotations
 
@@ -152,12 +150,9 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     model.train()
     run = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
 
-    def step(tracker=None, on_forward_end=None, when="warm-up"):
-        return float(run(tracker=tracker, check=f"{when} step", on_forward_end=on_forward_end))
-
     def warm() -> bool:  # True if the GradScaler skipped its optimizer step
         before = run.scale()
-        step()
+        run(check="warm-up step")
         return run.scaler is not None and run.scale() < before
 
     skipped = [warm() for _ in range(warmup)]
@@ -176,7 +171,18 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     tracker = accounting.SavedTensorTracker(model)
     seen: dict[str, int] = {}
 
+    def on_forward_end(_loss):
+        if is_cuda:
+            torch.cuda.synchronize(device)
+            seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
+        seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
+        mark_forward_end()  # an annotation in the snapshot's trace or the profiler's events
+
+    def measured_step() -> float:
+        return float(run(tracker=tracker, check="measured step", on_forward_end=on_forward_end))
+
     workspace = 0
+    cuda: dict[str, Any] | None = None
     if is_cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -185,14 +191,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         workspace = max(0, allocated_at_start - cuda_block_bytes(own, device))
         if snapshot_path:
             record_cuda_history(snapshot_stacks)
-
-        def on_forward_end(_loss):
-            torch.cuda.synchronize(device)
-            seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
-            seen["forward_peak"] = torch.cuda.max_memory_allocated(device)
-            mark_forward_end()  # an annotation in the snapshot's trace
-
-        loss = step(tracker, on_forward_end, "measured")
+        loss = measured_step()
         torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - workspace
         forward_peak = seen["forward_peak"] - workspace
@@ -201,7 +200,7 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             torch.cuda.memory._record_memory_history(enabled=None)
         stats = allocator_stats(device)
         nvml = nvml_view(device)
-        cuda: dict[str, Any] | None = {
+        cuda = {
             **stats,
             "allocated_at_step_start_bytes": allocated_at_start,
             "nvml": nvml,
@@ -216,18 +215,13 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
                   "workspaces allocated before the step (workspace_bytes)")
         name = torch.cuda.get_device_name(device)
     else:
-        def on_forward_end(_loss):
-            seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
-            mark_forward_end()
-
         with cpu_allocations() as timeline:
-            loss = step(tracker, on_forward_end, "measured")
+            loss = measured_step()
         forward_peak = own_live + timeline.peak_delta(timeline.forward_end_ns)
         peak = own_live + timeline.peak_delta()
         live_before = own_live
         if snapshot_path:
             timeline.write(snapshot_path, live_at_start=own_live)
-        cuda = None
         method = ("CPU: tensors live at the start + largest running sum of the CPU allocator's "
                   "allocation events (torch.profiler, profile_memory=True)")
         name = cpu_name()

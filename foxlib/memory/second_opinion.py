@@ -4,7 +4,6 @@ between releases: a failure is reported, not raised.
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 from typing import Any, Callable
 
@@ -26,7 +25,7 @@ def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callabl
         from torch.profiler import ProfilerActivity, profile
         from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with warnings.catch_warnings(), contextlib.ExitStack():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with profile(activities=activities, profile_memory=True, record_shapes=True, with_stack=True) as prof:
                 step()

@@ -86,7 +86,7 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
             ax.axhline(budget_bytes / MB, color="black", ls="--", lw=1.1, zorder=2)
         ax.set_title(f"{s.label}\npeak {_mb(s.peak_bytes)} in {s.peak_phase}", fontsize=9.5, pad=30)
         ax.set_xlabel("time since the step began (ms)")
-        ax.set_xlim(0, max(s.x_ms[-1], s.phases[-1].end_ms if s.phases else 0) or 1)
+        ax.set_xlim(0, span)
         ax.set_ylim(0, top)
         lines = [f"▼ peak {_mb(s.peak_bytes)}; largest owners live at it:"]
         for o in s.owners[:owners_shown]:

@@ -16,7 +16,7 @@ from foxlib.core.progress import progress
 from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
-from foxlib.memory import theory, theory_tft
+from foxlib.memory import theory
 from foxlib.memory.cpu_support import kernel_speed
 from foxlib.memory.cuda import bare_context
 from foxlib.memory.devices import describe, environment, resolve_device
@@ -87,5 +87,5 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                     measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False))
                 bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
-    out["theory"]["activations_by_module"] = theory_tft.activation_theory_by_block(cfg, dev.type)
+    out["theory"]["activations_by_module"] = theory.activation_theory_by_block(cfg, dev.type)
     return json_safe(out)
