@@ -101,7 +101,7 @@ display(Markdown(tables.lightest_text(record, budgets)))
 
 # %%
 display(notebook.table(tables.workspace_table(record)) if record.workspace_knob else
-        Markdown(f"Not measured in this run: {workspace.knob_absent_reason(m)}."))
+        Markdown(f"Not measured in this run: {workspace.knob_absent_reason(m['cublas_workspace'])}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside
@@ -190,7 +190,7 @@ if shown:
     display(Markdown("\n".join(tables.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:
-    display(Markdown("No timelines in this measurement (`timelines=False`, or measured before they existed)."))
+    display(Markdown("No timelines in this measurement (`timelines=False`)."))
 
 # %% [markdown]
 # ## Predicted before running

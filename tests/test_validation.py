@@ -167,14 +167,13 @@ def test_every_committed_measurement_passes():
 
 
 def _required(wave):
-    """The keys a wave's measurement must hold: its type's fields without a default (8.12: preflight's list)."""
+    """The keys a wave's measurement must hold: its type's fields without a default (8.12: its records.KEYS)."""
     import dataclasses
 
     from foxlib.core.critical_path import get_wave
-    if wave == "8.12":
-        return preflight.REQUIRED_KEYS_8_12
-    return [f.name for f in dataclasses.fields(get_wave(wave).part("records").Measurement)
-            if f.name not in ("wave", "device", "schema_version")]  # (their own messages: test_bad_measurement_...)
+    records = get_wave(wave).part("records")
+    keys = records.KEYS if wave == "8.12" else [f.name for f in dataclasses.fields(records.Measurement)]
+    return [k for k in keys if k not in ("wave", "device", "schema_version")]  # (their own messages: test_bad_...)
 
 
 @pytest.mark.parametrize("wave", list(WAVES))

@@ -20,10 +20,11 @@ def _m(rows):
     """A raw measurement with strategies (name, precision, peak MB, step s, quantile loss, own runs?);
     every round's step takes the same time (so each ratio's interval is that ratio, exactly)."""
     m = {"device": {"type": "cpu", "name": "test"}, "base_config": {"batch_size": 32, "encoder_length": 60},
-         "strategies": {}, "memory": {}, "timing": {},
-         "accuracy_runs": {}, "accuracy_source": {}}
+         "strategies": {}, "skipped": {}, "memory": {}, "timing": {}, "accuracy_runs": {}, "accuracy_source": {},
+         "claim_runs": {"skipped_all": "not asked"}, "cublas_workspace": {"skipped": "not asked"}}
     for name, precision, peak, step, loss, own in rows:
-        m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own}
+        m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
+                                 "cuda_graph": False}
         m["memory"][name] = {"peak": peak * MB, "activations": 0, "n_parameters": 1_000_000}
         m["timing"][name] = {"median_s": step, "iqr_s": 0.0, "samples_s": [step] * ROUNDS}
         if own:

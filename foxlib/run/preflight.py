@@ -14,7 +14,6 @@ from typing import Any
 from foxlib.core import results
 from foxlib.core.budgets import load_budgets
 from foxlib.core.critical_path import get_wave
-from foxlib.core.schema import check_plain
 from foxlib.memory.step import check_precision
 from foxlib.models import MODELS
 
@@ -23,12 +22,6 @@ POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inferenc
             "accuracy_steps", "accuracy_eval_every", "accuracy_val_windows", "accuracy_batch_size")
 NON_NEGATIVE = ("timing_warmup", "accuracy_patience", "cap_bytes", "inference_batch", "seed")
 MAX_SEED = 2**32 - 1  # numpy's generators take seeds below 2**32
-
-# wave 8.12's measurement files (its record does not check itself yet): the schema versions read (1: written
-# before the version was recorded) and the keys its notebook reads
-MEASUREMENT_SCHEMAS_8_12 = (1, 2)
-REQUIRED_KEYS_8_12 = ("memory", "timing", "accuracy_runs", "accuracy_source", "accuracy_preset", "base_config",
-                      "strategies", "predicted")
 
 
 # what a run needs beyond its largest step's tensors: the allocator's and the predictor's slack, and the
@@ -131,10 +124,11 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- measurement files
 
 def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> None:
-    """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check, the
-    parameters it was made with and the files it cites."""
+    """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check
+    (the wave's Measurement.from_dict; 8.12: its records.check), then the parameters it was made with and the
+    files it cites."""
     if wave_id == "8.12":
-        check_plain(data, wave_id, MEASUREMENT_SCHEMAS_8_12, ("environment", *REQUIRED_KEYS_8_12), source=source)
+        get_wave(wave_id).part("records").check(data, source)
     else:
         get_wave(wave_id).part("records").Measurement.from_dict(data, source)
     mp = data.get("measure_parameters") or {}

@@ -190,11 +190,11 @@ def claim_verdicts(m: Measurement812 | dict[str, Any]) -> dict[str, dict[str, An
     return out
 
 
-def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
+def named_figures(m: dict[str, Any]) -> list[Figure]:
     """The figures this report shows that other pages show too (foxlib.core.figures), raw: each strategy's
     model peak and time per training window against fp32 (with its interval). The plain precisions are
     keyed as 8.10 and 8.11 key them, so that the consistency check compares them across pages."""
-    preset = m.get("measure_parameters", {}).get("preset", "seed") if isinstance(m, dict) else "seed"
+    preset = m["measure_parameters"]["preset"]
     r = record(m)
     cfg = r.base_config
     claims = claim_verdicts(r)
@@ -214,7 +214,7 @@ def named_figures(m: Measurement812 | dict[str, Any]) -> list[Figure]:
         if s.name == BASELINE:  # the fp32 step every ratio of this run rests on (foxlib.report.baselines)
             median, low, high = median_interval(s.step_samples_s)
             out.append(Figure(k(quantity="step_time", variant="wave-8-12"), median, "s", low=low, high=high))
-        same = (m.get("same_function", {}) if isinstance(m, dict) else {}).get(s.name)
+        same = m["same_function"].get(s.name)
         if same and "error" not in same:
             out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))
     return out

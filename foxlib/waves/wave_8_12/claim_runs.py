@@ -64,10 +64,10 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
             "steps": steps, "runs": out, "skipped": skipped}
 
 
-def claim_intervals(data: dict[str, Any] | None) -> dict[str, tuple[RatioInterval, ...]]:
+def claim_intervals(data: dict[str, Any]) -> dict[str, tuple[RatioInterval, ...]]:
     """{strategy: one time-per-window ratio to fp32 per run}, fp32 left out; {} where the runs were not made
-    (an older measurement, claim_runs=0) or a run failed (claim_runs_error says why)."""
-    if not data or data.get("skipped_all") or claim_runs_error(data):
+    (skipped_all says why) or a run failed (claim_runs_error says why)."""
+    if data.get("skipped_all") or claim_runs_error(data):
         return {}
     base_bs = data["batch_sizes"][BASELINE]
     out: dict[str, tuple[RatioInterval, ...]] = {}
@@ -83,9 +83,9 @@ def claim_intervals(data: dict[str, Any] | None) -> dict[str, tuple[RatioInterva
     return out
 
 
-def claim_runs_error(data: dict[str, Any] | None) -> str | None:
+def claim_runs_error(data: dict[str, Any]) -> str | None:
     """Why the runs have no intervals although they were made: the first failed process's error."""
-    for i, run in enumerate((data or {}).get("runs") or []):
+    for i, run in enumerate(data.get("runs", [])):
         if "error" in run:
             return f"independent run {i + 1} failed: {run['error']}"
     return None

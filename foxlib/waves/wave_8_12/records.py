@@ -1,14 +1,14 @@
-"""Wave 8.12's record: `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and
-each ratio to fp32 with its bootstrap interval over the alternating rounds
-(foxlib.harness.timing.ratio_interval), computed once here and read by every decision, table and
-chart. `record(...)` builds it from measuring.py's data (any measurement.json) or reads it back."""
+"""Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`check`), and typed
+as `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
+bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here and
+read by every decision, table and chart (`record`)."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from foxlib.core.schema import readable_version
+from foxlib.core.schema import check_plain, readable_version
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
@@ -17,8 +17,19 @@ from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
+KEYS = ("wave", "measured_at", "measure_parameters", "device", "environment", "base_config", "strategies", "skipped",
+        "memory", "predicted", "timing", "claim_runs", "floors", "cublas_workspace", "accuracy_preset",
+        "accuracy_runs", "accuracy_source", "accuracy_harness", "same_function")
+"""The keys of measurement.json (measure()'s, with the runner's wave, measured_at and measure_parameters)."""
+OPTIONAL_KEYS = ("timelines", "resumed")  # absent with timelines=False, and in a run not resumed
+
 SCHEMA_VERSION = 2  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes
-# from_dict reads versions 1..SCHEMA_VERSION (version 1: options {} and workspaces unknown)
+
+
+def check(data: Any, source: str = "the measurement") -> None:
+    """ValueError, naming the problem, unless `data` is a wave 8.12 measurement.json (foxlib.core.schema.check_plain:
+    every one of KEYS, floors null where none were taken)."""
+    check_plain(data, "8.12", (1,), KEYS, KEYS + OPTIONAL_KEYS, nullable=("floors",), source=source)
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,7 @@ class StrategyResult:
 @dataclass(frozen=True)
 class Measurement812:
     """Wave 8.12's measurement as the decisions read it: one StrategyResult per strategy measured.
-    Built from the raw measurement dict (`from_measurement`, any measurement.json written so far) or
-    read back from its own JSON (`from_dict`). Intervals are computed once, here, and read by the
-    recommendation, the table and the chart alike."""
+    Built from measurement.json's data (`from_measurement`) or read back from its own JSON (`from_dict`)."""
     strategies: tuple[StrategyResult, ...]
     base_config: dict[str, Any]
     device: dict[str, Any]
@@ -107,7 +116,7 @@ class Measurement812:
     @classmethod
     def from_measurement(cls, m: dict[str, Any], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                          seed: int = SEED) -> "Measurement812":
-        """From measure()'s dict (as measurement.json holds it): the ratios' intervals bootstrapped here."""
+        """From measure()'s data (as measurement.json holds it): the ratios' intervals bootstrapped here."""
         if BASELINE not in m["strategies"]:
             raise ValueError(f"a wave 8.12 measurement needs the {BASELINE!r} strategy; it has: "
                              f"{'; '.join(m['strategies'])}")
@@ -124,16 +133,16 @@ class Measurement812:
             loss = sum(losses) / len(losses)
             out.append(StrategyResult(
                 name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
-                peak_bytes=int(m["memory"][name]["peak"]), activation_bytes=_int_or_none(m["memory"][name]["activations"]),
+                peak_bytes=int(m["memory"][name]["peak"]), activation_bytes=m["memory"][name]["activations"],
                 step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
-                seed_guess=info.get("seed_guess"), changes_numerics=bool(info.get("changes_numerics")),
-                cuda_graph=bool(info.get("cuda_graph")), options=dict(info.get("options") or {}),
+                seed_guess=info["seed_guess"], changes_numerics=info["changes_numerics"],
+                cuda_graph=info["cuda_graph"], options=info.get("options", {}),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
-                   int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m.get("skipped", {})),
-                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.get("cublas_workspace")),
-                   claim_runs=claim_intervals(m.get("claim_runs")))
+                   int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m["skipped"]),
+                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
+                   claim_runs=claim_intervals(m["claim_runs"]))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -145,16 +154,12 @@ class Measurement812:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
-        readable_version(d, "8.12", SCHEMA_VERSION, absent=None)  # (a raw measurement.json: from_measurement)
-        return cls(**{**d, "schema_version": SCHEMA_VERSION, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
+        readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
+        return cls(**{**d, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "baseline_losses": tuple(d["baseline_losses"]),
-                      "workspace_knob": tuple(KnobResult.from_dict(k) for k in d.get("workspace_knob") or ()),
+                      "workspace_knob": tuple(KnobResult.from_dict(k) for k in d["workspace_knob"]),
                       "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
-                                     for n, rs in (d.get("claim_runs") or {}).items()}})
-
-
-def _int_or_none(x) -> int | None:
-    return None if x is None else int(x)
+                                     for n, rs in d["claim_runs"].items()}})
 
 
 def _quantile_losses(m: dict[str, Any], source: str) -> list[float]:
@@ -163,10 +168,8 @@ def _quantile_losses(m: dict[str, Any], source: str) -> list[float]:
 
 
 def record(m: "Measurement812 | dict[str, Any]") -> Measurement812:
-    """The typed record of a measurement: a Measurement812 as is, its to_dict() read back, or a raw
-    measurement dict (measure()'s, or a committed measurement.json) built into one."""
+    """The typed record of a measurement: a Measurement812 as is, its to_dict() read back, or measurement.json's
+    data built into one."""
     if isinstance(m, Measurement812):
         return m
-    if isinstance(m.get("strategies"), list):
-        return Measurement812.from_dict(m)
-    return Measurement812.from_measurement(m)
+    return Measurement812.from_dict(m) if isinstance(m["strategies"], list) else Measurement812.from_measurement(m)

@@ -164,7 +164,7 @@ def accuracy_skill(m: dict[str, Any]) -> pd.DataFrame:
 def same_function_table(m: dict[str, Any]) -> pd.DataFrame:
     """The same-function figures of same_function_checks, one row per strategy claimed equal."""
     rows = []
-    for name, e in m.get("same_function", {}).items():
+    for name, e in m["same_function"].items():
         if "error" in e:
             rows.append({"strategy": name, "error": e["error"]})
             continue
@@ -181,13 +181,13 @@ TARGET_ALLOCATOR_PEAK_BYTES = 330 * MB
 TARGET_STEP_S = 0.006
 
 
-def floors_table(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the floors (foxlib.harness.floors:
-    bytes per parameter; time from the step's FLOPs and the optimizer's traffic at the device's
-    published peaks) and the fast path's targets, with how far each is. Empty where the measurement
-    has no floors (made before they existed)."""
-    fl = (m if isinstance(m, dict) else {}).get("floors")
-    if not fl:
+def floors_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the
+    floors (foxlib.harness.floors: bytes per parameter; time from the step's FLOPs and the optimizer's traffic at
+    the device's published peaks) and the fast path's targets, with how far each is. Empty where the
+    measurement has no floors."""
+    fl = m["floors"]
+    if fl is None:
         return pd.DataFrame()
     names = []
     for r in (recommend(m, budgets), *(recommend(m, budgets, cuda_graph=kind) for kind in (False, True)),

@@ -101,10 +101,9 @@ class KnobResult:
                       "ratio": RatioInterval.from_dict(d["ratio"])})
 
 
-def knob_results(knob: dict[str, Any] | None) -> tuple[KnobResult, ...]:
-    """measure_knob's data typed; () when it was skipped, is absent (a measurement made before it) or
-    a process failed (knob_error says why)."""
-    if not knob or knob.get("skipped") or knob_error(knob):
+def knob_results(knob: dict[str, Any]) -> tuple[KnobResult, ...]:
+    """measure_knob's data typed; () when it was skipped or a process failed (knob_error says why)."""
+    if knob.get("skipped") or knob_error(knob):
         return ()
     runs = knob["runs"]
     out = []
@@ -118,17 +117,15 @@ def knob_results(knob: dict[str, Any] | None) -> tuple[KnobResult, ...]:
     return tuple(out)
 
 
-def knob_error(knob: dict[str, Any] | None) -> str | None:
+def knob_error(knob: dict[str, Any]) -> str | None:
     """Why the knob has no results although it ran: the first failed process's error."""
-    for setting, rs in ((knob or {}).get("runs") or {}).items():
+    for setting, rs in knob.get("runs", {}).items():
         for r in rs:
             if "error" in r:
                 return f"a process at the {setting} workspace failed: {r['error']}"
     return None
 
 
-def knob_absent_reason(m: dict[str, Any]) -> str:
-    """Why a measurement has no knob results: skipped (as it says), a failed process, a CPU, or older."""
-    knob = m.get("cublas_workspace") or {}
-    return (knob.get("skipped") or knob_error(knob)
-            or (SKIPPED_CPU if (m.get("device") or {}).get("type") == "cpu" else "measured before the knob existed"))
+def knob_absent_reason(knob: dict[str, Any]) -> str | None:
+    """Why measure_knob's data has no results: skipped (as it says) or a failed process."""
+    return knob.get("skipped") or knob_error(knob)
