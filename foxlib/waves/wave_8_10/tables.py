@@ -152,24 +152,23 @@ def ensemble_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.D
             "buffers (MB)": _mb(sum(b["bytes"] for b in bufs.values())), "buffers live in": where,
             col: _mb(e.model_peaks[name]), "seed (MB)": seed_claims.ENSEMBLE_CURRENT_MB.get(name),
         })
-    card_bytes = budgets["ensemble"]["card_mb"] * MB
-    seed_total_mb = sum(seed_claims.ENSEMBLE_CURRENT_MB.values())
     if e.on_cuda:
         rows.append({"model": "+ cuBLAS workspaces (each stream's once, for the process)", proc: _mb(e.workspace_bytes)})
         rows.append({"model": "+ CUDA context (once per process)", proc: _mb(e.context_bytes)})
     total = (f"{PROCESS_PEAK}: the model peaks + workspaces + context" if e.on_cuda else
              f"{PROCESS_PEAK}: the model peaks' sum (CPU: no context or workspaces)")
-    rows.append({"model": total, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
-                 "seed (MB)": seed_total_mb})
-    rows += _card_rows(e, card_bytes, seed_total_mb, proc, "seed (MB)")
+    rows += _total_rows(e, budgets, total, col, proc, "seed (MB)", seed_claims.ENSEMBLE_CURRENT_MB)
     return pd.DataFrame(rows, columns=[*rows[0].keys(), proc])
 
 
-def _card_rows(e: EnsembleTotals, card_bytes: float, seed_total_mb: float, proc: str, seed_col: str) -> list[dict]:
-    """The ensemble's process peak as a share of the card and the headroom it leaves, beside the seed's."""
-    return [{"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card_bytes), 1),
-             seed_col: round(100 * seed_total_mb / seed_claims.ENSEMBLE_CARD_MB, 1)},
-            {"model": "headroom (MB)", proc: _mb(e.headroom(card_bytes)), seed_col: seed_claims.ENSEMBLE_CARD_MB - seed_total_mb}]
+def _total_rows(e: EnsembleTotals, budgets: dict[str, dict[str, float]], label: str, col: str, proc: str,
+                seed_col: str, seed_mb: dict[str, float]) -> list[dict]:
+    """The ensemble's total, its share of the card and the headroom it leaves, beside the seed's."""
+    card, seed_total = budgets["ensemble"]["card_mb"] * MB, sum(seed_mb.values())
+    return [{"model": label, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak), seed_col: seed_total},
+            {"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
+             seed_col: round(100 * seed_total / seed_claims.ENSEMBLE_CARD_MB, 1)},
+            {"model": "headroom (MB)", proc: _mb(card - e.process_peak), seed_col: seed_claims.ENSEMBLE_CARD_MB - seed_total}]
 
 
 def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
@@ -226,11 +225,7 @@ def target_state_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> 
             for name, peak in e.model_peaks.items()]
     if e.on_cuda:
         rows.append({"model": "+ cuBLAS workspaces and CUDA context (once)", proc: _mb(e.workspace_bytes + e.context_bytes)})
-    card_bytes = budgets["ensemble"]["card_mb"] * MB
-    seed_total_mb = sum(seed_claims.ENSEMBLE_TARGET_MB.values())
-    rows.append({"model": PROCESS_PEAK, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
-                 "seed's target (MB)": seed_total_mb})
-    rows += _card_rows(e, card_bytes, seed_total_mb, proc, "seed's target (MB)")
+    rows += _total_rows(e, budgets, PROCESS_PEAK, col, proc, "seed's target (MB)", seed_claims.ENSEMBLE_TARGET_MB)
     return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
 
 

@@ -1,8 +1,6 @@
-"""What a measurement says, on its raw bytes and seconds: the figures the checks use, the checks, the
-headline figures for results.json, and the sentences of the report's first screen.
-
-Names: a model's "model peak" is its own step's tensors at their largest; the ensemble's "process figure"
-is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context."""
+"""What a measurement says, on its raw bytes and seconds: the figures the checks use, the checks, results.json's
+figures and the first screen's sentences. A "model peak" is a model's own step's tensors at their largest; the
+"process figure" is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context."""
 from __future__ import annotations
 
 from typing import Any
@@ -43,10 +41,9 @@ def figure(m: Measurement, phase: str) -> int:
 
 
 def model_peaks(r: Measurement) -> dict[str, int | None]:
-    """Each model's model peak from the interleaved run's records: its largest step rise (peak − start) plus
-    what it holds between steps, over the steps after its first (its first also creates Adam's state, as
-    profile_step's warm-up does); its only step if it ran one. None for a model that never stepped. On CUDA
-    the cuBLAS workspaces are not in it (allocated before)."""
+    """Each model's model peak from the interleaved run: its largest step rise (peak − start) plus what it holds
+    between steps, over the steps after its first (which also creates Adam's state); its only step if it ran
+    one; None if it never stepped. The cuBLAS workspaces, allocated before, are not in it."""
     out: dict[str, int | None] = {}
     for name in r.order:
         st = r.training.detail.get("models", {}).get(name)
@@ -64,8 +61,8 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
 
 
 def workspace_bytes(r: Measurement) -> int | None:
-    """The cuBLAS workspaces, once per stream used: what stays allocated after the warm-up has freed
-    everything else. 0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
+    """The cuBLAS workspaces, once per stream: what stays allocated after the warm-up freed everything else.
+    0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
     if not r.enforced:
         return 0
     return None if r.warmup is None else r.warmup.get("allocated_after_bytes")
@@ -105,8 +102,8 @@ def how(m: Measurement) -> str:
 
 
 def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
-    """Training under the cap, inference with the headroom and, where NVML sees this process, the
-    largest NVML process figure against the card (not applicable on the CPU, left out of the verdict)."""
+    """Training under the cap, inference with the headroom and, where NVML sees this process, its largest
+    figure against the card."""
     t, i, cap = r.training, r.inference, r.cap
     label = how(r)
     n = len(r.order)
@@ -199,9 +196,24 @@ def kept_bytes(m: Measurement, name: str) -> int | None:
     return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]
 
 
+def per_model(m: Measurement) -> dict[str, dict[str, Any]]:
+    """Each model's row of the per-model tables (bytes, seconds; None where not measured): its training summary
+    (measuring.summarise_steps) with what it keeps and its model peak, then its inference ("served": it ran)."""
+    peaks, out = model_peaks(m), {}
+    for name in m.order:
+        inf = m.inference.detail["models"].get(name) or {}
+        alone, together = inf.get("alone") or {}, inf.get("together") or {}
+        out[name] = {**m.training.detail["per_model"][name], "precision": m.models[name]["precision"],
+                     "kept_bytes": kept_bytes(m, name), "model_peak_bytes": peaks[name], "served": bool(inf),
+                     "resident_bytes": inf["parameters_bytes"] + inf["input_bytes"] if inf else None,
+                     "forward_bytes": inf.get("solo_increment_bytes"), "batch": inf.get("batch"),
+                     "alone_p50_s": alone.get("p50_s"), "together_p50_s": together.get("p50_s"),
+                     "together_p99_s": together.get("p99_s")}
+    return out
+
+
 def tft_text(r: Measurement) -> str:
-    """The TFT's configuration as the run used it (Markdown): where it came from, its precision and
-    overrides, its CUDA graph and step options, and its cuBLAS workspace (asked, and whether it applied)."""
+    """The TFT's configuration as the run used it (Markdown), its cuBLAS workspace included."""
     t = r.tft
     text = (f"TFT configuration: {t['source']} — precision **{t['precision']}**, overrides `{t['overrides']}`"
             + (", the whole training step as one CUDA graph" if t.get("cuda_graph") else "")
@@ -214,8 +226,7 @@ def tft_text(r: Measurement) -> str:
 
 
 def card_class_text(m: Measurement) -> str:
-    """Which class of card the run answers for, what of its limits it enforced and what it cannot emulate
-    (measure.class_facts), for the first screen; "" for a measurement made before card classes."""
+    """The card class the run answers for (measuring.class_facts), for the first screen; "" before card classes."""
     facts = m.card_class
     if not facts:
         return ""

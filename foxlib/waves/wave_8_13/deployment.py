@@ -130,16 +130,14 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     elif not m.tft["recommended"]:
         out.append(f"The TFT was not validated in wave 8.12's recommended configuration ({m.tft['source']}). "
                    "Re-run this wave once 8.12 has published its recommendation for this device.")
-    precs = {name: info["precision"] for name, info in m.models.items()}
-    if "bf16" in precs.values():
-        who = ", ".join(n for n, p in precs.items() if p == "bf16")
-        out.append(f"bf16 ({who}) needs a GPU of compute capability 8.0 or newer (Ampere+). Many 4 GB cards "
-                   "(e.g. Turing GTX 1650) have no bf16: there it must fall back to fp16 with a gradient scaler or "
-                   "to fp32, which changes the memory; re-measure on that card.")
-    if "fp16" in precs.values():
-        who = ", ".join(n for n, p in precs.items() if p == "fp16")
-        out.append(f"fp16 ({who}) trains with a gradient scaler; overflowing steps are skipped silently. "
-                   "Log the scaler's scale in production.")
+    for precision, risk in (("bf16", "needs a GPU of compute capability 8.0 or newer (Ampere+). Many 4 GB cards "
+                                      "(e.g. Turing GTX 1650) have no bf16: there it must fall back to fp16 with a "
+                                      "gradient scaler or to fp32, which changes the memory; re-measure on that card."),
+                            ("fp16", "trains with a gradient scaler; overflowing steps are skipped silently. "
+                                     "Log the scaler's scale in production.")):
+        who = ", ".join(n for n, info in m.models.items() if info["precision"] == precision)
+        if who:
+            out.append(f"{precision} ({who}) {risk}")
     bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
     if bad:
         out.append(f"Non-finite training losses in this run: {bad}.")
@@ -174,7 +172,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
 def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, float]],
            params: dict[str, Any]) -> str:
     """The deployment document, as Markdown."""
-    cap, t, i = m.cap, m.training, m.inference
+    cap, i = m.cap, m.inference
     v = verdict(checks)
     card = cap.card_bytes
     label = analysis.how(m)
@@ -222,17 +220,10 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         parts += [f"### {name} — {info['title']}", "",
                   f"preset `{info['preset']}`, precision **{info['precision']}**", "",
                   "```json", json.dumps(info["config"], indent=1), "```", ""]
-    rows = []
-    peaks = analysis.model_peaks(m)
-    for name in m.order:
-        p = t.detail["per_model"][name]
-        inf = i.detail["models"].get(name) or {}
-        rows.append([name, m.models[name]["precision"], f"{p['steps_run']}/{m.steps}", _mb(analysis.kept_bytes(m, name), 2),
-                     _mb(peaks[name], 2), _mb(p["peak_bytes"], 2),
-                     _mb(inf.get("parameters_bytes", 0) + inf.get("input_bytes", 0) if inf else None, 2),
-                     _mb(inf.get("solo_increment_bytes"), 2), inf.get("batch"),
-                     _ms((inf.get("alone") or {}).get("p50_s")), _ms((inf.get("together") or {}).get("p50_s")),
-                     _ms((inf.get("together") or {}).get("p99_s"))])
+    rows = [[name, p["precision"], f"{p['steps_run']}/{m.steps}",
+             *(_mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes", "forward_bytes")),
+             p["batch"], *(_ms(p[k]) for k in ("alone_p50_s", "together_p50_s", "together_p99_s"))]
+            for name, p in analysis.per_model(m).items()]
     parts += [
         "## Memory and latency of each model",
         "",
