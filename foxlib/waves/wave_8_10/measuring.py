@@ -1,12 +1,7 @@
-"""Wave 8.10's measurement on a device: the TFT's training step profiled (with torch.profiler's
-categories as a second opinion), the other models of the ensemble beside it, and the seed's target
-state (every model in fp16, the TFT checkpointed). `measure(...)` returns measurement.json's data (JSON-able,
-bytes), which records.Measurement types.
-
-On a CPU without fp16 matrix-product kernels (foxlib.memory.cpu_support.kernel_speed) a checkpointed fp16 TFT
-step takes minutes. The target state is a memory claim, so there, by default (`target_state_slow="predict"`),
-its steps are predicted on fake tensors (foxlib.memory.predict, within foxlib.memory.tolerances' 10 % on the
-peak) instead of run, and the page says so and why. `target_state_slow="measure"` runs them anyway."""
+"""Wave 8.10's measurement on a device (JSON-able, bytes): the TFT's training step profiled (torch.profiler's
+categories as a second opinion), the other models beside it, and the seed's target state (every model in fp16,
+the TFT checkpointed). On a CPU without fp16 matrix-product kernels a checkpointed fp16 TFT step takes minutes:
+there the target state, a memory claim, is predicted on fake tensors by default (`target_state_slow`)."""
 from __future__ import annotations
 
 import dataclasses

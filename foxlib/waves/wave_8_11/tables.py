@@ -1,7 +1,5 @@
-"""Wave 8.11's tables, formatting only (MB = 10^6 bytes): memory per precision beside the seed's
-expectation, why 16 bits do not halve it, the step times with analysis.py's ratios, the accuracy harness's
-runs, skill and configuration; and the speed and accuracy charts' captions and alt text, written from the
-figures those charts draw."""
+"""Wave 8.11's tables, formatting only (MB = 10^6 bytes), and the speed and accuracy charts' captions and
+alt text, written from the figures those charts draw."""
 from __future__ import annotations
 
 from typing import Any

@@ -17,6 +17,11 @@ TRAIN_CHECK = "ensemble trains under the cap"
 INFERENCE_CHECK = "concurrent inference fits with the headroom"
 
 
+def mb(x: float | None, digits: int = 1) -> str:
+    """Bytes as MB (10^6 bytes) in text; "—" where not measured."""
+    return "—" if x is None else f"{x / MB:,.{digits}f}"
+
+
 def context_bytes(r: Measurement, phase: str) -> int:
     """The CUDA context to add to a phase's figure: the larger of the one measured at the start (which
     set the cap) and the one implied by NVML at the phase's end; 0 on the CPU."""
@@ -79,25 +84,23 @@ def process_figure(m: Measurement) -> int | None:
 
 def nvml_check(r: Measurement) -> NvmlPeak:
     """Largest NVML per-process figure sampled through training and inference, against the card."""
-    if not r.enforced:
-        return NvmlPeak(False, None, r.cap.card_bytes, 0, 0, "not applicable on the CPU: no NVML, no CUDA context")
     return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
 
 
 def limit_text(m: Measurement) -> str:
     cap = m.cap
     if cap.override:
-        return (f"limit = the allocator cap {cap.cap_bytes / MB:,.2f} MB set by cap_bytes"
-                + (f" + the CUDA context {cap.context_bytes / MB:,.1f} MB" if cap.enforced else ""))
-    return f"limit = the {cap.card_bytes / MB:,.1f} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
+        return (f"limit = the allocator cap {mb(cap.cap_bytes, 2)} MB set by cap_bytes"
+                + (f" + the CUDA context {mb(cap.context_bytes)} MB" if cap.enforced else ""))
+    return f"limit = the {mb(cap.card_bytes)} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
 
 
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
     cap = m.cap
     if cap.enforced:
-        return (f"enforced: allocator capped at {cap.cap_bytes / MB:,.1f} MB + CUDA context "
-                f"{cap.context_bytes / MB:,.1f} MB")
+        return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context "
+                f"{mb(cap.context_bytes)} MB")
     return NOT_ENFORCED
 
 
@@ -137,8 +140,8 @@ def nvml_text(m: Measurement) -> str:
     nv = nvml_check(m)
     if not nv.applicable:
         return f"{NVML_CHECK}: " + (nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}") + "."
-    return (f"{NVML_CHECK}: {nv.max_bytes / MB:,.1f} MB ≤ {nv.card_bytes / MB:,.1f} MB: "
-            f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {nv.headroom_bytes / MB:,.1f} MB to spare).")
+    return (f"{NVML_CHECK}: {mb(nv.max_bytes)} MB ≤ {mb(nv.card_bytes)} MB: "
+            f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {mb(nv.headroom_bytes)} MB to spare).")
 
 
 def depends_on_text(r: Measurement) -> str:
@@ -154,15 +157,15 @@ def cap_text(r: Measurement) -> str:
     """One sentence of cap arithmetic for the first screen."""
     cap = r.cap
     if not cap.enforced:
-        return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {cap.limit_bytes / MB:,.1f} MB."
+        return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {mb(cap.limit_bytes)} MB."
     ends = context_ends(r)
-    at_end = f"{max(ends) / MB:,.1f} MB at the end" if ends else "not measurable at the end (no NVML figure)"
-    first = (f"allocator cap {cap.cap_bytes / MB:,.1f} MB (cap_bytes)" if cap.override else
-             f"allocator cap = card {cap.card_bytes / MB:,.1f} MB − CUDA context {cap.context_bytes / MB:,.1f} MB = "
-             f"{cap.cap_bytes / MB:,.1f} MB")
+    at_end = f"{mb(max(ends))} MB at the end" if ends else "not measurable at the end (no NVML figure)"
+    first = (f"allocator cap {mb(cap.cap_bytes)} MB (cap_bytes)" if cap.override else
+             f"allocator cap = card {mb(cap.card_bytes)} MB − CUDA context {mb(cap.context_bytes)} MB = "
+             f"{mb(cap.cap_bytes)} MB")
     warm = "measured after warming up every library the run uses" if r.warmup else "measured before any model ran"
     grown = cap.cap_bytes + largest_context_bytes(r)
-    over = (f" Cap + largest context = {grown / MB:,.1f} MB: OVER the {cap.card_bytes / MB:,.1f} MB card "
+    over = (f" Cap + largest context = {mb(grown)} MB: OVER the {mb(cap.card_bytes)} MB card "
             "(the context grew after it was measured)." if grown > cap.card_bytes else "")
     return f"Cap: {first}; the context {warm}, {at_end}.{over}"
 

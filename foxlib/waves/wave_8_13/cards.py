@@ -20,6 +20,7 @@ from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13 import analysis
+from foxlib.waves.wave_8_13.analysis import mb
 from foxlib.waves.wave_8_13.cap import account_training
 from foxlib.waves.wave_8_13.records import Measurement
 
@@ -283,9 +284,9 @@ class Overheads:
         if not (self.context_bytes or self.workspace_bytes):
             return (f"no CUDA context, workspace or allocator cache was measured on {self.device}: the predicted "
                     "figures hold the models' tensors only; a GPU adds its context (hundreds of MB)")
-        return (f"CUDA context {self.context_bytes / MB:,.1f} MB, cuBLAS workspace {self.workspace_bytes / MB:,.1f} MB "
-                f"per stream and the allocator's cache (training {self.training_cache_bytes / MB:,.1f} MB, serving "
-                f"{self.serving_cache_bytes / MB:,.1f} MB) as wave 8.13 measured them on {self.device}; another "
+        return (f"CUDA context {mb(self.context_bytes)} MB, cuBLAS workspace {mb(self.workspace_bytes)} MB "
+                f"per stream and the allocator's cache (training {mb(self.training_cache_bytes)} MB, serving "
+                f"{mb(self.serving_cache_bytes)} MB) as wave 8.13 measured them on {self.device}; another "
                 "card's driver and context differ")
 
 
@@ -358,10 +359,6 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
 
 # ----------------------------------------------------------------------------- formatted, after the decisions
 
-def _mb(x: int) -> str:
-    return f"{x / MB:,.1f}"
-
-
 def _pct(fraction: float) -> str:
     """A margin in %, two decimals below 1 % (a measured error), else as few as it needs (10 %)."""
     return f"{100 * fraction:.2f}" if fraction < 0.01 else f"{100 * fraction:.3g}"
@@ -375,15 +372,15 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     grow = 1 + error
     if phase == "trains":
         ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
-        margin = f"{_mb(free)} MB free" if free >= 0 else f"{_mb(-free)} MB short"
+        margin = f"{mb(free)} MB free" if free >= 0 else f"{mb(-free)} MB short"
     else:
         ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
         left = cell.serving_limit_bytes - int(used * grow)
-        margin = (f"{_mb(free)} MB free" if left >= 0 else
-                  f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
-    shown = (f"{_mb(used)} MB + {_pct(error)} % for the prediction's error = {_mb(int(used * grow))}"
-             if error else _mb(used))
-    text = f"{'yes' if ok else 'no'}: {shown} of {_mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
+        margin = (f"{mb(free)} MB free" if left >= 0 else
+                  f"{mb(free)} MB free, {mb(-left)} MB under the {mb(headroom_bytes)} MB headroom")
+    shown = (f"{mb(used)} MB + {_pct(error)} % for the prediction's error = {mb(int(used * grow))}"
+             if error else mb(used))
+    text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")
 
 
@@ -391,7 +388,7 @@ def card_frame(table: CardTable) -> pd.DataFrame:
     """A row per configuration and phase (trains, serves), a column per card."""
     return pd.DataFrame([{"configuration": conf,
                           "phase": "trains (interleaved)" if phase == "trains" else
-                                   f"serves (all at once, ≥ {_mb(table.min_headroom_bytes)} MB free)",
+                                   f"serves (all at once, ≥ {mb(table.min_headroom_bytes)} MB free)",
                           **{card.label: cell_text(table.cell(conf, card.memory_gb), phase, table.min_headroom_bytes)
                              for card in table.cards}}
                          for conf in table.configurations for phase in ("trains", "serves")])

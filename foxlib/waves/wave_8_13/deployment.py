@@ -13,15 +13,12 @@ from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
 from foxlib.waves.wave_8_13 import analysis
+from foxlib.waves.wave_8_13.analysis import mb
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 FILE = "deployment.md"
 WAVE = "8.13"
-
-
-def _mb(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None else f"{x / MB:,.{digits}f}"
 
 
 def _ms(x: float | None) -> str:
@@ -98,31 +95,31 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     else:
         ctx0 = cap.context_bytes
         ends = analysis.context_ends(m)
-        grew = (f", {_mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
+        grew = (f", {mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
                 if ends else ", not measurable at the end (NVML gave no per-process figure)")
         env = m.environment
         warm = ("after warming up every library the run uses" if m.warmup else
                 "before any model ran (no warm-up: the cap was set from too small a context)")
-        out.append(f"The CUDA context was {_mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
+        out.append(f"The CUDA context was {mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
                    f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
         grown = cap.cap_bytes + analysis.largest_context_bytes(m)
         if grown > card:
-            out.append(f"**The cap was not honest**: it was set from a CUDA context of {_mb(ctx0)} MB, but the context "
-                       f"grew to {_mb(analysis.largest_context_bytes(m))} MB: cap + grown context = {_mb(grown)} MB, over "
-                       f"the {_mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
+            out.append(f"**The cap was not honest**: it was set from a CUDA context of {mb(ctx0)} MB, but the context "
+                       f"grew to {mb(analysis.largest_context_bytes(m))} MB: cap + grown context = {mb(grown)} MB, over "
+                       f"the {mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
                        "wave now warms up every library before measuring the context).")
         nv = analysis.nvml_check(m)
         out.append(analysis.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
                                         " The card was not verified by NVML: the allocator cap alone bounds it."))
         ctx = max([ctx0] + ends)
         out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
-                   f"each pays its own: 4 × {_mb(ctx)} = {_mb(4 * ctx)} MB of contexts alone on a "
-                   f"{_mb(card)} MB card.")
+                   f"each pays its own: 4 × {mb(ctx)} = {mb(4 * ctx)} MB of contexts alone on a "
+                   f"{mb(card)} MB card.")
         frag = (t.allocator_end or {}).get("inactive_split_bytes")
         if frag is not None:
-            out.append(f"Allocator fragmentation at the end of training: {_mb(frag)} MB of inactive split blocks. "
+            out.append(f"Allocator fragmentation at the end of training: {mb(frag)} MB of inactive split blocks. "
                        "Over long runs the reserve can creep up; watch NVML's process figure in production.")
     if m.tft["source"] == "the tft_config parameter":
         out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
@@ -146,22 +143,22 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     if i.detail["models"]:
         both = train + serve_extra
         out.append(f"Training and serving were validated one after the other. Serving while training in the same "
-                   f"process needs about the training figure {_mb(train)} MB plus every model's inference input "
-                   f"and forward peak ({_mb(serve_extra)} MB) = {_mb(both)} MB, leaving {_mb(card - both)} MB of the "
-                   f"card ({'at least' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
+                   f"process needs about the training figure {mb(train)} MB plus every model's inference input "
+                   f"and forward peak ({mb(serve_extra)} MB) = {mb(both)} MB, leaving {mb(card - both)} MB of the "
+                   f"card ({'at least' if card - both >= head else 'less than'} the {mb(head, 0)} MB headroom asked"
                    f"{'' if card - both >= head else ': not covered'}).")
     for phase in ("training", "inference"):
         left = card - analysis.figure(m, phase)
         if 0 <= left < 2 * head:
-            out.append(f"Thin headroom in {phase}: {_mb(left)} MB left on the card, under twice the "
-                       f"{_mb(head, 0)} MB asked.")
+            out.append(f"Thin headroom in {phase}: {mb(left)} MB left on the card, under twice the "
+                       f"{mb(head, 0)} MB asked.")
     out.append(f"Only {m.steps} interleaved steps per model, and the RL models repeat one minibatch of a "
                "full-size replay/rollout buffer: environment interaction, data loading, checkpoint saving and "
                "evaluation are not in the figures.")
     host = {n: v for n, st in m.training.detail["models"].items() if (v := st.get("batch_host_bytes", 0))}
     if host:
         out.append("Host memory is not on the card and not checked here: "
-                   + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
+                   + ", ".join(f"{n} {mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
     where = ("on the CPU; they say nothing about a GPU's" if not cap.enforced else
              f"on {m.device['name']}; a 4 GB card is slower")
     out.append(f"Latencies ({i.detail['mode']}) were measured {where}. p99 is over {i.detail['repeats']} rounds"
@@ -190,9 +187,9 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         (f"**Every memory figure in this document is {NOT_ENFORCED}**: measured on the CPU, where no memory "
          "cap exists, by adding up the bytes each model's measured step holds as the interleaved run would hold them."
          if not cap.enforced else
-         f"Memory figures are **enforced**: the CUDA caching allocator was capped at {_mb(cap.cap_bytes)} MB "
+         f"Memory figures are **enforced**: the CUDA caching allocator was capped at {mb(cap.cap_bytes)} MB "
          f"(`torch.cuda.set_per_process_memory_fraction({cap.fraction:.6f})`) so that cap + CUDA context "
-         f"({_mb(cap.context_bytes)} MB) = {_mb(cap.limit_bytes)} MB; an allocation past it is a real "
+         f"({mb(cap.context_bytes)} MB) = {mb(cap.limit_bytes)} MB; an allocation past it is a real "
          "out-of-memory error."),
         "",
         "## Decision",
@@ -205,7 +202,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
            "first lines)." if (facts := m.card_class) else ""),
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
-               [[c.name, _mb(c.measured), _mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
+               [[c.name, mb(c.measured), mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
         "",
         "## Configuration of each model",
         "",
@@ -221,7 +218,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
                   f"preset `{info['preset']}`, precision **{info['precision']}**", "",
                   "```json", json.dumps(info["config"], indent=1), "```", ""]
     rows = [[name, p["precision"], f"{p['steps_run']}/{m.steps}",
-             *(_mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes", "forward_bytes")),
+             *(mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes", "forward_bytes")),
              p["batch"], *(_ms(p[k]) for k in ("alone_p50_s", "together_p50_s", "together_p99_s"))]
             for name, p in analysis.per_model(m).items()]
     parts += [
@@ -238,24 +235,24 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
                 "inference: weights + input (MB)", "inference: forward peak alone (MB)", "inference batch",
                 "alone p50 (ms)", "together p50 (ms)", "together p99 (ms)"], rows),
         "",
-        f"## Headroom on the {_mb(card)} MB card",
+        f"## Headroom on the {mb(card)} MB card",
         "",
     ]
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     hrows = []
     for phase, title in (("training", "training (interleaved)"), ("inference", "concurrent inference")):
         used = analysis.figure(m, phase)
-        hrows.append([title, _mb(m.phase(phase).peak_bytes), _mb(analysis.context_bytes(m, phase)), _mb(used),
-                      _mb(card - used), f"{100 * used / card:.1f} %", "yes" if m.phase(phase).oom else "no", label])
+        hrows.append([title, mb(m.phase(phase).peak_bytes), mb(analysis.context_bytes(m, phase)), mb(used),
+                      mb(card - used), f"{100 * used / card:.1f} %", "yes" if m.phase(phase).oom else "no", label])
     parts += [
         _table(["phase", "peak (MB)", "CUDA context (MB)", "on the card (MB)", "headroom (MB)", "share of the card",
                 "out of memory", "how"], hrows),
         "",
-        f"The budgets file asks for at least {_mb(head, 0)} MB free in concurrent inference "
+        f"The budgets file asks for at least {mb(head, 0)} MB free in concurrent inference "
         f"(`[ensemble] min_headroom_mb`).",
         "",
         f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
-        f"context): {_mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
+        f"context): {mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
         + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
            "were not measured)") + "; "
         f"{analysis.nvml_text(m)}",
@@ -266,7 +263,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
     for phase in ("training", "inference"):
         oom = m.phase(phase).oom
         if oom:
-            parts += [f"**Out of memory in {phase}** {oom_where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
+            parts += [f"**Out of memory in {phase}** {oom_where(oom)}: needed {mb(oom.get('needed_bytes'), 2)} MB; "
                       f"{oom['error']}", ""]
     parts += ["## How to reproduce", ""]
     for purpose, cmds in reproduce_commands(m, params).items():

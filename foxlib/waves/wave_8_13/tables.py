@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from foxlib.core.config import MB
-from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, model_peaks, nvml_check, nvml_text,
-                                             per_model, process_figure, workspace_bytes)
+from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, nvml_check,
+                                             nvml_text, per_model, process_figure, workspace_bytes)
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
 from foxlib.waves.wave_8_13.records import Measurement
@@ -57,7 +57,7 @@ def cap_table(r: Measurement) -> pd.DataFrame:
     grown = cap.cap_bytes + largest_context_bytes(r)
     rows.append(("cap + largest CUDA context seen", grown,
                  f"what the process could reach if the allocator filled its cap: "
-                 f"{'≤' if grown <= cap.card_bytes else 'OVER'} the {cap.card_bytes / MB:,.1f} MB card"
+                 f"{'≤' if grown <= cap.card_bytes else 'OVER'} the {mb(cap.card_bytes)} MB card"
                  + ("" if grown <= cap.card_bytes else " (the context grew after it was measured)")))
     nv = nvml_check(r)
     rows.append(("largest NVML process figure (training and inference)", nv.max_bytes,
@@ -133,7 +133,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
         ("training: headroom on the card", card - train, f"{100 * train / card:.1f} % of the card used"),
         ("inference: weights + inputs resident", i.detail.get("resident_bytes"), label),
         ("inference: peak " + ("reserved" if cap.enforced else "accounted"), i.peak_bytes, i.detail.get("memory_how")),
-        ("inference: + CUDA context = on the card", inf, f"must leave {head / MB:,.0f} MB free"),
+        ("inference: + CUDA context = on the card", inf, f"must leave {mb(head, 0)} MB free"),
         ("inference: headroom on the card", card - inf, f"{100 * inf / card:.1f} % of the card used"),
     ]
     nv = nvml_check(r)
