@@ -54,7 +54,8 @@ def ensemble_totals(m: Measurement, target_state: bool = False) -> EnsembleTotal
                          or int((m.bare_context or {}).get("context_bytes") or 0))
     return EnsembleTotals(
         model_peaks={k: p.peak for k, p in profiles.items()},
-        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes, on_cuda=m.on_cuda)
+        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes,
+        on_cuda=m.on_cuda)
 
 
 def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
@@ -75,7 +76,8 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
         what = ("sum of the four model peaks + cuBLAS workspaces once + CUDA context once" if e.on_cuda else
                 "sum of the four model peaks (CPU: no context or workspaces, the process peak is the models' sum)")
         out.append(Check.at_most("ensemble fits in 4 GB", e.process_peak, limit_bytes, "bytes",
-                                 note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least {headroom_mb:.0f} MB free"))
+                                 note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least "
+                                      f"{headroom_mb:.0f} MB free"))
     return out
 
 
@@ -99,7 +101,8 @@ def named_figures(m: Measurement) -> list[Figure]:
     out += [Figure(tft("model_peak"), p.peak, "bytes"), Figure(tft("process_peak"), p.process_peak, "bytes"),
             Figure(tft("theory_peak"), int(m.theory["peak"]), "bytes")]
     ensemble_preset = m.measure_parameters.get("ensemble_preset", "seed")
-    out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes") for name, mm in m.ensemble.items()]
+    out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes")
+            for name, mm in m.ensemble.items()]
     for state, tag in ((False, "fp32"), (True, f"{TARGET_PRECISION}-checkpoint")):
         totals = ensemble_totals(m, target_state=state)
         if totals is not None and len(totals.model_peaks) == len(ENSEMBLE):

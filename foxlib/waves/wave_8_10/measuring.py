@@ -75,7 +75,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
         if target_state:
             for name in others + ["tft"]:
                 how = "predicting" if slow else "profiling"
-                bar.describe(f"{how} {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
+                checkpointed = ", checkpointed" if name == "tft" else ""
+                bar.describe(f"{how} {name} in the seed's target state (fp16{checkpointed})")
                 model_cfg = TARGET_TFT(cfg) if name == "tft" else MODELS[name].preset(ensemble_preset)
                 out["target_state"][name] = (
                     predict_instead(name, model_cfg, dev, TARGET_PRECISION, seed, slow["reason"]) if slow else

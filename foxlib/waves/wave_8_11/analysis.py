@@ -39,7 +39,8 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     row = next(r for r in quantile_loss_rows(m) if r["precision"] == c)
     skill_note = (f"skill scores (1 − QL / climatology's) per seed: "
                   + ", ".join(f"{s}: {100 * v:+.2f} %" for s, v in gate["baseline_skill_scores"].items())
-                  + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology {wm['naive_quantile_loss']:.4f}")
+                  + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology "
+                    f"{wm['naive_quantile_loss']:.4f}")
     degradation_note = (f"mean of {len(gate['seeds_compared'])} seed(s) with skill; fp32 seed-to-seed spread "
                         f"{row['baseline_spread_pct']:.2f} %" if gate["powered"] else gate["reason"])
     return [
@@ -47,8 +48,9 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
                       wm["quantile_loss"] / wm["naive_quantile_loss"], 1 - gate["min_skill"], "ratio", note=skill_note),
         Check(f"TFT accuracy degradation in {c} (validation quantile loss)", gate["degradation_pct"], gate["limit_pct"],
               "%", bool(gate["powered"] and gate["degradation_pct"] <= gate["limit_pct"]), note=degradation_note),
-        Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak, budgets["tft"]["peak_training_mb"] * MB,
-                      "bytes", note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
+        Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak,
+                      budgets["tft"]["peak_training_mb"] * MB, "bytes",
+                      note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
     ]
 
 

@@ -139,7 +139,8 @@ def nvml_text(m: Measurement) -> str:
     """One sentence: the NVML check's result, or why it is not applicable."""
     nv = nvml_check(m)
     if not nv.applicable:
-        return f"{NVML_CHECK}: " + (nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}") + "."
+        why = nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}"
+        return f"{NVML_CHECK}: {why}."
     return (f"{NVML_CHECK}: {mb(nv.max_bytes)} MB ≤ {mb(nv.card_bytes)} MB: "
             f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {mb(nv.headroom_bytes)} MB to spare).")
 

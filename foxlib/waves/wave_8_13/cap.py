@@ -34,7 +34,8 @@ def measure_context(device: torch.device) -> dict[str, Any]:
                    f"overestimate): NVML's per-process figure is unavailable ({ctx.get('note')})"}
 
 
-def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int, cap_override: int = 0) -> dict[str, Any]:
+def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int,
+                   cap_override: int = 0) -> dict[str, Any]:
     """cap = card − CUDA context, or `cap_override` (then the limit is that cap + the context, not the card);
     fraction = cap / device memory, what `torch.cuda.set_per_process_memory_fraction` takes."""
     if card_bytes <= 0 or device_total_bytes <= 0 or context_bytes < 0 or cap_override < 0:

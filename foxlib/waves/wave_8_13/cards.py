@@ -141,7 +141,8 @@ class CardTable:
 def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
     limit = card.memory_bytes - headroom
     # a prediction decides with its error added, each phase's own
-    training, serving = int(fp.training_bytes * (1 + fp.training_margin)), int(fp.serving_bytes * (1 + fp.serving_margin))
+    training = int(fp.training_bytes * (1 + fp.training_margin))
+    serving = int(fp.serving_bytes * (1 + fp.serving_margin))
     trains = fp.training_ran and training <= card.memory_bytes
     serves = fp.serving_ran and serving <= limit
     reasons = []
@@ -220,9 +221,9 @@ def prediction_margins(measured: Footprint | None, predicted: Footprint) -> tupl
                                 "complete run on a card here measured its error)")
     training = (measured.training_bytes - predicted.training_bytes) / predicted.training_bytes
     serving = (measured.serving_bytes - predicted.serving_bytes) / predicted.serving_bytes
-    return (abs(training), abs(serving)), (f"the prediction's measured errors, training {100 * training:+.2f} %, serving "
-                                           f"{100 * serving:+.2f} % (measured against predicted: this run's configuration "
-                                           "on the card it emulated), each for its phase")
+    return (abs(training), abs(serving)), (
+        f"the prediction's measured errors, training {100 * training:+.2f} %, serving {100 * serving:+.2f} % "
+        "(measured against predicted: this run's configuration on the card it emulated), each for its phase")
 
 
 def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFigures:

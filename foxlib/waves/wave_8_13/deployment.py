@@ -63,7 +63,8 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
         "the same with the TFT configuration pinned (independent of a later wave 8.12 report)":
             [f"{py} -m foxlib report --wave {WAVE} {flags(pinned)}"],
         "on a bare GPU machine: measure there, write the report anywhere": [
-            f"{py} -m foxlib measure --wave {WAVE} {flags(dict(pinned, device='cuda'))} --out wave-8.13-measurement.json",
+            f"{py} -m foxlib measure --wave {WAVE} {flags(dict(pinned, device='cuda'))} "
+            "--out wave-8.13-measurement.json",
             f"{py} -m foxlib report --wave {WAVE} -p measurements=wave-8.13-measurement.json"],
         "the tests of the cap and of this wave (the CUDA test runs only where there is a GPU)":
             [f"{py} -m pytest -q -rs tests/test_memory_cap.py tests/test_wave_8_13.py"],
@@ -104,10 +105,11 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
                    f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
-        grown = cap.cap_bytes + analysis.largest_context_bytes(m)
+        largest = analysis.largest_context_bytes(m)
+        grown = cap.cap_bytes + largest
         if grown > card:
             out.append(f"**The cap was not honest**: it was set from a CUDA context of {mb(ctx0)} MB, but the context "
-                       f"grew to {mb(analysis.largest_context_bytes(m))} MB: cap + grown context = {mb(grown)} MB, over "
+                       f"grew to {mb(largest)} MB: cap + grown context = {mb(grown)} MB, over "
                        f"the {mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
                        "wave now warms up every library before measuring the context).")
         nv = analysis.nvml_check(m)
@@ -197,9 +199,10 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
         + ("every check passed." if v == "GO" else "at least one check failed.")
         + (f" It holds for the card class **{facts['title']}**"
-           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)" if facts["emulated"]
-              else "") + ", with this configuration; another class of card has a report of its own (the index's "
-           "first lines)." if (facts := m.card_class) else ""),
+           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
+              if facts["emulated"] else "")
+           + ", with this configuration; another class of card has a report of its own (the index's first lines)."
+           if (facts := m.card_class) else ""),
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
                [[c.name, mb(c.measured), mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
@@ -218,7 +221,8 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
                   f"preset `{info['preset']}`, precision **{info['precision']}**", "",
                   "```json", json.dumps(info["config"], indent=1), "```", ""]
     rows = [[name, p["precision"], f"{p['steps_run']}/{m.steps}",
-             *(mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes", "forward_bytes")),
+             *(mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes",
+                                     "forward_bytes")),
              p["batch"], *(_ms(p[k]) for k in ("alone_p50_s", "together_p50_s", "together_p99_s"))]
             for name, p in analysis.per_model(m).items()]
     parts += [

@@ -55,8 +55,8 @@ def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensem
     """What the run enforces of the class's limits, and what it cannot emulate; ValueError where the TFT or the
     ensemble asks for what the class lacks (bf16 on a GPU without it)."""
     own = class_of(describe(dev).get("capability"), dev.type)
-    options = tft.get("options") or {}
-    for what, precision, opts in (("the TFT", tft["precision"], options), ("DQN, PPO and Mamba-2", ensemble_precision, {})):
+    for what, precision, opts in (("the TFT", tft["precision"], tft.get("options") or {}),
+                                  ("DQN, PPO and Mamba-2", ensemble_precision, {})):
         if not chosen.allows(precision, opts):
             raise ValueError(f"{what} in {precision}{' with TF32' if opts.get('tf32') else ''} cannot run on the "
                              f"{chosen.name} class ({chosen.title}): it runs {', '.join(chosen.precisions)}"
@@ -69,9 +69,9 @@ def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensem
     emulated = chosen.name != own.name
     return {"name": chosen.name, "title": chosen.title, "own_class": own.name, "emulated": emulated,
             "enforced": enforced,
-            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its CUDA "
-                             "context and cuBLAS workspaces: this GPU's are used, measured here, which bounds them from "
-                             "above (a newer GPU loads more kernels into its context)") if emulated else ""}
+            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its "
+                             "CUDA context and cuBLAS workspaces: this GPU's are used, measured here, which bounds "
+                             "them from above (a newer GPU loads more kernels into its context)") if emulated else ""}
 
 
 @contextlib.contextmanager
@@ -256,8 +256,8 @@ def warm_up(members: list[Member], device: torch.device, mode: str, batch: int, 
     fns.clear()
     free_members(members, device)
     return {"seconds": time.perf_counter() - t0, "oom": oom,
-            "what": done + ["NVML opened", "CUDA graphs captured as the run captures them" if any(m.cuda_graph for m in members)
-                            else "no CUDA graph (this run's steps are eager)"]
+            "what": done + ["NVML opened", "CUDA graphs captured as the run captures them"
+                            if any(m.cuda_graph for m in members) else "no CUDA graph (this run's steps are eager)"]
             + ([f"stopped by an out-of-memory error, the context may be measured short: {oom}"] if oom else []),
             "allocated_after_bytes": torch.cuda.memory_allocated(device),
             "how": "allocated after the warm-up, everything freed: the cuBLAS workspaces, one per stream used "

@@ -68,14 +68,17 @@ def cap_table(r: Measurement) -> pd.DataFrame:
     return _quantities(rows)
 
 
+KEY_SETTINGS = ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing", "memory_efficient",
+                "vsn_batched", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device", "n_envs", "n_steps",
+                "window", "n_features")
+
+
 def configuration_table(r: Measurement) -> pd.DataFrame:
     rows = []
     for name in r.order:
         info = r.models[name]
         cfg = info["config"]
-        keys = [k for k in ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing",
-                            "memory_efficient", "vsn_batched", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device",
-                            "n_envs", "n_steps", "window", "n_features") if k in cfg]
+        keys = [k for k in KEY_SETTINGS if k in cfg]
         rows.append({"model": name, "title": info["title"], "precision": info["precision"],
                      "preset": info["preset"], "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
     graphs = r.graph_mode
@@ -100,7 +103,8 @@ def training_table(r: Measurement) -> pd.DataFrame:
 def inference_table(r: Measurement) -> pd.DataFrame:
     label = how(r)
     return pd.DataFrame([{
-        "model": name, "precision": p["precision"], "batch": p["batch"], "weights + input (MB)": _mb(p["resident_bytes"]),
+        "model": name, "precision": p["precision"], "batch": p["batch"],
+        "weights + input (MB)": _mb(p["resident_bytes"]),
         "forward peak alone (MB)": _mb(p["forward_bytes"]), "alone p50 (ms)": _ms(p["alone_p50_s"]),
         "together p50 (ms)": _ms(p["together_p50_s"]), "together p99 (ms)": _ms(p["together_p99_s"]), "how": label,
     } for name, p in per_model(r).items() if p["served"]])
