@@ -22,11 +22,6 @@ TARGET_PRECISION = "fp16"
 """The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
 
 
-def TARGET_TFT(cfg):  # noqa: N802 - a configuration, named as the seed names it
-    """The seed's checkpointed TFT: every block checkpointed (the seed's `gradient_checkpointing: true`)."""
-    return dataclasses.replace(cfg, checkpointing="all")
-
-
 TARGET_SLOW_CHOICES = ("predict", "measure")
 
 
@@ -77,7 +72,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 how = "predicting" if slow else "profiling"
                 checkpointed = ", checkpointed" if name == "tft" else ""
                 bar.describe(f"{how} {name} in the seed's target state (fp16{checkpointed})")
-                model_cfg = TARGET_TFT(cfg) if name == "tft" else MODELS[name].preset(ensemble_preset)
+                # the seed's `gradient_checkpointing: true`: every block of the TFT checkpointed
+                model_cfg = (dataclasses.replace(cfg, checkpointing="all") if name == "tft" else
+                             MODELS[name].preset(ensemble_preset))
                 out["target_state"][name] = (
                     predict_instead(name, model_cfg, dev, TARGET_PRECISION, seed, slow["reason"]) if slow else
                     measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False))
