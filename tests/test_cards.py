@@ -184,7 +184,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
         assert four.trains and not four.reason
     assert not t.cell("other", 4).trains and t.cell("other", 6).trains
     assert calls[0][1]["context_bytes"] == cards.measured_overheads(m).context_bytes
-    assert any("measured them on NVIDIA H200" in n for n in t.notes)
+    assert any("measured them on NVIDIA H200" in note for _, _, note in t.notes)
 
 
 def test_notes_name_the_configurations_they_hold_for():

@@ -1,12 +1,8 @@
 """Wave 8.10's decisions and shared figures, on raw bytes: the ensemble's totals in one process, the checks
-against budgets.toml, the share of the peak torch.profiler could not put in a category, and the named
-figures other pages show too (foxlib.core.figures).
+against budgets.toml, the share of the peak torch.profiler could not put in a category, and the named figures.
 
-Two figures, named the same on every page (foxlib.memory.profile): the model peak (`MemoryProfile.peak`: the
-step's own tensors; the TFT's budget check reads it) and the process peak (model peak + the cuBLAS workspaces,
-each stream's once, + the CUDA context; for the ensemble in one process, the sum of the model peaks + the
-workspaces once + the context once; the ensemble-on-a-card check reads it). On the CPU there is no context or
-workspace: the process peak is the model peak (their sum for the ensemble).
+The model peak is the step's own tensors (`MemoryProfile.peak`); the process peak adds the cuBLAS workspaces
+(each stream's once) and the CUDA context, once for the ensemble in one process; on the CPU it is the model peak.
 """
 from __future__ import annotations
 
@@ -24,15 +20,12 @@ from foxlib.waves.wave_8_10.records import Measurement
 MODEL_PEAK = "model peak"
 PROCESS_PEAK = "process peak"
 MODEL_PEAK_DEFINITION = "the step's own tensors at their largest (CUDA: the allocator's peak less the workspaces)"
-PROCESS_PEAK_DEFINITION = ("model peak + the cuBLAS workspaces (each stream's once) + the CUDA context; "
-                           "on the CPU there is no context or workspace here: the process peak is the model peak")
 
 
 @dataclass(frozen=True)
 class EnsembleTotals:
     """The four models trained in one process, in bytes."""
     model_peaks: dict[str, int]
-    host_buffer_bytes: dict[str, int]
     workspace_bytes: int
     """cuBLAS workspaces, each stream's once: the largest any model's step found allocated (they persist
     and accumulate in the process, so the last model's start holds every one made before); 0 on the CPU."""
@@ -48,9 +41,6 @@ class EnsembleTotals:
     def share_of(self, card_bytes: float) -> float:
         return self.process_peak / card_bytes
 
-    def headroom(self, card_bytes: float) -> float:
-        return card_bytes - self.process_peak
-
 
 def ensemble_totals(m: Measurement, target_state: bool = False) -> EnsembleTotals | None:
     """The ensemble as measured (fp32), or in the seed's target state (None where that was not measured)."""
@@ -64,8 +54,8 @@ def ensemble_totals(m: Measurement, target_state: bool = False) -> EnsembleTotal
                          or int((m.bare_context or {}).get("context_bytes") or 0))
     return EnsembleTotals(
         model_peaks={k: p.peak for k, p in profiles.items()},
-        host_buffer_bytes={k: sum(b["host_bytes"] for b in p.buffers.values()) for k, p in profiles.items()},
-        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes, on_cuda=m.on_cuda)
+        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes,
+        on_cuda=m.on_cuda)
 
 
 def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
@@ -86,7 +76,8 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
         what = ("sum of the four model peaks + cuBLAS workspaces once + CUDA context once" if e.on_cuda else
                 "sum of the four model peaks (CPU: no context or workspaces, the process peak is the models' sum)")
         out.append(Check.at_most("ensemble fits in 4 GB", e.process_peak, limit_bytes, "bytes",
-                                 note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least {headroom_mb:.0f} MB free"))
+                                 note=f"{PROCESS_PEAK} of the ensemble: {what}, leaving at least "
+                                      f"{headroom_mb:.0f} MB free"))
     return out
 
 
@@ -110,7 +101,8 @@ def named_figures(m: Measurement) -> list[Figure]:
     out += [Figure(tft("model_peak"), p.peak, "bytes"), Figure(tft("process_peak"), p.process_peak, "bytes"),
             Figure(tft("theory_peak"), int(m.theory["peak"]), "bytes")]
     ensemble_preset = m.measure_parameters.get("ensemble_preset", "seed")
-    out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes") for name, mm in m.ensemble.items()]
+    out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes")
+            for name, mm in m.ensemble.items()]
     for state, tag in ((False, "fp32"), (True, f"{TARGET_PRECISION}-checkpoint")):
         totals = ensemble_totals(m, target_state=state)
         if totals is not None and len(totals.model_peaks) == len(ENSEMBLE):

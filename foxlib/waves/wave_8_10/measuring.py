@@ -1,12 +1,7 @@
-"""Wave 8.10's measurement on a device: the TFT's training step profiled (with torch.profiler's
-categories as a second opinion), the other models of the ensemble beside it, and the seed's target
-state (every model in fp16, the TFT checkpointed). `measure(...)` returns measurement.json's data (JSON-able,
-bytes), which records.Measurement types.
-
-On a CPU without fp16 matrix-product kernels (foxlib.memory.cpu_support.kernel_speed) a checkpointed fp16 TFT
-step takes minutes. The target state is a memory claim, so there, by default (`target_state_slow="predict"`),
-its steps are predicted on fake tensors (foxlib.memory.predict, within foxlib.memory.tolerances' 10 % on the
-peak) instead of run, and the page says so and why. `target_state_slow="measure"` runs them anyway."""
+"""Wave 8.10's measurement on a device (JSON-able, bytes): the TFT's training step profiled (torch.profiler's
+categories as a second opinion), the other models beside it, and the seed's target state (every model in fp16,
+the TFT checkpointed). On a CPU without fp16 matrix-product kernels a checkpointed fp16 TFT step takes minutes:
+there the target state, a memory claim, is predicted on fake tensors by default (`target_state_slow`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -25,11 +20,6 @@ from foxlib.waves.wave_8_10.records import SCHEMA_VERSION
 
 TARGET_PRECISION = "fp16"
 """The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
-
-
-def TARGET_TFT(cfg):  # noqa: N802 - a configuration, named as the seed names it
-    """The seed's checkpointed TFT: every block checkpointed (the seed's `gradient_checkpointing: true`)."""
-    return dataclasses.replace(cfg, checkpointing="all")
 
 
 TARGET_SLOW_CHOICES = ("predict", "measure")
@@ -80,8 +70,11 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
         if target_state:
             for name in others + ["tft"]:
                 how = "predicting" if slow else "profiling"
-                bar.describe(f"{how} {name} in the seed's target state (fp16{', checkpointed' if name == 'tft' else ''})")
-                model_cfg = TARGET_TFT(cfg) if name == "tft" else MODELS[name].preset(ensemble_preset)
+                checkpointed = ", checkpointed" if name == "tft" else ""
+                bar.describe(f"{how} {name} in the seed's target state (fp16{checkpointed})")
+                # the seed's `gradient_checkpointing: true`: every block of the TFT checkpointed
+                model_cfg = (dataclasses.replace(cfg, checkpointing="all") if name == "tft" else
+                             MODELS[name].preset(ensemble_preset))
                 out["target_state"][name] = (
                     predict_instead(name, model_cfg, dev, TARGET_PRECISION, seed, slow["reason"]) if slow else
                     measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False))

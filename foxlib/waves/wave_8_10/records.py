@@ -28,7 +28,7 @@ class Measurement:
     theory: dict[str, Any]
     ensemble: dict[str, ModelMeasurement]
     target_state: dict[str, ModelMeasurement]
-    """The seed's target configuration (TARGET_PRECISION, TARGET_TFT), each model; empty if not measured."""
+    """The seed's target configuration (TARGET_PRECISION, the TFT checkpointed), each model; empty if not measured."""
     snapshot: str
     depends_on: list[dict[str, Any]]
     second_opinion: dict[str, Any] | None

@@ -84,13 +84,17 @@ def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
         ("      of which cuBLAS workspaces (workspace_bytes)", p.workspace_bytes,
          "allocated at the step's start, no tensor of the step's; bare cuBLAS workspace of one stream measured at "
          f"start: {_mb((m.bare_context or {}).get('cublas_workspace_bytes'))} MB"),
-        ("    + cached, free for reuse", cuda["reserved_bytes"] - cuda["allocated_bytes"], "kept by the allocator, invisible to tensors"),
+        ("    + cached, free for reuse", cuda["reserved_bytes"] - cuda["allocated_bytes"],
+         "kept by the allocator, invisible to tensors"),
         ("allocator reserved, peak", cuda["reserved_peak_bytes"], "largest reserve during the step"),
-        ("allocated, peak", cuda["allocated_peak_bytes"], f"largest live total during the step = {MODEL_PEAK} + workspaces"),
+        ("allocated, peak", cuda["allocated_peak_bytes"],
+         f"largest live total during the step = {MODEL_PEAK} + workspaces"),
         (MODEL_PEAK, p.peak, MODEL_PEAK_DEFINITION),
         (PROCESS_PEAK, p.process_peak, "model peak + workspaces + CUDA context"),
-        ("fragmentation (inactive split blocks)", cuda["inactive_split_bytes"], f"{100 * cuda['fragmentation']:.1f} % of reserved"),
-        ("bare CUDA context at start", (m.bare_context or {}).get("context_bytes"), "NVML with one tiny tensor allocated"),
+        ("fragmentation (inactive split blocks)", cuda["inactive_split_bytes"],
+         f"{100 * cuda['fragmentation']:.1f} % of reserved"),
+        ("bare CUDA context at start", (m.bare_context or {}).get("context_bytes"),
+         "NVML with one tiny tensor allocated"),
         ("device memory used, all processes", nvml.get("device_used_bytes"), "NVML device view"),
     ]
     return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": how} for q, v, how in rows])
@@ -125,7 +129,8 @@ def seed_explanations(m: Measurement) -> pd.DataFrame:
          "of the step's own tensor bytes in one measured step; workspaces, context and cache are reported apart"
          + (f" (the {PROCESS_PEAK}, with workspaces and context: {_mb(p.process_peak)} MB)" if cuda else "")),
         ("\"615x overhead\"", seed_claims.TFT_FORWARD_MEASURED_MB, p.forward_peak,
-         f"the seed divided nvidia-smi's {seed_claims.TFT_FORWARD_MEASURED_MB:,} MB by a {seed_claims.TFT_THEORETICAL_MB} MB "
+         f"the seed divided nvidia-smi's {seed_claims.TFT_FORWARD_MEASURED_MB:,} MB by a "
+         f"{seed_claims.TFT_THEORETICAL_MB} MB "
          "'theoretical' figure that counts neither weights nor saved activations. Our shape-based theory predicts "
          f"{_mb(th['activations'])} MB of saved activations; measured/theory = "
          f"{'n/a' if ratio is None else f'{ratio:.2f}'}. There is no 615x overhead: the memory is the "
@@ -152,24 +157,24 @@ def ensemble_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.D
             "buffers (MB)": _mb(sum(b["bytes"] for b in bufs.values())), "buffers live in": where,
             col: _mb(e.model_peaks[name]), "seed (MB)": seed_claims.ENSEMBLE_CURRENT_MB.get(name),
         })
-    card_bytes = budgets["ensemble"]["card_mb"] * MB
-    seed_total_mb = sum(seed_claims.ENSEMBLE_CURRENT_MB.values())
     if e.on_cuda:
-        rows.append({"model": "+ cuBLAS workspaces (each stream's once, for the process)", proc: _mb(e.workspace_bytes)})
-        rows.append({"model": "+ CUDA context (once per process)", proc: _mb(e.context_bytes)})
+        rows += [{"model": "+ cuBLAS workspaces (each stream's once, for the process)", proc: _mb(e.workspace_bytes)},
+                 {"model": "+ CUDA context (once per process)", proc: _mb(e.context_bytes)}]
     total = (f"{PROCESS_PEAK}: the model peaks + workspaces + context" if e.on_cuda else
              f"{PROCESS_PEAK}: the model peaks' sum (CPU: no context or workspaces)")
-    rows.append({"model": total, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
-                 "seed (MB)": seed_total_mb})
-    rows += _card_rows(e, card_bytes, seed_total_mb, proc, "seed (MB)")
+    rows += _total_rows(e, budgets, total, col, proc, "seed (MB)", seed_claims.ENSEMBLE_CURRENT_MB)
     return pd.DataFrame(rows, columns=[*rows[0].keys(), proc])
 
 
-def _card_rows(e: EnsembleTotals, card_bytes: float, seed_total_mb: float, proc: str, seed_col: str) -> list[dict]:
-    """The ensemble's process peak as a share of the card and the headroom it leaves, beside the seed's."""
-    return [{"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card_bytes), 1),
-             seed_col: round(100 * seed_total_mb / seed_claims.ENSEMBLE_CARD_MB, 1)},
-            {"model": "headroom (MB)", proc: _mb(e.headroom(card_bytes)), seed_col: seed_claims.ENSEMBLE_CARD_MB - seed_total_mb}]
+def _total_rows(e: EnsembleTotals, budgets: dict[str, dict[str, float]], label: str, col: str, proc: str,
+                seed_col: str, seed_mb: dict[str, float]) -> list[dict]:
+    """The ensemble's total, its share of the card and the headroom it leaves, beside the seed's."""
+    card, seed_total = budgets["ensemble"]["card_mb"] * MB, sum(seed_mb.values())
+    return [{"model": label, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak), seed_col: seed_total},
+            {"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
+             seed_col: round(100 * seed_total / seed_claims.ENSEMBLE_CARD_MB, 1)},
+            {"model": "headroom (MB)", proc: _mb(card - e.process_peak),
+             seed_col: seed_claims.ENSEMBLE_CARD_MB - seed_total}]
 
 
 def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
@@ -207,10 +212,11 @@ def unexplained_by_model(m: Measurement) -> pd.DataFrame:
     rows = []
     for name, so in sos.items():
         share = unexplained_fraction(so)
-        rows.append({"model": name, "peak, torch.profiler (MB)": _mb(so["peak_bytes"]) if share is not None else None,
-                     "unexplained at the peak (MB)": _mb(so["at_peak"].get("unknown", 0)) if share is not None else None,
-                     "unexplained (%)": None if share is None else round(100 * share, 2),
-                     f"under {UNEXPLAINED_TARGET_PCT:g} %": None if share is None else 100 * share < UNEXPLAINED_TARGET_PCT})
+        known = share is not None
+        rows.append({"model": name, "peak, torch.profiler (MB)": _mb(so["peak_bytes"]) if known else None,
+                     "unexplained at the peak (MB)": _mb(so["at_peak"].get("unknown", 0)) if known else None,
+                     "unexplained (%)": round(100 * share, 2) if known else None,
+                     f"under {UNEXPLAINED_TARGET_PCT:g} %": 100 * share < UNEXPLAINED_TARGET_PCT if known else None})
     return pd.DataFrame(rows)
 
 
@@ -225,12 +231,9 @@ def target_state_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> 
     rows = [{"model": name, col: _mb(peak), "seed's target (MB)": seed_claims.ENSEMBLE_TARGET_MB.get(name)}
             for name, peak in e.model_peaks.items()]
     if e.on_cuda:
-        rows.append({"model": "+ cuBLAS workspaces and CUDA context (once)", proc: _mb(e.workspace_bytes + e.context_bytes)})
-    card_bytes = budgets["ensemble"]["card_mb"] * MB
-    seed_total_mb = sum(seed_claims.ENSEMBLE_TARGET_MB.values())
-    rows.append({"model": PROCESS_PEAK, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak),
-                 "seed's target (MB)": seed_total_mb})
-    rows += _card_rows(e, card_bytes, seed_total_mb, proc, "seed's target (MB)")
+        rows.append({"model": "+ cuBLAS workspaces and CUDA context (once)",
+                     proc: _mb(e.workspace_bytes + e.context_bytes)})
+    rows += _total_rows(e, budgets, PROCESS_PEAK, col, proc, "seed's target (MB)", seed_claims.ENSEMBLE_TARGET_MB)
     return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
 
 
@@ -240,5 +243,6 @@ def target_state_note(m: Measurement) -> str:
     if not k:
         return ""
     return (f"**Predicted, not run**: {k['reason']} ({k['ratio']:,.0f}x ≥ {k['slow_path_ratio']:g}x). Each step is "
-            f"predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: {PEAK_TOLERANCE_PCT:g} % on the "
+            "predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: "
+            f"{PEAK_TOLERANCE_PCT:g} % on the "
             "peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")

@@ -1,7 +1,5 @@
-"""Wave 8.11's decisions and shared figures, on raw values: the accuracy gate with its power and its limit
-in validation quantile loss, the candidate's peak against budgets.toml, the TFT step's time ratio to fp32
-with its bootstrap interval, and the named figures other pages show too (foxlib.core.figures). The tables
-and the charts read these figures; neither recomputes them."""
+"""Wave 8.11's decisions and shared figures, on raw values: the accuracy gate with its power and limit, the
+candidate's peak against budgets.toml, the TFT step's time ratio to fp32 with its interval, the named figures."""
 from __future__ import annotations
 
 from functools import partial
@@ -16,8 +14,7 @@ from foxlib.waves.wave_8_11.records import Measurement
 
 
 def quantile_loss_rows(m: Measurement) -> list[dict[str, Any]]:
-    """The accuracy rows of the gate's metric, validation quantile loss, one per precision: mean over
-    seeds, each seed's value, degradation against fp32 (foxlib.harness.training.degradation)."""
+    """The accuracy rows (foxlib.harness.training.degradation) of the gate's metric, validation quantile loss."""
     return [r for r in m.accuracy if r["metric"] == "quantile_loss"]
 
 
@@ -31,11 +28,9 @@ def accuracy_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> dict
 
 
 def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
-    """The accuracy gate, with power, then the candidate's model peak against the TFT's budget. First: every
-    fp32 run beats climatology by the harness's min_skill (its validation quantile loss ≤ (1 − min_skill) ×
-    climatology's), else the harness has no power and the wave cannot say the candidate keeps the accuracy:
-    NO-GO, not GO by default (results.json has no third verdict). Second: the candidate's degradation against
-    fp32 over the seeds whose fp32 run has skill (training.accuracy_gate); with none it fails, "no power"."""
+    """The accuracy gate's power: every fp32 run beats climatology by the harness's min_skill, else the wave
+    cannot say the candidate keeps the accuracy (NO-GO: results.json has no third verdict); the candidate's
+    degradation over the seeds whose fp32 run has skill; the candidate's model peak against the TFT's budget."""
     c = m.candidate
     gate = accuracy_limit(m, budgets)
     base = [r for r in m.accuracy_runs if r["precision"] == "fp32"]
@@ -44,7 +39,8 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     row = next(r for r in quantile_loss_rows(m) if r["precision"] == c)
     skill_note = (f"skill scores (1 − QL / climatology's) per seed: "
                   + ", ".join(f"{s}: {100 * v:+.2f} %" for s, v in gate["baseline_skill_scores"].items())
-                  + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology {wm['naive_quantile_loss']:.4f}")
+                  + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology "
+                    f"{wm['naive_quantile_loss']:.4f}")
     degradation_note = (f"mean of {len(gate['seeds_compared'])} seed(s) with skill; fp32 seed-to-seed spread "
                         f"{row['baseline_spread_pct']:.2f} %" if gate["powered"] else gate["reason"])
     return [
@@ -52,22 +48,21 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
                       wm["quantile_loss"] / wm["naive_quantile_loss"], 1 - gate["min_skill"], "ratio", note=skill_note),
         Check(f"TFT accuracy degradation in {c} (validation quantile loss)", gate["degradation_pct"], gate["limit_pct"],
               "%", bool(gate["powered"] and gate["degradation_pct"] <= gate["limit_pct"]), note=degradation_note),
-        Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak, budgets["tft"]["peak_training_mb"] * MB,
-                      "bytes", note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
+        Check.at_most(f"TFT peak training memory in {c}", m.memory["tft"][c].peak,
+                      budgets["tft"]["peak_training_mb"] * MB, "bytes",
+                      note="model peak: the step's own tensors (workspaces and CUDA context apart)"),
     ]
 
 
 def speed_ratios(m: Measurement) -> dict[str, RatioInterval]:
-    """Per precision timed (fp32 included, at 1), the TFT step's time over fp32's: the median of the
-    per-round ratios of the alternating samples, with its bootstrap interval
-    (foxlib.harness.timing.ratio_interval, seeded: the same figures on every call)."""
+    """Per precision timed (fp32 at 1), the TFT step's time over fp32's: the median per-round ratio with its
+    seeded bootstrap interval (foxlib.harness.timing.ratio_interval)."""
     return {p: ratio_interval(m.timing, p, "fp32") for p in m.timing}
 
 
 def named_figures(m: Measurement) -> list[Figure]:
-    """The figures this report shows that other pages show too (foxlib.core.figures), raw: every model's
-    model peak per precision (keyed as 8.10 and 8.12 key them), the TFT's step-time ratio to fp32 with
-    its interval, and the accuracy harness's skill and degradation per precision."""
+    """The figures other pages show too (foxlib.core.figures), raw: model peaks per precision, the TFT's
+    step-time ratios, the accuracy harness's skill and degradation."""
     preset = m.measure_parameters.get("preset", "seed")
     tft = partial(key, "tft", preset, m.tft_config["batch_size"], m.tft_config["encoder_length"])
     out, ratios = [], speed_ratios(m)

@@ -1,7 +1,6 @@
-"""Wave 8.11's measurement on a device: every model profiled in each precision, the TFT's step timed
-with the precisions alternating in one run (foxlib.harness.timing), and the TFT trained to a fixed
-step budget per precision and seed by the accuracy harness (foxlib.harness.training). `measure(...)`
-returns measurement.json's data (JSON-able, bytes and seconds), which records.Measurement types."""
+"""Wave 8.11's measurement on a device (JSON-able, bytes and seconds): every model profiled in each precision,
+the TFT's step timed with the precisions alternating, and the TFT trained per precision and seed by the accuracy
+harness (foxlib.harness.training)."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,7 +1,5 @@
-"""Wave 8.11's tables, formatting only (MB = 10^6 bytes): memory per precision beside the seed's
-expectation, why 16 bits do not halve it, the step times with analysis.py's ratios, the accuracy harness's
-runs, skill and configuration; and the speed and accuracy charts' captions and alt text, written from the
-figures those charts draw."""
+"""Wave 8.11's tables, formatting only (MB = 10^6 bytes), and the speed and accuracy charts' captions and
+alt text, written from the figures those charts draw."""
 from __future__ import annotations
 
 from typing import Any
@@ -120,9 +118,9 @@ def harness_table(m: Measurement) -> pd.DataFrame:
     h = m.accuracy_harness
     cfg = h["tft_config"]
     rows = {"target": h["target"], "TFT preset": m.accuracy_preset,
-            "TFT config": ", ".join(f"{k}={cfg[k]}" for k in ("hidden_size", "num_heads", "n_observed", "encoder_length",
-                                                              "decoder_length", "batch_size", "dropout", "lr",
-                                                              "memory_efficient")),
+            "TFT config": ", ".join(f"{k}={cfg[k]}" for k in ("hidden_size", "num_heads", "n_observed",
+                                                              "encoder_length", "decoder_length", "batch_size",
+                                                              "dropout", "lr", "memory_efficient")),
             "step budget": h["max_steps"], "validation every (steps)": h["eval_every"],
             "early-stopping patience (evaluations)": h["patience"], "validation windows": h["val_windows"],
             "gradient clip (norm)": h["grad_clip"], "checkpoint kept": h["selection"],

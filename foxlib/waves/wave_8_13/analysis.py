@@ -1,8 +1,6 @@
-"""What a measurement says, on its raw bytes and seconds: the figures the checks use, the checks, the
-headline figures for results.json, and the sentences of the report's first screen.
-
-Names: a model's "model peak" is its own step's tensors at their largest; the ensemble's "process figure"
-is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context."""
+"""What a measurement says, on its raw bytes and seconds: the figures the checks use, the checks, results.json's
+figures and the first screen's sentences. A "model peak" is a model's own step's tensors at their largest; the
+"process figure" is the model peaks summed + the cuBLAS workspaces once per stream + the CUDA context."""
 from __future__ import annotations
 
 from typing import Any
@@ -17,6 +15,11 @@ from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
 
 TRAIN_CHECK = "ensemble trains under the cap"
 INFERENCE_CHECK = "concurrent inference fits with the headroom"
+
+
+def mb(x: float | None, digits: int = 1) -> str:
+    """Bytes as MB (10^6 bytes) in text; "—" where not measured."""
+    return "—" if x is None else f"{x / MB:,.{digits}f}"
 
 
 def context_bytes(r: Measurement, phase: str) -> int:
@@ -43,10 +46,9 @@ def figure(m: Measurement, phase: str) -> int:
 
 
 def model_peaks(r: Measurement) -> dict[str, int | None]:
-    """Each model's model peak from the interleaved run's records: its largest step rise (peak − start) plus
-    what it holds between steps, over the steps after its first (its first also creates Adam's state, as
-    profile_step's warm-up does); its only step if it ran one. None for a model that never stepped. On CUDA
-    the cuBLAS workspaces are not in it (allocated before)."""
+    """Each model's model peak from the interleaved run: its largest step rise (peak − start) plus what it holds
+    between steps, over the steps after its first (which also creates Adam's state); its only step if it ran
+    one; None if it never stepped. The cuBLAS workspaces, allocated before, are not in it."""
     out: dict[str, int | None] = {}
     for name in r.order:
         st = r.training.detail.get("models", {}).get(name)
@@ -64,8 +66,8 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
 
 
 def workspace_bytes(r: Measurement) -> int | None:
-    """The cuBLAS workspaces, once per stream used: what stays allocated after the warm-up has freed
-    everything else. 0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
+    """The cuBLAS workspaces, once per stream: what stays allocated after the warm-up freed everything else.
+    0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
     if not r.enforced:
         return 0
     return None if r.warmup is None else r.warmup.get("allocated_after_bytes")
@@ -82,31 +84,29 @@ def process_figure(m: Measurement) -> int | None:
 
 def nvml_check(r: Measurement) -> NvmlPeak:
     """Largest NVML per-process figure sampled through training and inference, against the card."""
-    if not r.enforced:
-        return NvmlPeak(False, None, r.cap.card_bytes, 0, 0, "not applicable on the CPU: no NVML, no CUDA context")
     return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
 
 
 def limit_text(m: Measurement) -> str:
     cap = m.cap
     if cap.override:
-        return (f"limit = the allocator cap {cap.cap_bytes / MB:,.2f} MB set by cap_bytes"
-                + (f" + the CUDA context {cap.context_bytes / MB:,.1f} MB" if cap.enforced else ""))
-    return f"limit = the {cap.card_bytes / MB:,.1f} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
+        return (f"limit = the allocator cap {mb(cap.cap_bytes, 2)} MB set by cap_bytes"
+                + (f" + the CUDA context {mb(cap.context_bytes)} MB" if cap.enforced else ""))
+    return f"limit = the {mb(cap.card_bytes)} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
 
 
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
     cap = m.cap
     if cap.enforced:
-        return (f"enforced: allocator capped at {cap.cap_bytes / MB:,.1f} MB + CUDA context "
-                f"{cap.context_bytes / MB:,.1f} MB")
+        return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context "
+                f"{mb(cap.context_bytes)} MB")
     return NOT_ENFORCED
 
 
 def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
-    """Training under the cap, inference with the headroom and, where NVML sees this process, the
-    largest NVML process figure against the card (not applicable on the CPU, left out of the verdict)."""
+    """Training under the cap, inference with the headroom and, where NVML sees this process, its largest
+    figure against the card."""
     t, i, cap = r.training, r.inference, r.cap
     label = how(r)
     n = len(r.order)
@@ -139,9 +139,10 @@ def nvml_text(m: Measurement) -> str:
     """One sentence: the NVML check's result, or why it is not applicable."""
     nv = nvml_check(m)
     if not nv.applicable:
-        return f"{NVML_CHECK}: " + (nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}") + "."
-    return (f"{NVML_CHECK}: {nv.max_bytes / MB:,.1f} MB ≤ {nv.card_bytes / MB:,.1f} MB: "
-            f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {nv.headroom_bytes / MB:,.1f} MB to spare).")
+        why = nv.note if nv.note.startswith("not applicable") else f"not applicable: {nv.note}"
+        return f"{NVML_CHECK}: {why}."
+    return (f"{NVML_CHECK}: {mb(nv.max_bytes)} MB ≤ {mb(nv.card_bytes)} MB: "
+            f"{'PASS' if nv.passed else 'FAIL'} ({nv.n_samples} samples, {mb(nv.headroom_bytes)} MB to spare).")
 
 
 def depends_on_text(r: Measurement) -> str:
@@ -157,15 +158,15 @@ def cap_text(r: Measurement) -> str:
     """One sentence of cap arithmetic for the first screen."""
     cap = r.cap
     if not cap.enforced:
-        return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {cap.limit_bytes / MB:,.1f} MB."
+        return f"Cap: {NOT_ENFORCED} (the CPU has no allocator cap); limit {mb(cap.limit_bytes)} MB."
     ends = context_ends(r)
-    at_end = f"{max(ends) / MB:,.1f} MB at the end" if ends else "not measurable at the end (no NVML figure)"
-    first = (f"allocator cap {cap.cap_bytes / MB:,.1f} MB (cap_bytes)" if cap.override else
-             f"allocator cap = card {cap.card_bytes / MB:,.1f} MB − CUDA context {cap.context_bytes / MB:,.1f} MB = "
-             f"{cap.cap_bytes / MB:,.1f} MB")
+    at_end = f"{mb(max(ends))} MB at the end" if ends else "not measurable at the end (no NVML figure)"
+    first = (f"allocator cap {mb(cap.cap_bytes)} MB (cap_bytes)" if cap.override else
+             f"allocator cap = card {mb(cap.card_bytes)} MB − CUDA context {mb(cap.context_bytes)} MB = "
+             f"{mb(cap.cap_bytes)} MB")
     warm = "measured after warming up every library the run uses" if r.warmup else "measured before any model ran"
     grown = cap.cap_bytes + largest_context_bytes(r)
-    over = (f" Cap + largest context = {grown / MB:,.1f} MB: OVER the {cap.card_bytes / MB:,.1f} MB card "
+    over = (f" Cap + largest context = {mb(grown)} MB: OVER the {mb(cap.card_bytes)} MB card "
             "(the context grew after it was measured)." if grown > cap.card_bytes else "")
     return f"Cap: {first}; the context {warm}, {at_end}.{over}"
 
@@ -199,9 +200,24 @@ def kept_bytes(m: Measurement, name: str) -> int | None:
     return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]
 
 
+def per_model(m: Measurement) -> dict[str, dict[str, Any]]:
+    """Each model's row of the per-model tables (bytes, seconds; None where not measured): its training summary
+    (measuring.summarise_steps) with what it keeps and its model peak, then its inference ("served": it ran)."""
+    peaks, out = model_peaks(m), {}
+    for name in m.order:
+        inf = m.inference.detail["models"].get(name) or {}
+        alone, together = inf.get("alone") or {}, inf.get("together") or {}
+        out[name] = {**m.training.detail["per_model"][name], "precision": m.models[name]["precision"],
+                     "kept_bytes": kept_bytes(m, name), "model_peak_bytes": peaks[name], "served": bool(inf),
+                     "resident_bytes": inf["parameters_bytes"] + inf["input_bytes"] if inf else None,
+                     "forward_bytes": inf.get("solo_increment_bytes"), "batch": inf.get("batch"),
+                     "alone_p50_s": alone.get("p50_s"), "together_p50_s": together.get("p50_s"),
+                     "together_p99_s": together.get("p99_s")}
+    return out
+
+
 def tft_text(r: Measurement) -> str:
-    """The TFT's configuration as the run used it (Markdown): where it came from, its precision and
-    overrides, its CUDA graph and step options, and its cuBLAS workspace (asked, and whether it applied)."""
+    """The TFT's configuration as the run used it (Markdown), its cuBLAS workspace included."""
     t = r.tft
     text = (f"TFT configuration: {t['source']} — precision **{t['precision']}**, overrides `{t['overrides']}`"
             + (", the whole training step as one CUDA graph" if t.get("cuda_graph") else "")
@@ -214,8 +230,7 @@ def tft_text(r: Measurement) -> str:
 
 
 def card_class_text(m: Measurement) -> str:
-    """Which class of card the run answers for, what of its limits it enforced and what it cannot emulate
-    (measure.class_facts), for the first screen; "" for a measurement made before card classes."""
+    """The card class the run answers for (measuring.class_facts), for the first screen; "" before card classes."""
     facts = m.card_class
     if not facts:
         return ""

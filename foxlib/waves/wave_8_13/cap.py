@@ -1,8 +1,7 @@
-"""The cap and running out of it. On CUDA: the context measured after the warm-up, the allocator cap = card −
-context (`cap_arithmetic`), the allocator's and NVML's view at the end of a phase (the context grows as CUDA
-loads kernels lazily), and an out-of-memory error recorded as data (`cuda_oom`). On the CPU, where nothing
-can be capped: the interleaved run accounted on paper (`account_training`), stopping where the cap would be
-exceeded as a GPU run stops at its out-of-memory error; every such figure is labelled NOT_ENFORCED."""
+"""The cap and running out of it. On CUDA: the context, the allocator cap = card − context (`cap_arithmetic`),
+the views at a phase's end, an out-of-memory error as data (`cuda_oom`). On the CPU, where nothing can be capped:
+the interleaved run accounted on paper (`account_training`), stopping where the cap would be exceeded; every
+such figure is labelled NOT_ENFORCED."""
 from __future__ import annotations
 
 import re
@@ -35,10 +34,10 @@ def measure_context(device: torch.device) -> dict[str, Any]:
                    f"overestimate): NVML's per-process figure is unavailable ({ctx.get('note')})"}
 
 
-def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int, cap_override: int = 0) -> dict[str, Any]:
-    """cap = card − CUDA context (the context is outside the allocator), or `cap_override` bytes when given
-    (then the limit is that cap + the context, not the card); fraction = cap / device memory, what
-    `torch.cuda.set_per_process_memory_fraction` takes."""
+def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int,
+                   cap_override: int = 0) -> dict[str, Any]:
+    """cap = card − CUDA context, or `cap_override` (then the limit is that cap + the context, not the card);
+    fraction = cap / device memory, what `torch.cuda.set_per_process_memory_fraction` takes."""
     if card_bytes <= 0 or device_total_bytes <= 0 or context_bytes < 0 or cap_override < 0:
         raise ValueError(f"card and device memory must be positive, context and override not negative; got card "
                          f"{card_bytes}, device {device_total_bytes}, context {context_bytes}, override {cap_override}")
@@ -109,9 +108,8 @@ def resident_bytes(profile: dict[str, Any], stepped: bool) -> int:
 
 
 def account_training(profiles: dict[str, dict[str, Any]], order: list[str], steps: int, cap: int) -> dict[str, Any]:
-    """The interleaved run on paper, from each model's measured step: loading the models one by one,
-    then for each step of each model in turn its step peak plus what the others keep. Stops at the
-    first point that would exceed `cap` ("oom", with what would have been live there)."""
+    """The interleaved run on paper, from each model's measured step: loading the models one by one, then each
+    step's peak plus what the others keep; stops at the first point over `cap` ("oom")."""
     out: dict[str, Any] = {"setup_bytes": 0, "steps": [], "oom": None}
     loaded = 0
     for name in order:

@@ -1,19 +1,10 @@
 """Which card fits: does the ensemble train and serve on real 4-24 GB cards, per configuration.
 
 A card trains a configuration when its training figure is at most the card's memory, and serves it when its
-serving figure leaves at least budgets.toml's [ensemble] min_headroom_mb free: wave 8.13's two checks, with
-the same limits, decided on bytes (`fits`) and formatted only afterwards (`card_frame`, `notes_text`).
-
-A configuration's figures (`Footprint`) come from one of two sources, and every cell says which:
-- "measured": wave 8.13's own figures (analysis.figure: the reserved peak under the cap + the CUDA
-  context), for the one card 8.13 emulated under a real allocator cap on a GPU. A CPU run (nothing
-  enforced) or a cap_bytes override emulates no card and gives no measured cell.
-- "predicted": each model's training step predicted without running it (foxlib.memory.predict.predict_step,
-  for CUDA), the interleaved run accounted as 8.13 accounts it on the CPU (cap.account_training), plus
-  the cuBLAS workspace once per CUDA stream and the CUDA context measured by 8.13 (the measuring GPU's:
-  another card's differs).
-
-Cards are sold in GB that are GiB: a "4 GB" card holds 4 × 2^30 = 4,294,967,296 bytes (budgets.toml's card_mb).
+serving figure leaves budgets.toml's [ensemble] min_headroom_mb free (8.13's two checks), decided on bytes
+(`fits`), formatted afterwards. Each figure (`Footprint`) is "measured" (8.13's own, for the one card it
+emulated under a real cap on a GPU) or "predicted" (predict_step per model, accounted as 8.13 accounts the CPU
+run, plus 8.13's measured workspace per stream and CUDA context). A "4 GB" card holds 4 × 2^30 bytes.
 """
 from __future__ import annotations
 
@@ -29,6 +20,7 @@ from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13 import analysis
+from foxlib.waves.wave_8_13.analysis import mb
 from foxlib.waves.wave_8_13.cap import account_training
 from foxlib.waves.wave_8_13.records import Measurement
 
@@ -72,17 +64,14 @@ CARDS: tuple[Card, ...] = (
 
 @dataclass(frozen=True)
 class ModelFigures:
-    """One model of the ensemble in one configuration (bytes)."""
+    """One model of the ensemble in one configuration (bytes): its step's model peak, what it keeps between steps
+    once stepped (Adam's state included), that state, and serving (weights + input + the forward's peak)."""
     model: str
     precision: str
     step_peak_bytes: int
-    """Model peak of one training step."""
     kept_bytes: int
-    """What it keeps between its steps once it has stepped: weights, device batch and buffers, Adam state."""
     optimizer_state_bytes: int
-    """Adam's state, which exists only after the model's first step."""
     serve_bytes: int
-    """Serving: weights + one inference input + the forward's own peak."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +85,6 @@ class Footprint:
     card_bytes: int | None = None
     """measured: the card 8.13 emulated under the cap; predicted: None (any card)."""
     training_ran: bool = True
-    """measured: False when training ran out of memory (its figure is then where it stopped)."""
     serving_ran: bool = True
     note: str = ""
     training_margin: float = 0.0
@@ -122,10 +110,10 @@ class CardCell:
     trains: bool
     serves: bool
     training_free_bytes: int
-    """card − training figure with its margin (negative: short by that much)."""
+    """card − figure with its margin (negative: short by that much); serving's likewise."""
     serving_free_bytes: int
     serving_limit_bytes: int
-    """card − the headroom asked: the most serving may use."""
+    """card − the headroom asked."""
     reason: str = ""
     training_margin: float = 0.0
     serving_margin: float = 0.0
@@ -137,8 +125,8 @@ class CardTable:
     configurations: tuple[str, ...]
     cells: tuple[CardCell, ...]
     min_headroom_bytes: int
-    notes: tuple[str, ...] = ()
-    """"<configuration>, <source>: <note>" per footprint with a note."""
+    notes: tuple[tuple[str, str, str], ...] = ()
+    """(configuration, source, note) per footprint with a note."""
 
     def cell(self, configuration: str, memory_gb: int) -> CardCell | None:
         """The cell of a configuration on the card of `memory_gb` GB; None where no figure covers it."""
@@ -153,7 +141,8 @@ class CardTable:
 def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
     limit = card.memory_bytes - headroom
     # a prediction decides with its error added, each phase's own
-    training, serving = int(fp.training_bytes * (1 + fp.training_margin)), int(fp.serving_bytes * (1 + fp.serving_margin))
+    training = int(fp.training_bytes * (1 + fp.training_margin))
+    serving = int(fp.serving_bytes * (1 + fp.serving_margin))
     trains = fp.training_ran and training <= card.memory_bytes
     serves = fp.serving_ran and serving <= limit
     reasons = []
@@ -188,7 +177,7 @@ def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequ
             chosen = measured[0] if measured else (predicted[0] if predicted else None)
             if chosen is not None:
                 cells.append(_judge(card, chosen, headroom))
-    notes = tuple(f"{f.configuration}, {f.source}: {f.note}" for f in footprints if f.note)
+    notes = tuple((f.configuration, f.source, f.note) for f in footprints if f.note)
     return CardTable(tuple(cards), configurations, tuple(cells), headroom, notes)
 
 
@@ -205,22 +194,17 @@ def accounted_training_bytes(models: Sequence[ModelFigures], steps: int = 2) -> 
     return max([plan["setup_bytes"]] + [s["peak_bytes"] for s in plan["steps"]])
 
 
-def serving_streams(n_models: int) -> int:
-    """CUDA streams wave 8.13's serving uses: the default one (each model timed alone) + one per model."""
-    return n_models + 1
-
-
 def predicted_footprint(configuration: str, models: Sequence[ModelFigures], *, context_bytes: int,
                         workspace_bytes: int, streams: int | None = None, training_cache_bytes: int = 0,
                         serving_cache_bytes: int = 0, note: str = "",
                         margins: tuple[float, float] = STATED_MARGINS) -> Footprint:
     """training = the accounted models' peak + one workspace (the default stream) + the context; serving =
-    every model's serve figure + a workspace per stream + the context. The *_cache_bytes add what the caching
-    allocator holds beyond live tensors (reserved − allocated at the peak), which no prediction sees."""
+    every model's serve figure + a workspace per stream (default: the default one + one per model, as 8.13
+    serves) + the context. The *_cache_bytes add the allocator's reserved − allocated, which no prediction sees."""
     if min(context_bytes, workspace_bytes, training_cache_bytes, serving_cache_bytes) < 0:
         raise ValueError(f"context, workspace and cache bytes must not be negative, got {context_bytes}, "
                          f"{workspace_bytes}, {training_cache_bytes}, {serving_cache_bytes}")
-    streams = serving_streams(len(models)) if streams is None else streams
+    streams = len(models) + 1 if streams is None else streams
     training = accounted_training_bytes(models) + workspace_bytes + training_cache_bytes + context_bytes
     serving = sum(m.serve_bytes for m in models) + streams * workspace_bytes + serving_cache_bytes + context_bytes
     return Footprint(configuration, "predicted", int(training), int(serving),
@@ -237,9 +221,9 @@ def prediction_margins(measured: Footprint | None, predicted: Footprint) -> tupl
                                 "complete run on a card here measured its error)")
     training = (measured.training_bytes - predicted.training_bytes) / predicted.training_bytes
     serving = (measured.serving_bytes - predicted.serving_bytes) / predicted.serving_bytes
-    return (abs(training), abs(serving)), (f"the prediction's measured errors, training {100 * training:+.2f} %, serving "
-                                           f"{100 * serving:+.2f} % (measured against predicted: this run's configuration "
-                                           "on the card it emulated), each for its phase")
+    return (abs(training), abs(serving)), (
+        f"the prediction's measured errors, training {100 * training:+.2f} %, serving {100 * serving:+.2f} % "
+        "(measured against predicted: this run's configuration on the card it emulated), each for its phase")
 
 
 def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFigures:
@@ -288,12 +272,11 @@ def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, s
 
 @dataclass(frozen=True)
 class Overheads:
-    """What a GPU process holds beyond the models' tensors, as wave 8.13 measured it (bytes)."""
+    """What a GPU process holds beyond the models' tensors, as wave 8.13 measured it (bytes): the context, the
+    cuBLAS workspace per stream, and per phase the allocator's reserved − allocated at the peak."""
     context_bytes: int
     workspace_bytes: int
-    """cuBLAS workspace, per CUDA stream."""
     training_cache_bytes: int
-    """reserved − allocated at the peak (the caching allocator's cache and rounding)."""
     serving_cache_bytes: int
     device: str
 
@@ -302,9 +285,9 @@ class Overheads:
         if not (self.context_bytes or self.workspace_bytes):
             return (f"no CUDA context, workspace or allocator cache was measured on {self.device}: the predicted "
                     "figures hold the models' tensors only; a GPU adds its context (hundreds of MB)")
-        return (f"CUDA context {self.context_bytes / MB:,.1f} MB, cuBLAS workspace {self.workspace_bytes / MB:,.1f} MB "
-                f"per stream and the allocator's cache (training {self.training_cache_bytes / MB:,.1f} MB, serving "
-                f"{self.serving_cache_bytes / MB:,.1f} MB) as wave 8.13 measured them on {self.device}; another "
+        return (f"CUDA context {mb(self.context_bytes)} MB, cuBLAS workspace {mb(self.workspace_bytes)} MB "
+                f"per stream and the allocator's cache (training {mb(self.training_cache_bytes)} MB, serving "
+                f"{mb(self.serving_cache_bytes)} MB) as wave 8.13 measured them on {self.device}; another "
                 "card's driver and context differ")
 
 
@@ -377,10 +360,6 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
 
 # ----------------------------------------------------------------------------- formatted, after the decisions
 
-def _mb(x: int) -> str:
-    return f"{x / MB:,.1f}"
-
-
 def _pct(fraction: float) -> str:
     """A margin in %, two decimals below 1 % (a measured error), else as few as it needs (10 %)."""
     return f"{100 * fraction:.2f}" if fraction < 0.01 else f"{100 * fraction:.3g}"
@@ -394,15 +373,15 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     grow = 1 + error
     if phase == "trains":
         ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
-        margin = f"{_mb(free)} MB free" if free >= 0 else f"{_mb(-free)} MB short"
+        margin = f"{mb(free)} MB free" if free >= 0 else f"{mb(-free)} MB short"
     else:
         ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
         left = cell.serving_limit_bytes - int(used * grow)
-        margin = (f"{_mb(free)} MB free" if left >= 0 else
-                  f"{_mb(free)} MB free, {_mb(-left)} MB under the {_mb(headroom_bytes)} MB headroom")
-    shown = (f"{_mb(used)} MB + {_pct(error)} % for the prediction's error = {_mb(int(used * grow))}"
-             if error else _mb(used))
-    text = f"{'yes' if ok else 'no'}: {shown} of {_mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
+        margin = (f"{mb(free)} MB free" if left >= 0 else
+                  f"{mb(free)} MB free, {mb(-left)} MB under the {mb(headroom_bytes)} MB headroom")
+    shown = (f"{mb(used)} MB + {_pct(error)} % for the prediction's error = {mb(int(used * grow))}"
+             if error else mb(used))
+    text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")
 
 
@@ -410,7 +389,7 @@ def card_frame(table: CardTable) -> pd.DataFrame:
     """A row per configuration and phase (trains, serves), a column per card."""
     return pd.DataFrame([{"configuration": conf,
                           "phase": "trains (interleaved)" if phase == "trains" else
-                                   f"serves (all at once, ≥ {_mb(table.min_headroom_bytes)} MB free)",
+                                   f"serves (all at once, ≥ {mb(table.min_headroom_bytes)} MB free)",
                           **{card.label: cell_text(table.cell(conf, card.memory_gb), phase, table.min_headroom_bytes)
                              for card in table.cards}}
                          for conf in table.configurations for phase in ("trains", "serves")])
@@ -419,15 +398,12 @@ def card_frame(table: CardTable) -> pd.DataFrame:
 def notes_text(table: CardTable) -> str:
     """A Markdown list item per source and note, naming the configurations it holds for ("every
     configuration" when all share it)."""
-    groups: dict[str, list[str]] = {}
-    for note in table.notes:
-        conf = next((c for c in table.configurations if note.startswith(f"{c}, ")), None)
-        groups.setdefault(note[len(conf) + 2:] if conf else note, []).append(conf or "")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for conf, source, note in table.notes:
+        groups.setdefault((source, note), []).append(conf)
     lines = []
-    for rest, confs in groups.items():
-        source, _, text = rest.partition(": ")
-        which = ("every configuration" if len(confs) == len(table.configurations) > 1 else
-                 "; ".join(c for c in confs if c))
+    for (source, text), confs in groups.items():
+        which = "every configuration" if len(confs) == len(table.configurations) > 1 else "; ".join(confs)
         lines.append(f"- {source}" + (f" ({which})" if which else "") + f": {text}")
     return "\n".join(lines)
 

@@ -13,15 +13,12 @@ from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
 from foxlib.waves.wave_8_13 import analysis
+from foxlib.waves.wave_8_13.analysis import mb
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 FILE = "deployment.md"
 WAVE = "8.13"
-
-
-def _mb(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None else f"{x / MB:,.{digits}f}"
 
 
 def _ms(x: float | None) -> str:
@@ -66,7 +63,8 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
         "the same with the TFT configuration pinned (independent of a later wave 8.12 report)":
             [f"{py} -m foxlib report --wave {WAVE} {flags(pinned)}"],
         "on a bare GPU machine: measure there, write the report anywhere": [
-            f"{py} -m foxlib measure --wave {WAVE} {flags(dict(pinned, device='cuda'))} --out wave-8.13-measurement.json",
+            f"{py} -m foxlib measure --wave {WAVE} {flags(dict(pinned, device='cuda'))} "
+            "--out wave-8.13-measurement.json",
             f"{py} -m foxlib report --wave {WAVE} -p measurements=wave-8.13-measurement.json"],
         "the tests of the cap and of this wave (the CUDA test runs only where there is a GPU)":
             [f"{py} -m pytest -q -rs tests/test_memory_cap.py tests/test_wave_8_13.py"],
@@ -98,31 +96,32 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     else:
         ctx0 = cap.context_bytes
         ends = analysis.context_ends(m)
-        grew = (f", {_mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
+        grew = (f", {mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
                 if ends else ", not measurable at the end (NVML gave no per-process figure)")
         env = m.environment
         warm = ("after warming up every library the run uses" if m.warmup else
                 "before any model ran (no warm-up: the cap was set from too small a context)")
-        out.append(f"The CUDA context was {_mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
+        out.append(f"The CUDA context was {mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
                    f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
-        grown = cap.cap_bytes + analysis.largest_context_bytes(m)
+        largest = analysis.largest_context_bytes(m)
+        grown = cap.cap_bytes + largest
         if grown > card:
-            out.append(f"**The cap was not honest**: it was set from a CUDA context of {_mb(ctx0)} MB, but the context "
-                       f"grew to {_mb(analysis.largest_context_bytes(m))} MB: cap + grown context = {_mb(grown)} MB, over "
-                       f"the {_mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
+            out.append(f"**The cap was not honest**: it was set from a CUDA context of {mb(ctx0)} MB, but the context "
+                       f"grew to {mb(largest)} MB: cap + grown context = {mb(grown)} MB, over "
+                       f"the {mb(card)} MB card. A run that filled the cap would not have fitted; re-measure (this "
                        "wave now warms up every library before measuring the context).")
         nv = analysis.nvml_check(m)
         out.append(analysis.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
                                         " The card was not verified by NVML: the allocator cap alone bounds it."))
         ctx = max([ctx0] + ends)
         out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
-                   f"each pays its own: 4 × {_mb(ctx)} = {_mb(4 * ctx)} MB of contexts alone on a "
-                   f"{_mb(card)} MB card.")
+                   f"each pays its own: 4 × {mb(ctx)} = {mb(4 * ctx)} MB of contexts alone on a "
+                   f"{mb(card)} MB card.")
         frag = (t.allocator_end or {}).get("inactive_split_bytes")
         if frag is not None:
-            out.append(f"Allocator fragmentation at the end of training: {_mb(frag)} MB of inactive split blocks. "
+            out.append(f"Allocator fragmentation at the end of training: {mb(frag)} MB of inactive split blocks. "
                        "Over long runs the reserve can creep up; watch NVML's process figure in production.")
     if m.tft["source"] == "the tft_config parameter":
         out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
@@ -130,16 +129,14 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     elif not m.tft["recommended"]:
         out.append(f"The TFT was not validated in wave 8.12's recommended configuration ({m.tft['source']}). "
                    "Re-run this wave once 8.12 has published its recommendation for this device.")
-    precs = {name: info["precision"] for name, info in m.models.items()}
-    if "bf16" in precs.values():
-        who = ", ".join(n for n, p in precs.items() if p == "bf16")
-        out.append(f"bf16 ({who}) needs a GPU of compute capability 8.0 or newer (Ampere+). Many 4 GB cards "
-                   "(e.g. Turing GTX 1650) have no bf16: there it must fall back to fp16 with a gradient scaler or "
-                   "to fp32, which changes the memory; re-measure on that card.")
-    if "fp16" in precs.values():
-        who = ", ".join(n for n, p in precs.items() if p == "fp16")
-        out.append(f"fp16 ({who}) trains with a gradient scaler; overflowing steps are skipped silently. "
-                   "Log the scaler's scale in production.")
+    for precision, risk in (("bf16", "needs a GPU of compute capability 8.0 or newer (Ampere+). Many 4 GB cards "
+                                      "(e.g. Turing GTX 1650) have no bf16: there it must fall back to fp16 with a "
+                                      "gradient scaler or to fp32, which changes the memory; re-measure on that card."),
+                            ("fp16", "trains with a gradient scaler; overflowing steps are skipped silently. "
+                                     "Log the scaler's scale in production.")):
+        who = ", ".join(n for n, info in m.models.items() if info["precision"] == precision)
+        if who:
+            out.append(f"{precision} ({who}) {risk}")
     bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
     if bad:
         out.append(f"Non-finite training losses in this run: {bad}.")
@@ -148,22 +145,22 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     if i.detail["models"]:
         both = train + serve_extra
         out.append(f"Training and serving were validated one after the other. Serving while training in the same "
-                   f"process needs about the training figure {_mb(train)} MB plus every model's inference input "
-                   f"and forward peak ({_mb(serve_extra)} MB) = {_mb(both)} MB, leaving {_mb(card - both)} MB of the "
-                   f"card ({'at least' if card - both >= head else 'less than'} the {_mb(head, 0)} MB headroom asked"
+                   f"process needs about the training figure {mb(train)} MB plus every model's inference input "
+                   f"and forward peak ({mb(serve_extra)} MB) = {mb(both)} MB, leaving {mb(card - both)} MB of the "
+                   f"card ({'at least' if card - both >= head else 'less than'} the {mb(head, 0)} MB headroom asked"
                    f"{'' if card - both >= head else ': not covered'}).")
     for phase in ("training", "inference"):
         left = card - analysis.figure(m, phase)
         if 0 <= left < 2 * head:
-            out.append(f"Thin headroom in {phase}: {_mb(left)} MB left on the card, under twice the "
-                       f"{_mb(head, 0)} MB asked.")
+            out.append(f"Thin headroom in {phase}: {mb(left)} MB left on the card, under twice the "
+                       f"{mb(head, 0)} MB asked.")
     out.append(f"Only {m.steps} interleaved steps per model, and the RL models repeat one minibatch of a "
                "full-size replay/rollout buffer: environment interaction, data loading, checkpoint saving and "
                "evaluation are not in the figures.")
     host = {n: v for n, st in m.training.detail["models"].items() if (v := st.get("batch_host_bytes", 0))}
     if host:
         out.append("Host memory is not on the card and not checked here: "
-                   + ", ".join(f"{n} {_mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
+                   + ", ".join(f"{n} {mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
     where = ("on the CPU; they say nothing about a GPU's" if not cap.enforced else
              f"on {m.device['name']}; a 4 GB card is slower")
     out.append(f"Latencies ({i.detail['mode']}) were measured {where}. p99 is over {i.detail['repeats']} rounds"
@@ -174,7 +171,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
 def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, float]],
            params: dict[str, Any]) -> str:
     """The deployment document, as Markdown."""
-    cap, t, i = m.cap, m.training, m.inference
+    cap, i = m.cap, m.inference
     v = verdict(checks)
     card = cap.card_bytes
     label = analysis.how(m)
@@ -192,9 +189,9 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         (f"**Every memory figure in this document is {NOT_ENFORCED}**: measured on the CPU, where no memory "
          "cap exists, by adding up the bytes each model's measured step holds as the interleaved run would hold them."
          if not cap.enforced else
-         f"Memory figures are **enforced**: the CUDA caching allocator was capped at {_mb(cap.cap_bytes)} MB "
+         f"Memory figures are **enforced**: the CUDA caching allocator was capped at {mb(cap.cap_bytes)} MB "
          f"(`torch.cuda.set_per_process_memory_fraction({cap.fraction:.6f})`) so that cap + CUDA context "
-         f"({_mb(cap.context_bytes)} MB) = {_mb(cap.limit_bytes)} MB; an allocation past it is a real "
+         f"({mb(cap.context_bytes)} MB) = {mb(cap.limit_bytes)} MB; an allocation past it is a real "
          "out-of-memory error."),
         "",
         "## Decision",
@@ -202,12 +199,13 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
         + ("every check passed." if v == "GO" else "at least one check failed.")
         + (f" It holds for the card class **{facts['title']}**"
-           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)" if facts["emulated"]
-              else "") + ", with this configuration; another class of card has a report of its own (the index's "
-           "first lines)." if (facts := m.card_class) else ""),
+           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
+              if facts["emulated"] else "")
+           + ", with this configuration; another class of card has a report of its own (the index's first lines)."
+           if (facts := m.card_class) else ""),
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
-               [[c.name, _mb(c.measured), _mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
+               [[c.name, mb(c.measured), mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
         "",
         "## Configuration of each model",
         "",
@@ -222,17 +220,11 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         parts += [f"### {name} — {info['title']}", "",
                   f"preset `{info['preset']}`, precision **{info['precision']}**", "",
                   "```json", json.dumps(info["config"], indent=1), "```", ""]
-    rows = []
-    peaks = analysis.model_peaks(m)
-    for name in m.order:
-        p = t.detail["per_model"][name]
-        inf = i.detail["models"].get(name) or {}
-        rows.append([name, m.models[name]["precision"], f"{p['steps_run']}/{m.steps}", _mb(analysis.kept_bytes(m, name), 2),
-                     _mb(peaks[name], 2), _mb(p["peak_bytes"], 2),
-                     _mb(inf.get("parameters_bytes", 0) + inf.get("input_bytes", 0) if inf else None, 2),
-                     _mb(inf.get("solo_increment_bytes"), 2), inf.get("batch"),
-                     _ms((inf.get("alone") or {}).get("p50_s")), _ms((inf.get("together") or {}).get("p50_s")),
-                     _ms((inf.get("together") or {}).get("p99_s"))])
+    rows = [[name, p["precision"], f"{p['steps_run']}/{m.steps}",
+             *(mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes",
+                                     "forward_bytes")),
+             p["batch"], *(_ms(p[k]) for k in ("alone_p50_s", "together_p50_s", "together_p99_s"))]
+            for name, p in analysis.per_model(m).items()]
     parts += [
         "## Memory and latency of each model",
         "",
@@ -247,24 +239,24 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
                 "inference: weights + input (MB)", "inference: forward peak alone (MB)", "inference batch",
                 "alone p50 (ms)", "together p50 (ms)", "together p99 (ms)"], rows),
         "",
-        f"## Headroom on the {_mb(card)} MB card",
+        f"## Headroom on the {mb(card)} MB card",
         "",
     ]
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     hrows = []
     for phase, title in (("training", "training (interleaved)"), ("inference", "concurrent inference")):
         used = analysis.figure(m, phase)
-        hrows.append([title, _mb(m.phase(phase).peak_bytes), _mb(analysis.context_bytes(m, phase)), _mb(used),
-                      _mb(card - used), f"{100 * used / card:.1f} %", "yes" if m.phase(phase).oom else "no", label])
+        hrows.append([title, mb(m.phase(phase).peak_bytes), mb(analysis.context_bytes(m, phase)), mb(used),
+                      mb(card - used), f"{100 * used / card:.1f} %", "yes" if m.phase(phase).oom else "no", label])
     parts += [
         _table(["phase", "peak (MB)", "CUDA context (MB)", "on the card (MB)", "headroom (MB)", "share of the card",
                 "out of memory", "how"], hrows),
         "",
-        f"The budgets file asks for at least {_mb(head, 0)} MB free in concurrent inference "
+        f"The budgets file asks for at least {mb(head, 0)} MB free in concurrent inference "
         f"(`[ensemble] min_headroom_mb`).",
         "",
         f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
-        f"context): {_mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
+        f"context): {mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
         + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
            "were not measured)") + "; "
         f"{analysis.nvml_text(m)}",
@@ -275,7 +267,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
     for phase in ("training", "inference"):
         oom = m.phase(phase).oom
         if oom:
-            parts += [f"**Out of memory in {phase}** {oom_where(oom)}: needed {_mb(oom.get('needed_bytes'), 2)} MB; "
+            parts += [f"**Out of memory in {phase}** {oom_where(oom)}: needed {mb(oom.get('needed_bytes'), 2)} MB; "
                       f"{oom['error']}", ""]
     parts += ["## How to reproduce", ""]
     for purpose, cmds in reproduce_commands(m, params).items():

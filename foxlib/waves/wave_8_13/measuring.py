@@ -1,8 +1,6 @@
-"""`measure()`, the wave's one entry that runs models: the parameters checked (`check_parameters`, for
-foxlib.run.preflight); on CUDA every library warmed up (`warm_up`), the context measured and the cap set,
-the ensemble trained interleaved (`train_cuda`) and served all at once (serve.py) with NVML sampled
-throughout; on the CPU the same run checked by accounting (`train_cpu`). It returns plain data (JSON-able,
-bytes)."""
+"""`measure()`, the wave's one entry that runs models, returning plain data (JSON-able, bytes). On CUDA every
+library is warmed up (`warm_up`), the context measured and the cap set, the ensemble trained interleaved
+(`train_cuda`) and served all at once (serve.py) with NVML sampled; on the CPU the run is accounted (`train_cpu`)."""
 from __future__ import annotations
 
 import contextlib
@@ -57,8 +55,8 @@ def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensem
     """What the run enforces of the class's limits, and what it cannot emulate; ValueError where the TFT or the
     ensemble asks for what the class lacks (bf16 on a GPU without it)."""
     own = class_of(describe(dev).get("capability"), dev.type)
-    options = tft.get("options") or {}
-    for what, precision, opts in (("the TFT", tft["precision"], options), ("DQN, PPO and Mamba-2", ensemble_precision, {})):
+    for what, precision, opts in (("the TFT", tft["precision"], tft.get("options") or {}),
+                                  ("DQN, PPO and Mamba-2", ensemble_precision, {})):
         if not chosen.allows(precision, opts):
             raise ValueError(f"{what} in {precision}{' with TF32' if opts.get('tf32') else ''} cannot run on the "
                              f"{chosen.name} class ({chosen.title}): it runs {', '.join(chosen.precisions)}"
@@ -71,9 +69,9 @@ def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensem
     emulated = chosen.name != own.name
     return {"name": chosen.name, "title": chosen.title, "own_class": own.name, "emulated": emulated,
             "enforced": enforced,
-            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its CUDA "
-                             "context and cuBLAS workspaces: this GPU's are used, measured here, which bounds them from "
-                             "above (a newer GPU loads more kernels into its context)") if emulated else ""}
+            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its "
+                             "CUDA context and cuBLAS workspaces: this GPU's are used, measured here, which bounds "
+                             "them from above (a newer GPU loads more kernels into its context)") if emulated else ""}
 
 
 @contextlib.contextmanager
@@ -127,11 +125,9 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
             seed: int = 0, card_class: str = "auto") -> dict[str, Any]:
     """Train the four models interleaved under the card's cap, then serve them concurrently.
 
-    card_gb: the card in GiB; the cap is that minus the CUDA context (measured). cap_bytes > 0 sets
-    the allocator's cap directly (the context still comes on top): a tiny one forces an out-of-memory
-    error, which is recorded ("oom"), never raised.
-    card_class: the class of card validated (foxlib.core.card_classes): "auto", this device's own; another GPU
-    class emulated here, with its limits enforced (class_facts, class_limits) and 8.12's recommendation for it."""
+    card_gb: the card in GiB; the cap is that minus the CUDA context. cap_bytes > 0 sets the cap directly (the
+    context on top): an out-of-memory error is recorded ("oom"), never raised. card_class: "auto" (this device's
+    own) or another GPU class, emulated with its limits enforced and 8.12's recommendation for it."""
     given = locals()
     dev, mode, tft, facts = _checked(**{k: given[k] for k in PARAMETERS})
     with class_limits(get_class(facts["name"]), dev):
@@ -167,48 +163,32 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
                             "preset": preset} for m in members},
     }
     units = len(order) * (steps + (0 if is_cuda else 1) + 1) + 1
-    with progress(units, "wave 8.13") as bar:
+    sampler = plan = None
+    with progress(units, "wave 8.13") as bar, contextlib.ExitStack() as stack:
         if is_cuda:
             bar.describe("warming up every library the run uses, then measuring the CUDA context")
             out["context_before_warmup"] = measure_context(dev)
             reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
-            try:
-                out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
-                out["context"] = measure_context(dev)
-                total = torch.cuda.get_device_properties(dev).total_memory
-                arith = cap_arithmetic(card, out["context"]["context_bytes"], total, cap_bytes)
-                out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
-                              "how": f"torch.cuda.set_per_process_memory_fraction({arith['fraction']:.6f}) = cap / "
-                                     f"device memory; the CUDA context ({out['context']['how']}, after the warm-up) "
-                                     "is outside the cap"}
-                torch.cuda.set_per_process_memory_fraction(arith["fraction"], dev)
-                sampler = Sampler(reader)
-                try:
-                    with sampler:
-                        sampler.phase = "training"
-                        out["training"] = train_cuda(members, steps, dev, seed, bar, sampler)
-                        sampler.phase = "inference"
-                        out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed,
-                                                  arith["cap_bytes"], bar, sampler)
-                finally:
-                    free_members(members, dev)
-                    torch.cuda.set_per_process_memory_fraction(1.0, dev)
-                    torch.cuda.empty_cache()
-                out["nvml"] = nvml_samples(sampler, reader.note)
-                if graph_mode:
-                    out["graph_mode"]["training"] = {m.name: m.graph_note for m in members}
-                    out["graph_mode"]["inference"] = {m.name: m.inference_note or "eager" for m in members}
-            finally:
-                reader.close()
+            stack.callback(reader.close)
+            out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
+            out["context"] = measure_context(dev)
+            total = torch.cuda.get_device_properties(dev).total_memory
+            arith = cap_arithmetic(card, out["context"]["context_bytes"], total, cap_bytes)
+            out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
+                          "how": f"torch.cuda.set_per_process_memory_fraction({arith['fraction']:.6f}) = cap / "
+                                 f"device memory; the CUDA context ({out['context']['how']}, after the warm-up) "
+                                 "is outside the cap"}
+            torch.cuda.set_per_process_memory_fraction(arith["fraction"], dev)
+            sampler = Sampler(reader)
         else:
             cap = cap_bytes or card
             out["context"] = None
             out["cap"] = {"card_bytes": card, "context_bytes": 0, "cap_bytes": cap, "fraction": None,
-                          "override": bool(cap_bytes),
-                          "device_total_bytes": None, "limit_bytes": cap, "enforced": False,
+                          "override": bool(cap_bytes), "device_total_bytes": None, "limit_bytes": cap,
+                          "enforced": False,
                           "how": f"{NOT_ENFORCED}: the CPU has no allocator cap and no CUDA context; each model's "
-                                 "training step measured alone (foxlib.harness.measure_step.measure_model), the interleaved run "
-                                 "accounted from those measurements"}
+                                 "training step measured alone (foxlib.harness.measure_step.measure_model), the "
+                                 "interleaved run accounted from those measurements"}
             profiles = {}
             for m in members:
                 bar.describe(f"measuring one {m.name} step alone ({m.precision})")
@@ -218,23 +198,36 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
             out["nvml"] = {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
                            "interval_s": None, "samples": []}
             plan = account_training(profiles, order, steps, cap)
-            try:
-                out["training"] = train_cpu(members, plan, steps, dev, seed, bar)
-                out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed, cap, bar)
-            finally:
-                free_members(members, dev)
+        try:
+            with sampler or contextlib.nullcontext():
+                if sampler is not None:
+                    sampler.phase = "training"
+                out["training"] = (train_cuda(members, steps, dev, seed, bar, sampler) if is_cuda else
+                                   train_cpu(members, plan, steps, dev, seed, bar))
+                if sampler is not None:
+                    sampler.phase = "inference"
+                out["inference"] = infer(members, dev, mode, inference_repeats, inference_batch, seed,
+                                         out["cap"]["cap_bytes"], bar, sampler)
+        finally:
+            free_members(members, dev)
+            if is_cuda:
+                torch.cuda.set_per_process_memory_fraction(1.0, dev)
+                torch.cuda.empty_cache()
+    if is_cuda:
+        out["nvml"] = nvml_samples(sampler, reader.note)
+        if graph_mode:
+            out["graph_mode"]["training"] = {m.name: m.graph_note for m in members}
+            out["graph_mode"]["inference"] = {m.name: m.inference_note or "eager" for m in members}
     out["training"]["per_model"] = summarise_steps(out["training"]["steps"], order)
     out["training"]["enforced"] = out["inference"]["enforced"] = is_cuda
     return out
 
 
 def warm_up(members: list[Member], device: torch.device, mode: str, batch: int, seed: int) -> dict[str, Any]:
-    """Everything the run will use, once, uncapped, before the CUDA context is measured: one model at a
-    time, its training steps (cuBLAS, cuDNN, autocast in its precision, Adam's kernels) and inference forward,
-    then one round of all at once in `mode` (with the streams' cuBLAS workspaces). Kernels and library
-    handles load lazily into the context: measured before this, it is too small and a cap of card − context
-    lets the process outgrow the card. Everything is freed afterwards but the cuBLAS workspaces, one per
-    stream used."""
+    """Everything the run will use, once, uncapped, before the CUDA context is measured: each model's training
+    steps and inference forward, then one round of all at once in `mode`. Kernels and library handles load
+    lazily into the context: measured before this, it is too small and a cap of card − context lets the process
+    outgrow the card. Everything is freed afterwards but the cuBLAS workspaces, one per stream used."""
     t0 = time.perf_counter()
     done, fns, oom = [], {}, None
     try:
@@ -263,8 +256,8 @@ def warm_up(members: list[Member], device: torch.device, mode: str, batch: int, 
     fns.clear()
     free_members(members, device)
     return {"seconds": time.perf_counter() - t0, "oom": oom,
-            "what": done + ["NVML opened", "CUDA graphs captured as the run captures them" if any(m.cuda_graph for m in members)
-                            else "no CUDA graph (this run's steps are eager)"]
+            "what": done + ["NVML opened", "CUDA graphs captured as the run captures them"
+                            if any(m.cuda_graph for m in members) else "no CUDA graph (this run's steps are eager)"]
             + ([f"stopped by an out-of-memory error, the context may be measured short: {oom}"] if oom else []),
             "allocated_after_bytes": torch.cuda.memory_allocated(device),
             "how": "allocated after the warm-up, everything freed: the cuBLAS workspaces, one per stream used "

@@ -1,8 +1,6 @@
-"""The ensemble's models as the run holds them (`Member`): each loaded from its recipe
-(foxlib.harness.recipe: model, batch, Adam, training step), stepped with its gradients freed
-afterwards, its exact bytes (weights, Adam state, batch on the device and in host RAM), and freed.
-In graph mode (wave 8.12 recommended a CUDA-graph strategy) a member whose loss copies nothing from the
-host trains by replaying one captured step; the others train eagerly, and `graph_note` says why."""
+"""The ensemble's models as the run holds them (`Member`): loaded from its recipe (foxlib.harness.recipe),
+stepped with its gradients freed afterwards, its exact bytes counted, freed. In graph mode a member whose loss
+copies nothing from the host replays one captured step; the others run eagerly, and `graph_note` says why."""
 from __future__ import annotations
 
 import dataclasses
@@ -86,8 +84,8 @@ def load_member(member: Member, device: torch.device, seed: int) -> None:
 
 
 def step_member(member: Member, device: torch.device) -> float:
-    """One training step; gradients freed afterwards, because the other models step before this one steps
-    again. A captured step keeps its gradients in the graph's pool (each replay writes them afresh)."""
+    """One training step, gradients freed afterwards (the other models step in between); a captured step keeps
+    them in the graph's pool."""
     member.model.train()
     loss = member.step()
     if not member.graphed:

@@ -45,9 +45,8 @@ def nvml_peak(samples: list[int | None], card_bytes: int, note: str = "") -> Nvm
 
 
 class Sampler:
-    """Samples `reader()` (bytes or None) every `interval_s` in a background thread, and on demand
-    (`sample()` after each step or inference round). Each sample: (seconds since start, phase, bytes).
-    A reader that raises stops nothing: the sample is None and the first error is kept in `error`."""
+    """Samples `reader()` every `interval_s` in a background thread and on `sample()`: (seconds, phase, bytes).
+    A read that raises is a None sample; the first error is kept in `error`."""
 
     def __init__(self, reader: Callable[[], int | None], interval_s: float = SAMPLE_INTERVAL_S,
                  clock: Callable[[], float] = time.perf_counter):
@@ -100,8 +99,8 @@ class Sampler:
 
 
 class NvmlProcessReader:
-    """This process's used GPU memory from NVML (bytes), NVML kept open between reads. None where NVML
-    does not list this process (in a container its PIDs may not be ours): `note` says so; no guess."""
+    """This process's used GPU memory from NVML (bytes); None where NVML does not list this process (in a
+    container its PIDs may not be ours): `note` says so."""
 
     def __init__(self, device: torch.device):
         self.handle, self.pynvml, self.note = None, None, ""

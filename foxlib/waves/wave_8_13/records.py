@@ -55,21 +55,12 @@ class Cap(_Part):
 
 
 @dataclasses.dataclass(frozen=True)
-class NvmlSeries:
-    """NVML's per-process figure sampled through training and inference: (seconds, phase, bytes or None)."""
+class NvmlSeries(_Part):
+    """NVML's per-process figure sampled through training and inference: [seconds, phase, bytes or None] each."""
     applicable: bool
     note: str
-    interval_s: float | None = None
-    samples: tuple[tuple[float, str, int | None], ...] = ()
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NvmlSeries":
-        return cls(bool(d["applicable"]), d.get("note", ""), d.get("interval_s"),
-                   tuple((float(t), str(p), None if v is None else int(v)) for t, p, v in d.get("samples") or ()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"applicable": self.applicable, "note": self.note, "interval_s": self.interval_s,
-                "samples": [list(s) for s in self.samples]}
+    interval_s: float | None
+    samples: list[list[Any]]
 
     def values(self, phase: str | None = None) -> list[int | None]:
         return [v for _, p, v in self.samples if phase is None or p == phase]
@@ -77,8 +68,8 @@ class NvmlSeries:
 
 @dataclasses.dataclass(frozen=True)
 class Step(_Part):
-    """One step of the interleaved training run (bytes, seconds). CUDA: allocated at its start and at its
-    peak (all models), reserved peak; CPU: the accounting walk's figures, reserved None."""
+    """One step of the interleaved run (bytes, seconds): allocated at its start and peak (all models), reserved
+    peak; on the CPU the accounting's figures, reserved None."""
     model: str
     step: int
     loss: float | None
@@ -95,8 +86,7 @@ class Step(_Part):
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    """Training or inference: the figures the checks use (bytes), the training steps, the rest as
-    measured (`detail`: per-model summaries, inference latencies, how each figure was taken)."""
+    """Training or inference: the figures the checks use (bytes), the training steps, the rest in `detail`."""
     peak_bytes: int | None
     peak_allocated_bytes: int | None
     oom: dict[str, Any] | None
@@ -126,8 +116,7 @@ class Phase:
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """Wave 8.13's measurement: what `measure` returns (with the notebook's wave, measured_at and
-    measure_parameters), typed. JSON through to_dict / from_dict."""
+    """What `measure` returns, with the notebook's wave, measured_at and measure_parameters."""
     wave: str
     measured_at: str
     measure_parameters: dict[str, Any]

@@ -68,12 +68,10 @@ def forward(member: Member, x: Any, device: torch.device) -> Callable[[], Any]:
 
 
 def _captured(run: Callable[[], Any], device: torch.device, member: Member) -> Callable[[], Any]:
-    """`run` captured as one CUDA graph after warm-up calls on a side stream; the call replays it and
-    returns the graph's output tensors (rewritten by each replay).
-
-    Captured on the warm-up's stream: cuBLAS makes one workspace per (handle, stream) at the first matmul
-    on it, so the warm-up makes it outside the graph's private pool. On torch.cuda.graph's default capture
-    stream, shared by every graph, it would be made in the first graph's pool and baked into every later one."""
+    """`run` captured as one CUDA graph after warm-up calls on a side stream; the call replays it and returns
+    the graph's output tensors. Captured on the warm-up's stream: cuBLAS makes one workspace per (handle, stream)
+    at its first matmul, so the warm-up makes it outside the graph's pool; on torch.cuda.graph's shared default
+    capture stream it would be made in the first graph's pool and baked into every later one."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -104,10 +102,9 @@ def _stats(samples: list[float]) -> dict[str, Any]:
 
 
 class Together:
-    """One round of every model at once, as a call: ({model: latency from the round's start to its
-    output}, the round's wall time), in seconds. streams: one CUDA stream per model, the forwards
-    launched together from one thread; threads: one Python thread per model (on CUDA each on its own
-    stream). Use as a context manager (it owns the threads)."""
+    """One round of every model at once, as a call: ({model: latency from the round's start to its output}, the
+    round's wall time), in seconds; streams: a CUDA stream per model, launched from one thread; threads: a Python
+    thread per model (on CUDA each on its own stream). A context manager: it owns the threads."""
 
     def __init__(self, fns: dict[str, Callable[[], Any]], mode: str, device: torch.device):
         self.fns, self.mode, self.device = fns, mode, device
@@ -234,10 +231,11 @@ def infer(members: list[Member], device: torch.device, mode: str, repeats: int, 
         current = None
         accounted = out["resident_bytes"] + sum(v["solo_increment_bytes"] for v in out["models"].values())
         out["accounted_bytes"] = accounted
-        if not is_cuda and accounted > cap:
-            out["oom"] = accounting_oom("inference", None, None, accounted, cap)
+        if not is_cuda:
             out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
-            return out
+            if accounted > cap:
+                out["oom"] = accounting_oom("inference", None, None, accounted, cap)
+                return out
         bar.describe(f"inference: each model alone, then all {len(fns)} at once ({mode}), alternating")
         reset_peak(device)
         names = list(fns)
@@ -265,8 +263,6 @@ def infer(members: list[Member], device: torch.device, mode: str, repeats: int, 
         if is_cuda:
             st = allocator_stats(device)
             out["peak_allocated_bytes"], out["peak_bytes"] = st["allocated_peak_bytes"], st["reserved_peak_bytes"]
-        else:
-            out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
     except RuntimeError as exc:
         if not is_cuda or not is_oom(exc):
             raise

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from foxlib.core.config import MB
-from foxlib.waves.wave_8_13.analysis import (figure, how, kept_bytes, largest_context_bytes, model_peaks, nvml_check,
-                                             nvml_text, process_figure, workspace_bytes)
+from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, nvml_check,
+                                             nvml_text, per_model, process_figure, workspace_bytes)
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
 from foxlib.waves.wave_8_13.records import Measurement
@@ -21,21 +21,21 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(1e3 * x, 3)
 
 
+def _quantities(rows: list[tuple[str, float | None, str]]) -> pd.DataFrame:
+    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+
+
 def cap_table(r: Measurement) -> pd.DataFrame:
     """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
     cap, ctx = r.cap, r.context or {}
-    if not cap.enforced:
-        rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)"),
-                ("CUDA context", None, "none on the CPU"),
-                ("allocator cap", cap.cap_bytes, cap.how),
-                ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
-                ("largest NVML process figure", None, nvml_check(r).note)]
-        return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
-    before = (r.context_before_warmup or {}).get("context_bytes")
     rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
+    if not cap.enforced:
+        return _quantities(rows + [("CUDA context", None, "none on the CPU"), ("allocator cap", cap.cap_bytes, cap.how),
+                                   ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
+                                   ("largest NVML process figure", None, nvml_check(r).note)])
     if r.warmup is not None:
-        rows.append(("CUDA context before the warm-up", before, "NVML process used − allocator reserved, "
-                     "before any model ran: too small to set the cap on"))
+        rows.append(("CUDA context before the warm-up", (r.context_before_warmup or {}).get("context_bytes"),
+                     "NVML process used − allocator reserved, before any model ran: too small to set the cap on"))
     rows += [
         ("CUDA context at the start (sets the cap)", cap.context_bytes,
          (ctx.get("how", "") + ("; after the warm-up: " + "; ".join(r.warmup["what"]) if r.warmup else
@@ -57,7 +57,7 @@ def cap_table(r: Measurement) -> pd.DataFrame:
     grown = cap.cap_bytes + largest_context_bytes(r)
     rows.append(("cap + largest CUDA context seen", grown,
                  f"what the process could reach if the allocator filled its cap: "
-                 f"{'≤' if grown <= cap.card_bytes else 'OVER'} the {cap.card_bytes / MB:,.1f} MB card"
+                 f"{'≤' if grown <= cap.card_bytes else 'OVER'} the {mb(cap.card_bytes)} MB card"
                  + ("" if grown <= cap.card_bytes else " (the context grew after it was measured)")))
     nv = nvml_check(r)
     rows.append(("largest NVML process figure (training and inference)", nv.max_bytes,
@@ -65,7 +65,12 @@ def cap_table(r: Measurement) -> pd.DataFrame:
     if nv.applicable:
         rows.append(("card − largest NVML process figure", nv.headroom_bytes,
                      f"{NVML_CHECK}: {'PASS' if nv.passed else 'FAIL'}"))
-    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+    return _quantities(rows)
+
+
+KEY_SETTINGS = ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing", "memory_efficient",
+                "vsn_batched", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device", "n_envs", "n_steps",
+                "window", "n_features")
 
 
 def configuration_table(r: Measurement) -> pd.DataFrame:
@@ -73,9 +78,7 @@ def configuration_table(r: Measurement) -> pd.DataFrame:
     for name in r.order:
         info = r.models[name]
         cfg = info["config"]
-        keys = [k for k in ("hidden_size", "num_heads", "encoder_length", "batch_size", "checkpointing",
-                            "memory_efficient", "vsn_batched", "d_model", "n_layers", "seq_len", "buffer_size", "buffer_device",
-                            "n_envs", "n_steps", "window", "n_features") if k in cfg]
+        keys = [k for k in KEY_SETTINGS if k in cfg]
         rows.append({"model": name, "title": info["title"], "precision": info["precision"],
                      "preset": info["preset"], "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
     graphs = r.graph_mode
@@ -87,39 +90,24 @@ def configuration_table(r: Measurement) -> pd.DataFrame:
 
 
 def training_table(r: Measurement) -> pd.DataFrame:
-    t, label, peaks = r.training.detail, how(r), model_peaks(r)
-    rows = []
-    for name in r.order:
-        p = t["per_model"][name]
-        rows.append({
-            "model": name, "precision": r.models[name]["precision"],
-            "steps run": f"{p['steps_run']} of {r.steps}",
-            "loss first → last": "—" if p["first_loss"] is None else f"{p['first_loss']:.4g} → {p['last_loss']:.4g}",
-            "median step (ms)": _ms(p["median_step_s"]),
-            "kept between steps (MB)": _mb(kept_bytes(r, name)),
-            "model peak (MB)": _mb(peaks[name]),
-            "allocated during its steps, all models (MB)": _mb(p["peak_bytes"]),
-            "how": label,
-        })
-    return pd.DataFrame(rows)
+    label = how(r)
+    return pd.DataFrame([{
+        "model": name, "precision": p["precision"], "steps run": f"{p['steps_run']} of {r.steps}",
+        "loss first → last": "—" if p["first_loss"] is None else f"{p['first_loss']:.4g} → {p['last_loss']:.4g}",
+        "median step (ms)": _ms(p["median_step_s"]), "kept between steps (MB)": _mb(p["kept_bytes"]),
+        "model peak (MB)": _mb(p["model_peak_bytes"]),
+        "allocated during its steps, all models (MB)": _mb(p["peak_bytes"]), "how": label,
+    } for name, p in per_model(r).items()])
 
 
 def inference_table(r: Measurement) -> pd.DataFrame:
-    i, label = r.inference.detail, how(r)
-    rows = []
-    for name in r.order:
-        v = i["models"].get(name)
-        if not v:
-            continue
-        alone, together = v.get("alone") or {}, v.get("together") or {}
-        rows.append({
-            "model": name, "precision": v["precision"], "batch": v["batch"],
-            "weights + input (MB)": _mb(v["parameters_bytes"] + v["input_bytes"]),
-            "forward peak alone (MB)": _mb(v.get("solo_increment_bytes")),
-            "alone p50 (ms)": _ms(alone.get("p50_s")), "together p50 (ms)": _ms(together.get("p50_s")),
-            "together p99 (ms)": _ms(together.get("p99_s")), "how": label,
-        })
-    return pd.DataFrame(rows)
+    label = how(r)
+    return pd.DataFrame([{
+        "model": name, "precision": p["precision"], "batch": p["batch"],
+        "weights + input (MB)": _mb(p["resident_bytes"]),
+        "forward peak alone (MB)": _mb(p["forward_bytes"]), "alone p50 (ms)": _ms(p["alone_p50_s"]),
+        "together p50 (ms)": _ms(p["together_p50_s"]), "together p99 (ms)": _ms(p["together_p99_s"]), "how": label,
+    } for name, p in per_model(r).items() if p["served"]])
 
 
 def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -149,7 +137,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
         ("training: headroom on the card", card - train, f"{100 * train / card:.1f} % of the card used"),
         ("inference: weights + inputs resident", i.detail.get("resident_bytes"), label),
         ("inference: peak " + ("reserved" if cap.enforced else "accounted"), i.peak_bytes, i.detail.get("memory_how")),
-        ("inference: + CUDA context = on the card", inf, f"must leave {head / MB:,.0f} MB free"),
+        ("inference: + CUDA context = on the card", inf, f"must leave {mb(head, 0)} MB free"),
         ("inference: headroom on the card", card - inf, f"{100 * inf / card:.1f} % of the card used"),
     ]
     nv = nvml_check(r)
@@ -165,7 +153,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
         if nvend.get("process_used_bytes") is not None:
             rows.append((f"{phase}: NVML process used at the end", nvend["process_used_bytes"],
                          "what nvidia-smi shows ≈ context + reserved"))
-    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+    return _quantities(rows)
 
 
 def oom_table(r: Measurement) -> pd.DataFrame | None:

@@ -31,7 +31,8 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
     if "tft_overrides" in rec:  # 8.12's recommendation: its other keys (strategy, peak_bytes, reason...) describe it
         overrides = dict(nested)
     else:
-        overrides = {k: v for k, v in rec.items() if k not in ("precision", "cuda_graph", "options", "cublas_workspace")}
+        overrides = {k: v for k, v in rec.items()
+                     if k not in ("precision", "cuda_graph", "options", "cublas_workspace")}
     precision = rec.get("precision") or overrides.get("precision") or "fp32"
     overrides.pop("precision", None)
     try:
@@ -43,28 +44,26 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
                 reports_dir: str | Path | None = None, card_class: str | None = None) -> dict[str, Any]:
-    """The TFT to validate: {"config": TFTConfig, "precision", "overrides", "source", "recommended", "depends_on"},
-    with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises a size.
-
-    "auto": wave 8.12's recommendation for this device (for `card_class`, "recommended_per_class"'s) if its
-    report exists, cited in "depends_on"; else the plain fp32 TFT of the preset, and "source" says so.
-    Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE. An unknown field or precision is a ValueError."""
+    """The TFT to validate: {"config", "precision", "overrides", "source", "recommended", "depends_on"}, with
+    "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises one. `tft_config`
+    "auto": 8.12's recommendation for this device (and `card_class`), cited; without one the plain fp32 TFT.
+    Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
     depends_on: list[dict[str, Any]] = []
     if text in ("", "auto"):
         path = recommendation_file(device_short, reports_dir)
+        shown, plain = provenance.display_path(path), f"the plain fp32 TFT of preset {preset!r}"
         rec: Any = {}
         if not path.is_file():
-            source = (f"fallback: no wave {RECOMMENDING_WAVE} report for device {device_short!r} ({provenance.display_path(path)}); "
-                      f"the plain fp32 TFT of preset {preset!r}")
+            source = f"fallback: no wave {RECOMMENDING_WAVE} report for device {device_short!r} ({shown}); {plain}"
         else:
             res = results.read_json(path)  # ValueError when truncated: a broken file is an error, not a fallback
             per_class = res.get("recommended_per_class") or {}
             if card_class and card_class in per_class:
                 rec = per_class[card_class]
             elif card_class and per_class:
-                raise ValueError(f"wave {RECOMMENDING_WAVE}'s report ({provenance.display_path(path)}) recommends for "
+                raise ValueError(f"wave {RECOMMENDING_WAVE}'s report ({shown}) recommends for "
                                  f"the card classes {', '.join(per_class)}, not {card_class!r}")
             else:
                 rec = res.get("recommended")
@@ -72,12 +71,12 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
                 recommended = True
                 depends_on.append(provenance.cite(path, res))
                 which = f" for the {card_class} class" if card_class and card_class in per_class else ""
-                source = (f"wave {RECOMMENDING_WAVE}'s recommendation{which} ({provenance.display_path(path)}, generated "
+                source = (f"wave {RECOMMENDING_WAVE}'s recommendation{which} ({shown}, generated "
                           f"{res.get('generated_at', '?')}, verdict {res.get('verdict', '?')})")
             else:
                 rec = {}
-                source = (f"fallback: wave {RECOMMENDING_WAVE}'s report ({provenance.display_path(path)}) holds no \"recommended\" "
-                          f"configuration (verdict {res.get('verdict', '?')}); the plain fp32 TFT of preset {preset!r}")
+                source = (f"fallback: wave {RECOMMENDING_WAVE}'s report ({shown}) holds no \"recommended\" "
+                          f"configuration (verdict {res.get('verdict', '?')}); {plain}")
     else:
         try:
             rec = json.loads(text)
