@@ -1,12 +1,11 @@
-"""A wave's measurement as plain data (measurement.json), checked before it is typed: one check that every
-wave's `Measurement.from_dict` runs (`check_plain`), and foxlib.run.preflight through it."""
+"""A wave's measurement (measurement.json): checked as plain data (`check_plain`, which every wave's
+`Measurement.from_dict` and foxlib.run.preflight run), then typed (`WaveMeasurement`, the records' shared header)."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 DEVICE_TYPES = ("cpu", "cuda")
@@ -90,18 +89,52 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
             raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
 
 
-def check_fields(data: Any, wave: str, version: int, cls: type, source: str = "the measurement") -> None:
-    """check_plain with the fields of a wave's Measurement dataclass `cls` as its keys (nullable: Optional ones)."""
-    fields = dataclasses.fields(cls)
-    names = [f.name for f in fields]
-    check_plain(data, wave, (version,), names, names, [f.name for f in fields if "None" in str(f.type)], source)
+@dataclasses.dataclass(frozen=True)
+class WaveMeasurement:
+    """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
+    (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records through typed_parts /
+    plain_parts. from_dict runs check_plain: every field present, null only where Optional, no other key."""
+    WAVE: ClassVar[str]
+    SCHEMA_VERSION: ClassVar[int]
+    WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
+    """Fields to_dict writes after schema_version (where the wave's measurement.json has them)."""
+    wave: str
+    measured_at: str
+    measure_parameters: dict[str, Any]
+    device: dict[str, Any]
+    environment: dict[str, Any]
+    schema_version: int
 
+    def __init_subclass__(cls, wave: str = "", version: int = 0, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.WAVE, cls.SCHEMA_VERSION = wave, version
 
-@contextlib.contextmanager
-def typing_parts(wave: str, source: str = "the measurement"):
-    """A KeyError or TypeError while a checked measurement's parts are typed, as a malformed file's ValueError."""
-    try:
-        yield
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{source}: a part of this wave {wave} measurement is malformed "
-                         f"({type(exc).__name__}: {exc})") from None
+    @classmethod
+    def keys(cls) -> list[str]:  # declared order, schema_version last
+        return [f.name for f in dataclasses.fields(cls) if f.name != "schema_version"] + ["schema_version"]
+
+    @classmethod
+    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
+        """The fields of `d` that are typed records, typed."""
+        return {}
+
+    def plain_parts(self) -> dict[str, Any]:
+        """typed_parts' fields as plain data."""
+        return {}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):
+        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong, a malformed part
+        (KeyError, TypeError) included."""
+        names = cls.keys()
+        nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
+        check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), names, names, nullable, source)
+        try:
+            return cls(**d | cls.typed_parts(d))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{source}: a part of this wave {cls.WAVE} measurement is malformed "
+                             f"({type(exc).__name__}: {exc})") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        names = [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)
+        return {k: getattr(self, k) for k in names} | self.plain_parts()

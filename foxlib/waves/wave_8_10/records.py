@@ -2,28 +2,21 @@
 on load), read by every check, table and figure of the wave."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import check_fields, typing_parts
+from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.models import ENSEMBLE
 
 SCHEMA_VERSION = 2
 """Of `Measurement.to_dict()`: a CUDA profile's peak is the model peak, its workspaces apart."""
 
-_MODELS = ("tft", "ensemble", "target_state")
-
 
 @dataclass(frozen=True)
-class Measurement:
-    """Wave 8.10's measurement (measure()'s data, with the runner's wave, measured_at and measure_parameters)."""
-    wave: str
-    measured_at: str
-    measure_parameters: dict[str, Any]
-    device: dict[str, Any]
-    environment: dict[str, Any]
+class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
+    """Wave 8.10's measurement (measure()'s data, with the runner's header)."""
+    WRITTEN_LAST = ("tft", "ensemble", "target_state")
     tft: ModelMeasurement
     theory: dict[str, Any]
     ensemble: dict[str, ModelMeasurement]
@@ -37,7 +30,6 @@ class Measurement:
     """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context()); None on the CPU."""
     target_state_kernels: dict[str, Any] | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
-    schema_version: int
 
     @property
     def models(self) -> dict[str, ModelMeasurement]:
@@ -54,18 +46,12 @@ class Measurement:
     def on_cuda(self) -> bool:
         return self.tft.profile.cuda is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _MODELS}
-        d["tft"] = self.tft.to_dict()
-        d["ensemble"] = {k: v.to_dict() for k, v in self.ensemble.items()}
-        d["target_state"] = {k: v.to_dict() for k, v in self.target_state.items()}
-        return d
-
     @classmethod
-    def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
-        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
-        check_fields(d, "8.10", SCHEMA_VERSION, cls, source)
-        with typing_parts("8.10", source):
-            return cls(**{**d, "tft": ModelMeasurement.from_dict(d["tft"]),
-                          "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
-                          "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}})
+    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"tft": ModelMeasurement.from_dict(d["tft"]),
+                "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
+                "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}}
+
+    def plain_parts(self) -> dict[str, Any]:
+        return {"tft": self.tft.to_dict(), "ensemble": {k: v.to_dict() for k, v in self.ensemble.items()},
+                "target_state": {k: v.to_dict() for k, v in self.target_state.items()}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from foxlib.core.schema import check_fields, typing_parts
+from foxlib.core.schema import WaveMeasurement
 
 
 SCHEMA_VERSION = 2
@@ -115,13 +115,8 @@ class Phase:
 
 
 @dataclasses.dataclass(frozen=True)
-class Measurement:
-    """What `measure` returns, with the notebook's wave, measured_at and measure_parameters."""
-    wave: str
-    measured_at: str
-    measure_parameters: dict[str, Any]
-    device: dict[str, Any]
-    environment: dict[str, Any]
+class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
+    """What `measure` returns, with the runner's header."""
     order: tuple[str, ...]
     steps: int
     tft: dict[str, Any]
@@ -145,23 +140,17 @@ class Measurement:
     """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why; else None."""
     card_class: dict[str, Any] | None
     """The class of card validated (measuring.class_facts); None in a run made before card classes."""
-    schema_version: int
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], source: str = "the measurement") -> "Measurement":
-        """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong (check_fields)."""
-        check_fields(d, "8.13", SCHEMA_VERSION, cls, source)
-        with typing_parts("8.13", source):
-            return cls(**{**d, "order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
-                          "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
-                          "nvml": NvmlSeries.from_dict(d["nvml"]),
-                          "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])})
+    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
+                "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
+                "nvml": NvmlSeries.from_dict(d["nvml"]),
+                "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])}
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return out | {"order": list(self.order), "depends_on": self.citations(), "cap": self.cap.to_dict(),
-                      "training": self.training.to_dict(), "inference": self.inference.to_dict(),
-                      "nvml": self.nvml.to_dict()}
+    def plain_parts(self) -> dict[str, Any]:
+        return {"order": list(self.order), "depends_on": self.citations(), "cap": self.cap.to_dict(),
+                "training": self.training.to_dict(), "inference": self.inference.to_dict(), "nvml": self.nvml.to_dict()}
 
     def citations(self) -> list[dict[str, Any]]:
         """depends_on as foxlib.core.provenance.verify takes it."""
