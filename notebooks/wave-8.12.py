@@ -111,7 +111,7 @@ display(notebook.table(tables.workspace_table(record)) if record.workspace_knob 
 # 95 % bootstrap interval over the rounds; *accuracy impact*: validation quantile loss against fp32
 # (positive = worse), with fp32's own seed-to-seed spread for scale; *allocator peak*: the peak + the
 # step's own cuBLAS workspaces, "—" for an eager step profiled after a CUDA graph in the same process (what
-# its start held then includes the graphs' workspaces; since b37df45 eager steps are profiled first). The
+# its start held then includes the graphs' workspaces; wave 8.12 now profiles its eager steps first). The
 # table is rounded for reading; the decisions above use the unrounded record.
 
 # %%

@@ -72,17 +72,20 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"], "parameters": params})
     if saved.parts:
         out["resumed"] = {"parts": list(saved.parts), "measured_at": saved.started}
-    if "memory" in saved.parts:  # the strategies as the kept parts left them (a failed one dropped)
+    def keep_strategies():  # which strategies run on, and their profiles: a failed one is dropped in both parts
+        saved.keep("memory", {k: out[k] for k in ("strategies", "skipped", "memory", "predicted")})
+
+    if "memory" in saved.parts:
         out.update(saved.parts["memory"])
         chosen = [s for s in chosen if s.name in out["strategies"]]
     else:
         _profile_all(chosen, configs, dev, seed, out)
-        saved.keep("memory", {k: out[k] for k in ("strategies", "skipped", "memory", "predicted")})
+        keep_strategies()
     if "timing" in saved.parts:
         out["timing"] = saved.parts["timing"]
     else:
         out["timing"] = _time_all(chosen, configs, dev, seed, out, timing_repeats, timing_warmup)
-        saved.keep("memory", {k: out[k] for k in ("strategies", "skipped", "memory", "predicted")})  # its drops
+        keep_strategies()
         saved.keep("timing", out["timing"])
     out["claim_runs"] = saved.get("claim_runs", lambda: measure_claim_runs(chosen, configs, preset, dev, seed,
                                                                            runs=claim_runs))
@@ -110,8 +113,7 @@ class Checkpoint:
         self.path, self.key, self.parts = path, key, {}
         self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         if path and os.path.exists(path):
-            with open(path) as f:
-                held = json.load(f)
+            held = results.read_json(path)  # a truncated file (a run killed while writing) says so
             if held["key"] != json.loads(json.dumps(key)):
                 differs = sorted(k for k in key if held["key"].get(k) != json.loads(json.dumps(key[k])))
                 raise ValueError(f"{path} was made by another run (its {', '.join(differs)} differ): delete it "
