@@ -230,11 +230,18 @@ def test_the_chart_reads_the_record():
     assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
 
 
-def test_cuda_graph_strategies_are_skipped_on_a_cpu():
-    chosen = strategies.select("memory-efficient path;memory-efficient path + CUDA graph")
+def test_cuda_graph_and_compile_strategies_are_skipped_on_a_cpu():
+    eager_compiled = "efficient + batched VSNs + bf16 + fused Adam + torch.compile"
+    graphed_compiled = "efficient + batched VSNs + bf16 + CUDA graph + fused Adam + torch.compile"
+    chosen = strategies.select(f"memory-efficient path;memory-efficient path + CUDA graph;{eager_compiled};"
+                               f"{graphed_compiled}")
     kept, skipped = strategies.runnable(chosen, torch.device("cpu"))
     assert [s.name for s in kept] == [BASELINE, "memory-efficient path"]
-    assert skipped == {"memory-efficient path + CUDA graph": strategies.GRAPH_SKIPPED}
+    assert skipped == {"memory-efficient path + CUDA graph": strategies.GRAPH_SKIPPED,
+                       eager_compiled: strategies.COMPILE_SKIPPED, graphed_compiled: strategies.GRAPH_SKIPPED}
+    # compiled: the same function as the batched step it compiles (its accuracy runs shared)
+    assert strategies.accuracy_key(strategies.STRATEGIES[eager_compiled]) == strategies.accuracy_key(
+        strategies.STRATEGIES["efficient + batched VSNs + bf16"])
     assert strategies.runnable(chosen, torch.device("cuda"))[0] == chosen
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends
+from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends, compile_in_place
 from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.models import MODELS
 
@@ -102,8 +102,8 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> B
     torch.manual_seed(recipe.seed)
     model = card.build(recipe.cfg).to(device)
     model.train()
-    if recipe.options.compile:  # in place: the same module, its forward compiled on first call
-        model.compile(options={"fallback_random": True})
+    if recipe.options.compile:
+        compile_in_place(model)
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
     step = TrainingStep(model, batch, card.loss, optimizer, recipe.precision, device)

@@ -81,6 +81,14 @@ class StepOptions:
         return " + ".join(parts)
 
 
+def compile_in_place(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` compiled in place by torch.compile (`nn.Module.compile`: the same module, parameters and state dict;
+    its forward compiled on the first call), dropout through PyTorch's own random ops (inductor's
+    `fallback_random`), so that the compiled model computes the same function."""
+    model.compile(options={"fallback_random": True})
+    return model
+
+
 @contextlib.contextmanager
 def matmul_tf32(enabled: bool) -> Iterator[None]:
     """float32 matrix products on TF32 while inside (restored after); a no-op when not enabled."""

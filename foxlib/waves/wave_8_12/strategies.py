@@ -86,6 +86,12 @@ STRATEGIES = {s.name: s for s in (
     Strategy("efficient + batched VSNs + bf16", "bf16", BATCHED),
     Strategy("efficient + batched VSNs + bf16 + CUDA graph + fused Adam", "bf16", BATCHED, cuda_graph=True,
              options=StepOptions(adam="fused")),
+    # fewer still: the batched step compiled by torch.compile (inductor fuses its elementwise kernels; the same
+    # function: step_options), eager and graphed; CUDA only (COMPILE_SKIPPED)
+    Strategy("efficient + batched VSNs + bf16 + fused Adam + torch.compile", "bf16", BATCHED,
+             options=StepOptions(adam="fused", compile=True)),
+    Strategy("efficient + batched VSNs + bf16 + CUDA graph + fused Adam + torch.compile", "bf16", BATCHED,
+             cuda_graph=True, options=StepOptions(adam="fused", compile=True)),
     # chunking bounds memory: the encoder VSN's 37 variables in two batched chunks (a smaller backward transient)
     Strategy("efficient + batched VSNs (19 per chunk) + bf16 + CUDA graph + fused Adam", "bf16",
              {**BATCHED, "vsn_chunk": 19}, cuda_graph=True, options=StepOptions(adam="fused")),
@@ -103,6 +109,8 @@ STRATEGIES = {s.name: s for s in (
              options=StepOptions(optimizer_in_backward=True, adam="fused")),
 )}
 GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
+COMPILE_SKIPPED = ("skipped: the torch.compile strategies are measured on CUDA, where they cut kernel launches "
+                   "(on a CPU, inductor's C++ build takes minutes per strategy)")
 BASELINE = "fp32 (baseline)"
 
 
@@ -119,10 +127,12 @@ def select(names: str) -> list[Strategy]:
 
 
 def runnable(chosen: list[Strategy], device: torch.device) -> tuple[list[Strategy], dict[str, str]]:
-    """The strategies this device can run, and the others with why not (CUDA graphs on a CPU)."""
+    """The strategies this device can run, and the others with why not (CUDA graphs and torch.compile on a CPU)."""
     if device.type == "cuda":
         return chosen, {}
-    return [s for s in chosen if not s.cuda_graph], {s.name: GRAPH_SKIPPED for s in chosen if s.cuda_graph}
+    why = {s.name: GRAPH_SKIPPED if s.cuda_graph else COMPILE_SKIPPED for s in chosen
+           if s.cuda_graph or s.options.compile}
+    return [s for s in chosen if s.name not in why], why
 
 
 def resolve_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

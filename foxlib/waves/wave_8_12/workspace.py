@@ -30,7 +30,8 @@ KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fas
     "efficient + bf16 + CUDA graph + fused Adam",
     "efficient + bf16 + CUDA graph + Adam in backward",
     "efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward",
-)
+    "efficient + batched VSNs + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward",
+)  # not the torch.compile strategies: each fresh process would compile again (tens of seconds each)
 ROUNDS = 3
 MAX_SLOWDOWN = 0.02  # a small workspace "costs no time" when its ratio's upper end is at most 1.02
 STEPS = 20  # timed steps per process and strategy, alternating
