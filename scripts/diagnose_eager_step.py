@@ -12,6 +12,7 @@ import statistics
 import time
 
 import torch
+import torch._inductor.config
 
 from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.step_options import StepOptions, compile_in_place
@@ -69,8 +70,12 @@ def main():
             if inductor is not None:
                 compile_in_place(b.model, **inductor)
             t = time.perf_counter()
-            for _ in range(3):
-                b.step()
+            # the options held globally while compiling: backward graphs compile lazily, after the forward's
+            # compile has returned, and would miss cpp_wrapper's settings (pytorch/pytorch#178845, at 00f1b4e:
+            # "CudaKernelParamCache not populated")
+            with torch._inductor.config.patch(**(inductor or {})):
+                for _ in range(3):
+                    b.step()
             sync_device(dev)
             result["variants"][name] = {"warmup_s": round(time.perf_counter() - t, 1)}
             built[name] = b
