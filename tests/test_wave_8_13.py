@@ -2,6 +2,7 @@
 the TFT's configuration is chosen (wave 8.12's recommendation, a JSON override, or the fp32 fallback)."""
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -304,3 +305,17 @@ def test_together_runs_every_model_once_a_round_and_times_it():
         assert together.streams == {}  # one stream per model on CUDA only
         latencies, wall = together()
     assert sorted(calls) == ["a", "b"] and set(latencies) == {"a", "b"} and wall >= max(latencies.values()) >= 0
+
+
+def test_deployment_says_what_a_compiled_tft_costs_at_start_up():
+    """The committed H200 run ships 8.12's compiled TFT: its deployment risks give the measured warm-up; the fp16
+    class's run (no torch.compile) says nothing of it."""
+    from foxlib.waves.wave_8_13 import deployment
+    reports = Path(__file__).parents[1] / "reports/h200"
+    compiled = records.Measurement.from_dict(json.loads((reports / "wave-8.13/measurement.json").read_text()))
+    plain = records.Measurement.from_dict(json.loads(
+        (reports / "variants/wave-8.13-card_class-fp16/measurement.json").read_text()))
+    assert compiled.tft["options"]["compile"] and not (plain.tft.get("options") or {}).get("compile")
+    [line] = [r for r in deployment.risks(compiled, load_budgets()) if r.startswith("**Start-up.**")]
+    assert f"took {compiled.warmup['seconds']:,.1f} s on NVIDIA H200" in line
+    assert not any(r.startswith("**Start-up.**") for r in deployment.risks(plain, load_budgets()))

@@ -123,6 +123,12 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         if frag is not None:
             out.append(f"Allocator fragmentation at the end of training: {mb(frag)} MB of inactive split blocks. "
                        "Over long runs the reserve can creep up; watch NVML's process figure in production.")
+    if (m.tft.get("options") or {}).get("compile") and m.warmup:
+        out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
+                   f"first steps and forwards, the TFT compiled, the graphs captured) took "
+                   f"{m.warmup['seconds']:,.1f} s on {m.device['name']}. The production machine needs what "
+                   "inductor needs (Triton and a C compiler) and compiles again in each new process (inductor's on-disk "
+                   "caches shorten a repeat; not measured here).")
     if m.tft["source"] == "the tft_config parameter":
         out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
                    "report: make sure it is the one 8.12 recommends for this device.")
