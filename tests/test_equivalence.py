@@ -87,5 +87,5 @@ def test_wave_8_12_checks_every_strategy_claimed_equal():
     assert out["checkpoint blocks"]["same"] and out["checkpoint blocks"]["grad_max_abs_diff"] == 0.0
     assert out["efficient + checkpoint VSN variables"]["same"] and out["efficient + bf16"]["precision"] == "bf16"
     assert "a CUDA graph needs a CUDA device" in out["CUDA graph"]["error"]  # said, not hidden
-    table = tables.same_function_table({"same_function": out}).set_index("strategy")
+    table = tables.same_function_table(out).set_index("strategy")
     assert table.loc["efficient + bf16", "same function"] and "error" in table.columns

@@ -1,7 +1,7 @@
 """Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`check`), and typed
 as `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
-bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here and
-read by every decision, table and chart (`record`)."""
+bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
+(`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,7 @@ from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Ti
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import own_workspaces
-from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results
+from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
@@ -23,7 +23,8 @@ KEYS = ("wave", "measured_at", "measure_parameters", "device", "environment", "b
 """The keys of measurement.json (measure()'s, with the runner's wave, measured_at and measure_parameters)."""
 OPTIONAL_KEYS = ("timelines", "resumed")  # absent with timelines=False, and in a run not resumed
 
-SCHEMA_VERSION = 2  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes
+SCHEMA_VERSION = 3  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
+# accuracy runs, same-function figures, floors and why the workspace knob is empty
 
 
 def check(data: Any, source: str = "the measurement") -> None:
@@ -93,6 +94,12 @@ class Measurement812:
     workspace_knob: tuple[KnobResult, ...] = ()  # the cuBLAS workspace knob's strategies (workspace.py)
     claim_runs: dict[str, tuple[RatioInterval, ...]] = field(default_factory=dict)
     """Per seed-claim strategy, its time per window over fp32's in each independent run (claim_runs.py)."""
+    preset: str = ""  # the TFT preset the strategies start from (measure_parameters)
+    accuracy_preset: str = ""  # the accuracy runs' TFT preset
+    accuracy_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per set of runs, as measured
+    same_function: dict[str, dict[str, Any]] = field(default_factory=dict)  # measuring.same_function_checks'
+    floors: dict[str, Any] | None = None  # foxlib.harness.floors' figures (None: none taken)
+    knob_absent: str | None = None  # why workspace_knob is empty (workspace.knob_absent_reason)
 
     def knob(self, name: str) -> KnobResult | None:
         """The strategy measured at both cuBLAS workspace sizes, or None."""
@@ -142,7 +149,10 @@ class Measurement812:
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m["skipped"]),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
-                   claim_runs=claim_intervals(m["claim_runs"]))
+                   claim_runs=claim_intervals(m["claim_runs"]), preset=m["measure_parameters"]["preset"],
+                   accuracy_preset=m["accuracy_preset"], accuracy_runs=dict(m["accuracy_runs"]),
+                   same_function=dict(m["same_function"]), floors=m["floors"],
+                   knob_absent=knob_absent_reason(m["cublas_workspace"]))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -165,11 +175,3 @@ class Measurement812:
 def _quantile_losses(m: dict[str, Any], source: str) -> list[float]:
     """Validation quantile loss of each accuracy run of `source` (one per training seed)."""
     return [float(r["metrics"]["quantile_loss"]) for r in m["accuracy_runs"][source]]
-
-
-def record(m: "Measurement812 | dict[str, Any]") -> Measurement812:
-    """The typed record of a measurement: a Measurement812 as is, its to_dict() read back, or measurement.json's
-    data built into one."""
-    if isinstance(m, Measurement812):
-        return m
-    return Measurement812.from_dict(m) if isinstance(m["strategies"], list) else Measurement812.from_measurement(m)

@@ -14,7 +14,7 @@ from foxlib.core.config import MB
 from foxlib.harness.timing import RatioInterval
 from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
-from foxlib.waves.wave_8_12.records import record
+from foxlib.waves.wave_8_12.records import Measurement812
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
@@ -26,10 +26,9 @@ def _median_ms(samples) -> float:
     return round(1000 * statistics.median(samples), 2)
 
 
-def table(m) -> pd.DataFrame:
+def table(rec: Measurement812) -> pd.DataFrame:
     """One row per strategy: memory, reduction, speed with its interval, accuracy impact, the seed's guess
     beside. Display only: every decision reads the record, never these rounded columns."""
-    rec = record(m)
     base = rec[rec.baseline]
     losses = rec.baseline_losses
     spread_pct = 100 * (max(losses) - min(losses)) / (sum(losses) / len(losses))
@@ -85,13 +84,13 @@ def recommendation_text(r: dict[str, Any]) -> str:
                f" cuBLAS workspace: {r['cublas_workspace_note']}." if r.get("cublas_workspace_note") else ""))
 
 
-def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[str, Any]) -> str:
+def other_kind_text(rec: Measurement812, budgets: dict[str, dict[str, float]], recommended: dict[str, Any]) -> str:
     """The best of the other kind beside the recommendation (Markdown): the eager fallback where a CUDA
     graph cannot run when the recommendation is graphed; the fastest graphed otherwise. "" if none."""
     if not recommended["strategy"]:
         return ""
     graphed = bool(recommended.get("cuda_graph"))
-    other = recommend(m, budgets, cuda_graph=not graphed)
+    other = recommend(rec, budgets, cuda_graph=not graphed)
     if not other["strategy"]:
         return ""
     lead = ("Where a CUDA graph cannot run (a CPU, another GPU stack), the eager strategy to ship" if graphed else
@@ -100,18 +99,17 @@ def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[s
             + (" (a tie settled by memory)." if other["settled_by_memory"] else "."))
 
 
-def lightest_text(m, budgets: dict[str, dict[str, float]]) -> str:
+def lightest_text(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> str:
     """The lightest strategy shown no slower than plain fp32 per training window (Markdown; analysis.
     lightest_at_full_speed), "" if none."""
-    light = lightest_at_full_speed(m, budgets)
+    light = lightest_at_full_speed(rec, budgets)
     return "" if not light else (f"Lightest strategy shown no slower than plain fp32 per training window (interval's "
                                  f"upper end ≤ 1): **{light['strategy']}** — {figures(light)}.")
 
 
-def workspace_table(m) -> pd.DataFrame:
+def workspace_table(rec: Measurement812) -> pd.DataFrame:
     """The cuBLAS workspace knob (workspace.py): each strategy at the default size and the small one,
     measured in fresh processes; empty where it was not measured."""
-    rec = record(m)
     rows = []
     for k in rec.workspace_knob:
         rows.append({"strategy": k.name, "model peak (MB), default": _mb(k.model_peak_bytes),
@@ -127,10 +125,10 @@ def workspace_table(m) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def targets(record: Measurement812, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """How far the recommendation is from the targets (benchmarks, not checks): a peak at most 1.6 × the
     16 B/param floor, accuracy within 1 % of fp32, a step no slower than plain fp32."""
-    rec = recommend(m, budgets)
+    rec = recommend(record, budgets)
     if rec["strategy"] is None:
         return pd.DataFrame()
     iv = RatioInterval.from_dict(rec["time_per_window_interval"])
@@ -145,12 +143,12 @@ def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     ])
 
 
-def accuracy_skill(m: dict[str, Any]) -> pd.DataFrame:
+def accuracy_skill(rec: Measurement812) -> pd.DataFrame:
     """Per set of accuracy runs (one per distinct function): climatology's and the model's validation
     quantile loss, the skill score per seed, 10-90 coverage, seeds with skill. An accuracy impact means
     something only where the fp32 baseline's runs have skill."""
     rows = []
-    for name, rs in m["accuracy_runs"].items():
+    for name, rs in rec.accuracy_runs.items():
         r = skill_summary(rs)[0]
         rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
                      "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
@@ -161,10 +159,10 @@ def accuracy_skill(m: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def same_function_table(m: dict[str, Any]) -> pd.DataFrame:
-    """The same-function figures of same_function_checks, one row per strategy claimed equal."""
+def same_function_table(same_function: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """A record's same_function (measuring.same_function_checks), one row per strategy claimed equal."""
     rows = []
-    for name, e in m["same_function"].items():
+    for name, e in same_function.items():
         if "error" in e:
             rows.append({"strategy": name, "error": e["error"]})
             continue
@@ -181,20 +179,19 @@ TARGET_ALLOCATOR_PEAK_BYTES = 330 * MB
 TARGET_STEP_S = 0.006
 
 
-def floors_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the
     floors (foxlib.harness.floors: bytes per parameter; time from the step's FLOPs and the optimizer's traffic at
     the device's published peaks) and the fast path's targets, with how far each is. Empty where the
     measurement has no floors."""
-    fl = m["floors"]
+    fl = rec.floors
     if fl is None:
         return pd.DataFrame()
-    names = []
-    for r in (recommend(m, budgets), *(recommend(m, budgets, cuda_graph=kind) for kind in (False, True)),
-              lightest_at_full_speed(m, budgets) or {"strategy": None}):
+    names, rows = [], []
+    for r in (recommend(rec, budgets), *(recommend(rec, budgets, cuda_graph=kind) for kind in (False, True)),
+              lightest_at_full_speed(rec, budgets) or {"strategy": None}):
         if r["strategy"] and r["strategy"] not in names:
             names.append(r["strategy"])
-    rows, rec = [], record(m)
     for name in names:
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
@@ -241,12 +238,11 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
     return lines + [f"- {n}: not recorded ({r.skipped})" for n, r in runs.items() if r.series is None]
 
 
-def claim_runs_table(m) -> pd.DataFrame | None:
+def claim_runs_table(rec: Measurement812) -> pd.DataFrame | None:
     """The seed's speed claims against the independent runs (claim_runs.py), as analysis.claim_verdicts judged
     them (the index's ledger reads the same figures): per strategy, the seed's claim as a time ratio
     (foxlib.core.seed_claims.SPEED_READING) and its band, each run's time per window against fp32 with its
     interval, the spread, the pooled interval and the verdict. None where the runs were not made."""
-    rec = record(m)
     judged = claim_verdicts(rec)
     if not judged:
         return None
@@ -279,10 +275,9 @@ def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claim_runs_text(m, claim_runs: int) -> str:
+def claim_runs_text(rec: Measurement812, claim_runs: int) -> str:
     """The reading of the seed's speed claims, and why there is no table where the independent runs were not
     made (claim_runs.py), as Markdown."""
-    rec = record(m)
     text = f"Reading: {seed_claims.SPEED_READING}."
     if rec.claim_runs:
         return text
