@@ -55,7 +55,7 @@ render: $(STAMP) ## render a GPU run's measurements into reports/<device>/: make
 	@for w in 8.10 8.11 8.12 8.13; do f="$(abspath $(MEASURED))/wave-$$w.json"; \
 	  if [ -f "$$f" ]; then $(PYTHON) -m foxlib report --wave $$w -p measurements="$$f" || exit 1; fi; done
 	@for f in $(MEASURED)/wave-8.13-card_class-*.json; do [ -f "$$f" ] || continue; \
-	  $(PYTHON) -m foxlib report --wave 8.13 -p measurements="$(abspath $$f)" || exit 1; done
+	  $(PYTHON) -m foxlib report --wave 8.13 -p measurements="$$(realpath "$$f")" || exit 1; done
 	@for f in $(MEASURED)/peer-benchmark*.json; do [ -f "$$f" ] || continue; \
 	  d=$$($(DEVICE_OF) "$$f"); \
 	  mkdir -p reports/$$d && cp "$$f" reports/$$d/ && \

@@ -51,6 +51,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.peer import best as best_row, compiled, configuration as conf, data, models, others  # noqa: E402
+from foxlib.core import provenance  # noqa: E402
 from foxlib.core.config import env_flag  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
@@ -108,7 +109,7 @@ def measure(args) -> dict[str, Any]:
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
     from foxlib.memory.step import TrainingStep
 
-    revision = peer_page.checked_revision(args.allow_dirty, "a measurement")
+    revision = provenance.check_tree(args.allow_dirty, "a measurement")
     device = resolve_device(args.device)
     reports_dir = Path(args.reports_dir)
     overrides = conf.parse_json_option(args.config, "--config") or {}
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         html_path = None if html in (None, "auto") else Path(html)
         try:
             written = peer_page.render_file(json_path, html_path, allow_dirty=args.allow_dirty)
-        except peer_page.PeerPageError as exc:
+        except provenance.ProvenanceError as exc:
             p.exit(1, f"peer_tft.py: {exc}\n")
         log(f"wrote {written}")
 
@@ -390,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or "peer" not in args.variants or not set(args.variants) & set(fig.FOXLIB_ROWS):
         p.error(f"--variants: unknown {unknown} or no peer and foxlib row; valid: {', '.join(VARIANTS)}")
     try:
-        peer_page.checked_revision(args.allow_dirty, "a measurement")
-    except peer_page.PeerPageError as exc:
+        provenance.check_tree(args.allow_dirty, "a measurement")
+    except provenance.ProvenanceError as exc:
         p.exit(2, f"peer_tft.py: {exc}\n")
     try:
         import pytorch_forecasting  # noqa: F401

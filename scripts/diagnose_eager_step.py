@@ -1,69 +1,111 @@
-"""Where an eager training step's host time goes (CUDA): the batched TFT step (bf16, fused Adam), plain and compiled,
-timed per phase with a sync between phases, and its host-side ops by self CPU time (torch.profiler). A diagnosis
-run on the GPU machine (scripts/h200.sh does not call it): python3 scripts/diagnose_eager_step.py [--chunk N]."""
+"""Where an eager training step's host time goes, and what cuts it (CUDA). The batched TFT step (all variables at
+once, bf16, fused Adam; seed preset) three ways: plain, compiled (torch.compile, inductor's Python wrapper) and
+compiled with inductor's C++ wrapper (`cpp_wrapper`: the kernels launched from C++). Each is warmed up (compiled),
+then all are timed alternating, one step per sample (foxlib.harness.timing: medians with 95 % bootstrap intervals,
+ratios to the plain step paired by round); then per phase (a sync between phases) and 5 steps under torch.profiler
+(kernel launches per step, host ops by self CPU time). A diagnosis for the GPU machine, not called by
+scripts/h200.sh: python3 scripts/diagnose_eager_step.py [--rounds N] [--out FILE.json] > FILE.txt"""
 import argparse
 import dataclasses
+import json
 import statistics
 import time
 
 import torch
+import torch._inductor.config
 
 from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.harness.step_options import StepOptions
+from foxlib.harness.step_options import StepOptions, compile_in_place
+from foxlib.harness.timing import interval_of_samples, median_interval, sync_device, time_alternating
 from foxlib.memory.step import autocast
 from foxlib.models import MODELS
 
+VARIANTS = {"batched": None, "batched, torch.compile": {}, "batched, torch.compile, C++ wrapper": {"cpp_wrapper": True}}
+
 
 def phases(built, n):
+    """Median ms of each phase of `n` steps, a sync after each phase."""
     dev = built.device
-    out = {"zero_grad": [], "forward+loss": [], "backward": [], "optimizer": [], "step (no sync inside)": []}
+    out = {"zero_grad": [], "forward+loss": [], "backward": [], "optimizer": []}
     for _ in range(n):
-        torch.cuda.synchronize(dev)
-        t0 = time.perf_counter(); built.optimizer.zero_grad(set_to_none=True); torch.cuda.synchronize(dev)
+        sync_device(dev)
+        t0 = time.perf_counter()
+        built.optimizer.zero_grad(set_to_none=True)
+        sync_device(dev)
         t1 = time.perf_counter()
         with autocast(dev, built.recipe.precision):
             loss = built.loss_fn(built.model, built.batch)
-        torch.cuda.synchronize(dev); t2 = time.perf_counter()
-        loss.backward(); torch.cuda.synchronize(dev); t3 = time.perf_counter()
-        built.optimizer.step(); torch.cuda.synchronize(dev); t4 = time.perf_counter()
-        built.step(); torch.cuda.synchronize(dev); t5 = time.perf_counter()
-        for k, v in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+        sync_device(dev)
+        t2 = time.perf_counter()
+        loss.backward()
+        sync_device(dev)
+        t3 = time.perf_counter()
+        built.optimizer.step()
+        sync_device(dev)
+        t4 = time.perf_counter()
+        for k, v in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             out[k].append(1e3 * v)
     return {k: round(statistics.median(v), 3) for k, v in out.items()}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--chunk", type=int, default=0)
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--out", default="")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--preset", default="seed")
+    p.add_argument("--only", default="", help="one variant's name (a smoke run: --device cpu --preset small --only batched)")
     a = p.parse_args()
     tft = MODELS["tft"]
-    cfg = dataclasses.replace(tft.config("seed", batch_size=32, encoder_length=60), memory_efficient=True,
-                              vsn_batched=True, vsn_chunk=a.chunk)
-    dev = torch.device("cuda")
-    for compiled in (False, True):
-        built = build_step(StepRecipe("tft", cfg, "bf16", 0, StepOptions(adam="fused", compile=compiled)), dev)
-        t = time.perf_counter()
-        for _ in range(5):
-            built.step()
-        torch.cuda.synchronize(dev)
-        print(f"\n== compiled={compiled}: warm-up 5 steps {time.perf_counter() - t:.1f} s", flush=True)
-        print("per phase, median ms:", phases(built, a.steps), flush=True)
-        torch.cuda.synchronize(dev); t = time.perf_counter()
-        for _ in range(a.steps):
-            built.step()
-        host = (time.perf_counter() - t) / a.steps; torch.cuda.synchronize(dev)
-        print(f"host ms/step, no sync: {1e3 * host:.2f}; with the final sync: {1e3 * (time.perf_counter() - t) / a.steps:.2f}")
+    cfg = dataclasses.replace(tft.config(a.preset, batch_size=32, encoder_length=60), memory_efficient=True,
+                              vsn_batched=True, vsn_chunk=0)
+    dev = torch.device(a.device)
+    built, result = {}, {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "rounds": a.rounds,
+                         "variants": {}}
+    for name, inductor in VARIANTS.items():
+        if a.only and name != a.only:
+            continue
+        try:
+            b = build_step(StepRecipe("tft", cfg, "bf16", 0, StepOptions(adam="fused")), dev)
+            if inductor is not None:
+                compile_in_place(b.model, **inductor)
+            t = time.perf_counter()
+            # the options held globally while compiling: backward graphs compile lazily, after the forward's
+            # compile has returned, and would miss cpp_wrapper's settings (pytorch/pytorch#178845, at 00f1b4e:
+            # "CudaKernelParamCache not populated")
+            with torch._inductor.config.patch(**(inductor or {})):
+                for _ in range(3):
+                    b.step()
+            sync_device(dev)
+            result["variants"][name] = {"warmup_s": round(time.perf_counter() - t, 1)}
+            built[name] = b
+        except Exception as exc:  # noqa: BLE001 - a variant that cannot compile here is named, the others go on
+            result["variants"][name] = {"error": f"{type(exc).__name__}: {str(exc)[:400]}"}
+        print(name, result["variants"][name], flush=True)
+    timings = time_alternating({n: b.step for n, b in built.items()}, repeats=a.rounds, warmup=2, device=dev)
+    base = timings["batched"].samples if "batched" in timings else None
+    for n, t in timings.items():
+        med, low, high = median_interval(t.samples)
+        v = result["variants"][n]
+        v.update(step_ms=[round(1e3 * x, 3) for x in (med, low, high)])
+        if base is not None and n != "batched":
+            v["ratio_to_batched"] = interval_of_samples(t.samples, base).to_dict()
+    for n, b in built.items():
+        v = result["variants"][n]
+        v["phases_ms"] = phases(b, 20)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
-                built.step()
-            torch.cuda.synchronize(dev)
+                b.step()
+            sync_device(dev)
         ka = prof.key_averages()
-        launches = sum(e.count for e in ka if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
-        print(f"kernel launches per step: {launches / 5:.0f}")
-        print(ka.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=70))
-        built.free()
+        v["kernel_launches_per_step"] = sum(e.count for e in ka if "LaunchKernel" in e.key) / 5
+        print(f"\n== {n}: {json.dumps(v)}")
+        print(ka.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=60), flush=True)
+    print(json.dumps(result, indent=1))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,13 @@
 pytorch-forecasting, neuralforecast and darts are benchmark-only dependencies: they live in `.venv-peer`
 (requirements-peer.txt, requirements-peer-nodeps.txt), not in the workbook's `.venv`, so the tests that build
 a peer are skipped where its library is not importable.
-The page renders from a hand-made results file (tests/fixtures/peer-benchmark.json) and from the
-committed H200 one, in any environment. Nothing here compiles with Inductor: the compiled rows are
+The page renders from a hand-made results file (tests/fixtures/peer-benchmark.json), in any environment. Nothing here compiles with Inductor: the compiled rows are
 run on the CPU only deliberately, with a tiny model and Dynamo's eager backend.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,8 +25,6 @@ from foxlib.harness.timing import interval_of_samples  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "peer-benchmark.json"
-# the H200 file as measured at 9b6b9c4, before the peer-default rows, the compile section and the citations
-OLDER_H200 = ROOT / "tests" / "fixtures" / "h200-peer-benchmark-9b6b9c4.json"
 HAS_PEER = importlib.util.find_spec("pytorch_forecasting") is not None
 needs_peer = pytest.mark.skipif(
     not HAS_PEER, reason="pytorch_forecasting is not installed here (a benchmark-only dependency: run the "
@@ -102,7 +98,7 @@ def test_the_page_answers_in_numbers_from_a_results_file(fixture_copy, clean):
 
 def test_a_dirty_tree_is_refused_unless_allowed(fixture_copy, dirty):
     path, cited = fixture_copy
-    with pytest.raises(peer_page.PeerPageError, match="uncommitted changes.*--allow-dirty"):
+    with pytest.raises(provenance.ProvenanceError, match="uncommitted changes.*--allow-dirty"):
         peer_page.render_file(path, base=cited.parents[3])
     assert not path.with_suffix(".html").exists()
     page = peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
@@ -114,7 +110,7 @@ def test_a_measurement_from_a_dirty_tree_renders_only_if_allowed(fixture_copy, c
     res = json.loads(path.read_text())
     res["measured_at_revision"] = "abc1234+dirty"
     path.write_text(json.dumps(res))
-    with pytest.raises(peer_page.PeerPageError, match="measured from uncommitted changes"):
+    with pytest.raises(provenance.ProvenanceError, match="measured from uncommitted changes"):
         peer_page.render_file(path, base=cited.parents[3])
     page = peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
     assert "Not a commit's page" in page and "abc1234+dirty" in page
@@ -123,7 +119,7 @@ def test_a_measurement_from_a_dirty_tree_renders_only_if_allowed(fixture_copy, c
 def test_a_measurement_naming_no_commit_renders_only_if_allowed(fixture_copy, clean, monkeypatch):
     path, cited = fixture_copy
     monkeypatch.setattr(provenance, "is_commit", lambda revision, root=None: False)  # e.g. a mistyped label
-    with pytest.raises(peer_page.PeerPageError, match="names revision abc1234, which is no commit"):
+    with pytest.raises(provenance.ProvenanceError, match="names revision abc1234, which is no commit"):
         peer_page.render_file(path, base=cited.parents[3])
     assert not path.with_suffix(".html").exists()
     assert "abc1234" in peer_page.render_file(path, base=cited.parents[3], allow_dirty=True).read_text()
@@ -145,7 +141,7 @@ def test_a_reason_for_compile_off_without_compile_off_is_refused(clean, capsys):
 def test_a_citation_that_no_longer_matches_fails_the_render(fixture_copy, clean, capsys, monkeypatch):
     path, cited = fixture_copy
     cited.write_text('{"wave": "8.12", "recommended": "re-measured"}\n')
-    with pytest.raises(peer_page.PeerPageError, match="changed since it was used"):
+    with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
         peer_page.render_file(path, base=cited.parents[3])
     # the command line says so and exits non-zero (paths relative to the repository: the fixture's cite none)
     res = json.loads(path.read_text())
@@ -157,17 +153,9 @@ def test_a_citation_that_no_longer_matches_fails_the_render(fixture_copy, clean,
     assert not path.with_suffix(".html").exists()
 
 
-def test_an_older_results_file_renders_with_not_measured(tmp_path, clean):
-    """An H200 file measured before the new rows, the citations and the compile section."""
-    path = tmp_path / "h200" / "peer-benchmark.json"
-    path.parent.mkdir()
-    shutil.copy(OLDER_H200, path)
-    page = peer_page.render_file(path).read_text()
-    assert page.count(fig.PREDATES) >= 4  # the two peer-default rows and the two compiled ones
-    assert "predates the torch.compile rows" in page and "predates citations" in page
-    assert "0.910" in page and "9b6b9c4" in page  # its figures and its measured-at revision
-    assert "reports/h200/wave-8.12/results.json (recommended" in page and "/work/" not in page
-    assert json.loads(OLDER_H200.read_text()).get("rendered_at_revision") != "feed123"  # the copy was stamped
+def test_a_source_read_outside_the_repository_is_shown_from_reports_on():
+    source = "/scratch/run/reports/h200/wave-8.12/results.json (recommended strategy: efficient + bf16)"
+    assert peer_page.relative_source(source) == "reports/h200/wave-8.12/results.json (recommended strategy: efficient + bf16)"
 
 
 def test_rows_not_run_are_named_with_the_reason():
@@ -240,8 +228,7 @@ def test_the_page_shows_all_three_peers_with_foxlibs_ratios_and_intervals(fixtur
     assert f"{0.9e9 / 1.1e9:.3f}×" in first_screen
     assert first_screen.count("neuralforecast is not installed here") >= 2
     assert "darts 0.48.1" in page and "neuralforecast not installed" in page
-    stamped = json.loads(path.read_text())  # a file without ratios_by_peer renders them computed
-    assert "ratios_by_peer" not in stamped
+    assert json.loads(path.read_text())["ratios_by_peer"] == over  # the page reads the stored ratios
 
 
 def test_the_index_links_every_peer_page(tmp_path, clean):

@@ -20,8 +20,6 @@ import nbformat
 META = "foxlib_figure"
 FIGURES_DIR = "figures"  # the folder beside report.md (foxlib.report.render.FIGURES_DIR)
 DPI = 110
-# what nbconvert's HTMLExporter writes into an <img> that has no alt text (and warns about)
-NBCONVERT_PLACEHOLDER = "No description has been provided for this image"
 
 
 def png_bytes(fig, dpi: int = DPI) -> bytes:
@@ -148,23 +146,3 @@ def for_markdown(nb: nbformat.NotebookNode, figures_dir: str = FIGURES_DIR) -> n
                            "image/png": out["data"]["image/png"]}
     return nb
 
-
-def images_without_alt(page_html: str) -> list[str]:
-    """The <img> tags of an HTML page that have no alt text or an empty one (their first 80 characters)."""
-    from bs4 import BeautifulSoup
-    soup = BeautifulSoup(page_html, "html.parser")
-    return [str(img)[:80] for img in soup.find_all("img")
-            if not (img.get("alt") or "").strip() or img.get("alt") == NBCONVERT_PLACEHOLDER]
-
-
-def figures_without_caption(page_html: str) -> list[str]:
-    """The <img> tags of an HTML page that are not inside a <figure> with a non-empty <figcaption>."""
-    from bs4 import BeautifulSoup
-    soup = BeautifulSoup(page_html, "html.parser")
-    out = []
-    for img in soup.find_all("img"):
-        fig = img.find_parent("figure")
-        cap = fig.find("figcaption") if fig else None
-        if cap is None or not cap.get_text(strip=True):
-            out.append(str(img)[:80])
-    return out

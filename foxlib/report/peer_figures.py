@@ -1,7 +1,7 @@
 """The peer benchmark's figures, pure functions of its results file (benchmarks/peer_tft.py): every row's ratios
 to pytorch-forecasting's TFT at the same configuration (the row "peer"), the step-time ratio's interval over the
 paired rounds of the one alternating run, the issue's targets as checks, and the rows a file lacks, with why.
-The measuring script stores ratios and checks; the page (peer_page.py) computes what an older file lacks."""
+The measuring script stores ratios and checks; the page (peer_page.py) reads them."""
 from __future__ import annotations
 
 from typing import Any
@@ -41,7 +41,6 @@ COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhe
 TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
 # the fast path's targets for the best row (benchmarks, not checks): a third of the peer's peak, a tenth of its step
 FAST_PATH_TARGETS = {"peak": 0.3, "step_time": 0.1}
-PREDATES = "not measured: the results file predates this row"
 IN_GRAPH = "in the CUDA graph"  # a graphed step's activations and forward peak: not seen by any hook
 # a peak under the row's own saved tensors (foxlib.memory.profile.peak_misses_saved_tensors): not shown
 POOL_UNSEEN = "not shown: under its own saved tensors"
@@ -116,24 +115,18 @@ def foxlib_over_peers(res: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]
 
 
 def peers_table(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per peer row, in ROWS order: measured (its peak, step, foxlib's ratios over it) or not
-    (the reason). From the file's "ratios_by_peer" where it has them, else computed."""
+    """One entry per peer row, in ROWS order: measured (its peak, step, foxlib's ratios over it: the file's
+    "ratios_by_peer") or not (the reason)."""
     variants = res.get("variants", {})
-    stored = res.get("ratios_by_peer") or {}
-    computed = None
     reasons = {m["name"]: m["reason"] for m in missing_rows(res)}
     out = []
     for name in PEER_ROWS:
         row: dict[str, Any] = {"name": name, "label": label(res, name), "library": LIBRARY[name],
                                "measured": name in variants}
         if name not in variants:
-            out.append({**row, "reason": reasons.get(name, PREDATES)})
+            out.append({**row, "reason": reasons[name]})
             continue
-        v = variants[name]
-        over = stored.get(name)
-        if over is None:
-            computed = computed if computed is not None else foxlib_over_peers(res)
-            over = computed.get(name, {})
+        v, over = variants[name], res["ratios_by_peer"][name]
         row.update(precision=v.get("precision", "?"), n_parameters=f"{v['n_parameters']:,}",
                    peak_mb=POOL_UNSEEN if peak_unseen(res, name) else mb(v["memory"]["peak"]),
                    step_ms=ms((v.get("timing") or {}).get("median_s")),
@@ -157,23 +150,10 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def ratio_of(res: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """The stored ratios of a row, with the step-time interval computed where the file lacks it."""
-    stored = (res.get("ratios") or {}).get(name)
-    if stored is None:
-        return ratios(res).get(name) if name in res.get("variants", {}) else None
-    if peak_unseen(res, name):  # files written before peak_unseen stored a ratio of a peak that missed the pool
-        stored = {k: v for k, v in stored.items() if k != "peak"}
-    if "step_time_interval" not in stored:
-        computed = ratios(res).get(name, {})
-        stored = {**stored, **{k: computed[k] for k in ("step_time_interval", "step_time_paired") if k in computed}}
-    return stored
-
-
 def fast_path_lines(res: dict[str, Any]) -> list[str]:
     """How far the best row is from the fast path's targets: met, not met (by how much), or a tie (the
     step-time interval holds the target)."""
-    r = ratio_of(res, "foxlib_best") if "foxlib_best" in res.get("variants", {}) else None
+    r = res["ratios"].get("foxlib_best")
     if not r:
         return []
     out = []
@@ -191,9 +171,8 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
 
 
 def missing_rows(res: dict[str, Any]) -> list[dict[str, str]]:
-    """Every row the file does not hold: {"name", "label", "reason"} (the run's reason where it gave one)."""
-    not_run = res.get("not_run") or {}
-    return [{"name": n, "label": ROWS[n], "reason": not_run.get(n) or PREDATES}
+    """Every row the file does not hold: {"name", "label", "reason"} (the run's reason: its "not_run")."""
+    return [{"name": n, "label": ROWS[n], "reason": res["not_run"][n]}
             for n in ROWS if n not in res.get("variants", {})]
 
 
@@ -230,7 +209,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
     for name in [*(n for n in ROWS if n in variants), *(n for n in variants if n not in ROWS)]:
         v = variants[name]
         mem, tm = v["memory"], v.get("timing") or {}
-        r = ratio_of(res, name)
+        r = res["ratios"].get(name)  # None for the peer
         comp = v.get("compile") or {}
         rows.append({
             "variant": label(res, name),

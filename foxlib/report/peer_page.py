@@ -1,7 +1,7 @@
 """reports/<device>/peer-benchmark.html: the peer benchmark's page (benchmarks/peer_tft.py writes the JSON),
 rendered through templates/peer-benchmark.html.j2. The first screen answers in numbers: each foxlib row's peak
 and step time over the peer's at the same configuration (foxlib/report/peer_figures.py), the rows not run and
-why, the device and the revisions. An older file that lacks a key renders too: what it lacks reads "not measured".
+why, the device and the revisions.
 """
 from __future__ import annotations
 
@@ -19,15 +19,11 @@ from foxlib.report import peer_figures as fig
 
 MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
                      "activations": "activations", "forward_peak": "forward peak", "peak": "step peak"}
-PeerPageError = provenance.ProvenanceError  # a dirty tree, or a cited file that is no longer the one read
-checked_revision = provenance.check_tree  # (allow_dirty, what): this tree's revision, PeerPageError when dirty
 
 
 def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
     """What the page says of depends_on: each citation with `verified` (the published file is the one read)."""
-    cited = res.get("depends_on")
-    if cited is None:
-        return {"state": "absent", "items": []}
+    cited = res["depends_on"]
     items = []
     for c in cited:
         try:
@@ -39,23 +35,21 @@ def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
 
 
 def relative_source(text: str) -> str:
-    """An older file's best.source names the measuring machine's absolute path: shown from reports/ on."""
+    """best.source names an absolute path where the run read reports outside the repository (--reports-dir):
+    shown from reports/ on."""
     return re.sub(r"(?:/[^\s/()]+)+?/(reports/)", r"\1", text or "")
 
 
 def best_step(res: dict[str, Any]) -> str:
     """How the best configuration's step ran: its CUDA graph (applied, or not on this device) and its step
-    options (foxlib.harness.step_options); "" for a plain eager step and for files that predate both."""
-    best = res.get("best") or {}
-    row = (res.get("variants") or {}).get("foxlib_best") or {}
+    options (foxlib.harness.step_options); "" for a plain eager step."""
+    best = res["best"]
+    row = res["variants"].get("foxlib_best") or {}
     parts = []
-    if best.get("cuda_graph"):
+    if best["cuda_graph"]:
         parts.append("the whole step as one CUDA graph" if row.get("cuda_graph")
                      else "its CUDA graph not applied on this device (eager steps)")
-    try:
-        options = StepOptions.from_dict(best.get("options")).label()
-    except (TypeError, ValueError):
-        options = json.dumps(best.get("options"))
+    options = StepOptions.from_dict(best["options"]).label()
     if options:
         parts.append(f"step options: {options}")
     return "; ".join(parts)
@@ -68,7 +62,7 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
                            "target": fig.TARGETS.get(name)}
     if v is None or peer is None:
         return {**row, "reason": next((m["reason"] for m in fig.missing_rows(res) if m["name"] == name), "")}
-    r = fig.ratio_of(res, name) or {}
+    r = res["ratios"].get(name) or {}
     i = r.get("step_time_interval")
     tm = v.get("timing") or {}
     row.update(precision=v.get("precision", "?"), peak_ratio=r.get("peak"),
@@ -91,7 +85,6 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
     passed = all(c["passed"] for c in checks) if checks else None
     measured, rendered = measured_revision(res), res.get("rendered_at_revision")
     best = res.get("best") or {}
-    comp = res.get("compile") or {}
     return {
         "title": res.get("title", "Peer benchmark"),
         "device": res.get("device") or {},
@@ -120,9 +113,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
                     "iqr": fig.ms(v["timing"]["iqr_s"]), "repeats": len(v["timing"].get("samples_s") or []),
                     "noisy": "yes" if v["timing"].get("noisy") else "no"}
                    for n, v in variants.items() if v.get("timing")],
-        "compile": {"setting": comp.get("setting"), "enabled": comp.get("enabled"), "reason": comp.get("reason"),
-                    "backend": comp.get("backend"),
-                    "explain": comp.get("explain"),
+        "compile": {**res["compile"],  # setting, enabled, reason, backend, explain
                     "rows": [{"label": fig.label(res, n), **variants[n]["compile"]}
                              for n in fig.COMPILED if n in variants and variants[n].get("compile")]},
         "notes": (res.get("notes") or []) + [fig.peak_unseen_note(res, n) for n in variants if fig.peak_unseen(res, n)],
@@ -151,7 +142,7 @@ def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
 def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: bool = False,
                 base: Path | None = None) -> Path:
     """Verify the file's citations, stamp its revisions, rewrite it and write its page (default: beside it).
-    PeerPageError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
+    provenance.ProvenanceError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
     (relative paths under `base`, default the repository) is missing or no longer has the cited sha256."""
     json_path = Path(json_path)
     res = read_json(json_path)
@@ -160,7 +151,7 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     cites = citations(res, base)
     bad = [c["problem"] for c in cites["items"] if not c["verified"]]
     if bad:
-        raise PeerPageError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. Measure the "
+        raise provenance.ProvenanceError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. Measure the "
                             "peer benchmark again against the published wave 8.12 results (make peer-bench)")
     res["measured_at_revision"] = measured_revision(res)
     res["rendered_at_revision"] = revision

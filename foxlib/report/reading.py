@@ -5,7 +5,6 @@ stylesheet with the marking of numeric columns (style_report, for foxlib.report.
 from __future__ import annotations
 
 import html
-import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -97,7 +96,7 @@ def check_sentence(check: Any) -> str:
 def _answer_parts(checks: Iterable[Any], wave: str | None) -> tuple[str, str]:
     checks = list(checks)
     if not checks:
-        raise ValueError("answer_first needs at least one check (results.json's \"checks\": name, measured, "
+        raise ValueError("answer_block needs at least one check (results.json's \"checks\": name, measured, "
                          "limit, unit, passed)")
     passed = sum(bool(_field(c, "passed")) for c in checks)
     verdict = "GO" if passed == len(checks) else "NO-GO"
@@ -105,13 +104,8 @@ def _answer_parts(checks: Iterable[Any], wave: str | None) -> tuple[str, str]:
     return lead, f", {passed} of {len(checks)} checks passed. " + "; ".join(check_sentence(c) for c in checks) + "."
 
 
-def answer_first(checks: Iterable[Any], wave: str | None = None) -> str:
-    """A report's opening sentence in Markdown: the verdict, how many checks passed, each check_sentence."""
-    lead, rest = _answer_parts(checks, wave)
-    return f"**{lead}**{rest}"
-
-
 def answer_block(checks: Iterable[Any], wave: str | None = None) -> Block:
+    """A report's opening sentence: the verdict, how many checks passed, each check_sentence."""
     lead, rest = _answer_parts(checks, wave)
     return Block(f'<p class="foxlib-answer"><b>{html.escape(lead)}</b>{html.escape(rest)}</p>', f"**{lead}**{rest}")
 
@@ -129,11 +123,6 @@ def index_link(report_dir: str | Path) -> Block:
     href = index_href(report_dir)
     return Block(f'<p class="foxlib-back"><a href="{html.escape(href)}">← all reports (index)</a></p>',
                  f"[← all reports (index)]({href})")
-
-
-def relative_to_index(report_dir: str | Path, reports_root: str | Path) -> str:
-    """The same link computed from the real folders (a check of index_href)."""
-    return Path(os.path.relpath(Path(reports_root) / INDEX_FILE, Path(report_dir))).as_posix()
 
 
 # ----------------------------------------------------------------------------- the glossary
@@ -344,11 +333,6 @@ figure.foxlib-figure figcaption {{ max-width: 60em; }}
 def report_css() -> str:
     """REPORT_CSS as a <style> element: text left, numeric columns right, no table wider than the window."""
     return f'<style id="foxlib-reading-css">{REPORT_CSS}</style>'
-
-
-def css_block() -> Block:
-    """report_css for a notebook to display once (the Markdown export leaves it out)."""
-    return Block(report_css(), "")
 
 
 def is_number(text: str) -> bool:
