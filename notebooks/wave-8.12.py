@@ -147,7 +147,7 @@ display(notebook.table(tables.accuracy_skill(record)))
 if not analysis.accuracy_powered(record):
     display(Markdown("**No power:** an fp32 accuracy run does not beat climatology by the harness's threshold; "
                      "the accuracy impacts above say nothing about the strategies."))
-display(notebook.table(tables.same_function_table(record.same_function)))
+display(notebook.table(tables.same_function_table(record.same_function, record.same_function_errors)))
 
 # %% [markdown]
 # ## Memory against time per training window

@@ -161,7 +161,7 @@ def checks(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> list[Ch
 
 def accuracy_powered(rec: Measurement812) -> bool:
     """The accuracy impacts have power: every run of the fp32 baseline beats climatology by min_skill."""
-    return all(r["has_skill"] for r in rec.accuracy_runs[BASELINE])
+    return all(r.has_skill for r in rec.accuracy_runs[BASELINE])
 
 
 def claim_verdicts(r: Measurement812) -> dict[str, dict[str, Any]]:
@@ -206,7 +206,6 @@ def named_figures(r: Measurement812) -> list[Figure]:
         if s.name == BASELINE:  # the fp32 step every ratio of this run rests on (foxlib.report.baselines)
             median, low, high = median_interval(s.step_samples_s)
             out.append(Figure(k(quantity="step_time", variant="wave-8-12"), median, "s", low=low, high=high))
-        same = r.same_function.get(s.name)
-        if same and "error" not in same:
-            out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))
+        if s.name in r.same_function:
+            out.append(Figure(k(quantity="grad_rel_diff"), r.same_function[s.name].grad_rel_diff, "ratio"))
     return out

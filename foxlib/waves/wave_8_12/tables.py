@@ -11,8 +11,8 @@ import pandas as pd
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
+from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.timing import RatioInterval
-from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import Measurement812
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
@@ -149,29 +149,25 @@ def accuracy_skill(rec: Measurement812) -> pd.DataFrame:
     something only where the fp32 baseline's runs have skill."""
     rows = []
     for name, rs in rec.accuracy_runs.items():
-        r = skill_summary(rs)[0]
-        rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
-                     "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
-                     "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
-                     "10-90 coverage (model)": round(r["coverage_10_90"], 3),
-                     "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
-                     f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}"})
+        mean = lambda f: statistics.fmean(getattr(r, f) for r in rs)  # noqa: E731
+        rows.append({"accuracy runs of": name, "climatology QL": round(mean("naive_quantile_loss"), 4),
+                     "model QL (mean)": round(mean("quantile_loss"), 4), "skill score (%, mean)": round(100 * mean("skill_score"), 2),
+                     "skill score per seed (%)": ", ".join(f"{100 * r.skill_score:+.2f}" for r in rs),
+                     "10-90 coverage (model)": round(mean("coverage_10_90"), 3),
+                     "10-90 coverage (climatology)": round(mean("naive_coverage_10_90"), 3),
+                     f"seeds with skill ≥ {100 * rs[0].min_skill:g} %": f"{sum(r.has_skill for r in rs)} of {len(rs)}"})
     return pd.DataFrame(rows)
 
 
-def same_function_table(same_function: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """A record's same_function (measuring.same_function_checks), one row per strategy claimed equal."""
-    rows = []
-    for name, e in same_function.items():
-        if "error" in e:
-            rows.append({"strategy": name, "error": e["error"]})
-            continue
-        rows.append({"strategy": name, "precision": e["precision"], "device": e["device"],
-                     "outputs max |Δ|": f"{e['output_max_abs_diff']:.2e}", "outputs max |Δ| / max |ref|": f"{e['output_rel_diff']:.2e}",
-                     "gradients max |Δ|": f"{e['grad_max_abs_diff']:.2e}", "gradients max |Δ| / max |ref|": f"{e['grad_rel_diff']:.2e}",
-                     "worst gradient": e["worst_parameter"], "tolerance (relative)": f"{e['tolerance_rel']:.0e}",
-                     "same function": e["same"]})
-    return pd.DataFrame(rows)
+def same_function_table(same: dict[str, Equivalence], errors: dict[str, str]) -> pd.DataFrame:
+    """A record's same-function figures (records.same_function_figures), one row per strategy claimed equal:
+    those checked, then those that could not be, with why."""
+    rows = [{"strategy": name, "precision": e.precision, "device": e.device,
+             "outputs max |Δ|": f"{e.output_max_abs_diff:.2e}", "outputs max |Δ| / max |ref|": f"{e.output_rel_diff:.2e}",
+             "gradients max |Δ|": f"{e.grad_max_abs_diff:.2e}", "gradients max |Δ| / max |ref|": f"{e.grad_rel_diff:.2e}",
+             "worst gradient": e.worst_parameter, "tolerance (relative)": f"{e.tolerance_rel:.0e}", "same function": e.same}
+            for name, e in same.items()]
+    return pd.DataFrame(rows + [{"strategy": name, "error": why} for name, why in errors.items()])
 
 
 # the fast path's targets for the seed TFT on a large GPU (benchmarks, not checks: foxlib/waves/wave_8_12)
@@ -195,25 +191,25 @@ def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> p
     for name in names:
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
-        t = fl.get("time_floor_s") or {}
+        t = fl.time_floor_s or {}
         arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
-        floor_s = None if arithmetic is None else max(arithmetic, fl.get("traffic_floor_s") or 0)
+        floor_s = None if arithmetic is None else max(arithmetic, fl.traffic_floor_s or 0)
         rows += [
             {"strategy": name, "quantity": "model peak (MB)", "measured": _mb(s.peak_bytes),
-             "floor": f"{_mb(fl['bytes_floor'])} (16 B/param); {_mb(fl['bytes_floor_in_backward'])} "
+             "floor": f"{_mb(fl.bytes_floor)} (16 B/param); {_mb(fl.bytes_floor_in_backward)} "
                       "(12 B/param, Adam in backward)", "target": None,
-             "× floor": round(s.peak_bytes / fl["bytes_floor"], 2)},
+             "× floor": round(s.peak_bytes / fl.bytes_floor, 2)},
             {"strategy": name, "quantity": "allocator peak (MB: + its cuBLAS workspaces)",
-             "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
+             "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl.bytes_floor),
              "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
-             "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl["bytes_floor"], 2)},
+             "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl.bytes_floor, 2)},
             *([{"strategy": name, "quantity": f"allocator peak (MB) with {VARIABLE}={k.setting} (fresh processes)",
-                 "measured": _mb(k.small_allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
+                 "measured": _mb(k.small_allocator_peak_bytes), "floor": _mb(fl.bytes_floor),
                  "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
-                 "× floor": round(k.small_allocator_peak_bytes / fl["bytes_floor"], 2)}] if k else []),
+                 "× floor": round(k.small_allocator_peak_bytes / fl.bytes_floor, 2)}] if k else []),
             {"strategy": name, "quantity": "step time (ms, median)", "measured": round(1000 * step_s, 2),
-             "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl['flops'] / 1e9:,.0f} GFLOP at the "
-                                                   f"published peak; optimizer traffic {1000 * fl['traffic_floor_s']:.2f})",
+             "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl.flops / 1e9:,.0f} GFLOP at the "
+                                                   f"published peak; optimizer traffic {1000 * fl.traffic_floor_s:.2f})",
              "target": 1000 * TARGET_STEP_S, "× floor": None if floor_s is None else round(step_s / floor_s, 1)},
         ]
     return pd.DataFrame(rows)
