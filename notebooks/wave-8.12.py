@@ -59,12 +59,12 @@ from foxlib.report import reading
 from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
 from foxlib.memory import tolerances as prediction
-from foxlib.waves.wave_8_12 import analysis, records, tables, workspace
+from foxlib.waves.wave_8_12 import analysis, records, tables
 
 params = notebook.parameters("8.12", globals())
 budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.12", params)
-record = records.record(m)  # raw bytes, seconds and each ratio's interval: what every decision below reads
+record = records.Measurement812.from_measurement(m)  # typed once: what every decision, table and chart below reads
 checks = analysis.checks(record, budgets)
 recommended = analysis.recommend(record, budgets)
 per_class = analysis.recommend_per_class(record, budgets)
@@ -89,7 +89,7 @@ display(Markdown("**Per card class.** The same decision among the strategies eac
 display(notebook.table(tables.per_class_table(per_class)))
 display(notebook.table(tables.targets(record, budgets)))
 display(Markdown(tables.other_kind_text(record, budgets, recommended)))
-display(notebook.table(tables.floors_table(m, budgets)))
+display(notebook.table(tables.floors_table(record, budgets)))
 display(Markdown(tables.lightest_text(record, budgets)))
 
 # %% [markdown]
@@ -101,7 +101,7 @@ display(Markdown(tables.lightest_text(record, budgets)))
 
 # %%
 display(notebook.table(tables.workspace_table(record)) if record.workspace_knob else
-        Markdown(f"Not measured in this run: {workspace.knob_absent_reason(m['cublas_workspace'])}."))
+        Markdown(f"Not measured in this run: {record.knob_absent}."))
 
 # %% [markdown]
 # ## The strategy table, measured, with the seed's guesses beside
@@ -116,10 +116,10 @@ display(notebook.table(tables.workspace_table(record)) if record.workspace_knob 
 
 # %%
 display(notebook.table(tables.table(record)))
-if m.get("skipped"):
-    display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in m["skipped"].items()) + "."))
-if m["accuracy_preset"] != params["preset"]:
-    display(Markdown(f"Accuracy runs used the `{m['accuracy_preset']}` TFT preset (batch and sequence scaled "
+if record.skipped:
+    display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in record.skipped.items()) + "."))
+if record.accuracy_preset != params["preset"]:
+    display(Markdown(f"Accuracy runs used the `{record.accuracy_preset}` TFT preset (batch and sequence scaled "
                      "by the same fractions): the seed preset trains too slowly on the CPU."))
 
 # %% [markdown]
@@ -143,11 +143,11 @@ if claims is not None:
 # and gradients.
 
 # %%
-display(notebook.table(tables.accuracy_skill(m)))
-if not analysis.accuracy_powered(m):
+display(notebook.table(tables.accuracy_skill(record)))
+if not analysis.accuracy_powered(record):
     display(Markdown("**No power:** an fp32 accuracy run does not beat climatology by the harness's threshold; "
                      "the accuracy impacts above say nothing about the strategies."))
-display(notebook.table(tables.same_function_table(m)))
+display(notebook.table(tables.same_function_table(record.same_function, record.same_function_errors)))
 
 # %% [markdown]
 # ## Memory against time per training window
@@ -157,7 +157,7 @@ front = analysis.pareto(record)
 display(Markdown("Pareto front (no other strategy is both lighter and faster per training window, by median): "
                  + ", ".join(front)))
 notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"], budgets["speed"]["max_slowdown"],
-                              recommended["strategy"], f"TFT strategies — {m['device']['name']}"))
+                              recommended["strategy"], f"TFT strategies — {record.device['name']}"))
 
 # %% [markdown]
 # ## Where the peak is: live memory through one step
@@ -179,7 +179,7 @@ runs = {n: TimelineRun.from_dict(d) for n, d in m.get("timelines", {}).items()}
 own = own_timelines(runs)
 shown = [s for s in own.values() if s is not None]
 if shown:
-    tf = timeline_chart(shown, f"TFT step, its own live memory — {m['device']['name']}",
+    tf = timeline_chart(shown, f"TFT step, its own live memory — {record.device['name']}",
                         budget_bytes=int(budgets["tft"]["peak_training_mb"] * 10**6))
     display(HTML(tf.to_html()))
     import matplotlib.pyplot as plt
@@ -199,15 +199,15 @@ else:
 
 # %%
 pairs = prediction.pairs(m)
-display(notebook.table(prediction.summary(pairs, m["device"]["type"])))
+display(notebook.table(prediction.summary(pairs, record.device["type"])))
 
 # %%
 from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.12", params, m, checks, recommended=recommended, recommended_per_class=per_class,
                       record=record.to_dict(),
-                      figures=as_dict(analysis.named_figures(m)),
-                      prediction=prediction.summary(pairs, m["device"]["type"]).to_dict("records"))
+                      figures=as_dict(analysis.named_figures(record)),
+                      prediction=prediction.summary(pairs, record.device["type"]).to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
 

@@ -14,7 +14,7 @@ from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, worksp
 from foxlib.waves.wave_8_12 import workspace
 from foxlib.waves.wave_8_13 import deployment
 from foxlib.waves.wave_8_13.tft import resolve_tft
-from tests.test_wave_8_12 import _m
+from tests.test_wave_8_12 import _m, typed
 
 NAME = "light and fast"
 
@@ -37,40 +37,40 @@ def _measurement(knob):
 
 
 def test_knob_results_are_typed_from_the_processes_output_and_survive_a_round_trip():
-    [k] = records.record(_measurement(_knob())).workspace_knob
+    [k] = typed(_measurement(_knob())).workspace_knob
     assert k.allocator_peak_bytes == 570 * MB and k.small_allocator_peak_bytes == 500.5 * MB
     assert k.saved_bytes == 69.5 * MB
     assert k.step_s == (0.010, 0.010, 0.010) and k.ratio.median == pytest.approx(1.0)
     assert k.ratio.high == pytest.approx(1.01) and not k.shown_slower  # an interval reaching 1: a tie
-    again = records.Measurement812.from_dict(json.loads(json.dumps(records.record(_measurement(_knob())).to_dict())))
+    again = records.Measurement812.from_dict(json.loads(json.dumps(typed(_measurement(_knob())).to_dict())))
     assert again.workspace_knob == (k,)
 
 
 def test_the_recommendation_carries_the_small_workspace_only_when_it_saves_memory_and_is_not_slower():
-    rec = analysis.recommend(_measurement(_knob()), load_budgets())
+    rec = analysis.recommend(typed(_measurement(_knob())), load_budgets())
     assert rec["strategy"] == NAME and rec["cublas_workspace"] == ":16:8"
     assert rec["allocator_peak_bytes_small_workspace"] == 500.5 * MB
     assert "570.0 to 500.5 MB" in rec["cublas_workspace_note"]
     assert "CUBLAS_WORKSPACE_CONFIG=:16:8" in tables.recommendation_text(rec)
-    slower = analysis.recommend(_measurement(_knob(small_steps=(0.013, 0.012, 0.013))), load_budgets())
+    slower = analysis.recommend(typed(_measurement(_knob(small_steps=(0.013, 0.012, 0.013)))), load_budgets())
     assert slower["cublas_workspace"] is None and "slower" in slower["cublas_workspace_note"]
     barely = _measurement(_knob(small_steps=(0.01003, 0.01002, 0.01003)))  # 0.3 % slower, every round: shown,
-    [k] = records.record(barely).workspace_knob  # and within the 2 % margin
+    [k] = typed(barely).workspace_knob  # and within the 2 % margin
     assert k.shown_slower and not k.costs_time
-    assert analysis.recommend(barely, load_budgets())["cublas_workspace"] == ":16:8"
-    assert tables.workspace_table(barely).loc[0, "reads as"] == "within 2 %"
-    none = analysis.recommend(_measurement({"skipped": workspace.SKIPPED_CPU}), load_budgets())
+    assert analysis.recommend(typed(barely), load_budgets())["cublas_workspace"] == ":16:8"
+    assert tables.workspace_table(typed(barely)).loc[0, "reads as"] == "within 2 %"
+    none = analysis.recommend(typed(_measurement({"skipped": workspace.SKIPPED_CPU})), load_budgets())
     assert none["cublas_workspace"] is None and "not measured" in none["cublas_workspace_note"]
-    table = tables.workspace_table(_measurement(_knob())).set_index("strategy")
+    table = tables.workspace_table(typed(_measurement(_knob()))).set_index("strategy")
     assert table.loc[NAME, "saved (MB)"] == 69.5 and table.loc[NAME, "reads as"] == "a tie"
 
 
 def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     failed = _knob()
     failed["runs"]["small"][1] = {"error": "exit 1: CUDA error", "env": {}}
-    assert records.record(_measurement(failed)).workspace_knob == ()
+    assert typed(_measurement(failed)).workspace_knob == ()
     assert "small workspace failed: exit 1" in workspace.knob_error(failed)
-    assert records.record(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
+    assert typed(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
     assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
     assert workspace.knob_absent_reason(failed).startswith("a process at the small")
     assert workspace.knob_absent_reason({"skipped": workspace.SKIPPED_CPU}) == workspace.SKIPPED_CPU

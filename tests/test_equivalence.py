@@ -79,7 +79,7 @@ def test_same_function_on_cuda(overrides, cuda_graph, precision):
 
 
 def test_wave_8_12_checks_every_strategy_claimed_equal():
-    from foxlib.waves.wave_8_12 import measuring, strategies, tables
+    from foxlib.waves.wave_8_12 import measuring, records, strategies, tables
     chosen = strategies.select("bf16;checkpoint blocks;efficient + checkpoint VSN variables;efficient + bf16;CUDA graph")
     out = measuring.same_function_checks(chosen, SMALL, torch.device("cpu"))
     # only the claims are checked: not the baseline, not bf16 (another function, with its own accuracy runs)
@@ -87,5 +87,5 @@ def test_wave_8_12_checks_every_strategy_claimed_equal():
     assert out["checkpoint blocks"]["same"] and out["checkpoint blocks"]["grad_max_abs_diff"] == 0.0
     assert out["efficient + checkpoint VSN variables"]["same"] and out["efficient + bf16"]["precision"] == "bf16"
     assert "a CUDA graph needs a CUDA device" in out["CUDA graph"]["error"]  # said, not hidden
-    table = tables.same_function_table({"same_function": out}).set_index("strategy")
+    table = tables.same_function_table(*records.same_function_figures(out)).set_index("strategy")
     assert table.loc["efficient + bf16", "same function"] and "error" in table.columns

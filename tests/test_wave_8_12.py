@@ -21,16 +21,22 @@ def _m(rows):
     every round's step takes the same time (so each ratio's interval is that ratio, exactly)."""
     m = {"device": {"type": "cpu", "name": "test"}, "base_config": {"batch_size": 32, "encoder_length": 60},
          "strategies": {}, "skipped": {}, "memory": {}, "timing": {}, "accuracy_runs": {}, "accuracy_source": {},
-         "claim_runs": {"skipped_all": "not asked"}, "cublas_workspace": {"skipped": "not asked"}}
+         "claim_runs": {"skipped_all": "not asked"}, "cublas_workspace": {"skipped": "not asked"},
+         "measure_parameters": {"preset": "seed"}, "accuracy_preset": "seed", "same_function": {}, "floors": None}
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
                                  "cuda_graph": False}
         m["memory"][name] = {"peak": peak * MB, "activations": 0, "n_parameters": 1_000_000}
         m["timing"][name] = {"median_s": step, "iqr_s": 0.0, "samples_s": [step] * ROUNDS}
         if own:
-            m["accuracy_runs"][name] = [{"metrics": {"quantile_loss": loss}}]
+            m["accuracy_runs"][name] = [{"seed": 0, "has_skill": True, "harness": {"min_skill": 0.02}, "metrics": {
+                "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2, "coverage_10_90": 0.8,
+                "naive_coverage_10_90": 0.8}}]
         m["accuracy_source"][name] = name if own else BASELINE
     return m
+
+
+typed = records.Measurement812.from_measurement  # the record of a raw measurement, as the notebook builds it
 
 
 def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
@@ -40,19 +46,19 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
             ("light and fast", "fp32", 600, 0.5, 1.00, False),
             ("fastest, inaccurate", "fp16", 500, 0.3, 1.10, True),
             ("fastest, too heavy", "fp32", 1100, 0.2, 1.00, False)])
-    rec = analysis.recommend(m, budgets)
+    rec = analysis.recommend(typed(m), budgets)
     assert rec["strategy"] == "light and fast"
     assert rec["peak_bytes"] == 600 * MB and rec["step_time_ratio"] == 0.5
     assert rec["peak_over_floor"] == pytest.approx(600 * MB / (16 * 1_000_000))
-    checks = analysis.checks(m, budgets)
+    checks = analysis.checks(typed(m), budgets)
     assert [c.passed for c in checks] == [True, True]
     m["timing"]["light and fast"]["samples_s"] = [0.4, 0.5, 0.5, 0.5, 0.5, 0.6]
-    df = tables.table(m).set_index("strategy")
+    df = tables.table(typed(m)).set_index("strategy")
     assert df.loc["light and fast", "step time (ms, median)"] == 500.0
     assert df.loc["light and fast", "step spread (IQR % of median)"] == 10.0
     assert df.loc["light and fast", "time per window, 95 % interval"] == "[0.45, 0.55]"
     # the front ignores accuracy: "light and fast" is beaten on both axes by "fastest, inaccurate"
-    assert sorted(analysis.pareto(m)) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
+    assert sorted(analysis.pareto(typed(m))) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
 
 
 def test_lightest_no_slower_than_fp32_within_accuracy():
@@ -61,15 +67,15 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
             ("light, as fast", "fp32", 450, 1.0, 1.00, False),
             ("lighter, inaccurate", "fp16", 350, 0.8, 1.10, True),
             ("fastest", "fp32", 800, 0.5, 1.00, False)])
-    light = analysis.lightest_at_full_speed(m, load_budgets())
+    light = analysis.lightest_at_full_speed(typed(m), load_budgets())
     assert light["strategy"] == "light, as fast" and light["step_time_ratio"] == 1.0
     assert light["peak_over_floor"] == pytest.approx(450 * MB / (16 * 1_000_000))
     assert tables.figures(light) == ("peak 450.0 MB (28.12 × floor), time "
                                    "1.00x [1.00, 1.00] of fp32 per window, accuracy impact +0.00 %")
-    assert tables.lightest_text(m, load_budgets()).endswith(f"**light, as fast** — {tables.figures(light)}.")
-    assert analysis.recommend(m, load_budgets())["strategy"] == "fastest"
+    assert tables.lightest_text(typed(m), load_budgets()).endswith(f"**light, as fast** — {tables.figures(light)}.")
+    assert analysis.recommend(typed(m), load_budgets())["strategy"] == "fastest"
     slow = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
-    assert analysis.lightest_at_full_speed(slow, load_budgets())["strategy"] == BASELINE
+    assert analysis.lightest_at_full_speed(typed(slow), load_budgets())["strategy"] == BASELINE
     # not shown no slower: a median under 1 whose interval reaches over 1
     maybe = _record(_sr("maybe as fast", 300, (0.95, 0.85, 1.05)))
     assert analysis.lightest_at_full_speed(maybe, load_budgets())["strategy"] == BASELINE
@@ -82,20 +88,20 @@ def test_a_smaller_batch_is_judged_per_training_window():
             ("efficient", "fp32", 800, 0.6, 1.00, False)])
     m["strategies"]["batch ÷4"]["overrides"] = {"batch_size": 0.25}
     m["timing"]["batch ÷4"]["samples_s"] = [0.38, 0.4, 0.42] * 2
-    rec = analysis.recommend(m, load_budgets())
+    rec = analysis.recommend(typed(m), load_budgets())
     assert rec["strategy"] == "efficient" and rec["time_per_window_ratio"] == 0.6
-    assert tables.table(m).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
-    r = records.record(m)["batch ÷4"]
+    assert tables.table(typed(m)).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
+    r = typed(m)["batch ÷4"]
     assert r.batch_size == 8 and r.window_ratio == r.step_ratio.scaled(4)
     assert r.window_ratio.low == pytest.approx(4 * 0.38) and r.window_ratio.high == pytest.approx(4 * 0.42)
-    assert analysis.lightest_at_full_speed(m, load_budgets())["strategy"] == "efficient"
+    assert analysis.lightest_at_full_speed(typed(m), load_budgets())["strategy"] == "efficient"
 
 
 def test_no_strategy_fits_is_a_failed_check():
     m = _m([(BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
-    rec = analysis.recommend(m, load_budgets())
+    rec = analysis.recommend(typed(m), load_budgets())
     assert rec["strategy"] is None
-    [check] = analysis.checks(m, load_budgets())
+    [check] = analysis.checks(typed(m), load_budgets())
     assert not check.passed and "other 1,100.0 MB, 0.90x [0.90, 0.90] of fp32 per window" in check.note
 
 
@@ -105,16 +111,16 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     for name in ("efficient + graph", "light graph"):
         m["strategies"][name]["cuda_graph"] = True
     # 8.13 trains and serves a graphed recommendation: every strategy competes
-    every = analysis.recommend(m, load_budgets())
-    assert every == analysis.recommend(m, load_budgets(), cuda_graph=None)
+    every = analysis.recommend(typed(m), load_budgets())
+    assert every == analysis.recommend(typed(m), load_budgets(), cuda_graph=None)
     assert every["strategy"] == "efficient + graph" and every["cuda_graph"] and every["options"] == {}
-    eager = analysis.recommend(m, load_budgets(), cuda_graph=False)  # where graphs cannot run
+    eager = analysis.recommend(typed(m), load_budgets(), cuda_graph=False)  # where graphs cannot run
     assert eager["strategy"] == "efficient" and not eager["cuda_graph"] and "not recommended" not in eager["reason"]
-    assert analysis.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
+    assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
     m["timing"]["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
-    assert analysis.recommend(m, load_budgets(), cuda_graph=True)["strategy"] == "light graph"
-    assert analysis.lightest_at_full_speed(m, load_budgets())["strategy"] == "light graph"  # the table shows them all
-    assert analysis.recommend(_m([(BASELINE, "fp32", 900, 1.0, 1.0, True)]), load_budgets(),
+    assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "light graph"
+    assert analysis.lightest_at_full_speed(typed(m), load_budgets())["strategy"] == "light graph"  # the table shows them all
+    assert analysis.recommend(typed(_m([(BASELINE, "fp32", 900, 1.0, 1.0, True)])), load_budgets(),
                           cuda_graph=True)["strategy"] is None
 
 
@@ -189,7 +195,7 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
     rec = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.71), cuda_graph=True))
     d = json.loads(json.dumps(rec.to_dict()))
     assert d["schema_version"] == records.SCHEMA_VERSION
-    assert records.Measurement812.from_dict(d) == rec and records.record(d) == rec
+    assert records.Measurement812.from_dict(d) == rec
     with pytest.raises(ValueError, match="schema version 0"):
         records.Measurement812.from_dict({**d, "schema_version": 0})
     with pytest.raises(KeyError, match="measured: fp32 \\(baseline\\); efficient"):
@@ -200,13 +206,13 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
 def test_the_committed_measurements_load(device):
     """Reports are re-rendered from these files: they must build a record, whatever revision wrote them."""
     m = json.loads((REPORTS / device / "wave-8.12" / "measurement.json").read_text())
-    rec = records.record(m)
+    rec = typed(m)
     assert rec.names == list(m["strategies"]) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:
         assert s.peak_bytes == m["memory"][s.name]["peak"]
         assert list(s.step_samples_s) == m["timing"][s.name]["samples_s"]
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
-    assert records.record(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
+    assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
     r = analysis.recommend(rec, load_budgets())
     assert r["strategy"] in rec.names and r["peak_bytes"] == m["memory"][r["strategy"]]["peak"]
@@ -281,7 +287,7 @@ def test_notebook_tiny(tmp_path):
     if rec["strategy"]:
         assert rec["peak_bytes"] == m["memory"][rec["strategy"]]["peak"]
         assert rec["interval"] in (out / "report.md").read_text()
-    assert records.Measurement812.from_dict(res["record"]) == records.record(m)
+    assert records.Measurement812.from_dict(res["record"]) == typed(m)
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()
 

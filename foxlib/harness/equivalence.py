@@ -44,6 +44,10 @@ class Equivalence:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Equivalence":
+        return cls(**d)
+
 
 def _check_claim(reference_cfg, variant_cfg) -> None:
     ref, var = dataclasses.asdict(reference_cfg), dataclasses.asdict(variant_cfg)

@@ -61,6 +61,10 @@ class Floors:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Floors":
+        return cls(**d)
+
 
 def floors(n_parameters: int, flops: int | None, device_name: str) -> Floors:
     """The step's floors for `n_parameters` fp32 parameters and `flops` per step on the device named."""

@@ -17,7 +17,7 @@ from foxlib.core.card_classes import CardClass, classes_for
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.harness.timing import median_interval
-from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult, record
+from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
@@ -27,10 +27,9 @@ def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass | 
             and (card_class is None or card_class.allows(s.precision, s.options))]
 
 
-def pareto(m) -> list[str]:
+def pareto(rec: Measurement812) -> list[str]:
     """Strategies no other strategy beats on both peak bytes and median time per training window
     (accuracy aside: the front shows what memory costs in time)."""
-    rec = record(m)
     front = []
     for s in rec.strategies:
         p, t = s.peak_bytes, s.window_ratio.median
@@ -65,7 +64,7 @@ def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
             "allocator_peak_bytes": s.allocator_peak_bytes}
 
 
-def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None,
+def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_graph: bool | None = None,
               card_class: CardClass | None = None) -> dict[str, Any]:
     """The configuration to ship. Among the strategies whose peak is within the budget, whose accuracy
     is within tolerance and whose slowdown check passes (the interval's upper end under max_slowdown),
@@ -74,7 +73,6 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None =
     cuda_graph None: among every strategy (the recommendation: wave 8.13 trains and serves a graphed one
     with captured steps); False / True: the same among the eager / the CUDA-graph ones. card_class: only
     the strategies that class's kernels run (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class)."""
-    rec = record(m)
     kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
     if card_class is not None:
         kind += f" open to the {card_class.name} class"
@@ -105,11 +103,10 @@ def recommend(m, budgets: dict[str, dict[str, float]], cuda_graph: bool | None =
             "tied_with": [s.name for s in tied], "settled_by_memory": bool(tied), "reason": reason}
 
 
-def recommend_per_class(m, budgets: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+def recommend_per_class(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
     """{class name: recommend() among the strategies that class runs} for every class this measurement's device
     answers for (foxlib.core.card_classes.classes_for: a GPU's run answers for every GPU class, in memory; its
     speeds are the GPU's own)."""
-    rec = record(m)
     return {c.name: {**recommend(rec, budgets, card_class=c), "card_class": c.name, "card_class_title": c.title}
             for c in classes_for(rec.device["type"])}
 
@@ -135,12 +132,11 @@ def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
                                       f"{k.ratio} of the default size's")}
 
 
-def lightest_at_full_speed(m, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
     """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
     end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
     fastest under the budget), the other end of the Pareto front, the one tables.py's `targets` asks
     about (no slower than plain fp32). None if no strategy qualifies."""
-    rec = record(m)
     ok = [s for s in rec.strategies if s.window_ratio.high <= 1.0
           and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
     if not ok:
@@ -148,15 +144,14 @@ def lightest_at_full_speed(m, budgets: dict[str, dict[str, float]]) -> dict[str,
     return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec)
 
 
-def checks(m, budgets: dict[str, dict[str, float]]) -> list[Check]:
-    rec_ = record(m)
-    rec = recommend(rec_, budgets)
-    if rec["strategy"] is None:
-        lightest = min(rec_.strategies, key=lambda s: s.peak_bytes)
+def checks(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> list[Check]:
+    r = recommend(rec, budgets)
+    if r["strategy"] is None:
+        lightest = min(rec.strategies, key=lambda s: s.peak_bytes)
         return [Check.at_most("a strategy meets the peak budget, the accuracy tolerance and the slowdown limit", 1, 0,
-                              "strategies", note=f"{rec['reason']}; lowest peak: {lightest.name} "
+                              "strategies", note=f"{r['reason']}; lowest peak: {lightest.name} "
                                                  f"{lightest.peak_bytes / MB:,.1f} MB, {interval_text(lightest)}")]
-    best = rec_[rec["strategy"]]
+    best = rec[r["strategy"]]
     return [
         Check.at_most(f"recommended ({best.name}) peak training memory", best.peak_bytes,
                       budgets["tft"]["peak_training_mb"] * MB, "bytes"),
@@ -164,17 +159,16 @@ def checks(m, budgets: dict[str, dict[str, float]]) -> list[Check]:
     ]
 
 
-def accuracy_powered(m: dict[str, Any]) -> bool:
+def accuracy_powered(rec: Measurement812) -> bool:
     """The accuracy impacts have power: every run of the fp32 baseline beats climatology by min_skill."""
-    return all(r["has_skill"] for r in m["accuracy_runs"][BASELINE])
+    return all(r.has_skill for r in rec.accuracy_runs[BASELINE])
 
 
-def claim_verdicts(m: Measurement812 | dict[str, Any]) -> dict[str, dict[str, Any]]:
+def claim_verdicts(r: Measurement812) -> dict[str, dict[str, Any]]:
     """The seed's speed claims judged on the independent runs, once for the page and the index: per claim
     strategy, its runs ((median, low, high) of time per window over fp32), the pooled centre and 95 % interval
     (foxlib.core.seed_claims.pooled_interval, the spread between runs pooled over every claim: run_spread), the
     claim's ratio and band, and the verdict. {} where the runs were not made."""
-    r = record(m)
     runs = {n: [(x.median, x.low, x.high) for x in v] for n, v in r.claim_runs.items()}
     if not runs:
         return {}
@@ -190,18 +184,16 @@ def claim_verdicts(m: Measurement812 | dict[str, Any]) -> dict[str, dict[str, An
     return out
 
 
-def named_figures(m: dict[str, Any]) -> list[Figure]:
+def named_figures(r: Measurement812) -> list[Figure]:
     """The figures this report shows that other pages show too (foxlib.core.figures), raw: each strategy's
     model peak and time per training window against fp32 (with its interval). The plain precisions are
     keyed as 8.10 and 8.11 key them, so that the consistency check compares them across pages."""
-    preset = m["measure_parameters"]["preset"]
-    r = record(m)
     cfg = r.base_config
     claims = claim_verdicts(r)
     out = []
     for s in r.strategies:
         plain = s.name in (BASELINE, "fp16", "bf16")
-        k = partial(key, "tft", preset, cfg["batch_size"], cfg["encoder_length"], s.precision,
+        k = partial(key, "tft", r.preset, cfg["batch_size"], cfg["encoder_length"], s.precision,
                     variant=None if plain else slug(s.name))
         out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
         if s.name != BASELINE:
@@ -214,7 +206,6 @@ def named_figures(m: dict[str, Any]) -> list[Figure]:
         if s.name == BASELINE:  # the fp32 step every ratio of this run rests on (foxlib.report.baselines)
             median, low, high = median_interval(s.step_samples_s)
             out.append(Figure(k(quantity="step_time", variant="wave-8-12"), median, "s", low=low, high=high))
-        same = m["same_function"].get(s.name)
-        if same and "error" not in same:
-            out.append(Figure(k(quantity="grad_rel_diff"), same["grad_rel_diff"], "ratio"))
+        if s.name in r.same_function:
+            out.append(Figure(k(quantity="grad_rel_diff"), r.same_function[s.name].grad_rel_diff, "ratio"))
     return out

@@ -1,7 +1,7 @@
 """Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`check`), and typed
 as `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
-bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here and
-read by every decision, table and chart (`record`)."""
+bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
+(`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foxlib.core.schema import check_plain, readable_version
+from foxlib.harness.equivalence import Equivalence
+from foxlib.harness.floors import Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import own_workspaces
-from foxlib.waves.wave_8_12.workspace import KnobResult, knob_results
+from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
@@ -23,13 +25,42 @@ KEYS = ("wave", "measured_at", "measure_parameters", "device", "environment", "b
 """The keys of measurement.json (measure()'s, with the runner's wave, measured_at and measure_parameters)."""
 OPTIONAL_KEYS = ("timelines", "resumed")  # absent with timelines=False, and in a run not resumed
 
-SCHEMA_VERSION = 2  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes
+SCHEMA_VERSION = 3  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
+# accuracy runs' figures, same-function figures, floors and why the workspace knob is empty
 
 
 def check(data: Any, source: str = "the measurement") -> None:
     """ValueError, naming the problem, unless `data` is a wave 8.12 measurement.json (foxlib.core.schema.check_plain:
     every one of KEYS, floors null where none were taken)."""
     check_plain(data, "8.12", (1,), KEYS, KEYS + OPTIONAL_KEYS, nullable=("floors",), source=source)
+
+
+@dataclass(frozen=True)
+class AccuracyRun:
+    """One accuracy run (foxlib.harness.training's, its history left out) as the report reads it: validation
+    quantile loss, climatology's, the skill score, both 10-90 coverages, and whether it beats climatology by
+    min_skill."""
+    seed: int
+    quantile_loss: float
+    naive_quantile_loss: float
+    skill_score: float
+    coverage_10_90: float
+    naive_coverage_10_90: float
+    has_skill: bool
+    min_skill: float
+
+    @classmethod
+    def from_run(cls, r: dict[str, Any]) -> "AccuracyRun":
+        x = r["metrics"]
+        return cls(r["seed"], *(float(x[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
+                                                      "coverage_10_90", "naive_coverage_10_90")),
+                   bool(r["has_skill"]), float(r["harness"]["min_skill"]))
+
+
+def same_function_figures(checks: dict[str, dict[str, Any]]) -> tuple[dict[str, Equivalence], dict[str, str]]:
+    """measuring.same_function_checks' data typed: the checks that ran, and why each of the others could not."""
+    return ({n: Equivalence.from_dict(e) for n, e in checks.items() if "error" not in e},
+            {n: e["error"] for n, e in checks.items() if "error" in e})
 
 
 @dataclass(frozen=True)
@@ -93,6 +124,13 @@ class Measurement812:
     workspace_knob: tuple[KnobResult, ...] = ()  # the cuBLAS workspace knob's strategies (workspace.py)
     claim_runs: dict[str, tuple[RatioInterval, ...]] = field(default_factory=dict)
     """Per seed-claim strategy, its time per window over fp32's in each independent run (claim_runs.py)."""
+    preset: str = ""  # the TFT preset the strategies start from (measure_parameters)
+    accuracy_preset: str = ""  # the accuracy runs' TFT preset
+    accuracy_runs: dict[str, tuple[AccuracyRun, ...]] = field(default_factory=dict)  # per set of runs
+    same_function: dict[str, Equivalence] = field(default_factory=dict)  # per strategy claimed equal, checked
+    same_function_errors: dict[str, str] = field(default_factory=dict)  # why a claimed strategy was not checked
+    floors: Floors | None = None  # foxlib.harness.floors' figures (None: none taken)
+    knob_absent: str | None = None  # why workspace_knob is empty (workspace.knob_absent_reason)
 
     def knob(self, name: str) -> KnobResult | None:
         """The strategy measured at both cuBLAS workspace sizes, or None."""
@@ -122,14 +160,16 @@ class Measurement812:
                              f"{'; '.join(m['strategies'])}")
         base_bs = m["base_config"]["batch_size"]
         timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m["timing"].items()}
-        base_loss_runs = _quantile_losses(m, BASELINE)
+        runs = {n: tuple(AccuracyRun.from_run(r) for r in rs) for n, rs in m["accuracy_runs"].items()}
+        same, errors = same_function_figures(m["same_function"])
+        base_loss_runs = [r.quantile_loss for r in runs[BASELINE]]
         base_loss = sum(base_loss_runs) / len(base_loss_runs)
         out, workspaces = [], own_workspaces(m["memory"])  # m["memory"] is in the order the profiles were taken
         for name, info in m["strategies"].items():
             bs = resolve_overrides(m["base_config"], info["overrides"]).get("batch_size", base_bs)
             step = ratio_interval(timings, name, BASELINE, confidence, resamples, seed)
             source = m["accuracy_source"][name]
-            losses = _quantile_losses(m, source)
+            losses = [r.quantile_loss for r in runs[source]]
             loss = sum(losses) / len(losses)
             out.append(StrategyResult(
                 name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
@@ -142,7 +182,10 @@ class Measurement812:
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
                    int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m["skipped"]),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
-                   claim_runs=claim_intervals(m["claim_runs"]))
+                   claim_runs=claim_intervals(m["claim_runs"]), preset=m["measure_parameters"]["preset"],
+                   accuracy_preset=m["accuracy_preset"], accuracy_runs=runs, same_function=same,
+                   same_function_errors=errors, floors=m["floors"] and Floors.from_dict(m["floors"]),
+                   knob_absent=knob_absent_reason(m["cublas_workspace"]))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -150,6 +193,9 @@ class Measurement812:
         d["baseline_losses"] = list(self.baseline_losses)
         d["workspace_knob"] = [k.to_dict() for k in self.workspace_knob]
         d["claim_runs"] = {n: [r.to_dict() for r in rs] for n, rs in self.claim_runs.items()}
+        d["accuracy_runs"] = {n: [dataclasses.asdict(r) for r in rs] for n, rs in self.accuracy_runs.items()}
+        d["same_function"] = {n: e.to_dict() for n, e in self.same_function.items()}
+        d["floors"] = self.floors and self.floors.to_dict()
         return d
 
     @classmethod
@@ -159,17 +205,8 @@ class Measurement812:
                       "baseline_losses": tuple(d["baseline_losses"]),
                       "workspace_knob": tuple(KnobResult.from_dict(k) for k in d["workspace_knob"]),
                       "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
-                                     for n, rs in d["claim_runs"].items()}})
+                                     for n, rs in d["claim_runs"].items()},
+                      "accuracy_runs": {n: tuple(AccuracyRun(**r) for r in rs) for n, rs in d["accuracy_runs"].items()},
+                      "same_function": {n: Equivalence.from_dict(e) for n, e in d["same_function"].items()},
+                      "floors": d["floors"] and Floors.from_dict(d["floors"])})
 
-
-def _quantile_losses(m: dict[str, Any], source: str) -> list[float]:
-    """Validation quantile loss of each accuracy run of `source` (one per training seed)."""
-    return [float(r["metrics"]["quantile_loss"]) for r in m["accuracy_runs"][source]]
-
-
-def record(m: "Measurement812 | dict[str, Any]") -> Measurement812:
-    """The typed record of a measurement: a Measurement812 as is, its to_dict() read back, or measurement.json's
-    data built into one."""
-    if isinstance(m, Measurement812):
-        return m
-    return Measurement812.from_dict(m) if isinstance(m["strategies"], list) else Measurement812.from_measurement(m)

@@ -11,10 +11,10 @@ import pandas as pd
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
+from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.timing import RatioInterval
-from foxlib.harness.training import skill_summary
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
-from foxlib.waves.wave_8_12.records import record
+from foxlib.waves.wave_8_12.records import Measurement812
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
@@ -26,10 +26,9 @@ def _median_ms(samples) -> float:
     return round(1000 * statistics.median(samples), 2)
 
 
-def table(m) -> pd.DataFrame:
+def table(rec: Measurement812) -> pd.DataFrame:
     """One row per strategy: memory, reduction, speed with its interval, accuracy impact, the seed's guess
     beside. Display only: every decision reads the record, never these rounded columns."""
-    rec = record(m)
     base = rec[rec.baseline]
     losses = rec.baseline_losses
     spread_pct = 100 * (max(losses) - min(losses)) / (sum(losses) / len(losses))
@@ -85,13 +84,13 @@ def recommendation_text(r: dict[str, Any]) -> str:
                f" cuBLAS workspace: {r['cublas_workspace_note']}." if r.get("cublas_workspace_note") else ""))
 
 
-def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[str, Any]) -> str:
+def other_kind_text(rec: Measurement812, budgets: dict[str, dict[str, float]], recommended: dict[str, Any]) -> str:
     """The best of the other kind beside the recommendation (Markdown): the eager fallback where a CUDA
     graph cannot run when the recommendation is graphed; the fastest graphed otherwise. "" if none."""
     if not recommended["strategy"]:
         return ""
     graphed = bool(recommended.get("cuda_graph"))
-    other = recommend(m, budgets, cuda_graph=not graphed)
+    other = recommend(rec, budgets, cuda_graph=not graphed)
     if not other["strategy"]:
         return ""
     lead = ("Where a CUDA graph cannot run (a CPU, another GPU stack), the eager strategy to ship" if graphed else
@@ -100,18 +99,17 @@ def other_kind_text(m, budgets: dict[str, dict[str, float]], recommended: dict[s
             + (" (a tie settled by memory)." if other["settled_by_memory"] else "."))
 
 
-def lightest_text(m, budgets: dict[str, dict[str, float]]) -> str:
+def lightest_text(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> str:
     """The lightest strategy shown no slower than plain fp32 per training window (Markdown; analysis.
     lightest_at_full_speed), "" if none."""
-    light = lightest_at_full_speed(m, budgets)
+    light = lightest_at_full_speed(rec, budgets)
     return "" if not light else (f"Lightest strategy shown no slower than plain fp32 per training window (interval's "
                                  f"upper end ≤ 1): **{light['strategy']}** — {figures(light)}.")
 
 
-def workspace_table(m) -> pd.DataFrame:
+def workspace_table(rec: Measurement812) -> pd.DataFrame:
     """The cuBLAS workspace knob (workspace.py): each strategy at the default size and the small one,
     measured in fresh processes; empty where it was not measured."""
-    rec = record(m)
     rows = []
     for k in rec.workspace_knob:
         rows.append({"strategy": k.name, "model peak (MB), default": _mb(k.model_peak_bytes),
@@ -127,10 +125,10 @@ def workspace_table(m) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def targets(record: Measurement812, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """How far the recommendation is from the targets (benchmarks, not checks): a peak at most 1.6 × the
     16 B/param floor, accuracy within 1 % of fp32, a step no slower than plain fp32."""
-    rec = recommend(m, budgets)
+    rec = recommend(record, budgets)
     if rec["strategy"] is None:
         return pd.DataFrame()
     iv = RatioInterval.from_dict(rec["time_per_window_interval"])
@@ -145,35 +143,31 @@ def targets(m, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     ])
 
 
-def accuracy_skill(m: dict[str, Any]) -> pd.DataFrame:
+def accuracy_skill(rec: Measurement812) -> pd.DataFrame:
     """Per set of accuracy runs (one per distinct function): climatology's and the model's validation
     quantile loss, the skill score per seed, 10-90 coverage, seeds with skill. An accuracy impact means
     something only where the fp32 baseline's runs have skill."""
     rows = []
-    for name, rs in m["accuracy_runs"].items():
-        r = skill_summary(rs)[0]
-        rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
-                     "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
-                     "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
-                     "10-90 coverage (model)": round(r["coverage_10_90"], 3),
-                     "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
-                     f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}"})
+    for name, rs in rec.accuracy_runs.items():
+        mean = lambda f: statistics.fmean(getattr(r, f) for r in rs)  # noqa: E731
+        rows.append({"accuracy runs of": name, "climatology QL": round(mean("naive_quantile_loss"), 4),
+                     "model QL (mean)": round(mean("quantile_loss"), 4), "skill score (%, mean)": round(100 * mean("skill_score"), 2),
+                     "skill score per seed (%)": ", ".join(f"{100 * r.skill_score:+.2f}" for r in rs),
+                     "10-90 coverage (model)": round(mean("coverage_10_90"), 3),
+                     "10-90 coverage (climatology)": round(mean("naive_coverage_10_90"), 3),
+                     f"seeds with skill ≥ {100 * rs[0].min_skill:g} %": f"{sum(r.has_skill for r in rs)} of {len(rs)}"})
     return pd.DataFrame(rows)
 
 
-def same_function_table(m: dict[str, Any]) -> pd.DataFrame:
-    """The same-function figures of same_function_checks, one row per strategy claimed equal."""
-    rows = []
-    for name, e in m["same_function"].items():
-        if "error" in e:
-            rows.append({"strategy": name, "error": e["error"]})
-            continue
-        rows.append({"strategy": name, "precision": e["precision"], "device": e["device"],
-                     "outputs max |Δ|": f"{e['output_max_abs_diff']:.2e}", "outputs max |Δ| / max |ref|": f"{e['output_rel_diff']:.2e}",
-                     "gradients max |Δ|": f"{e['grad_max_abs_diff']:.2e}", "gradients max |Δ| / max |ref|": f"{e['grad_rel_diff']:.2e}",
-                     "worst gradient": e["worst_parameter"], "tolerance (relative)": f"{e['tolerance_rel']:.0e}",
-                     "same function": e["same"]})
-    return pd.DataFrame(rows)
+def same_function_table(same: dict[str, Equivalence], errors: dict[str, str]) -> pd.DataFrame:
+    """A record's same-function figures (records.same_function_figures), one row per strategy claimed equal:
+    those checked, then those that could not be, with why."""
+    rows = [{"strategy": name, "precision": e.precision, "device": e.device,
+             "outputs max |Δ|": f"{e.output_max_abs_diff:.2e}", "outputs max |Δ| / max |ref|": f"{e.output_rel_diff:.2e}",
+             "gradients max |Δ|": f"{e.grad_max_abs_diff:.2e}", "gradients max |Δ| / max |ref|": f"{e.grad_rel_diff:.2e}",
+             "worst gradient": e.worst_parameter, "tolerance (relative)": f"{e.tolerance_rel:.0e}", "same function": e.same}
+            for name, e in same.items()]
+    return pd.DataFrame(rows + [{"strategy": name, "error": why} for name, why in errors.items()])
 
 
 # the fast path's targets for the seed TFT on a large GPU (benchmarks, not checks: foxlib/waves/wave_8_12)
@@ -181,42 +175,41 @@ TARGET_ALLOCATOR_PEAK_BYTES = 330 * MB
 TARGET_STEP_S = 0.006
 
 
-def floors_table(m: dict[str, Any], budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
+def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the
     floors (foxlib.harness.floors: bytes per parameter; time from the step's FLOPs and the optimizer's traffic at
     the device's published peaks) and the fast path's targets, with how far each is. Empty where the
     measurement has no floors."""
-    fl = m["floors"]
+    fl = rec.floors
     if fl is None:
         return pd.DataFrame()
-    names = []
-    for r in (recommend(m, budgets), *(recommend(m, budgets, cuda_graph=kind) for kind in (False, True)),
-              lightest_at_full_speed(m, budgets) or {"strategy": None}):
+    names, rows = [], []
+    for r in (recommend(rec, budgets), *(recommend(rec, budgets, cuda_graph=kind) for kind in (False, True)),
+              lightest_at_full_speed(rec, budgets) or {"strategy": None}):
         if r["strategy"] and r["strategy"] not in names:
             names.append(r["strategy"])
-    rows, rec = [], record(m)
     for name in names:
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
-        t = fl.get("time_floor_s") or {}
+        t = fl.time_floor_s or {}
         arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
-        floor_s = None if arithmetic is None else max(arithmetic, fl.get("traffic_floor_s") or 0)
+        floor_s = None if arithmetic is None else max(arithmetic, fl.traffic_floor_s or 0)
         rows += [
             {"strategy": name, "quantity": "model peak (MB)", "measured": _mb(s.peak_bytes),
-             "floor": f"{_mb(fl['bytes_floor'])} (16 B/param); {_mb(fl['bytes_floor_in_backward'])} "
+             "floor": f"{_mb(fl.bytes_floor)} (16 B/param); {_mb(fl.bytes_floor_in_backward)} "
                       "(12 B/param, Adam in backward)", "target": None,
-             "× floor": round(s.peak_bytes / fl["bytes_floor"], 2)},
+             "× floor": round(s.peak_bytes / fl.bytes_floor, 2)},
             {"strategy": name, "quantity": "allocator peak (MB: + its cuBLAS workspaces)",
-             "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
+             "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl.bytes_floor),
              "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
-             "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl["bytes_floor"], 2)},
+             "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl.bytes_floor, 2)},
             *([{"strategy": name, "quantity": f"allocator peak (MB) with {VARIABLE}={k.setting} (fresh processes)",
-                 "measured": _mb(k.small_allocator_peak_bytes), "floor": _mb(fl["bytes_floor"]),
+                 "measured": _mb(k.small_allocator_peak_bytes), "floor": _mb(fl.bytes_floor),
                  "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
-                 "× floor": round(k.small_allocator_peak_bytes / fl["bytes_floor"], 2)}] if k else []),
+                 "× floor": round(k.small_allocator_peak_bytes / fl.bytes_floor, 2)}] if k else []),
             {"strategy": name, "quantity": "step time (ms, median)", "measured": round(1000 * step_s, 2),
-             "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl['flops'] / 1e9:,.0f} GFLOP at the "
-                                                   f"published peak; optimizer traffic {1000 * fl['traffic_floor_s']:.2f})",
+             "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl.flops / 1e9:,.0f} GFLOP at the "
+                                                   f"published peak; optimizer traffic {1000 * fl.traffic_floor_s:.2f})",
              "target": 1000 * TARGET_STEP_S, "× floor": None if floor_s is None else round(step_s / floor_s, 1)},
         ]
     return pd.DataFrame(rows)
@@ -241,12 +234,11 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
     return lines + [f"- {n}: not recorded ({r.skipped})" for n, r in runs.items() if r.series is None]
 
 
-def claim_runs_table(m) -> pd.DataFrame | None:
+def claim_runs_table(rec: Measurement812) -> pd.DataFrame | None:
     """The seed's speed claims against the independent runs (claim_runs.py), as analysis.claim_verdicts judged
     them (the index's ledger reads the same figures): per strategy, the seed's claim as a time ratio
     (foxlib.core.seed_claims.SPEED_READING) and its band, each run's time per window against fp32 with its
     interval, the spread, the pooled interval and the verdict. None where the runs were not made."""
-    rec = record(m)
     judged = claim_verdicts(rec)
     if not judged:
         return None
@@ -279,10 +271,9 @@ def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claim_runs_text(m, claim_runs: int) -> str:
+def claim_runs_text(rec: Measurement812, claim_runs: int) -> str:
     """The reading of the seed's speed claims, and why there is no table where the independent runs were not
     made (claim_runs.py), as Markdown."""
-    rec = record(m)
     text = f"Reading: {seed_claims.SPEED_READING}."
     if rec.claim_runs:
         return text
