@@ -19,7 +19,7 @@
 # emulated: variant reports the index reads per class), CLAIMS=1 (8.12's claim runs alone), PEER=0, PEER_COMPILE=off (the peer
 # benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling; a run with them that
 # leaves no file is run again without them, its page saying why), THROUGHPUT=1,
-# GPU_TESTS=0, CPU_TESTS=0 (the prediction and
+# DIAG_EAGER=1 (scripts/diagnose_eager_step.py: eager-step.json and .txt), GPU_TESTS=0, CPU_TESTS=0 (the prediction and
 # profiler tests on this machine's CPU with CUDA hidden, under two ISA caps and the default).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 FOXLIB_PROGRESS=1
@@ -67,6 +67,11 @@ fi
 if [ "${CLAIMS:-0}" = 1 ]; then  # the seed's speed claims again, alone (fresh processes): verdicts from run to run
   stamp "seed claims, independent runs (foxlib.waves.wave_8_12.claim_runs)"
   python3 -m foxlib.waves.wave_8_12.claim_runs --device cuda --out "$OUT/claim-runs.json" 2>&1 | tail -n 20 | tee -a "$LOG"
+fi
+if [ "${DIAG_EAGER:-0}" = 1 ]; then  # where an eager step's host time goes (reports/h200/batched-vsn/README.md)
+  stamp "eager-step diagnosis (plain, compiled, compiled with inductor's C++ wrapper)"
+  python3 scripts/diagnose_eager_step.py --rounds 60 --out "$OUT/eager-step.json" > "$OUT/eager-step.txt" 2>&1
+  grep -E '^batched|^== ' "$OUT/eager-step.txt" | cut -c1-400 | tee -a "$LOG"
 fi
 if [ "${THROUGHPUT:-0}" = 1 ]; then
   stamp "throughput benchmark (NVIDIA's published TFT configuration)"
