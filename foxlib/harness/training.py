@@ -16,7 +16,7 @@ import copy
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -236,27 +236,29 @@ def _min_skill(runs: list[dict[str, Any]]) -> float:
     return ((runs[0].get("harness") or {}) if runs else {}).get("min_skill", DEFAULT_MIN_SKILL)
 
 
+def skill_row(metrics: Sequence[Mapping[str, Any]], seeds: Sequence[int], min_skill: float) -> dict[str, Any]:
+    """One set of runs (each run's validation metrics, in seed order): climatology's and the model's quantile loss,
+    the skill score (mean, per seed, lowest), both 10-90 coverages, how many seeds have skill."""
+    return {"seeds": list(seeds),
+            "naive_quantile_loss": statistics.fmean(x["naive_quantile_loss"] for x in metrics),
+            "quantile_loss": statistics.fmean(x["quantile_loss"] for x in metrics),
+            "skill_scores": [x["skill_score"] for x in metrics],
+            "skill_score": statistics.fmean(x["skill_score"] for x in metrics),
+            "min_skill_score": min(x["skill_score"] for x in metrics),
+            "coverage_10_90": statistics.fmean(x["coverage_10_90"] for x in metrics),
+            "naive_coverage_10_90": statistics.fmean(x["naive_coverage_10_90"] for x in metrics),
+            "with_skill": sum(has_skill(x, min_skill) for x in metrics), "min_skill": min_skill}
+
+
 def skill_summary(runs, group: str = "precision") -> list[dict[str, Any]]:
-    """Per precision (or another key of the runs, TrainResults or their dicts): climatology's and the model's
-    quantile loss, the skill score (mean, per seed, lowest), both 10-90 coverages, how many seeds have skill."""
+    """skill_row per precision (or another key of the runs, TrainResults or their dicts)."""
     runs = _as_dicts(runs)
     threshold = _min_skill(runs)
     by: dict[Any, list[dict[str, Any]]] = {}
     for r in runs:
         by.setdefault(r[group], []).append(r)
-    rows = []
-    for key, rs in by.items():
-        m = [r["metrics"] for r in rs]
-        rows.append({group: key, "seeds": [r["seed"] for r in rs],
-                     "naive_quantile_loss": statistics.fmean(x["naive_quantile_loss"] for x in m),
-                     "quantile_loss": statistics.fmean(x["quantile_loss"] for x in m),
-                     "skill_scores": [x["skill_score"] for x in m],
-                     "skill_score": statistics.fmean(x["skill_score"] for x in m),
-                     "min_skill_score": min(x["skill_score"] for x in m),
-                     "coverage_10_90": statistics.fmean(x["coverage_10_90"] for x in m),
-                     "naive_coverage_10_90": statistics.fmean(x["naive_coverage_10_90"] for x in m),
-                     "with_skill": sum(has_skill(x, threshold) for x in m), "min_skill": threshold})
-    return rows
+    return [{group: key, **skill_row([r["metrics"] for r in rs], [r["seed"] for r in rs], threshold)}
+            for key, rs in by.items()]
 
 
 def accuracy_gate(runs, candidate: str, baseline: str = "fp32") -> dict[str, Any]:

@@ -4,6 +4,7 @@ from the targets, the accuracy runs' skill and the same-function figures. MB = 1
 decision is analysis.py's, on the unrounded record."""
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from typing import Any
 
@@ -13,6 +14,7 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.timing import RatioInterval
+from foxlib.harness.training import skill_row
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import Measurement812
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
@@ -149,13 +151,13 @@ def accuracy_skill(rec: Measurement812) -> pd.DataFrame:
     something only where the fp32 baseline's runs have skill."""
     rows = []
     for name, rs in rec.accuracy_runs.items():
-        mean = lambda f: statistics.fmean(getattr(r, f) for r in rs)  # noqa: E731
-        rows.append({"accuracy runs of": name, "climatology QL": round(mean("naive_quantile_loss"), 4),
-                     "model QL (mean)": round(mean("quantile_loss"), 4), "skill score (%, mean)": round(100 * mean("skill_score"), 2),
-                     "skill score per seed (%)": ", ".join(f"{100 * r.skill_score:+.2f}" for r in rs),
-                     "10-90 coverage (model)": round(mean("coverage_10_90"), 3),
-                     "10-90 coverage (climatology)": round(mean("naive_coverage_10_90"), 3),
-                     f"seeds with skill ≥ {100 * rs[0].min_skill:g} %": f"{sum(r.has_skill for r in rs)} of {len(rs)}"})
+        r = skill_row([dataclasses.asdict(x) for x in rs], [x.seed for x in rs], rs[0].min_skill)
+        rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
+                     "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
+                     "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
+                     "10-90 coverage (model)": round(r["coverage_10_90"], 3),
+                     "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
+                     f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}"})
     return pd.DataFrame(rows)
 
 
