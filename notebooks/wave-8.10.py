@@ -101,7 +101,8 @@ notebook.figure(charts.activations_by_module(profile["activations_by_module"],
 # %%
 pairs = prediction.pairs(raw)
 display(notebook.table(prediction.compare(*pairs["tft"], m.device["type"])))
-display(notebook.table(prediction.summary(pairs, m.device["type"])))
+predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
+display(notebook.table(predicted))
 
 # %% [markdown]
 # ## nvidia-smi's view against the allocator's
@@ -172,7 +173,7 @@ display(notebook.table(target) if target is not None else
 from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.10", params, raw, checks, figures=as_dict(analysis.named_figures(m)),
-                      prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
+                      prediction=predicted.to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
 

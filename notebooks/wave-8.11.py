@@ -111,7 +111,8 @@ display(notebook.table(tables.models_table(m)))
 
 # %%
 pairs = prediction.pairs(raw)
-display(notebook.table(prediction.summary(pairs, m.device["type"])))
+predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
+display(notebook.table(predicted))
 
 # %% [markdown]
 # ## Speed: the TFT's training step, precisions alternating in one run
@@ -148,7 +149,7 @@ display(notebook.table(tables.training_table(m)))
 from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.11", params, raw, checks, figures=as_dict(analysis.named_figures(m)),
-                      prediction=prediction.summary(pairs, m.device["type"]).to_dict("records"))
+                      prediction=predicted.to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
 

@@ -199,7 +199,8 @@ else:
 
 # %%
 pairs = prediction.pairs(m)
-display(notebook.table(prediction.summary(pairs, record.device["type"])))
+predicted = prediction.summary(pairs, record.device["type"])  # measured against predicted, per category
+display(notebook.table(predicted))
 
 # %%
 from foxlib.core.figures import as_dict
@@ -207,7 +208,7 @@ from foxlib.core.figures import as_dict
 res = notebook.finish("8.12", params, m, checks, recommended=recommended, recommended_per_class=per_class,
                       record=record.to_dict(),
                       figures=as_dict(analysis.named_figures(record)),
-                      prediction=prediction.summary(pairs, record.device["type"]).to_dict("records"))
+                      prediction=predicted.to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
                  f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
 

@@ -3,8 +3,8 @@ once, bf16, fused Adam; seed preset) three ways: plain, compiled (torch.compile,
 compiled with inductor's C++ wrapper (`cpp_wrapper`: the kernels launched from C++). Each is warmed up (compiled),
 then all are timed alternating, one step per sample (foxlib.harness.timing: medians with 95 % bootstrap intervals,
 ratios to the plain step paired by round); then per phase (a sync between phases) and 5 steps under torch.profiler
-(kernel launches per step, host ops by self CPU time). A diagnosis for the GPU machine, not called by
-scripts/h200.sh: python3 scripts/diagnose_eager_step.py [--rounds N] [--out FILE.json] > FILE.txt"""
+(kernel launches per step, host ops by self CPU time). A diagnosis for the GPU machine (DIAG_EAGER=1 in
+scripts/h200.sh runs it): python3 scripts/diagnose_eager_step.py [--rounds N] [--out FILE.json] > FILE.txt"""
 import argparse
 import dataclasses
 import json
@@ -16,35 +16,30 @@ import torch._inductor.config
 
 from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.step_options import StepOptions, compile_in_place
-from foxlib.harness.timing import interval_of_samples, median_interval, sync_device, time_alternating
-from foxlib.memory.step import autocast
+from foxlib.harness.timing import median_interval, ratio_interval, sync_device, time_alternating
 from foxlib.models import MODELS
+from foxlib.waves.wave_8_12.strategies import BATCHED
 
 VARIANTS = {"batched": None, "batched, torch.compile": {}, "batched, torch.compile, C++ wrapper": {"cpp_wrapper": True}}
 
 
 def phases(built, n):
-    """Median ms of each phase of `n` steps, a sync after each phase."""
-    dev = built.device
-    out = {"zero_grad": [], "forward+loss": [], "backward": [], "optimizer": []}
+    """Median ms of each phase of `n` of the built step's own steps (foxlib.memory.step.TrainingStep, its hooks
+    marking the phases), a sync at each mark."""
+    dev, out = built.device, {"forward+loss": [], "backward": [], "optimizer": []}
+    marks: list[float] = []
+
+    def mark(*_):
+        sync_device(dev)
+        marks.append(time.perf_counter())
+
     for _ in range(n):
-        sync_device(dev)
-        t0 = time.perf_counter()
-        built.optimizer.zero_grad(set_to_none=True)
-        sync_device(dev)
-        t1 = time.perf_counter()
-        with autocast(dev, built.recipe.precision):
-            loss = built.loss_fn(built.model, built.batch)
-        sync_device(dev)
-        t2 = time.perf_counter()
-        loss.backward()
-        sync_device(dev)
-        t3 = time.perf_counter()
-        built.optimizer.step()
-        sync_device(dev)
-        t4 = time.perf_counter()
-        for k, v in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-            out[k].append(1e3 * v)
+        marks.clear()
+        mark()
+        built.step(on_forward_end=mark, before_step=mark)
+        mark()
+        for k, a, b in zip(out, marks, marks[1:]):
+            out[k].append(1e3 * (b - a))
     return {k: round(statistics.median(v), 3) for k, v in out.items()}
 
 
@@ -57,8 +52,7 @@ def main():
     p.add_argument("--only", default="", help="one variant's name (a smoke run: --device cpu --preset small --only batched)")
     a = p.parse_args()
     tft = MODELS["tft"]
-    cfg = dataclasses.replace(tft.config(a.preset, batch_size=32, encoder_length=60), memory_efficient=True,
-                              vsn_batched=True, vsn_chunk=0)
+    cfg = tft.config(a.preset, **BATCHED)
     dev = torch.device(a.device)
     built, result = {}, {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "rounds": a.rounds,
                          "variants": {}}
@@ -68,11 +62,10 @@ def main():
         try:
             b = build_step(StepRecipe("tft", cfg, "bf16", 0, StepOptions(adam="fused")), dev)
             if inductor is not None:
-                compile_in_place(b.model, **inductor)
+                compile_in_place(b.model)
             t = time.perf_counter()
-            # the options held globally while compiling: backward graphs compile lazily, after the forward's
-            # compile has returned, and would miss cpp_wrapper's settings (pytorch/pytorch#178845, at 00f1b4e:
-            # "CudaKernelParamCache not populated")
+            # inductor's options held globally while compiling (the forward on the first call, the backward
+            # lazily after it): options given to torch.compile miss the backward (pytorch/pytorch#178845)
             with torch._inductor.config.patch(**(inductor or {})):
                 for _ in range(3):
                     b.step()
@@ -83,13 +76,12 @@ def main():
             result["variants"][name] = {"error": f"{type(exc).__name__}: {str(exc)[:400]}"}
         print(name, result["variants"][name], flush=True)
     timings = time_alternating({n: b.step for n, b in built.items()}, repeats=a.rounds, warmup=2, device=dev)
-    base = timings["batched"].samples if "batched" in timings else None
     for n, t in timings.items():
         med, low, high = median_interval(t.samples)
         v = result["variants"][n]
         v.update(step_ms=[round(1e3 * x, 3) for x in (med, low, high)])
-        if base is not None and n != "batched":
-            v["ratio_to_batched"] = interval_of_samples(t.samples, base).to_dict()
+        if "batched" in timings and n != "batched":
+            v["ratio_to_batched"] = ratio_interval(timings, n, "batched").to_dict()
     for n, b in built.items():
         v = result["variants"][n]
         v["phases_ms"] = phases(b, 20)

@@ -14,7 +14,7 @@ from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, worksp
 from foxlib.waves.wave_8_12 import workspace
 from foxlib.waves.wave_8_13 import deployment
 from foxlib.waves.wave_8_13.tft import resolve_tft
-from tests.test_wave_8_12 import _m, typed
+from tests.test_wave_8_12 import hand_measurement, typed
 
 NAME = "light and fast"
 
@@ -31,7 +31,7 @@ def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010
 
 
 def _measurement(knob):
-    m = _m([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
+    m = hand_measurement([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
     m["cublas_workspace"] = knob
     return m
 

@@ -16,7 +16,7 @@ REPORTS = Path(__file__).resolve().parents[1] / "reports"
 ROUNDS = 6
 
 
-def _m(rows):
+def hand_measurement(rows):
     """A raw measurement with strategies (name, precision, peak MB, step s, quantile loss, own runs?);
     every round's step takes the same time (so each ratio's interval is that ratio, exactly)."""
     m = {"device": {"type": "cpu", "name": "test"}, "base_config": {"batch_size": 32, "encoder_length": 60},
@@ -41,7 +41,7 @@ typed = records.Measurement812.from_measurement  # the record of a raw measureme
 
 def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     budgets = load_budgets()
-    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
+    m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
             ("light but slow", "fp32", 400, 1.8, 1.00, False),
             ("light and fast", "fp32", 600, 0.5, 1.00, False),
             ("fastest, inaccurate", "fp16", 500, 0.3, 1.10, True),
@@ -62,7 +62,7 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
 
 
 def test_lightest_no_slower_than_fp32_within_accuracy():
-    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
+    m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
             ("lightest, slow", "fp32", 300, 1.3, 1.00, False),
             ("light, as fast", "fp32", 450, 1.0, 1.00, False),
             ("lighter, inaccurate", "fp16", 350, 0.8, 1.10, True),
@@ -74,7 +74,7 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
                                    "1.00x [1.00, 1.00] of fp32 per window, accuracy impact +0.00 %")
     assert tables.lightest_text(typed(m), load_budgets()).endswith(f"**light, as fast** — {tables.figures(light)}.")
     assert analysis.recommend(typed(m), load_budgets())["strategy"] == "fastest"
-    slow = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
+    slow = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("slow", "fp32", 300, 1.3, 1.00, False)])
     assert analysis.lightest_at_full_speed(typed(slow), load_budgets())["strategy"] == BASELINE
     # not shown no slower: a median under 1 whose interval reaches over 1
     maybe = _record(_sr("maybe as fast", 300, (0.95, 0.85, 1.05)))
@@ -84,7 +84,7 @@ def test_lightest_no_slower_than_fp32_within_accuracy():
 def test_a_smaller_batch_is_judged_per_training_window():
     """batch ÷4: each step is shorter, but four are needed per window of the baseline's: 0.4 s a step
     is 1.6 × the baseline's time per window, so the faster-per-window strategy is recommended."""
-    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
+    m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
             ("efficient", "fp32", 800, 0.6, 1.00, False)])
     m["strategies"]["batch ÷4"]["overrides"] = {"batch_size": 0.25}
     m["timing"]["batch ÷4"]["samples_s"] = [0.38, 0.4, 0.42] * 2
@@ -98,7 +98,7 @@ def test_a_smaller_batch_is_judged_per_training_window():
 
 
 def test_no_strategy_fits_is_a_failed_check():
-    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
+    m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.0, True), ("other", "fp32", 1100, 0.9, 1.0, False)])
     rec = analysis.recommend(typed(m), load_budgets())
     assert rec["strategy"] is None
     [check] = analysis.checks(typed(m), load_budgets())
@@ -106,7 +106,7 @@ def test_no_strategy_fits_is_a_failed_check():
 
 
 def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
-    m = _m([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
+    m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
             ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
     for name in ("efficient + graph", "light graph"):
         m["strategies"][name]["cuda_graph"] = True
@@ -120,7 +120,7 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     m["timing"]["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
     assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "light graph"
     assert analysis.lightest_at_full_speed(typed(m), load_budgets())["strategy"] == "light graph"  # the table shows them all
-    assert analysis.recommend(typed(_m([(BASELINE, "fp32", 900, 1.0, 1.0, True)])), load_budgets(),
+    assert analysis.recommend(typed(hand_measurement([(BASELINE, "fp32", 900, 1.0, 1.0, True)])), load_budgets(),
                           cuda_graph=True)["strategy"] is None
 
 
@@ -202,10 +202,12 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
         rec["fp8"]
 
 
-@pytest.mark.parametrize("device", ["cpu", "h200"])
-def test_the_committed_measurements_load(device):
-    """Reports are re-rendered from these files: they must build a record, whatever revision wrote them."""
-    m = json.loads((REPORTS / device / "wave-8.12" / "measurement.json").read_text())
+@pytest.mark.parametrize("path", sorted(REPORTS.glob("*/wave-8.12/measurement.json"))
+                         + sorted(REPORTS.glob("*/variants/wave-8.12*/measurement.json")), ids=str)
+def test_the_committed_measurements_load(path):
+    """Reports are re-rendered from these files, canonical and variant: each must build a record (an older one
+    migrated once, as the H200 variant at 79e3cfb was for the claim runs and the cuBLAS knob)."""
+    m = json.loads(path.read_text())
     rec = typed(m)
     assert rec.names == list(m["strategies"]) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:

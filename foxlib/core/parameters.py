@@ -127,6 +127,7 @@ CPU_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 # parameters that say where or how a run is done, not what is measured: they never make a variant
+RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")  # steer the run, not the measurement
 NOT_COMPARED = ("measurements", "output_dir", "snapshot_path", "timeline_dir", "checkpoint_path", "device")
 VARIANT_NAME_MAX = 40  # characters of a variant's folder name after "wave-<N>-"
 

@@ -159,13 +159,13 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
         compile_in_place(variant)
     batch = {k: v.clone() for k, v in reference["batch"].items()}  # a graph refills its inputs: a copy
     run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
-    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph), precision=precision,
+    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, compiled), precision=precision,
                    device=str(device), tolerance_rel=tolerance_rel)
 
 
-def _describe(cfg, cuda_graph: bool) -> str:
+def _describe(cfg, cuda_graph: bool, compiled: bool) -> str:
     parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}",
              f"vsn_chunk={cfg.vsn_chunk}"]
     if cfg.vsn_batched:
         parts.append("vsn_batched=True")
-    return ", ".join(parts) + (", CUDA graph" if cuda_graph else "")
+    return ", ".join(parts) + (", CUDA graph" if cuda_graph else "") + (", torch.compile" if compiled else "")

@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 
-FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
+from foxlib.memory.theory import ADAM_FP32_BYTES_PER_PARAMETER
+
+FLOOR_BYTES_PER_PARAMETER = ADAM_FP32_BYTES_PER_PARAMETER  # fp32 weights + gradients + two Adam moments
 FLOOR_BYTES_PER_PARAMETER_IN_BACKWARD = 12  # the gradients freed as each is applied
 OPTIMIZER_TRAFFIC_BYTES_PER_PARAMETER = 28  # read w, g, m, v (16) + write w, m, v (12)
 

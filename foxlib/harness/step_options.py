@@ -81,12 +81,11 @@ class StepOptions:
         return " + ".join(parts)
 
 
-def compile_in_place(model: torch.nn.Module, **inductor: Any) -> torch.nn.Module:
+def compile_in_place(model: torch.nn.Module) -> torch.nn.Module:
     """`model` compiled in place by torch.compile (`nn.Module.compile`: the same module, parameters and state dict;
     its forward compiled on the first call), dropout through PyTorch's own random ops (inductor's
-    `fallback_random`), so that the compiled model computes the same function. `inductor`: more of inductor's
-    options (e.g. cpp_wrapper=True: kernels launched from C++, scripts/diagnose_eager_step.py)."""
-    model.compile(options={"fallback_random": True, **inductor})
+    `fallback_random`), so that the compiled model computes the same function."""
+    model.compile(options={"fallback_random": True})
     return model
 
 

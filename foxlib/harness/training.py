@@ -57,8 +57,11 @@ def naive_prediction(levels: np.ndarray, target: torch.Tensor) -> torch.Tensor:
     return q.expand(*target.shape, len(levels))
 
 
+COVERAGE_BAND = (0.1, 0.9)  # the quantiles whose band coverage_10_90 measures (ideal: their difference)
+
+
 def coverage(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float],
-             lo: float = 0.1, hi: float = 0.9) -> float | None:
+             lo: float = COVERAGE_BAND[0], hi: float = COVERAGE_BAND[1]) -> float | None:
     """Share of targets inside the predicted [lo, hi] quantile band (ideal hi − lo); None if not predicted."""
     qs = list(quantiles)
     if lo not in qs or hi not in qs:
@@ -156,7 +159,7 @@ def evaluate(model, windows: MarketWindows, rows: np.ndarray, precision: str, de
     band = coverage(pred, target, qs)
     if band is not None:
         out["coverage_10_90"] = band
-        out["coverage_error"] = abs(band - 0.8)
+        out["coverage_error"] = abs(band - (COVERAGE_BAND[1] - COVERAGE_BAND[0]))
     if levels is not None:
         naive = naive_prediction(levels, target)
         out["naive_quantile_loss"] = float(quantile_loss(naive, target, qs))

@@ -587,7 +587,9 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
                         f"dropout: {'fused, 1-byte mask (as on CUDA)' if dropout == 'fused' else 'CPU composite'}; "
                         + (f"kernels' own scratch: probed on this CPU ({len(scratch)} op shapes)" if kernel_scratch
                            else "kernels' own scratch: not counted")
-                        + (f"; {LSTM_MARK} oneDNN's, workspace probed on this CPU" if kernel_sizes.lstm_calls else ""),
+                        + (f"; {LSTM_MARK} oneDNN's, workspace probed on this CPU" if kernel_sizes.lstm_calls else
+                           f"; {LSTM_MARK} PyTorch's own kernel (no oneDNN workspace)"
+                           if any(isinstance(mod, torch.nn.RNNBase) for mod in model.modules()) else ""),
         )
     if not seen["parameters_fake"]:
         raise AssertionError("predict: parameters became real during the step")

@@ -24,6 +24,7 @@ from typing import Any
 from foxlib.data.market import N_KNOWN
 
 F32 = 4
+ADAM_FP32_BYTES_PER_PARAMETER = 4 * F32  # fp32 weights + gradients + two Adam moments
 
 
 def _grn(n: int, h: int, o: int, k: int) -> int:
@@ -103,6 +104,6 @@ def training_step(model: str, cfg: Any, n_parameters: int, precision: str = "fp3
         "gradients": params,
         "optimizer_state": 2 * params,
         "activations": activations,
-        "peak": None if activations is None else 4 * params + activations,
+        "peak": None if activations is None else ADAM_FP32_BYTES_PER_PARAMETER * n_parameters + activations,
         "formula": "16 B/param (fp32 weights, gradients, 2 Adam moments) + the model's saved-activation count",
     }

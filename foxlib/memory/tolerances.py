@@ -39,15 +39,17 @@ CUDA_REASONS = {
 }
 CUDA_LSTM_REASON = ("not modelled: cuDNN LSTM workspace/reserve (cuDNN picks their sizes; the prediction runs "
                     "oneDNN's LSTM, whose workspace differs)")
-LSTM_MARK = "LSTM layers:"  # in a prediction's peak_method when the step ran an LSTM kernel (foxlib.memory.predict)
+LSTM_MARK = "LSTM layers:"  # in a prediction's peak_method when the model has an LSTM (foxlib.memory.predict)
 
 SKIPPED_STEP_REASON = ("fp16: the GradScaler skipped the measured step's optimizer step (its gradients overflowed); "
                        "the prediction always takes it, with the optimizer's temporaries")
 
 def runs_lstm(*profiles: dict[str, Any] | None) -> bool:
-    """Did the step run an LSTM? LSTM_MARK in a prediction's peak_method, or a block named like one among the
-    saved activations: each alone misses steps (reports/h200/wave-8.12/measurement.json: the checkpointed
-    ones have only the mark, fp16's only the block names)."""
+    """Did the step run an LSTM? LSTM_MARK in a prediction's peak_method (a prediction marks every model with an
+    LSTM module), or a block named like one among the saved activations. Predictions made before the mark was
+    structural marked only steps whose LSTM ran oneDNN's kernel, so for them the block names fill in, and not
+    for all: the committed H200 8.12's "efficient + checkpoint blocks + fp16" has neither and is compared at
+    the plain tolerance (reports/h200/wave-8.12/measurement.json)."""
     for p in profiles:
         if not p or "error" in p:
             continue

@@ -15,7 +15,7 @@ from typing import Any
 
 from foxlib.core import config
 from foxlib.core.figures import display
-from foxlib.core.provenance import DIRTY, sha256_of
+from foxlib.core.provenance import is_clean, sha256_of
 from foxlib.report.index import canonical_pages
 
 
@@ -37,7 +37,7 @@ def problems(reports_dir: Path | None = None) -> list[str]:
         device = path.relative_to(reports_dir).parts[0]
         for rev_key in ("measured_at_revision", "rendered_at_revision"):
             rev = res.get(rev_key)
-            if not rev or str(rev).endswith(DIRTY):
+            if not is_clean(rev):
                 out.append(f"{rel}: {rev_key} is {rev!r}, not a clean commit")
         for c in res.get("depends_on") or []:
             cited = base / c["path"]

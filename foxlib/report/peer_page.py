@@ -90,7 +90,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "device": res.get("device") or {},
         "generated_at": res.get("generated_at", ""),
         "measured_at": measured or "unknown", "rendered_at": rendered or "not rendered yet",
-        "dirty": any(str(r or "").endswith(provenance.DIRTY) for r in (measured, rendered)),
+        "dirty": not all(provenance.is_clean(r) for r in (measured, rendered) if r),
         "verdict": {True: "all targets met", False: "targets not all met", None: "no checks"}[passed],
         "verdict_class": {True: "pass", False: "fail", None: "none"}[passed],
         "peer": None if peer is None else {

@@ -1,6 +1,5 @@
 """Reading aids every report carries, each a Block (the same piece as HTML and as Markdown): opening() (the
-link back to reports/index.html, the answer first in numbers from results.json's "checks", what a run changed
-from the defaults), closing() (how to reproduce the report, the glossary, the link back), and the tables'
+link back to reports/index.html, the answer first in numbers from results.json's "checks"), closing() (how to reproduce the report, the glossary, the link back), and the tables'
 stylesheet with the marking of numeric columns (style_report, for foxlib.report.render). MB = 10^6 bytes."""
 from __future__ import annotations
 
@@ -16,9 +15,6 @@ from foxlib.core.results import measured_revision
 
 MINUS = "\u2212"  # the minus sign of a signed difference ("−9.4 MB")
 INDEX_FILE = "index.html"
-RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")  # steer the run, not the measurement
-
-
 @dataclass(frozen=True, repr=False)
 class Block:
     """A piece of a report in both forms a notebook output can carry (shown as a cell's last expression)."""
@@ -202,31 +198,19 @@ def glossary(terms: Iterable[str] | None = None) -> Block:
 
 # ----------------------------------------------------------------------------- reproduce this report
 
-def default_parameters(wave: str) -> dict[str, Any]:
-    """The wave notebook's declared parameters with their default values."""
-    from foxlib.core.critical_path import get_wave
-    from foxlib.core.parameters import read_parameters
-    return {name: p.default for name, p in read_parameters(get_wave(wave).notebook).items()}
-
-
-def changed_parameters(parameters: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """The measurement parameters that differ from the defaults (run parameters left out; one the notebook
-    no longer declares is kept: it was part of the run)."""
-    return {k: v for k, v in parameters.items()
-            if k not in RUN_PARAMETERS and (k not in defaults or defaults[k] != v)}
-
-
 def _value(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-def commands(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> list[str]:
+def commands(results: Mapping[str, Any]) -> list[str]:
     """The shell commands that reproduce a report from its results.json: `make report WAVE=<N> P="..."`
     (`python -m foxlib report` where a value holds a space or a quote, which make's P cannot carry); for a
-    measurement made elsewhere, `python -m foxlib measure` there and `make render` here."""
+    measurement made elsewhere, `python -m foxlib measure` there and `make render` here. The parameters given
+    are the run's differences from its device's defaults (results.json's run.differs,
+    foxlib.core.parameters.differences), and its budgets file."""
     wave = results["wave"]
     params = dict(results.get("parameters") or {})
-    changed = changed_parameters(params, default_parameters(wave) if defaults is None else defaults)
+    changed = {k: d["value"] for k, d in results["run"]["differs"].items() if k != "budgets_file"}
     budgets = params.get("budgets_file") or ""
     assignments = [f"{k}={_value(v)}" for k, v in changed.items()] + ([f"budgets_file={budgets}"] if budgets else [])
     flags = " ".join(f"-p {shlex.quote(a)}" for a in assignments)
@@ -263,10 +247,9 @@ def dataset_description() -> str:
             "return from windows of it, DQN and PPO trade in an environment built on it (foxlib/data/trading_env.py).")
 
 
-def reproduce(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = None,
-              dataset: str | None = None) -> Block:
+def reproduce(results: Mapping[str, Any], dataset: str | None = None) -> Block:
     """"Reproduce this report": commands, revisions, device, software and data set, from results.json's dict."""
-    cmds = commands(results, defaults)
+    cmds = commands(results)
     measured, rendered = revisions(results)
     dev, env = results.get("device") or {}, results.get("environment") or {}
     device = dev.get("name", "unknown device") + (f" ({dev['type']})" if dev.get("type") else "")
@@ -280,29 +263,18 @@ def reproduce(results: Mapping[str, Any], defaults: Mapping[str, Any] | None = N
                  f"<pre>{html.escape(chr(10).join(cmds))}</pre><ul>{rows}</ul></div>", md)
 
 
-def differences(wave: str, parameters: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
-    """"batch_size=8 (default 32), preset=small (default seed)": what a run changed, or ""."""
-    defaults = default_parameters(wave) if defaults is None else defaults
-    return ", ".join(f"{k}={_value(v)}" + (f" (default {_value(defaults[k])})" if k in defaults else "")
-                     for k, v in changed_parameters(parameters, defaults).items())
-
-
 # ----------------------------------------------------------------------------- one call at each end
 
-def opening(wave: str, checks: Iterable[Any], report_dir: str | Path = ".",
-            parameters: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> Block:
-    """The first lines of a report: the link back, the answer in numbers and, for a variant, what differs."""
+def opening(wave: str, checks: Iterable[Any], report_dir: str | Path = ".") -> Block:
+    """The first lines of a report: the link back and the answer in numbers (a variant says what differs in its
+    verdict banner: foxlib.run.notebook_cells.verdict_banner)."""
     back, answer = index_link(report_dir), answer_block(checks, wave)
-    diff = differences(wave, parameters, defaults) if parameters else ""
-    note_md = f"\n\n*Not the defaults: {diff}.*" if diff else ""
-    note_html = f'<p class="foxlib-variant"><i>Not the defaults: {html.escape(diff)}.</i></p>' if diff else ""
-    return Block(back.html + answer.html + note_html, back.markdown + "\n\n" + answer.markdown + note_md)
+    return Block(back.html + answer.html, back.markdown + "\n\n" + answer.markdown)
 
 
-def closing(results: Mapping[str, Any], report_dir: str | Path = ".", defaults: Mapping[str, Any] | None = None,
-            dataset: str | None = None) -> Block:
+def closing(results: Mapping[str, Any], report_dir: str | Path = ".", dataset: str | None = None) -> Block:
     """The last lines of a report: how to reproduce it, the glossary and the link back."""
-    parts = [reproduce(results, defaults, dataset), glossary(), index_link(report_dir)]
+    parts = [reproduce(results, dataset), glossary(), index_link(report_dir)]
     return Block("".join(p.html for p in parts), "\n\n".join(p.markdown for p in parts))
 
 

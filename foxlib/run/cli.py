@@ -118,11 +118,9 @@ def _run(args) -> int:
 
 def _measure(wave_id: str, overrides: dict, out: Path, allow_dirty: bool, force: bool) -> int:
     from foxlib.core import results
-    from foxlib.core.critical_path import get_wave
-    from foxlib.core.parameters import read_parameters, resolve
     from foxlib.run import notebook_cells as notebook, preflight
     from foxlib.run.runner import check_revision, plan
-    if resolve(read_parameters(get_wave(wave_id).notebook), overrides).get("measurements"):
+    if overrides.get("measurements"):
         raise ValueError("measure takes no measurements parameter: it makes the measurement")
     params = plan(wave_id, overrides).params  # checked, with the device's defaults
     check_revision(allow_dirty)

@@ -11,9 +11,8 @@ import pandas as pd
 
 from foxlib.core import config, results
 from foxlib.core.budgets import Check, load_budgets, verdict
-from foxlib.core.parameters import read_parameters
 from foxlib.core.critical_path import get_wave
-from foxlib.report.reading import RUN_PARAMETERS
+from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
 
 # the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
 _RUN: dict[str, Any] = {}

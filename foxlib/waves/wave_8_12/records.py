@@ -10,14 +10,13 @@ from typing import Any
 
 from foxlib.core.schema import check_plain, readable_version
 from foxlib.harness.equivalence import Equivalence
-from foxlib.harness.floors import Floors
+from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import own_workspaces
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
-FLOOR_BYTES_PER_PARAMETER = 16  # fp32 weights + gradients + two Adam moments
 
 KEYS = ("wave", "measured_at", "measure_parameters", "device", "environment", "base_config", "strategies", "skipped",
         "memory", "predicted", "timing", "claim_runs", "floors", "cublas_workspace", "accuracy_preset",

@@ -114,7 +114,7 @@ STRATEGIES = {s.name: s for s in (
 )}
 GRAPH_SKIPPED = "skipped: a CUDA graph needs a CUDA device"
 COMPILE_SKIPPED = ("skipped: the torch.compile strategies are measured on CUDA, where they cut kernel launches "
-                   "(on a CPU, inductor's C++ build takes minutes per strategy)")
+                   "(on a CPU inductor builds C++ kernels instead: not what they are for)")
 BASELINE = "fp32 (baseline)"
 
 

@@ -104,7 +104,7 @@ class KnobResult:
 
 def knob_results(knob: dict[str, Any]) -> tuple[KnobResult, ...]:
     """measure_knob's data typed; () when it was skipped or a process failed (knob_error says why)."""
-    if knob.get("skipped") or knob_error(knob):
+    if knob_absent_reason(knob):
         return ()
     runs = knob["runs"]
     out = []

@@ -15,7 +15,7 @@ _PHASE_FIELDS = ("peak_bytes", "peak_allocated_bytes", "oom", "context_end_bytes
 
 
 class _Part:
-    """A part made from its keys (a missing or unknown one: typing_parts' ValueError), asdict back."""
+    """A part made from its keys (a missing or unknown one: WaveMeasurement.from_dict's ValueError), asdict back."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
