@@ -228,7 +228,11 @@ def test_the_page_shows_all_three_peers_with_foxlibs_ratios_and_intervals(fixtur
     assert f"{0.9e9 / 1.1e9:.3f}×" in first_screen
     assert first_screen.count("neuralforecast is not installed here") >= 2
     assert "darts 0.48.1" in page and "neuralforecast not installed" in page
-    assert json.loads(path.read_text())["ratios_by_peer"] == over  # the page reads the stored ratios
+    # the page shows the stored ratios, not its own recomputation: a stored ratio changed shows as changed
+    data = json.loads(path.read_text())
+    data["ratios_by_peer"]["darts_skip"]["foxlib_default"]["step_time_interval"].update(median=0.123, low=0.1, high=0.2)
+    path.write_text(json.dumps(data))
+    assert "0.123× [0.100, 0.200]" in peer_page.render_file(path, base=cited.parents[3]).read_text()
 
 
 def test_the_index_links_every_peer_page(tmp_path, clean):
