@@ -1,11 +1,13 @@
 """Where an eager training step's host time goes, and what cuts it (CUDA). The batched TFT step (all variables at
-once, bf16, fused Adam; seed preset) three ways: plain, compiled (torch.compile, inductor's Python wrapper) and
-compiled with inductor's C++ wrapper (`cpp_wrapper`: the kernels launched from C++). Each is warmed up (compiled),
+once, bf16, fused Adam; seed preset) plain and compiled (torch.compile) in the ways that could cut the host's
+time: inductor's Python wrapper, its C++ wrapper (`cpp_wrapper`: the kernels launched from C++), combo kernels
+(independent kernels fused side by side: fewer launches), and compiled autograd (the backward one compiled graph). Each is warmed up (compiled),
 then all are timed alternating, one step per sample (foxlib.harness.timing: medians with 95 % bootstrap intervals,
 ratios to the plain step paired by round); then per phase (a sync between phases) and 5 steps under torch.profiler
 (kernel launches per step, host ops by self CPU time). A diagnosis for the GPU machine (DIAG_EAGER=1 in
 scripts/h200.sh runs it): python3 scripts/diagnose_eager_step.py [--rounds N] [--out FILE.json] > FILE.txt"""
 import argparse
+import contextlib
 import dataclasses
 import json
 import statistics
@@ -20,7 +22,32 @@ from foxlib.harness.timing import median_interval, ratio_interval, sync_device, 
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.strategies import BATCHED
 
-VARIANTS = {"batched": None, "batched, torch.compile": {}, "batched, torch.compile, C++ wrapper": {"cpp_wrapper": True}}
+# name: (inductor options held while compiling, or None: not compiled; compiled autograd on: the backward, with
+# its gradient accumulation, traced and compiled as one graph instead of run by autograd's engine node by node)
+VARIANTS = {
+    "batched": (None, False),
+    "batched, torch.compile": ({}, False),
+    "batched, torch.compile, C++ wrapper": ({"cpp_wrapper": True}, False),
+    "batched, torch.compile, combo kernels": ({"combo_kernels": True}, False),
+    "batched, torch.compile, C++ wrapper, combo kernels": ({"cpp_wrapper": True, "combo_kernels": True}, False),
+    "batched, torch.compile, compiled autograd": ({}, True),
+}
+
+
+def held(compiled_autograd: bool):
+    """A context for the built step: compiled autograd when asked (torch._dynamo.compiled_autograd: the backward
+    compiled by inductor on the first step, the graph replayed after), else nothing."""
+    if not compiled_autograd:
+        return contextlib.nullcontext()
+    import torch._dynamo.compiled_autograd as ca
+    return ca._enable(torch.compile(backend="inductor", options={"fallback_random": True}))
+
+
+def stepper(built, compiled_autograd: bool):
+    def step():
+        with held(compiled_autograd):
+            built.step()
+    return step
 
 
 def phases(built, n):
@@ -56,7 +83,8 @@ def main():
     dev = torch.device(a.device)
     built, result = {}, {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "rounds": a.rounds,
                          "variants": {}}
-    for name, inductor in VARIANTS.items():
+    steps = {}
+    for name, (inductor, compiled_autograd) in VARIANTS.items():
         if a.only and name != a.only:
             continue
         try:
@@ -66,16 +94,17 @@ def main():
             t = time.perf_counter()
             # inductor's options held globally while compiling (the forward on the first call, the backward
             # lazily after it): options given to torch.compile miss the backward (pytorch/pytorch#178845)
+            step = stepper(b, compiled_autograd)
             with torch._inductor.config.patch(**(inductor or {})):
                 for _ in range(3):
-                    b.step()
+                    step()
             sync_device(dev)
             result["variants"][name] = {"warmup_s": round(time.perf_counter() - t, 1)}
-            built[name] = b
+            built[name], steps[name] = b, step
         except Exception as exc:  # noqa: BLE001 - a variant that cannot compile here is named, the others go on
             result["variants"][name] = {"error": f"{type(exc).__name__}: {str(exc)[:400]}"}
         print(name, result["variants"][name], flush=True)
-    timings = time_alternating({n: b.step for n, b in built.items()}, repeats=a.rounds, warmup=2, device=dev)
+    timings = time_alternating(steps, repeats=a.rounds, warmup=2, device=dev)
     for n, t in timings.items():
         med, low, high = median_interval(t.samples)
         v = result["variants"][n]
@@ -84,11 +113,13 @@ def main():
             v["ratio_to_batched"] = ratio_interval(timings, n, "batched").to_dict()
     for n, b in built.items():
         v = result["variants"][n]
-        v["phases_ms"] = phases(b, 20)
+        print(f"\n== {n}: timing per phase and profiling", flush=True)
+        with held(VARIANTS[n][1]):
+            v["phases_ms"] = phases(b, 20)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
-                b.step()
+                steps[n]()
             sync_device(dev)
         ka = prof.key_averages()
         v["kernel_launches_per_step"] = sum(e.count for e in ka if "LaunchKernel" in e.key) / 5

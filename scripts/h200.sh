@@ -69,7 +69,7 @@ if [ "${CLAIMS:-0}" = 1 ]; then  # the seed's speed claims again, alone (fresh p
   python3 -m foxlib.waves.wave_8_12.claim_runs --device cuda --out "$OUT/claim-runs.json" 2>&1 | tail -n 20 | tee -a "$LOG"
 fi
 if [ "${DIAG_EAGER:-0}" = 1 ]; then  # where an eager step's host time goes (reports/h200/batched-vsn/README.md)
-  stamp "eager-step diagnosis (plain, compiled, compiled with inductor's C++ wrapper)"
+  stamp "eager-step diagnosis (plain and compiled: Python or C++ wrapper, combo kernels, compiled autograd)"
   python3 scripts/diagnose_eager_step.py --rounds 60 --out "$OUT/eager-step.json" > "$OUT/eager-step.txt" 2>&1
   grep -E '^batched|^== ' "$OUT/eager-step.txt" | cut -c1-400 | tee -a "$LOG"
 fi
