@@ -15,7 +15,8 @@
 # the same GPU with PARTS=<that file, carried> measures only the rest:
 #   call 1: FOXLIB_GIT_REVISION=<commit> WAVES=8.12 STOP_AFTER=540 PEER=0 GPU_TESTS=0 CPU_TESTS=0 bash scripts/h200.sh
 #   call 2: FOXLIB_GIT_REVISION=<commit> WAVES=8.12 PARTS=device-out/parts/wave-8.12.parts.json ... bash scripts/h200.sh
-# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), CLASSES="fp16" (8.13 for other card classes,
+# Knobs: WAVES (default "8.10 8.11 8.12 8.13"; WAVES=none runs none), PARAMETERS (a variant run of the waves in
+# WAVES: overrides as make's P takes them, e.g. PARAMETERS="strategies='bf16;fp16'"), CLASSES="fp16" (8.13 for other card classes,
 # emulated: variant reports the index reads per class), CLAIMS=1 (8.12's claim runs alone), PEER=0, PEER_COMPILE=off (the peer
 # benchmark's torch.compile rows, on by default on CUDA: about 4-8 minutes of compiling; a run with them that
 # leaves no file is run again without them, its page saying why), THROUGHPUT=1,
@@ -40,7 +41,7 @@ for w in ${WAVES:-8.10 8.11 8.12 8.13}; do
   [ "$w" = none ] && continue
   stamp "wave $w"
   if [ "$w" = 8.12 ] && [ -n "${PARTS:-}" ]; then cp "$PARTS" "$OUT/wave-8.12.parts.json"; fi  # an earlier call's parts
-  timeout "${STOP_AFTER:-0}" python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" \
+  timeout "${STOP_AFTER:-0}" python3 -m foxlib measure --wave "$w" --out "$OUT/wave-$w.json" --parameters "${PARAMETERS:-}" \
     $( [ "$w" = 8.10 ] && echo "-p snapshot_path=$OUT/wave-8.10-snapshot.pickle" ) \
     $( [ "$w" = 8.12 ] && echo "-p timeline_dir=/tmp/foxlib-out/timelines -p checkpoint_path=$OUT/wave-8.12.parts.json" ) \
     2>&1 | tail -n 20 | tee -a "$LOG"

@@ -70,6 +70,25 @@ def test_bad_options_are_refused():
         OptimizerInBackward([torch.zeros(2)], lr=1e-3)
 
 
+def test_cpp_wrapper_is_a_compile_option_held_only_inside_the_step():
+    import torch._inductor.config as inductor
+    from foxlib.harness.step_options import backends
+    with pytest.raises(ValueError, match="set compile too"):
+        StepOptions(cpp_wrapper=True)
+    with pytest.raises(ValueError, match="true or false"):
+        StepOptions.from_dict({"compile": True, "cpp_wrapper": "yes"})
+    opts = StepOptions.from_dict({"adam": "fused", "compile": True, "cpp_wrapper": True})
+    assert opts.label() == "fused Adam + torch.compile (C++ wrapper)"
+    assert opts.sets_backends and not opts.changes_numerics  # the same function, launched from C++
+    assert not StepOptions(compile=True).sets_backends
+    before = (inductor.cpp_wrapper, inductor.combo_kernels)
+    with backends(opts):
+        assert inductor.cpp_wrapper and inductor.combo_kernels
+    assert (inductor.cpp_wrapper, inductor.combo_kernels) == before
+    with backends(StepOptions(compile=True)):
+        assert (inductor.cpp_wrapper, inductor.combo_kernels) == before
+
+
 def test_tf32_is_set_only_inside_and_restored():
     before = torch.backends.cuda.matmul.allow_tf32
     with matmul_tf32(True):

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from foxlib.harness.step_options import compile_in_place
+from foxlib.harness.step_options import compile_in_place, inductor_options
 from foxlib.memory.step import autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
@@ -133,11 +133,12 @@ def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch
 
 
 def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
-                  seed: int = 0, cuda_graph: bool = False, compiled: bool = False, name: str = "",
+                  seed: int = 0, cuda_graph: bool = False, compiled: bool = False, cpp_wrapper: bool = False,
+                  name: str = "",
                   variant_seed: int | None = None, tolerance_rel: float | None = None,
                   reference: dict[str, Any] | None = None) -> Equivalence:
     """The TFT of `variant_cfg` (`cuda_graph`: its step as one CUDA graph; `compiled`: compiled by torch.compile,
-    foxlib.harness.step_options.compile_in_place) against the plain step of
+    foxlib.harness.step_options.compile_in_place, with inductor's C++ wrapper if `cpp_wrapper`) against the plain step of
     `reference_cfg`, both with dropout 0, the weights of `seed` and one batch, in `precision`. `variant_seed`:
     another seed's weights (a different function, to test the test). `reference`: reference_run's, to reuse."""
     check_precision(precision)
@@ -156,16 +157,19 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
     if variant_seed is None:
         variant.load_state_dict(reference["weights"])
     if compiled:
-        compile_in_place(variant)
+        compile_in_place(variant, cpp_wrapper)
     batch = {k: v.clone() for k, v in reference["batch"].items()}  # a graph refills its inputs: a copy
-    run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
-    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, compiled), precision=precision,
+    with inductor_options(compiled and cpp_wrapper):
+        run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
+    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, compiled, cpp_wrapper),
+                   precision=precision,
                    device=str(device), tolerance_rel=tolerance_rel)
 
 
-def _describe(cfg, cuda_graph: bool, compiled: bool) -> str:
+def _describe(cfg, cuda_graph: bool, compiled: bool, cpp_wrapper: bool) -> str:
     parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}",
              f"vsn_chunk={cfg.vsn_chunk}"]
     if cfg.vsn_batched:
         parts.append("vsn_batched=True")
-    return ", ".join(parts) + (", CUDA graph" if cuda_graph else "") + (", torch.compile" if compiled else "")
+    return ", ".join(parts) + (", CUDA graph" if cuda_graph else "") + (", torch.compile" if compiled else "") + \
+        (" (C++ wrapper)" if compiled and cpp_wrapper else "")

@@ -103,7 +103,7 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> B
     model = card.build(recipe.cfg).to(device)
     model.train()
     if recipe.options.compile:
-        compile_in_place(model)
+        compile_in_place(model, recipe.options.cpp_wrapper)
     batch = card.example_batch(recipe.cfg, device=device, seed=recipe.seed)
     optimizer = optimizer_for(recipe, model, **adam)
     step = TrainingStep(model, batch, card.loss, optimizer, recipe.precision, device)

@@ -6,7 +6,12 @@
 - `cudnn`: False runs the LSTMs on PyTorch's own CUDA kernels instead of cuDNN's, a change of numerics.
 - `compile`: the model compiled in place by torch.compile (`nn.Module.compile`: same parameters and state dict;
   inductor's fused kernels), dropout through PyTorch's own random ops (`fallback_random`): the same function.
-`backends(options)` holds TF32 and cuDNN while the step runs or is captured. The defaults are the plain step.
+- `cpp_wrapper` (with `compile`): inductor's C++ wrapper launches the compiled kernels from C++ instead of Python,
+  and combo kernels fuse independent kernels side by side (fewer launches): for an eager step, which the host's
+  time per launch bounds (scripts/diagnose_eager_step.py; reports/h200/batched-vsn/README.md). Inductor compiles
+  C++ besides Triton then: a longer warm-up (162 s against 6 s on the H200 machine at c5c08ef).
+`backends(options)` holds TF32, cuDNN and inductor's options while the step runs or is captured. The defaults are
+the plain step.
 """
 from __future__ import annotations
 
@@ -27,10 +32,13 @@ class StepOptions:
     tf32: bool = False
     cudnn: bool = True
     compile: bool = False
+    cpp_wrapper: bool = False
 
     def __post_init__(self):
         if self.adam not in ADAMS:
             raise ValueError(f"unknown adam {self.adam!r}; valid: {', '.join(ADAMS)}")
+        if self.cpp_wrapper and not self.compile:
+            raise ValueError("cpp_wrapper is an option of torch.compile: set compile too")
 
     @property
     def is_default(self) -> bool:
@@ -50,8 +58,8 @@ class StepOptions:
 
     @property
     def sets_backends(self) -> bool:
-        """Whether `backends(self)` changes anything (TF32 on, or cuDNN off)."""
-        return self.tf32 or not self.cudnn
+        """Whether `backends(self)` changes anything (TF32 on, cuDNN off, inductor's C++ wrapper)."""
+        return self.tf32 or not self.cudnn or self.cpp_wrapper
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,16 +85,29 @@ class StepOptions:
     def label(self) -> str:
         parts = (["fused Adam"] if self.adam == "fused" else []) + \
                 (["Adam in backward"] if self.optimizer_in_backward else []) + (["TF32"] if self.tf32 else []) + \
-                ([] if self.cudnn else ["LSTMs without cuDNN"]) + (["torch.compile"] if self.compile else [])
+                ([] if self.cudnn else ["LSTMs without cuDNN"]) + (["torch.compile" + (" (C++ wrapper)" if self.cpp_wrapper else "")] if self.compile else [])
         return " + ".join(parts)
 
 
-def compile_in_place(model: torch.nn.Module) -> torch.nn.Module:
+CPP_WRAPPER = {"cpp_wrapper": True, "combo_kernels": True}  # inductor's options for StepOptions.cpp_wrapper
+
+
+def compile_in_place(model: torch.nn.Module, cpp_wrapper: bool = False) -> torch.nn.Module:
     """`model` compiled in place by torch.compile (`nn.Module.compile`: the same module, parameters and state dict;
     its forward compiled on the first call), dropout through PyTorch's own random ops (inductor's
-    `fallback_random`), so that the compiled model computes the same function."""
-    model.compile(options={"fallback_random": True})
+    `fallback_random`), so that the compiled model computes the same function. `cpp_wrapper`: with CPP_WRAPPER too;
+    run it inside `inductor_options(True)`, which the backward, compiled lazily on the first backward, reads
+    (options given to torch.compile miss it: pytorch/pytorch#178845)."""
+    model.compile(options={"fallback_random": True, **(CPP_WRAPPER if cpp_wrapper else {})})
     return model
+
+
+def inductor_options(cpp_wrapper: bool) -> contextlib.AbstractContextManager:
+    """CPP_WRAPPER held in inductor's config while inside (restored after); nothing when not asked."""
+    if not cpp_wrapper:
+        return contextlib.nullcontext()
+    import torch._inductor.config
+    return torch._inductor.config.patch(**CPP_WRAPPER)
 
 
 @contextlib.contextmanager
@@ -105,9 +126,11 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def backends(options: StepOptions) -> Iterator[None]:
-    """The options' backend settings held while inside (restored after): TF32 matmuls, cuDNN off."""
+    """The options' backend settings held while inside (restored after): TF32 matmuls, cuDNN off, inductor's
+    C++ wrapper."""
     with matmul_tf32(options.tf32), (contextlib.nullcontext() if options.cudnn
-                                     else torch.backends.cudnn.flags(enabled=False)):
+                                     else torch.backends.cudnn.flags(enabled=False)), \
+            inductor_options(options.cpp_wrapper):
         yield
 
 

@@ -92,6 +92,10 @@ STRATEGIES = {s.name: s for s in (
              options=StepOptions(adam="fused", compile=True)),
     Strategy("efficient + batched VSNs + bf16 + CUDA graph + fused Adam + torch.compile", "bf16", BATCHED,
              cuda_graph=True, options=StepOptions(adam="fused", compile=True)),
+    # the eager step is bound by the host's time per launch (reports/h200/batched-vsn/README.md): the kernels
+    # launched from C++, independent ones fused side by side (step_options.cpp_wrapper)
+    Strategy("efficient + batched VSNs + bf16 + fused Adam + torch.compile (C++ wrapper)", "bf16", BATCHED,
+             options=StepOptions(adam="fused", compile=True, cpp_wrapper=True)),
     # lighter: the gradients never all alive (Adam in backward: the accuracy runs of the other Adam-in-backward
     # strategies of bf16), the compiled batched step otherwise the recommendation's (53b1112: 542.1 MB)
     Strategy("efficient + batched VSNs + bf16 + CUDA graph + Adam in backward + torch.compile", "bf16", BATCHED,
