@@ -29,7 +29,8 @@ TINY = {"batch_size": 4, "encoder_length": 10, "decoder_length": 2}
 GRAPHED = {"strategy": "efficient + bf16 + CUDA graph + Adam in backward", "precision": "bf16",
            "tft_overrides": {"memory_efficient": True}, "cuda_graph": True,
            "options": {"adam": "fused", "optimizer_in_backward": True}, "cublas_workspace": ":16:8"}
-FUSED_IN_BACKWARD = {"adam": "fused", "optimizer_in_backward": True, "tf32": False, "cudnn": True, "compile": False}
+FUSED_IN_BACKWARD = {"adam": "fused", "optimizer_in_backward": True, "tf32": False, "cudnn": True, "compile": False,
+                     "cpp_wrapper": False}
 
 
 def _recommend(tmp_path, rec) -> Path:
@@ -55,11 +56,12 @@ def test_best_gives_the_cuda_graph_and_options_too(tmp_path):
                                      "options": {"tf32": True}}, "cpu", tmp_path)
     assert given["tft_overrides"] == {"memory_efficient": True} and given["cuda_graph"] is True
     assert given["options"] == {"adam": "default", "optimizer_in_backward": False, "tf32": True, "cudnn": True,
-                                "compile": False}
+                                "compile": False, "cpp_wrapper": False}
     assert given["cublas_workspace"] is None and given["source"] == "--best option"
     plain = conf.best_configuration(None, "cpu", tmp_path)  # the built-in default: an eager, plain step
     assert plain["cuda_graph"] is False and plain["options"] == {"adam": "default", "optimizer_in_backward": False,
-                                                                 "tf32": False, "cudnn": True, "compile": False}
+                                                                 "tf32": False, "cudnn": True, "compile": False,
+                                                                 "cpp_wrapper": False}
     # the committed H200 recommendation reads as the file states it
     rec = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "results.json").read_text())["recommended"]
     published = conf.best_configuration(None, "h200", ROOT / "reports")
