@@ -99,7 +99,8 @@ def select(asked: list[str], compile_on: bool, compile_reason: str,
     return chosen, not_run
 
 
-def measure(args) -> dict[str, Any]:
+def measure(args, revision: str | None) -> dict[str, Any]:
+    """The results file's dict for the parsed arguments; `revision`: the tree's (main checked it once)."""
     import pytorch_forecasting
 
     from foxlib.harness.recipe import StepRecipe, build_step
@@ -109,7 +110,6 @@ def measure(args) -> dict[str, Any]:
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
     from foxlib.memory.step import TrainingStep
 
-    revision = provenance.check_tree(args.allow_dirty, "a measurement")
     device = resolve_device(args.device)
     reports_dir = Path(args.reports_dir)
     overrides = conf.parse_json_option(args.config, "--config") or {}
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or "peer" not in args.variants or not set(args.variants) & set(fig.FOXLIB_ROWS):
         p.error(f"--variants: unknown {unknown} or no peer and foxlib row; valid: {', '.join(VARIANTS)}")
     try:
-        provenance.check_tree(args.allow_dirty, "a measurement")
+        revision = provenance.check_tree(args.allow_dirty, "a measurement")
     except provenance.ProvenanceError as exc:
         p.exit(2, f"peer_tft.py: {exc}\n")
     try:
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"pytorch-forecasting is not installed ({exc}); measure in the peer environment:\n"
                   "  python3 -m venv .venv-peer && .venv-peer/bin/pip install -r requirements-peer.txt "
                   "&& .venv-peer/bin/pip install --no-deps -e .\n")
-    res = measure(args)
+    res = measure(args, revision)
     out = Path(args.out) if args.out != "auto" else Path(args.reports_dir) / res["device"]["short"] / "peer-benchmark.json"
     write_json(out, res)
     log(f"wrote {out}")
