@@ -56,20 +56,12 @@ from foxlib.core.config import env_flag  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
-MB = 10**6
 VARIANTS = tuple(fig.ROWS)
 PEER_DEFAULTS = {"peer_hcs8": 8, "peer_hcs16": 16}  # row -> the peer's hidden_continuous_size
 
 
 def log(msg: str) -> None:
     print(f"[peer_tft {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _version(module: str) -> str | None:
-    try:
-        return __import__(module).__version__
-    except Exception:  # noqa: BLE001 - a version string is informational only
-        return None
 
 
 def _free(device) -> None:
@@ -192,7 +184,7 @@ def measure(args, revision: str | None) -> dict[str, Any]:
         "device": describe(device),
         "environment": {**environment(), "pytorch_forecasting": pytorch_forecasting.__version__,
                         "neuralforecast": others.version("neuralforecast"), "darts": others.version("darts"),
-                        "lightning": _version("lightning"), "pandas": _version("pandas"),
+                        "lightning": others.version("lightning"), "pandas": others.version("pandas"),
                         "numpy": np.__version__, "threads": torch.get_num_threads()},
         "arguments": {"device": args.device, "preset": args.preset, "config": overrides, "repeats": args.repeats,
                       "warmup": args.warmup, "seed": args.seed, "peer_precision": args.peer_precision,
@@ -324,7 +316,7 @@ def run_notes(out: dict[str, Any], device, best: dict[str, Any], best_cfg, chose
         ws = {n: v["memory"]["workspace_bytes"] for n, v in out["variants"].items()}
         notes.append("CUDA peaks are model peaks: the row's own tensors (the allocator's max_memory_allocated less "
                      "the bytes allocated at the step's start that belong to none of its tensors, cuBLAS workspaces, "
-                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {f / MB:,.1f} MB" for n, f in ws.items()) + ".")
+                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {fig.mb(f)} MB" for n, f in ws.items()) + ".")
     return notes
 
 

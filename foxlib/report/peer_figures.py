@@ -53,6 +53,11 @@ def peak_unseen(res: dict[str, Any], name: str) -> bool:
     return peak_misses_saved_tensors(res["variants"][name]["memory"])
 
 
+def peak_mb(res: dict[str, Any], name: str) -> str:
+    """The row's peak in MB, or POOL_UNSEEN where it is not shown (peak_unseen)."""
+    return POOL_UNSEEN if peak_unseen(res, name) else mb(res["variants"][name]["memory"]["peak"])
+
+
 def peak_unseen_note(res: dict[str, Any], name: str) -> str:
     """The page's note on a row whose peak is not shown (peak_unseen): its figures, and why."""
     mem = res["variants"][name]["memory"]
@@ -128,7 +133,7 @@ def peers_table(res: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         v, over = variants[name], res["ratios_by_peer"][name]
         row.update(precision=v["precision"], n_parameters=f"{v['n_parameters']:,}",
-                   peak_mb=POOL_UNSEEN if peak_unseen(res, name) else mb(v["memory"]["peak"]),
+                   peak_mb=peak_mb(res, name),
                    step_ms=ms(v["timing"]["median_s"]),
                    foxlib={f: {"peak": (f"{over[f]['peak']:.3f}×" if "peak" in over[f] else "n/a"),
                                "step": interval_text(over[f])} if f in over else None for f in OVER_PEERS})
@@ -215,7 +220,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "parameters": f"{v['n_parameters']:,}",
             "parameters (MB)": mb(v["parameter_bytes"]),
             "activations (MB)": memory_mb(mem, "activations"),
-            "peak (MB)": POOL_UNSEEN if peak_unseen(res, name) else mb(mem["peak"]),
+            "peak (MB)": peak_mb(res, name),
             "step median (ms)": ms(tm["median_s"]),
             "step IQR (ms)": ms(tm["iqr_s"]),
             "peak / peer's (ratio)": (f"{r['peak']:.3f}" if "peak" in r else "n/a") if r is not None else "1",

@@ -110,7 +110,7 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
     r = res["ratios"][name]
     i = r.get("step_time_interval")
     row.update(precision=v["precision"], peak_ratio=r.get("peak"),
-               peak_mb=fig.POOL_UNSEEN if fig.peak_unseen(res, name) else fig.mb(v["memory"]["peak"]),
+               peak_mb=fig.peak_mb(res, name),
                step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=i,
                compile_s=(v.get("compile") or {}).get("compile_s"))
     if row["target"] is not None:
@@ -135,7 +135,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "verdict": {True: "all targets met", False: "targets not all met", None: "no checks"}[passed],
         "verdict_class": {True: "pass", False: "fail", None: "none"}[passed],
         "peer": {"label": fig.label(res, fig.PEER), "precision": peer["precision"],
-                 "peak_mb": fig.mb(peer["memory"]["peak"]), "step_ms": fig.ms(peer["timing"]["median_s"])},
+                 "peak_mb": fig.peak_mb(res, fig.PEER), "step_ms": fig.ms(peer["timing"]["median_s"])},
         "answer": [_answer_row(res, n) for n in fig.FOXLIB_ROWS],
         "peer_defaults": [_answer_row(res, n) for n in fig.PF_ROWS if n != fig.PEER],
         "peers": fig.peers_table(res),
