@@ -56,20 +56,12 @@ from foxlib.core.config import env_flag  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
-MB = 10**6
 VARIANTS = tuple(fig.ROWS)
 PEER_DEFAULTS = {"peer_hcs8": 8, "peer_hcs16": 16}  # row -> the peer's hidden_continuous_size
 
 
 def log(msg: str) -> None:
     print(f"[peer_tft {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _version(module: str) -> str | None:
-    try:
-        return __import__(module).__version__
-    except Exception:  # noqa: BLE001 - a version string is informational only
-        return None
 
 
 def _free(device) -> None:
@@ -99,7 +91,8 @@ def select(asked: list[str], compile_on: bool, compile_reason: str,
     return chosen, not_run
 
 
-def measure(args) -> dict[str, Any]:
+def measure(args, revision: str | None) -> dict[str, Any]:
+    """The results file's dict for the parsed arguments; `revision`: the tree's (main checked it once)."""
     import pytorch_forecasting
 
     from foxlib.harness.recipe import StepRecipe, build_step
@@ -109,7 +102,6 @@ def measure(args) -> dict[str, Any]:
     from foxlib.memory.devices import describe, environment, resolve_device, short_name
     from foxlib.memory.step import TrainingStep
 
-    revision = provenance.check_tree(args.allow_dirty, "a measurement")
     device = resolve_device(args.device)
     reports_dir = Path(args.reports_dir)
     overrides = conf.parse_json_option(args.config, "--config") or {}
@@ -192,7 +184,7 @@ def measure(args) -> dict[str, Any]:
         "device": describe(device),
         "environment": {**environment(), "pytorch_forecasting": pytorch_forecasting.__version__,
                         "neuralforecast": others.version("neuralforecast"), "darts": others.version("darts"),
-                        "lightning": _version("lightning"), "pandas": _version("pandas"),
+                        "lightning": others.version("lightning"), "pandas": others.version("pandas"),
                         "numpy": np.__version__, "threads": torch.get_num_threads()},
         "arguments": {"device": args.device, "preset": args.preset, "config": overrides, "repeats": args.repeats,
                       "warmup": args.warmup, "seed": args.seed, "peer_precision": args.peer_precision,
@@ -324,7 +316,7 @@ def run_notes(out: dict[str, Any], device, best: dict[str, Any], best_cfg, chose
         ws = {n: v["memory"]["workspace_bytes"] for n, v in out["variants"].items()}
         notes.append("CUDA peaks are model peaks: the row's own tensors (the allocator's max_memory_allocated less "
                      "the bytes allocated at the step's start that belong to none of its tensors, cuBLAS workspaces, "
-                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {f / MB:,.1f} MB" for n, f in ws.items()) + ".")
+                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {fig.mb(f)} MB" for n, f in ws.items()) + ".")
     return notes
 
 
@@ -391,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or "peer" not in args.variants or not set(args.variants) & set(fig.FOXLIB_ROWS):
         p.error(f"--variants: unknown {unknown} or no peer and foxlib row; valid: {', '.join(VARIANTS)}")
     try:
-        provenance.check_tree(args.allow_dirty, "a measurement")
+        revision = provenance.check_tree(args.allow_dirty, "a measurement")
     except provenance.ProvenanceError as exc:
         p.exit(2, f"peer_tft.py: {exc}\n")
     try:
@@ -400,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"pytorch-forecasting is not installed ({exc}); measure in the peer environment:\n"
                   "  python3 -m venv .venv-peer && .venv-peer/bin/pip install -r requirements-peer.txt "
                   "&& .venv-peer/bin/pip install --no-deps -e .\n")
-    res = measure(args)
+    res = measure(args, revision)
     out = Path(args.out) if args.out != "auto" else Path(args.reports_dir) / res["device"]["short"] / "peer-benchmark.json"
     write_json(out, res)
     log(f"wrote {out}")

@@ -187,6 +187,30 @@ def test_rows_not_run_are_named_with_the_reason():
     assert fig.text_table(res).count("not run: torch.compile is off") == 2
 
 
+def test_a_results_file_lacking_keys_is_refused_naming_every_one(fixture_copy, clean):
+    """The page checks the file once (peer_page.check_results), naming all it lacks, before reading anything."""
+    res = json.loads(FIXTURE.read_text())
+    peer_page.check_results(res)  # the fixture is complete
+    del res["title"], res["device"]["short"], res["variants"]["darts"]["architecture"]
+    del res["variants"]["foxlib_default"]["timing"]["median_s"], res["ratios"]["foxlib_best"]
+    del res["not_run"]["nf"], res["variants"]["foxlib_best"]["cuda_graph"]
+    expected = ["title", "device.short", "variants.darts.architecture", "variants.foxlib_default.timing.median_s",
+                "variants.foxlib_best.cuda_graph", "ratios.foxlib_best.step_time", "not_run.nf"]
+    assert sorted(peer_page.missing_keys(res)) == sorted(expected)
+    with pytest.raises(ValueError) as err:
+        peer_page.render(res)
+    assert all(k in str(err.value) for k in expected)
+    del res["variants"]["peer"]
+    assert "variants.peer" in peer_page.missing_keys(res)
+    path, cited = fixture_copy
+    data = json.loads(path.read_text())
+    del data["ratios_by_peer"]["darts"], data["best"]["source"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"peer-benchmark.json: .*missing best.source, ratios_by_peer.darts$"):
+        peer_page.render_file(path, base=cited.parents[3])
+    assert "rendered_at_revision" not in json.loads(path.read_text())  # refused before anything is written
+
+
 def test_ratios_intervals_and_checks():
     res = json.loads(FIXTURE.read_text())
     r = fig.ratios(res)

@@ -193,10 +193,10 @@ def test_a_peak_under_the_rows_own_saved_tensors_is_not_shown():
     from foxlib.report import peer_figures as fig
     seen = {"peak": 900e6, "activations": 600e6, "live_before_step": 220e6, "batch": 1e6}
     unseen = {**seen, "peak": 300e6}
-    v = {"n_parameters": 10, "parameter_bytes": 40, "precision": "fp32"}
-    res = {"variants": {"peer": {**v, "memory": {"peak": 1000e6, "activations": 700e6}},
-                        "foxlib_compiled_reduce_overhead": {**v, "memory": unseen},
-                        "foxlib_compiled_default": {**v, "memory": seen}}}
+    v = {"n_parameters": 10, "parameter_bytes": 40, "precision": "fp32", "timing": {"median_s": 0.1, "iqr_s": 0.01}}
+    res = {"variants": {n: {**v, "label": fig.ROWS[n], "memory": mem} for n, mem in (
+        ("peer", {"peak": 1000e6, "activations": 700e6}), ("foxlib_compiled_reduce_overhead", unseen),
+        ("foxlib_compiled_default", seen))}}
     r = fig.ratios(res)
     assert "peak" not in r["foxlib_compiled_reduce_overhead"] and r["foxlib_compiled_default"]["peak"] == 0.9
     res["ratios"] = r
@@ -208,7 +208,7 @@ def test_a_peak_under_the_rows_own_saved_tensors_is_not_shown():
 
 def test_fast_path_targets_say_met_tie_or_how_far():
     from foxlib.report import peer_figures as fig
-    res = {"variants": {"foxlib_best": {}}, "ratios": {"foxlib_best": {
+    res = {"variants": {}, "ratios": {"foxlib_best": {
         "peak": 0.555, "step_time": 0.11, "step_time_interval": {"median": 0.11, "low": 0.098, "high": 0.121}}}}
     peak, step = fig.fast_path_lines(res)
     assert peak.endswith("peak ≤ 0.3x the peer's: 0.555x, not met (+0.255 over)")

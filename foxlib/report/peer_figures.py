@@ -1,7 +1,8 @@
 """The peer benchmark's figures, pure functions of its results file (benchmarks/peer_tft.py): every row's ratios
 to pytorch-forecasting's TFT at the same configuration (the row "peer"), the step-time ratio's interval over the
 paired rounds of the one alternating run, the issue's targets as checks, and the rows a file lacks, with why.
-The measuring script stores ratios and checks; the page (peer_page.py) reads them."""
+The measuring script stores ratios and checks; the page (peer_page.py) reads them. Keys are read directly: the page
+checks a file has them all first (peer_page.check_results)."""
 from __future__ import annotations
 
 from typing import Any
@@ -49,7 +50,12 @@ POOL_UNSEEN = "not shown: under its own saved tensors"
 def peak_unseen(res: dict[str, Any], name: str) -> bool:
     """The row's one-step peak missed tensors held outside the step (e.g. torch.compile's reduce-overhead
     mode on CUDA: CUDA graph trees fill their pool in the warm-up): its peak and its ratio are not shown."""
-    return peak_misses_saved_tensors((res.get("variants", {}).get(name) or {}).get("memory") or {})
+    return peak_misses_saved_tensors(res["variants"][name]["memory"])
+
+
+def peak_mb(res: dict[str, Any], name: str) -> str:
+    """The row's peak in MB, or POOL_UNSEEN where it is not shown (peak_unseen)."""
+    return POOL_UNSEEN if peak_unseen(res, name) else mb(res["variants"][name]["memory"]["peak"])
 
 
 def peak_unseen_note(res: dict[str, Any], name: str) -> str:
@@ -62,14 +68,16 @@ def peak_unseen_note(res: dict[str, Any], name: str) -> str:
 
 
 def label(res: dict[str, Any], name: str) -> str:
-    return (res.get("variants", {}).get(name) or {}).get("label") or ROWS.get(name, name)
+    """A measured row's label (the file's), else its ROWS label."""
+    v = res["variants"].get(name)
+    return ROWS[name] if v is None else v["label"]
 
 
 def step_interval(v: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
     """The median of the per-round step-time ratios v / base and its bootstrap interval, or None
     where either side holds no raw samples or their rounds differ in number."""
-    a = (v.get("timing") or {}).get("samples_s") or []
-    b = (base.get("timing") or {}).get("samples_s") or []
+    a = v["timing"].get("samples_s") or []
+    b = base["timing"].get("samples_s") or []
     if not a or len(a) != len(b):
         return None
     return {**interval_of_samples(a, b).to_dict(), "rounds": len(a)}
@@ -79,7 +87,7 @@ def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[
     """Every measured row but the peer (or those of `names`), over the peer (or the row `base`): parameters,
     activations (where measured: not for a step captured as one CUDA graph), peak, step time (ratio of
     medians; median of per-round ratios, with its interval)."""
-    variants = res.get("variants", {})
+    variants = res["variants"]
     peer = variants.get(base)
     if peer is None:
         return {}
@@ -93,16 +101,15 @@ def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[
         }
         if not peak_unseen(res, name) and not peak_unseen(res, base):
             r["peak"] = v["memory"]["peak"] / peer["memory"]["peak"]
-        if v["memory"].get("activations") is not None and peer["memory"].get("activations"):
+        if v["memory"]["activations"] is not None and peer["memory"]["activations"]:
             # a step captured as one CUDA graph has none measured (its saved tensors are in the graph's pool)
             r["activations"] = v["memory"]["activations"] / peer["memory"]["activations"]
-        if v.get("timing") and peer.get("timing"):
-            r["step_time"] = v["timing"]["median_s"] / peer["timing"]["median_s"]
-            interval = step_interval(v, peer)
-            if interval is not None:
-                # per round (the rows alternate, so round r of each ran close in time): robust to load drift
-                r["step_time_paired"] = interval["median"]
-                r["step_time_interval"] = interval
+        r["step_time"] = v["timing"]["median_s"] / peer["timing"]["median_s"]
+        interval = step_interval(v, peer)
+        if interval is not None:
+            # per round (the rows alternate, so round r of each ran close in time): robust to load drift
+            r["step_time_paired"] = interval["median"]
+            r["step_time_interval"] = interval
         out[name] = r
     return out
 
@@ -110,26 +117,24 @@ def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[
 def foxlib_over_peers(res: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """{peer row: {foxlib row: its ratios over that peer}} for every measured peer row (all three
     libraries) and foxlib's default and best rows: peak, step time with its interval over the paired rounds."""
-    variants = res.get("variants", {})
-    return {p: ratios(res, p, OVER_PEERS) for p in PEER_ROWS if p in variants}
+    return {p: ratios(res, p, OVER_PEERS) for p in PEER_ROWS if p in res["variants"]}
 
 
 def peers_table(res: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per peer row, in ROWS order: measured (its peak, step, foxlib's ratios over it: the file's
     "ratios_by_peer") or not (the reason)."""
-    variants = res.get("variants", {})
-    reasons = {m["name"]: m["reason"] for m in missing_rows(res)}
+    variants = res["variants"]
     out = []
     for name in PEER_ROWS:
         row: dict[str, Any] = {"name": name, "label": label(res, name), "library": LIBRARY[name],
                                "measured": name in variants}
         if name not in variants:
-            out.append({**row, "reason": reasons[name]})
+            out.append({**row, "reason": res["not_run"][name]})
             continue
         v, over = variants[name], res["ratios_by_peer"][name]
-        row.update(precision=v.get("precision", "?"), n_parameters=f"{v['n_parameters']:,}",
-                   peak_mb=POOL_UNSEEN if peak_unseen(res, name) else mb(v["memory"]["peak"]),
-                   step_ms=ms((v.get("timing") or {}).get("median_s")),
+        row.update(precision=v["precision"], n_parameters=f"{v['n_parameters']:,}",
+                   peak_mb=peak_mb(res, name),
+                   step_ms=ms(v["timing"]["median_s"]),
                    foxlib={f: {"peak": (f"{over[f]['peak']:.3f}×" if "peak" in over[f] else "n/a"),
                                "step": interval_text(over[f])} if f in over else None for f in OVER_PEERS})
         out.append(row)
@@ -140,7 +145,7 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets: default no heavier (peak) and no slower; best at most half of both."""
     out = []
     for name, limit in TARGETS.items():
-        r = res.get("ratios", {}).get(name)
+        r = res["ratios"].get(name)
         if r is None:
             continue
         for key, what in (("peak", "peak training memory"), ("step_time", "median step time")):
@@ -173,7 +178,7 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
 def missing_rows(res: dict[str, Any]) -> list[dict[str, str]]:
     """Every row the file does not hold: {"name", "label", "reason"} (the run's reason: its "not_run")."""
     return [{"name": n, "label": ROWS[n], "reason": res["not_run"][n]}
-            for n in ROWS if n not in res.get("variants", {})]
+            for n in ROWS if n not in res["variants"]]
 
 
 def mb(value: float | None) -> str:
@@ -183,19 +188,17 @@ def mb(value: float | None) -> str:
 def memory_mb(mem: dict[str, Any], key: str) -> str:
     """One memory category in MB; a step captured as one CUDA graph saves its activations in the graph's
     pool, where no hook sees them (foxlib.memory.cuda_graph.profile_graphed_step): said so."""
-    if mem.get(key) is None and mem.get("cuda_graph"):
+    if mem[key] is None and mem.get("cuda_graph"):
         return IN_GRAPH
-    return mb(mem.get(key))
+    return mb(mem[key])
 
 
 def ms(seconds: float | None) -> str:
     return "not measured" if seconds is None else f"{seconds * 1e3:,.1f}"
 
 
-def interval_text(r: dict[str, Any] | None) -> str:
+def interval_text(r: dict[str, Any]) -> str:
     """E.g. "0.89× [0.85, 0.93]" (the median of per-round ratios and its interval), else the ratio of medians."""
-    if not r or "step_time" not in r:
-        return "not measured"
     i = r.get("step_time_interval")
     if i is None:
         return f"{r['step_time']:.3f}×"
@@ -204,11 +207,11 @@ def interval_text(r: dict[str, Any] | None) -> str:
 
 def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
     """One row of display strings per measured row, in ROWS order (then any other the file holds)."""
-    variants = res.get("variants", {})
+    variants = res["variants"]
     rows = []
     for name in [*(n for n in ROWS if n in variants), *(n for n in variants if n not in ROWS)]:
         v = variants[name]
-        mem, tm = v["memory"], v.get("timing") or {}
+        mem, tm = v["memory"], v["timing"]
         r = res["ratios"].get(name)  # None for the peer
         comp = v.get("compile") or {}
         rows.append({
@@ -217,9 +220,9 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "parameters": f"{v['n_parameters']:,}",
             "parameters (MB)": mb(v["parameter_bytes"]),
             "activations (MB)": memory_mb(mem, "activations"),
-            "peak (MB)": POOL_UNSEEN if peak_unseen(res, name) else mb(mem["peak"]),
-            "step median (ms)": ms(tm.get("median_s")),
-            "step IQR (ms)": ms(tm.get("iqr_s")),
+            "peak (MB)": peak_mb(res, name),
+            "step median (ms)": ms(tm["median_s"]),
+            "step IQR (ms)": ms(tm["iqr_s"]),
             "peak / peer's (ratio)": (f"{r['peak']:.3f}" if "peak" in r else "n/a") if r is not None else "1",
             "step time / peer's (ratio, 95 % interval)": interval_text(r) if r is not None else "1",
             "compile (s)": f"{comp['compile_s']:,.1f}" if comp.get("compile_s") is not None else "",
@@ -239,6 +242,6 @@ def text_table(res: dict[str, Any]) -> str:
             return "  ".join(r[c].rjust(width[c]) if i else r[c].ljust(width[c]) for i, c in enumerate(cols))
         out += [line({c: c for c in cols}), "  ".join("-" * width[c] for c in cols), *(line(r) for r in rows)]
     out += [f"{m['label']}: {m['reason']}" for m in missing_rows(res)]
-    for c in res.get("checks", []):
+    for c in res["checks"]:
         out.append(f"{'PASS' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']:.3f} (target <= {c['limit']})")
     return "\n".join(out)

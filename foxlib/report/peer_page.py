@@ -1,7 +1,8 @@
 """reports/<device>/peer-benchmark.html: the peer benchmark's page (benchmarks/peer_tft.py writes the JSON),
 rendered through templates/peer-benchmark.html.j2. The first screen answers in numbers: each foxlib row's peak
 and step time over the peer's at the same configuration (foxlib/report/peer_figures.py), the rows not run and
-why, the device and the revisions.
+why, the device and the revisions. A results file is checked once, naming every key it lacks (check_results);
+the page then reads them directly.
 """
 from __future__ import annotations
 
@@ -19,6 +20,52 @@ from foxlib.report import peer_figures as fig
 
 MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
                      "activations": "activations", "forward_peak": "forward peak", "peak": "step peak"}
+# what the page reads of a results file, all written by benchmarks/peer_tft.py (check_results names what is missing).
+# Optional by design, read with defaults: rendered_at_revision (set by render_file), a row's compile (the torch.compile
+# rows only), a graphed row's memory.cuda_graph, timing.samples_s (fig.step_interval: none, no interval), a ratio's
+# peak (fig.peak_unseen) and step_time_interval, compile.explain's fields, a library's version (None: not installed);
+# every row but the peer (not run: not_run says why).
+REQUIRED = ("title", "generated_at", "device", "environment", "config", "same_configuration", "best", "depends_on",
+            "compile", "not_run", "variants", "ratios", "ratios_by_peer", "checks", "notes")
+REQUIRED_IN = {"device": ("name", "type", "short"),
+               "environment": ("python", "torch", "pytorch_forecasting", "neuralforecast", "darts", "lightning",
+                               "pandas", "threads"),
+               "best": ("precision", "tft_overrides", "source", "cuda_graph", "options"),
+               "compile": ("setting", "enabled", "reason", "backend", "explain")}
+ROW_KEYS = ("label", "precision", "n_parameters", "parameter_bytes", "by_block", "memory", "timing")
+ROW_MEMORY_KEYS = (*MEMORY_CATEGORIES, "peak_method")
+ROW_TIMING_KEYS = ("median_s", "iqr_s", "noisy")
+
+
+def missing_keys(res: dict[str, Any]) -> list[str]:
+    """Every key of REQUIRED (and below) the results lack, as dotted paths: the peer's row, each measured row's
+    figures (another library's its architecture, foxlib_best its cuda_graph, a compiled row its compile), each
+    row's ratios to the peer, each peer row's ratios_by_peer and each row not measured its not_run reason."""
+    out = [k for k in REQUIRED if k not in res]
+    out += [f"{k}.{s}" for k, keys in REQUIRED_IN.items() if k in res for s in keys if s not in res[k]]
+    variants = res.get("variants", {})
+    out += [f"variants.{fig.PEER}"] if fig.PEER not in variants else []
+    for name, v in variants.items():
+        need = (*ROW_KEYS, *(("architecture",) if name in fig.OTHER_PEERS else ()),
+                *(("cuda_graph",) if name == "foxlib_best" else ()), *(("compile",) if name in fig.COMPILED else ()))
+        out += [f"variants.{name}.{k}" for k in need if k not in v]
+        out += [f"variants.{name}.memory.{k}" for k in ROW_MEMORY_KEYS if "memory" in v and k not in v["memory"]]
+        out += [f"variants.{name}.timing.{k}" for k in ROW_TIMING_KEYS if "timing" in v and k not in v["timing"]]
+        if name != fig.PEER and "ratios" in res and "step_time" not in res["ratios"].get(name, {}):
+            out.append(f"ratios.{name}.step_time")
+        if name in fig.PEER_ROWS and "ratios_by_peer" in res and name not in res["ratios_by_peer"]:
+            out.append(f"ratios_by_peer.{name}")
+    if "not_run" in res:
+        out += [f"not_run.{n}" for n in fig.ROWS if n not in variants and n not in res["not_run"]]
+    return out
+
+
+def check_results(res: dict[str, Any], where: str = "the results") -> None:
+    """ValueError naming every key the page needs that `res` lacks (missing_keys); the page reads them directly."""
+    missing = missing_keys(res)
+    if missing:
+        raise ValueError(f"{where}: not a complete peer benchmark results file (benchmarks/peer_tft.py writes one): "
+                         f"missing {', '.join(missing)}")
 
 
 def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
@@ -37,17 +84,16 @@ def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
 def relative_source(text: str) -> str:
     """best.source names an absolute path where the run read reports outside the repository (--reports-dir):
     shown from reports/ on."""
-    return re.sub(r"(?:/[^\s/()]+)+?/(reports/)", r"\1", text or "")
+    return re.sub(r"(?:/[^\s/()]+)+?/(reports/)", r"\1", text)
 
 
 def best_step(res: dict[str, Any]) -> str:
     """How the best configuration's step ran: its CUDA graph (applied, or not on this device) and its step
     options (foxlib.harness.step_options); "" for a plain eager step."""
-    best = res["best"]
-    row = res["variants"].get("foxlib_best") or {}
+    best, row = res["best"], res["variants"].get("foxlib_best")  # the row: not run where not selected
     parts = []
     if best["cuda_graph"]:
-        parts.append("the whole step as one CUDA graph" if row.get("cuda_graph")
+        parts.append("the whole step as one CUDA graph" if row is not None and row["cuda_graph"]
                      else "its CUDA graph not applied on this device (eager steps)")
     options = StepOptions.from_dict(best["options"]).label()
     if options:
@@ -56,82 +102,81 @@ def best_step(res: dict[str, Any]) -> str:
 
 
 def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
-    variants = res.get("variants", {})
-    v, peer = variants.get(name), variants.get(fig.PEER)
+    v = res["variants"].get(name)
     row: dict[str, Any] = {"name": name, "label": fig.label(res, name), "measured": v is not None,
                            "target": fig.TARGETS.get(name)}
-    if v is None or peer is None:
-        return {**row, "reason": next((m["reason"] for m in fig.missing_rows(res) if m["name"] == name), "")}
-    r = res["ratios"].get(name) or {}
+    if v is None:
+        return {**row, "reason": res["not_run"][name]}
+    r = res["ratios"][name]
     i = r.get("step_time_interval")
-    tm = v.get("timing") or {}
-    row.update(precision=v.get("precision", "?"), peak_ratio=r.get("peak"),
-               peak_mb=fig.POOL_UNSEEN if fig.peak_unseen(res, name) else fig.mb(v["memory"]["peak"]),
-               step_ms=fig.ms(tm.get("median_s")), step_ratio=r.get("step_time"), interval=i,
+    row.update(precision=v["precision"], peak_ratio=r.get("peak"),
+               peak_mb=fig.peak_mb(res, name),
+               step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=i,
                compile_s=(v.get("compile") or {}).get("compile_s"))
     if row["target"] is not None:
         limit = row["target"]
         row["peak_passed"] = r.get("peak") is not None and r["peak"] <= limit
-        row["step_passed"] = r.get("step_time") is not None and r["step_time"] <= limit
+        row["step_passed"] = r["step_time"] <= limit
         row["step_within_noise"] = bool(i and i["low"] <= limit <= i["high"])
     return row
 
 
 def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the template shows, as plain values (no HTML)."""
-    variants = res.get("variants", {})
-    peer = variants.get(fig.PEER)
-    checks = res.get("checks") or []
+    """Everything the template shows, as plain values (no HTML), from results that pass check_results."""
+    variants, peer, checks, best = res["variants"], res["variants"][fig.PEER], res["checks"], res["best"]
     passed = all(c["passed"] for c in checks) if checks else None
     measured, rendered = measured_revision(res), res.get("rendered_at_revision")
-    best = res.get("best") or {}
     return {
-        "title": res.get("title", "Peer benchmark"),
-        "device": res.get("device") or {},
-        "generated_at": res.get("generated_at", ""),
+        "title": res["title"],
+        "device": res["device"],
+        "generated_at": res["generated_at"],
         "measured_at": measured or "unknown", "rendered_at": rendered or "not rendered yet",
         "dirty": not all(provenance.is_clean(r) for r in (measured, rendered) if r),
         "verdict": {True: "all targets met", False: "targets not all met", None: "no checks"}[passed],
         "verdict_class": {True: "pass", False: "fail", None: "none"}[passed],
-        "peer": None if peer is None else {
-            "label": fig.label(res, fig.PEER), "precision": peer.get("precision", "?"),
-            "peak_mb": fig.mb(peer["memory"]["peak"]), "step_ms": fig.ms((peer.get("timing") or {}).get("median_s"))},
+        "peer": {"label": fig.label(res, fig.PEER), "precision": peer["precision"],
+                 "peak_mb": fig.peak_mb(res, fig.PEER), "step_ms": fig.ms(peer["timing"]["median_s"])},
         "answer": [_answer_row(res, n) for n in fig.FOXLIB_ROWS],
         "peer_defaults": [_answer_row(res, n) for n in fig.PF_ROWS if n != fig.PEER],
         "peers": fig.peers_table(res),
         "missing": fig.missing_rows(res),
-        "rounds": len(((peer or {}).get("timing") or {}).get("samples_s") or []),
-        "same_configuration": res.get("same_configuration", ""),
+        "rounds": len(peer["timing"].get("samples_s") or []),
+        "same_configuration": res["same_configuration"],
         "rows": fig.table_rows(res),
         "fast_path": fig.fast_path_lines(res),
         "checks": checks,
         "memory_columns": list(MEMORY_CATEGORIES.values()),
         "memory": [{"label": fig.label(res, n), "cells": [fig.memory_mb(v["memory"], k) for k in MEMORY_CATEGORIES]}
                    for n, v in variants.items()],
-        "peak_method": (peer or {}).get("memory", {}).get("peak_method", ""),
+        "peak_method": peer["memory"]["peak_method"],
         "timing": [{"label": fig.label(res, n), "median": fig.ms(v["timing"]["median_s"]),
                     "iqr": fig.ms(v["timing"]["iqr_s"]), "repeats": len(v["timing"].get("samples_s") or []),
-                    "noisy": "yes" if v["timing"].get("noisy") else "no"}
-                   for n, v in variants.items() if v.get("timing")],
+                    "noisy": "yes" if v["timing"]["noisy"] else "no"}
+                   for n, v in variants.items()],
         "compile": {**res["compile"],  # setting, enabled, reason, backend, explain
                     "rows": [{"label": fig.label(res, n), **variants[n]["compile"]}
-                             for n in fig.COMPILED if n in variants and variants[n].get("compile")]},
-        "notes": (res.get("notes") or []) + [fig.peak_unseen_note(res, n) for n in variants if fig.peak_unseen(res, n)],
-        "blocks": [{"label": fig.label(res, n), "items": list((v.get("by_block") or {}).items())}
-                   for n, v in variants.items()],
-        "config": list((res.get("config") or {}).items()),
-        "best": {"precision": best.get("precision"), "overrides": json.dumps(best.get("tft_overrides", {})),
-                 "step": best_step(res), "source": relative_source(str(best.get("source", "")))},
+                             for n in fig.COMPILED if n in variants]},
+        "notes": res["notes"] + [fig.peak_unseen_note(res, n) for n in variants if fig.peak_unseen(res, n)],
+        "blocks": [{"label": fig.label(res, n), "items": list(v["by_block"].items())} for n, v in variants.items()],
+        "config": list(res["config"].items()),
+        "best": {"precision": best["precision"], "overrides": json.dumps(best["tft_overrides"]),
+                 "step": best_step(res), "source": relative_source(best["source"])},
         "citations": cites if cites is not None else citations(res),
-        "environment": res.get("environment") or {},
+        "environment": res["environment"],
         "architectures": [{"label": fig.label(res, n), "items": list(v["architecture"].items())}
-                          for n, v in variants.items() if n in fig.OTHER_PEERS and v.get("architecture")],
+                          for n, v in variants.items() if n in fig.OTHER_PEERS],
         "MB": MB,
     }
 
 
 def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
-    """The page's HTML for a results dict (nothing written)."""
+    """The page's HTML for a results dict (nothing written); ValueError where it lacks keys (check_results)."""
+    check_results(res)
+    return html(res, cites)
+
+
+def html(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
+    """The page's HTML for results that pass check_results."""
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
@@ -142,10 +187,11 @@ def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
 def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: bool = False,
                 base: Path | None = None) -> Path:
     """Verify the file's citations, stamp its revisions, rewrite it and write its page (default: beside it).
-    provenance.ProvenanceError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
+    ValueError where the file lacks keys the page reads (check_results); provenance.ProvenanceError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
     (relative paths under `base`, default the repository) is missing or no longer has the cited sha256."""
     json_path = Path(json_path)
     res = read_json(json_path)
+    check_results(res, str(json_path))
     revision = provenance.check_tree(allow_dirty, "a rendered page")
     provenance.check_measured(measured_revision(res), allow_dirty, str(json_path))
     cites = citations(res, base)
@@ -160,7 +206,7 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     html_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = html_path.with_name(f".{html_path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(render(res, cites))
+        tmp.write_text(html(res, cites))
         tmp.replace(html_path)
     finally:
         tmp.unlink(missing_ok=True)
