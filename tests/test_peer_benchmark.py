@@ -22,6 +22,7 @@ import peer_tft  # noqa: E402
 from benchmarks.peer import compiled, configuration as conf, data  # noqa: E402
 from foxlib.core import provenance  # noqa: E402
 from foxlib.harness.timing import interval_of_samples  # noqa: E402
+from foxlib.harness.step_options import StepOptions  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "peer-benchmark.json"
@@ -486,7 +487,7 @@ def test_on_the_cpu_a_cuda_graph_best_runs_eager_with_its_options_and_a_note(tmp
     res = _run_best(tmp_path, "cpu")
     row = res["variants"]["foxlib_best"]
     assert row["cuda_graph"] is False and row["precision"] == "bf16"
-    assert row["options"] == {"adam": "fused", "optimizer_in_backward": True, "tf32": False, "cudnn": True}
+    assert row["options"] == StepOptions(adam="fused", optimizer_in_backward=True).to_dict()
     assert row["label"] == "foxlib TFT, best (8.12), fused Adam + Adam in backward"
     assert row["memory"]["activations"] > 0 and row["memory"]["gradients"] == 0  # Adam in backward freed them
     assert row["timing"]["median_s"] > 0 and len(row["timing"]["samples_s"]) == 2
