@@ -1,4 +1,4 @@
-"""Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`check`), and typed
+"""Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`Measurement`), and typed
 as `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
 bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
 (`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from foxlib.core.schema import check_plain, readable_version
+from foxlib.core.schema import WaveMeasurement, readable_version
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
@@ -18,20 +18,31 @@ from foxlib.memory.cuda_graph import own_workspaces
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 
-KEYS = ("wave", "measured_at", "measure_parameters", "device", "environment", "base_config", "strategies", "skipped",
-        "memory", "predicted", "timing", "claim_runs", "floors", "cublas_workspace", "accuracy_preset",
-        "accuracy_runs", "accuracy_source", "accuracy_harness", "same_function")
-"""The keys of measurement.json (measure()'s, with the runner's wave, measured_at and measure_parameters)."""
-OPTIONAL_KEYS = ("timelines", "resumed")  # absent with timelines=False, and in a run not resumed
-
 SCHEMA_VERSION = 3  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
 # accuracy runs' figures, same-function figures, floors and why the workspace knob is empty
 
 
-def check(data: Any, source: str = "the measurement") -> None:
-    """ValueError, naming the problem, unless `data` is a wave 8.12 measurement.json (foxlib.core.schema.check_plain:
-    every one of KEYS, floors null where none were taken)."""
-    check_plain(data, "8.12", (1,), KEYS, KEYS + OPTIONAL_KEYS, nullable=("floors",), source=source)
+@dataclass(frozen=True, kw_only=True)
+class Measurement(WaveMeasurement, wave="8.12", version=1):
+    """Wave 8.12's measurement.json: measure()'s plain data with the runner's header, checked on load
+    (WaveMeasurement.from_dict); `Measurement812.from_measurement` types it for the decisions."""
+    schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
+    base_config: dict[str, Any]
+    strategies: dict[str, dict[str, Any]]
+    skipped: dict[str, str]
+    resumed: dict[str, Any] | None = None  # absent in a run not resumed
+    memory: dict[str, dict[str, Any]]
+    predicted: dict[str, Any]
+    timing: dict[str, dict[str, Any]]
+    claim_runs: dict[str, Any]
+    floors: dict[str, Any] | None  # null where none were taken
+    cublas_workspace: dict[str, Any]
+    accuracy_preset: str
+    accuracy_runs: dict[str, list[dict[str, Any]]]
+    accuracy_source: dict[str, str]
+    accuracy_harness: dict[str, Any]
+    same_function: dict[str, dict[str, Any]]
+    timelines: dict[str, Any] | None = None  # absent with timelines=False
 
 
 @dataclass(frozen=True)
