@@ -193,6 +193,8 @@ def test_wave_8_12_may_lack_only_its_optional_parts():
     assert {"timelines", "resumed"} <= set(data) and "schema_version" not in data
     for key in ("timelines", "resumed"):
         preflight.check_measurement_data("8.12", {k: v for k, v in data.items() if k != key})
+    with pytest.raises(ValueError, match="lacks floors"):  # every run takes them (measuring.step_floors)
+        preflight.check_measurement_data("8.12", {**data, "floors": None})
     with pytest.raises(ValueError, match="holds bogus, which a wave 8.12 measurement does not"):
         preflight.check_measurement_data("8.12", {**data, "bogus": 1})
     with pytest.raises(ValueError, match="schema_version 2; this foxlib reads 1"):

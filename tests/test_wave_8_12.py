@@ -8,6 +8,7 @@ import torch
 
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
+from foxlib.harness.floors import floors
 from foxlib.harness.timing import RatioInterval
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
@@ -22,7 +23,8 @@ def hand_measurement(rows):
     m = {"device": {"type": "cpu", "name": "test"}, "base_config": {"batch_size": 32, "encoder_length": 60},
          "strategies": {}, "skipped": {}, "memory": {}, "timing": {}, "accuracy_runs": {}, "accuracy_source": {},
          "claim_runs": {"skipped_all": "not asked"}, "cublas_workspace": {"skipped": "not asked"},
-         "measure_parameters": {"preset": "seed"}, "accuracy_preset": "seed", "same_function": {}, "floors": None}
+         "measure_parameters": {"preset": "seed"}, "accuracy_preset": "seed", "same_function": {},
+         "floors": floors(1_000_000, None, "test").to_dict()}
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
                                  "cuda_graph": False}
@@ -137,7 +139,8 @@ def _sr(name, peak_mb, window, impact=0.0, cuda_graph=False):
 def _record(*strategies):
     return records.Measurement812(strategies=(_sr(BASELINE, 1200, (1.0, 1.0, 1.0)), *strategies),
                                base_config={"batch_size": 32, "encoder_length": 60}, device={"type": "cpu"},
-                               n_parameters=1_000_000, baseline_losses=(1.0, 1.02))
+                               n_parameters=1_000_000, baseline_losses=(1.0, 1.02),
+                               floors=floors(1_000_000, None, "test"))
 
 
 def test_a_tie_is_settled_by_memory():

@@ -35,7 +35,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     predicted: dict[str, Any]
     timing: dict[str, dict[str, Any]]
     claim_runs: dict[str, Any]
-    floors: dict[str, Any] | None  # null where none were taken
+    floors: dict[str, Any]  # foxlib.harness.floors.Floors.to_dict()
     cublas_workspace: dict[str, Any]
     accuracy_preset: str
     accuracy_runs: dict[str, list[dict[str, Any]]]
@@ -139,7 +139,7 @@ class Measurement812:
     accuracy_runs: dict[str, tuple[AccuracyRun, ...]] = field(default_factory=dict)  # per set of runs
     same_function: dict[str, Equivalence] = field(default_factory=dict)  # per strategy claimed equal, checked
     same_function_errors: dict[str, str] = field(default_factory=dict)  # why a claimed strategy was not checked
-    floors: Floors | None = None  # foxlib.harness.floors' figures (None: none taken)
+    floors: Floors = field(kw_only=True)  # foxlib.harness.floors' figures (required, in its place in to_dict)
     knob_absent: str | None = None  # why workspace_knob is empty (workspace.knob_absent_reason)
 
     def knob(self, name: str) -> KnobResult | None:
@@ -194,7 +194,7 @@ class Measurement812:
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
                    claim_runs=claim_intervals(m["claim_runs"]), preset=m["measure_parameters"]["preset"],
                    accuracy_preset=m["accuracy_preset"], accuracy_runs=runs, same_function=same,
-                   same_function_errors=errors, floors=m["floors"] and Floors.from_dict(m["floors"]),
+                   same_function_errors=errors, floors=Floors.from_dict(m["floors"]),
                    knob_absent=knob_absent_reason(m["cublas_workspace"]))
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,7 +205,7 @@ class Measurement812:
         d["claim_runs"] = {n: [r.to_dict() for r in rs] for n, rs in self.claim_runs.items()}
         d["accuracy_runs"] = {n: [dataclasses.asdict(r) for r in rs] for n, rs in self.accuracy_runs.items()}
         d["same_function"] = {n: e.to_dict() for n, e in self.same_function.items()}
-        d["floors"] = self.floors and self.floors.to_dict()
+        d["floors"] = self.floors.to_dict()
         return d
 
     @classmethod
@@ -218,5 +218,5 @@ class Measurement812:
                                      for n, rs in d["claim_runs"].items()},
                       "accuracy_runs": {n: tuple(AccuracyRun(**r) for r in rs) for n, rs in d["accuracy_runs"].items()},
                       "same_function": {n: Equivalence.from_dict(e) for n, e in d["same_function"].items()},
-                      "floors": d["floors"] and Floors.from_dict(d["floors"])})
+                      "floors": Floors.from_dict(d["floors"])})
 
