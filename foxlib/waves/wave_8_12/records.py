@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foxlib.core.schema import WaveMeasurement, readable_version
+from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
@@ -49,22 +50,25 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
 class AccuracyRun:
     """One accuracy run (foxlib.harness.training's, its history left out) as the report reads it: validation
     quantile loss, climatology's, the skill score, both 10-90 coverages, and whether it beats climatology by
-    min_skill."""
+    min_skill (has_skill)."""
     seed: int
     quantile_loss: float
     naive_quantile_loss: float
     skill_score: float
     coverage_10_90: float
     naive_coverage_10_90: float
-    has_skill: bool
     min_skill: float
+
+    @property
+    def has_skill(self) -> bool:
+        return training.has_skill({"skill_score": self.skill_score}, self.min_skill)
 
     @classmethod
     def from_run(cls, r: dict[str, Any]) -> "AccuracyRun":
         x = r["metrics"]
         return cls(r["seed"], *(float(x[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
                                                       "coverage_10_90", "naive_coverage_10_90")),
-                   bool(r["has_skill"]), float(r["harness"]["min_skill"]))
+                   float(r["harness"]["min_skill"]))
 
 
 def same_function_figures(checks: dict[str, dict[str, Any]]) -> tuple[dict[str, Equivalence], dict[str, str]]:
@@ -124,7 +128,6 @@ class Measurement812:
     base_config: dict[str, Any]
     device: dict[str, Any]
     n_parameters: int  # of the fp32 baseline's model
-    baseline_losses: tuple[float, ...]  # fp32's accuracy runs (quantile loss per seed), for its own spread
     skipped: dict[str, str] = field(default_factory=dict)
     baseline: str = BASELINE
     confidence: float = CONFIDENCE
@@ -155,6 +158,11 @@ class Measurement812:
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.strategies]
+
+    @property
+    def baseline_losses(self) -> tuple[float, ...]:
+        """The baseline's accuracy runs' quantile losses, one per seed: its own spread."""
+        return tuple(r.quantile_loss for r in self.accuracy_runs[self.baseline])
 
     @property
     def floor_bytes(self) -> int:
@@ -190,7 +198,7 @@ class Measurement812:
                 cuda_graph=info["cuda_graph"], options=info.get("options", {}),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
-                   int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m["skipped"]),
+                   int(m["memory"][BASELINE]["n_parameters"]), dict(m["skipped"]),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
                    claim_runs=claim_intervals(m["claim_runs"]), preset=m["measure_parameters"]["preset"],
                    accuracy_preset=m["accuracy_preset"], accuracy_runs=runs, same_function=same,
@@ -200,7 +208,6 @@ class Measurement812:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["strategies"] = [s.to_dict() for s in self.strategies]
-        d["baseline_losses"] = list(self.baseline_losses)
         d["workspace_knob"] = [k.to_dict() for k in self.workspace_knob]
         d["claim_runs"] = {n: [r.to_dict() for r in rs] for n, rs in self.claim_runs.items()}
         d["accuracy_runs"] = {n: [dataclasses.asdict(r) for r in rs] for n, rs in self.accuracy_runs.items()}
@@ -211,12 +218,15 @@ class Measurement812:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        return cls(**{**d, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
-                      "baseline_losses": tuple(d["baseline_losses"]),
+        # a record written before baseline_losses and has_skill were derived also holds them: left out
+        without = lambda x, key: {k: v for k, v in x.items() if k != key}  # noqa: E731
+        return cls(**{**without(d, "baseline_losses"),
+                      "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "workspace_knob": tuple(KnobResult.from_dict(k) for k in d["workspace_knob"]),
                       "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
                                      for n, rs in d["claim_runs"].items()},
-                      "accuracy_runs": {n: tuple(AccuracyRun(**r) for r in rs) for n, rs in d["accuracy_runs"].items()},
+                      "accuracy_runs": {n: tuple(AccuracyRun(**without(r, "has_skill")) for r in rs)
+                                        for n, rs in d["accuracy_runs"].items()},
                       "same_function": {n: Equivalence.from_dict(e) for n, e in d["same_function"].items()},
                       "floors": Floors.from_dict(d["floors"])})
 
