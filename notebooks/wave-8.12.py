@@ -63,12 +63,13 @@ from foxlib.waves.wave_8_12 import analysis, records, tables
 
 params = notebook.parameters("8.12", globals())
 budgets = notebook.budgets(params)
-m = notebook.measure_or_load("8.12", params)
-record = records.Measurement812.from_measurement(m)  # typed once: what every decision, table and chart below reads
+m = records.Measurement.from_dict(notebook.measure_or_load("8.12", params))  # checked on load
+raw = m.to_dict()
+record = records.Measurement812.from_measurement(raw)  # typed once: what every decision, table and chart below reads
 checks = analysis.checks(record, budgets)
 recommended = analysis.recommend(record, budgets)
 per_class = analysis.recommend_per_class(record, budgets)
-display(HTML(notebook.verdict_banner("8.12", checks, m)))
+display(HTML(notebook.verdict_banner("8.12", checks, raw)))
 display(reading.opening("8.12", checks, params["output_dir"] or "."))
 
 # %% [markdown]
@@ -175,7 +176,7 @@ import os
 from foxlib.memory.timeline_chart import timeline_chart
 from foxlib.harness.timelines import TimelineRun, keep_beside, own_timelines
 
-runs = {n: TimelineRun.from_dict(d) for n, d in m.get("timelines", {}).items()}
+runs = {n: TimelineRun.from_dict(d) for n, d in (m.timelines or {}).items()}
 own = own_timelines(runs)
 shown = [s for s in own.values() if s is not None]
 if shown:
@@ -186,7 +187,7 @@ if shown:
     plt.close(tf.figure)
     search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
         if params["measurements"] else []
-    links = keep_beside(m["timelines"], params["output_dir"] or ".", search_dirs=search)
+    links = keep_beside(m.timelines, params["output_dir"] or ".", search_dirs=search)
     display(Markdown("\n".join(tables.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:
@@ -198,19 +199,19 @@ else:
 # Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(m)
+pairs = prediction.pairs(raw)
 predicted = prediction.summary(pairs, record.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))
 
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.12", params, m, checks, recommended=recommended, recommended_per_class=per_class,
+res = notebook.finish("8.12", params, raw, checks, recommended=recommended, recommended_per_class=per_class,
                       record=record.to_dict(),
                       figures=as_dict(analysis.named_figures(record)),
                       prediction=predicted.to_dict("records"))
-display(Markdown(f"*Generated {res['generated_at']} · torch {m['environment']['torch']} · "
-                 f"git {m['environment'].get('git_revision')} · verdict **{res['verdict']}***"))
+display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
+                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
 
 # %%
 display(reading.closing(res, params["output_dir"] or "."))

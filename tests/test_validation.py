@@ -170,12 +170,9 @@ def test_every_committed_measurement_passes():
 
 
 def _required(wave):
-    """The keys a wave's measurement must hold: its type's fields without a default (8.12: its records.KEYS)."""
-    import dataclasses
-
+    """The keys a wave's measurement must hold: its type's fields without a default."""
     from foxlib.core.critical_path import get_wave
-    records = get_wave(wave).part("records")
-    keys = records.KEYS if wave == "8.12" else [f.name for f in dataclasses.fields(records.Measurement)]
+    keys = get_wave(wave).part("records").Measurement.required()
     return [k for k in keys if k not in ("wave", "device", "schema_version")]  # (their own messages: test_bad_...)
 
 
@@ -187,6 +184,23 @@ def test_a_measurement_without_its_models_is_refused(wave):
         del broken[key]
         with pytest.raises(ValueError, match=f"lacks {key}"):
             preflight.check_measurement_data(wave, broken)
+
+
+def test_wave_8_12_may_lack_only_its_optional_parts():
+    """timelines (timelines=False) and resumed (a run not resumed) may be absent; a key it does not hold is
+    refused; typed, the measurement writes back the file it was read from, key for key."""
+    data = json.loads((ROOT / "reports/h200/wave-8.12/measurement.json").read_text())
+    assert {"timelines", "resumed"} <= set(data) and "schema_version" not in data
+    for key in ("timelines", "resumed"):
+        preflight.check_measurement_data("8.12", {k: v for k, v in data.items() if k != key})
+    with pytest.raises(ValueError, match="lacks floors"):  # every run takes them (measuring.step_floors)
+        preflight.check_measurement_data("8.12", {**data, "floors": None})
+    with pytest.raises(ValueError, match="holds bogus, which a wave 8.12 measurement does not"):
+        preflight.check_measurement_data("8.12", {**data, "bogus": 1})
+    with pytest.raises(ValueError, match="schema_version 2; this foxlib reads 1"):
+        preflight.check_measurement_data("8.12", {**data, "schema_version": 2})
+    typed = WAVES["8.12"].part("records").Measurement.from_dict(data)
+    assert json.dumps(typed.to_dict()) == json.dumps(data)
 
 
 def test_truncated_and_folder_measurements(tmp_path):

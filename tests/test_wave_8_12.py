@@ -8,6 +8,7 @@ import torch
 
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
+from foxlib.harness.floors import floors
 from foxlib.harness.timing import RatioInterval
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
@@ -22,7 +23,8 @@ def hand_measurement(rows):
     m = {"device": {"type": "cpu", "name": "test"}, "base_config": {"batch_size": 32, "encoder_length": 60},
          "strategies": {}, "skipped": {}, "memory": {}, "timing": {}, "accuracy_runs": {}, "accuracy_source": {},
          "claim_runs": {"skipped_all": "not asked"}, "cublas_workspace": {"skipped": "not asked"},
-         "measure_parameters": {"preset": "seed"}, "accuracy_preset": "seed", "same_function": {}, "floors": None}
+         "measure_parameters": {"preset": "seed"}, "accuracy_preset": "seed", "same_function": {},
+         "floors": floors(1_000_000, None, "test").to_dict()}
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
                                  "cuda_graph": False}
@@ -134,10 +136,15 @@ def _sr(name, peak_mb, window, impact=0.0, cuda_graph=False):
                                cuda_graph=cuda_graph)
 
 
+def _run(seed, loss, skill=0.1):
+    return records.AccuracyRun(seed, loss, 1.2, skill, 0.8, 0.8, min_skill=0.02)
+
+
 def _record(*strategies):
     return records.Measurement812(strategies=(_sr(BASELINE, 1200, (1.0, 1.0, 1.0)), *strategies),
                                base_config={"batch_size": 32, "encoder_length": 60}, device={"type": "cpu"},
-                               n_parameters=1_000_000, baseline_losses=(1.0, 1.02))
+                               n_parameters=1_000_000, accuracy_runs={BASELINE: (_run(0, 1.0), _run(1, 1.02))},
+                               floors=floors(1_000_000, None, "test"))
 
 
 def test_a_tie_is_settled_by_memory():
@@ -196,6 +203,12 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
     d = json.loads(json.dumps(rec.to_dict()))
     assert d["schema_version"] == records.SCHEMA_VERSION
     assert records.Measurement812.from_dict(d) == rec
+    # derived, not stored: fp32's losses from its runs, a run's skill from its score (a record that stored them reads)
+    assert "baseline_losses" not in d and rec.baseline_losses == (1.0, 1.02)
+    assert [r.has_skill for r in (_run(0, 1.0, 0.02), _run(0, 1.0, 0.019))] == [True, False]
+    old = {**d, "baseline_losses": [1.0, 1.02],
+           "accuracy_runs": {n: [{**r, "has_skill": True} for r in rs] for n, rs in d["accuracy_runs"].items()}}
+    assert "has_skill" not in d["accuracy_runs"][BASELINE][0] and records.Measurement812.from_dict(old) == rec
     with pytest.raises(ValueError, match="schema version 0"):
         records.Measurement812.from_dict({**d, "schema_version": 0})
     with pytest.raises(KeyError, match="measured: fp32 \\(baseline\\); efficient"):

@@ -93,7 +93,8 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
 class WaveMeasurement:
     """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
     (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records through typed_parts /
-    plain_parts. from_dict runs check_plain: every field present, null only where Optional, no other key."""
+    plain_parts. from_dict runs check_plain: every field present (but one with a default, which an absent key
+    reads as; to_dict leaves it out when it holds that default), null only where Optional, no other key."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
@@ -114,6 +115,13 @@ class WaveMeasurement:
         return [f.name for f in dataclasses.fields(cls) if f.name != "schema_version"] + ["schema_version"]
 
     @classmethod
+    def required(cls) -> list[str]:
+        """The keys a measurement must hold: every field without a default, in keys()' order."""
+        optional = {f.name for f in dataclasses.fields(cls)
+                    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+        return [k for k in cls.keys() if k not in optional]
+
+    @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
         """The fields of `d` that are typed records, typed."""
         return {}
@@ -128,7 +136,7 @@ class WaveMeasurement:
         (KeyError, TypeError) included."""
         names = cls.keys()
         nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
-        check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), names, names, nullable, source)
+        check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), cls.required(), names, nullable, source)
         try:
             return cls(**d | cls.typed_parts(d))
         except (KeyError, TypeError) as exc:
@@ -136,5 +144,7 @@ class WaveMeasurement:
                              f"({type(exc).__name__}: {exc})") from None
 
     def to_dict(self) -> dict[str, Any]:
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
         names = [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)
+        names = [k for k in names if k not in defaults or getattr(self, k) != defaults[k]]
         return {k: getattr(self, k) for k in names} | self.plain_parts()

@@ -89,10 +89,11 @@ def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """The measurement: loaded from `params["measurements"]` (made by `python -m foxlib measure`, checked by
-    foxlib.run.runner.plan) when given, else measured now."""
+    foxlib.run.runner.plan) when given, else measured now and made as its file will hold it (results.json_safe:
+    NaN null), so that the wave's Measurement.from_dict reads either alike."""
     if params.get("measurements"):
         return results.read_json(params["measurements"])
-    return measure(wave_id, params)
+    return results.json_safe(measure(wave_id, params))
 
 
 def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:

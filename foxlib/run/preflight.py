@@ -125,12 +125,9 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
 
 def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> None:
     """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check
-    (the wave's Measurement.from_dict; 8.12: its records.check), then the parameters it was made with and the
+    (the wave's Measurement.from_dict), then the parameters it was made with and the
     files it cites."""
-    if wave_id == "8.12":
-        get_wave(wave_id).part("records").check(data, source)
-    else:
-        get_wave(wave_id).part("records").Measurement.from_dict(data, source)
+    get_wave(wave_id).part("records").Measurement.from_dict(data, source)
     mp = data.get("measure_parameters") or {}
     if not isinstance(mp, dict):
         raise ValueError(f"{source}: measure_parameters must be an object of the wave's parameters")

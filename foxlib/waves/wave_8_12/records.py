@@ -1,4 +1,4 @@
-"""Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`check`), and typed
+"""Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`Measurement`), and typed
 as `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
 bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
 (`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
@@ -8,7 +8,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from foxlib.core.schema import check_plain, readable_version
+from foxlib.core.schema import WaveMeasurement, readable_version
+from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
@@ -18,42 +19,56 @@ from foxlib.memory.cuda_graph import own_workspaces
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 
-KEYS = ("wave", "measured_at", "measure_parameters", "device", "environment", "base_config", "strategies", "skipped",
-        "memory", "predicted", "timing", "claim_runs", "floors", "cublas_workspace", "accuracy_preset",
-        "accuracy_runs", "accuracy_source", "accuracy_harness", "same_function")
-"""The keys of measurement.json (measure()'s, with the runner's wave, measured_at and measure_parameters)."""
-OPTIONAL_KEYS = ("timelines", "resumed")  # absent with timelines=False, and in a run not resumed
-
 SCHEMA_VERSION = 3  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
 # accuracy runs' figures, same-function figures, floors and why the workspace knob is empty
 
 
-def check(data: Any, source: str = "the measurement") -> None:
-    """ValueError, naming the problem, unless `data` is a wave 8.12 measurement.json (foxlib.core.schema.check_plain:
-    every one of KEYS, floors null where none were taken)."""
-    check_plain(data, "8.12", (1,), KEYS, KEYS + OPTIONAL_KEYS, nullable=("floors",), source=source)
+@dataclass(frozen=True, kw_only=True)
+class Measurement(WaveMeasurement, wave="8.12", version=1):
+    """Wave 8.12's measurement.json: measure()'s plain data with the runner's header, checked on load
+    (WaveMeasurement.from_dict); `Measurement812.from_measurement` types it for the decisions."""
+    schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
+    base_config: dict[str, Any]
+    strategies: dict[str, dict[str, Any]]
+    skipped: dict[str, str]
+    resumed: dict[str, Any] | None = None  # absent in a run not resumed
+    memory: dict[str, dict[str, Any]]
+    predicted: dict[str, Any]
+    timing: dict[str, dict[str, Any]]
+    claim_runs: dict[str, Any]
+    floors: dict[str, Any]  # foxlib.harness.floors.Floors.to_dict()
+    cublas_workspace: dict[str, Any]
+    accuracy_preset: str
+    accuracy_runs: dict[str, list[dict[str, Any]]]
+    accuracy_source: dict[str, str]
+    accuracy_harness: dict[str, Any]
+    same_function: dict[str, dict[str, Any]]
+    timelines: dict[str, Any] | None = None  # absent with timelines=False
 
 
 @dataclass(frozen=True)
 class AccuracyRun:
     """One accuracy run (foxlib.harness.training's, its history left out) as the report reads it: validation
     quantile loss, climatology's, the skill score, both 10-90 coverages, and whether it beats climatology by
-    min_skill."""
+    min_skill (has_skill)."""
     seed: int
     quantile_loss: float
     naive_quantile_loss: float
     skill_score: float
     coverage_10_90: float
     naive_coverage_10_90: float
-    has_skill: bool
     min_skill: float
+
+    @property
+    def has_skill(self) -> bool:
+        return training.has_skill({"skill_score": self.skill_score}, self.min_skill)
 
     @classmethod
     def from_run(cls, r: dict[str, Any]) -> "AccuracyRun":
         x = r["metrics"]
         return cls(r["seed"], *(float(x[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
                                                       "coverage_10_90", "naive_coverage_10_90")),
-                   bool(r["has_skill"]), float(r["harness"]["min_skill"]))
+                   float(r["harness"]["min_skill"]))
 
 
 def same_function_figures(checks: dict[str, dict[str, Any]]) -> tuple[dict[str, Equivalence], dict[str, str]]:
@@ -113,7 +128,6 @@ class Measurement812:
     base_config: dict[str, Any]
     device: dict[str, Any]
     n_parameters: int  # of the fp32 baseline's model
-    baseline_losses: tuple[float, ...]  # fp32's accuracy runs (quantile loss per seed), for its own spread
     skipped: dict[str, str] = field(default_factory=dict)
     baseline: str = BASELINE
     confidence: float = CONFIDENCE
@@ -128,7 +142,7 @@ class Measurement812:
     accuracy_runs: dict[str, tuple[AccuracyRun, ...]] = field(default_factory=dict)  # per set of runs
     same_function: dict[str, Equivalence] = field(default_factory=dict)  # per strategy claimed equal, checked
     same_function_errors: dict[str, str] = field(default_factory=dict)  # why a claimed strategy was not checked
-    floors: Floors | None = None  # foxlib.harness.floors' figures (None: none taken)
+    floors: Floors = field(kw_only=True)  # foxlib.harness.floors' figures (required, in its place in to_dict)
     knob_absent: str | None = None  # why workspace_knob is empty (workspace.knob_absent_reason)
 
     def knob(self, name: str) -> KnobResult | None:
@@ -144,6 +158,11 @@ class Measurement812:
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.strategies]
+
+    @property
+    def baseline_losses(self) -> tuple[float, ...]:
+        """The baseline's accuracy runs' quantile losses, one per seed: its own spread."""
+        return tuple(r.quantile_loss for r in self.accuracy_runs[self.baseline])
 
     @property
     def floor_bytes(self) -> int:
@@ -179,33 +198,35 @@ class Measurement812:
                 cuda_graph=info["cuda_graph"], options=info.get("options", {}),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
-                   int(m["memory"][BASELINE]["n_parameters"]), tuple(base_loss_runs), dict(m["skipped"]),
+                   int(m["memory"][BASELINE]["n_parameters"]), dict(m["skipped"]),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
                    claim_runs=claim_intervals(m["claim_runs"]), preset=m["measure_parameters"]["preset"],
                    accuracy_preset=m["accuracy_preset"], accuracy_runs=runs, same_function=same,
-                   same_function_errors=errors, floors=m["floors"] and Floors.from_dict(m["floors"]),
+                   same_function_errors=errors, floors=Floors.from_dict(m["floors"]),
                    knob_absent=knob_absent_reason(m["cublas_workspace"]))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["strategies"] = [s.to_dict() for s in self.strategies]
-        d["baseline_losses"] = list(self.baseline_losses)
         d["workspace_knob"] = [k.to_dict() for k in self.workspace_knob]
         d["claim_runs"] = {n: [r.to_dict() for r in rs] for n, rs in self.claim_runs.items()}
         d["accuracy_runs"] = {n: [dataclasses.asdict(r) for r in rs] for n, rs in self.accuracy_runs.items()}
         d["same_function"] = {n: e.to_dict() for n, e in self.same_function.items()}
-        d["floors"] = self.floors and self.floors.to_dict()
+        d["floors"] = self.floors.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        return cls(**{**d, "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
-                      "baseline_losses": tuple(d["baseline_losses"]),
+        # a record written before baseline_losses and has_skill were derived also holds them: left out
+        without = lambda x, key: {k: v for k, v in x.items() if k != key}  # noqa: E731
+        return cls(**{**without(d, "baseline_losses"),
+                      "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "workspace_knob": tuple(KnobResult.from_dict(k) for k in d["workspace_knob"]),
                       "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
                                      for n, rs in d["claim_runs"].items()},
-                      "accuracy_runs": {n: tuple(AccuracyRun(**r) for r in rs) for n, rs in d["accuracy_runs"].items()},
+                      "accuracy_runs": {n: tuple(AccuracyRun(**without(r, "has_skill")) for r in rs)
+                                        for n, rs in d["accuracy_runs"].items()},
                       "same_function": {n: Equivalence.from_dict(e) for n, e in d["same_function"].items()},
-                      "floors": d["floors"] and Floors.from_dict(d["floors"])})
+                      "floors": Floors.from_dict(d["floors"])})
 

@@ -180,11 +180,8 @@ TARGET_STEP_S = 0.006
 def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the
     floors (foxlib.harness.floors: bytes per parameter; time from the step's FLOPs and the optimizer's traffic at
-    the device's published peaks) and the fast path's targets, with how far each is. Empty where the
-    measurement has no floors."""
+    the device's published peaks) and the fast path's targets, with how far each is."""
     fl = rec.floors
-    if fl is None:
-        return pd.DataFrame()
     names, rows = [], []
     for r in (recommend(rec, budgets), *(recommend(rec, budgets, cuda_graph=kind) for kind in (False, True)),
               lightest_at_full_speed(rec, budgets) or {"strategy": None}):
