@@ -99,9 +99,8 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         grew = (f", {mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
                 if ends else ", not measurable at the end (NVML gave no per-process figure)")
         env = m.environment
-        warm = ("after warming up every library the run uses" if m.warmup else
-                "before any model ran (no warm-up: the cap was set from too small a context)")
-        out.append(f"The CUDA context was {mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
+        out.append(f"The CUDA context was {mb(ctx0)} MB at the start (after warming up every library the run "
+                   f"uses){grew}, on {m.device['name']} with torch "
                    f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
@@ -204,11 +203,10 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
         f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
         + ("every check passed." if v == "GO" else "at least one check failed.")
-        + (f" It holds for the card class **{facts['title']}**"
-           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
-              if facts["emulated"] else "")
-           + ", with this configuration; another class of card has a report of its own (the index's first lines)."
-           if (facts := m.card_class) else ""),
+        + f" It holds for the card class **{m.card_class['title']}**"
+        + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
+           if m.card_class["emulated"] else "")
+        + ", with this configuration; another class of card has a report of its own (the index's first lines).",
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
                [[c.name, mb(c.measured), mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
@@ -263,8 +261,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
         f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
         f"context): {mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
-        + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
-           "were not measured)") + "; "
+        + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step)") + "; "
         f"{analysis.nvml_text(m)}",
         "",
         analysis.cap_text(m),
