@@ -307,3 +307,18 @@ def test_deployment_says_what_a_compiled_tft_costs_at_start_up():
     [line] = [r for r in deployment.risks(compiled, load_budgets()) if r.startswith("**Start-up.**")]
     assert f"took {compiled.warmup['seconds']:,.1f} s on NVIDIA H200" in line
     assert not any(r.startswith("**Start-up.**") for r in deployment.risks(plain, load_budgets()))
+
+
+def test_deployment_counts_the_models_the_measurement_holds():
+    """The one-process sentence counts the measurement's members: four in the committed H200 run, three when one
+    is left out (the words and the context arithmetic alike)."""
+    import dataclasses
+    from foxlib.waves.wave_8_13 import deployment
+    m = records.Measurement.from_dict(json.loads((ROOT / "reports/h200/wave-8.13/measurement.json").read_text()))
+
+    def one_process(r):
+        [line] = [x for x in deployment.risks(r, load_budgets()) if "**one process**" in x]
+        return line
+    assert one_process(m).startswith("All four models run") and "Deployed as four processes" in one_process(m)
+    three = one_process(dataclasses.replace(m, order=m.order[:3]))
+    assert three.startswith("All three models run") and "Deployed as three processes, each pays its own: 3 × " in three

@@ -19,6 +19,12 @@ from foxlib.waves.wave_8_13.records import Measurement
 
 FILE = "deployment.md"
 WAVE = "8.13"
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def in_words(n: int) -> str:
+    """A count as a word ("four"), up to ten; its digits beyond."""
+    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
 
 
 def _ms(x: float | None) -> str:
@@ -115,8 +121,9 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         out.append(analysis.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
                                         " The card was not verified by NVML: the allocator cap alone bounds it."))
         ctx = max([ctx0] + ends)
-        out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
-                   f"each pays its own: 4 × {mb(ctx)} = {mb(4 * ctx)} MB of contexts alone on a "
+        n, words = len(m.order), in_words(len(m.order))
+        out.append(f"All {words} models run in **one process** sharing one context. Deployed as {words} processes, "
+                   f"each pays its own: {n} × {mb(ctx)} = {mb(n * ctx)} MB of contexts alone on a "
                    f"{mb(card)} MB card.")
         frag = (t.allocator_end or {}).get("inactive_split_bytes")
         if frag is not None:
@@ -236,7 +243,8 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "the device. *Model peak*: its own step's tensors at their largest (what it keeps + what its step adds). "
         "*Allocated during its steps, all models*: everything live while it steps (the other models' kept memory "
         "included). Latency: *alone* = one model at a time; "
-        f"*together* = all four launched at once ({i.detail['mode']}), p50 and p99 over {i.detail['repeats']} rounds.",
+        f"*together* = all {in_words(len(m.order))} launched at once ({i.detail['mode']}), p50 and p99 over "
+        f"{i.detail['repeats']} rounds.",
         "",
         _table(["model", "precision", "steps run", "training: kept between steps (MB)",
                 "training: model peak (MB)", "training: allocated during its steps, all models (MB)",
