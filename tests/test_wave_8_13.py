@@ -199,26 +199,18 @@ from foxlib.core.budgets import load_budgets  # noqa: E402
 from foxlib.core.config import ROOT  # noqa: E402
 
 
-FIXTURES = ROOT / "tests" / "fixtures"
-BEFORE_WARMUP = (FIXTURES / "h200-wave-8.13-before-warmup.json", FIXTURES / "h200-wave-8.13-before-warmup-results.json")
-
-
-@pytest.mark.parametrize("device", ["cpu", "h200", "h200-before-warmup"])
+@pytest.mark.parametrize("device", ["cpu", "h200"])
 def test_the_committed_measurements_load_as_records_and_give_their_checks(device):
-    """The committed files (and the fixture made before the warm-up and NVML sampling) load; the checks computed
-    from the measurement are the committed results' checks; to_dict / from_dict is a round trip."""
+    """The committed files load; the checks computed from the measurement are the committed results' checks;
+    to_dict / from_dict is a round trip."""
     folder = ROOT / "reports" / device / "wave-8.13"
-    measurement, results = BEFORE_WARMUP if device == "h200-before-warmup" else \
-        (folder / "measurement.json", folder / "results.json")
-    raw = json.loads(measurement.read_text())
-    committed = json.loads(results.read_text())
+    raw = json.loads((folder / "measurement.json").read_text())
+    committed = json.loads((folder / "results.json").read_text())
     r = records.Measurement.from_dict(raw)
     assert r.order == tuple(raw["order"])
     assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
-    if device == "h200-before-warmup":  # measured before the warm-up, NVML sampling and citations
-        assert r.depends_on == () and not r.nvml.applicable
-    else:  # a GPU run samples NVML; a CPU run has none, and cites the CPU 8.12 it validated
-        assert r.nvml.applicable == (device != "cpu") and len(r.depends_on) == 1
+    # a GPU run samples NVML; a CPU run has none; each cites the 8.12 it validated
+    assert r.nvml.applicable == (device != "cpu") and len(r.depends_on) == 1
     again = records.Measurement.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again == r
     got = {c.name: c for c in analysis.checks(r, load_budgets())}
@@ -227,13 +219,15 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
                (c["measured"], c["limit"], c["passed"])
     if r.nvml.applicable:  # sampled: checked against the card
         assert got[nvml.NVML_CHECK].measured == analysis.nvml_check(r).max_bytes and got[nvml.NVML_CHECK].passed
-    else:  # not sampled (before the warm-up) or no NVML (the CPU): not applicable, said so
+    else:  # no NVML (the CPU): not applicable, said so
         assert nvml.NVML_CHECK not in got
     for version in (1, records.SCHEMA_VERSION + 1):
         with pytest.raises(ValueError, match=f"schema_version {version}; this foxlib reads {records.SCHEMA_VERSION}"):
             records.Measurement.from_dict({**raw, "schema_version": version})
     with pytest.raises(ValueError, match="lacks nvml"):
         records.Measurement.from_dict({k: v for k, v in raw.items() if k != "nvml"})
+    with pytest.raises(ValueError, match="lacks card_class"):  # every run names the card class it validated
+        records.Measurement.from_dict({**raw, "card_class": None})
     with pytest.raises(ValueError, match="holds bogus, which a wave 8.13 measurement does not"):
         records.Measurement.from_dict({**raw, "bogus": 1})
 
@@ -249,15 +243,9 @@ def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up()
     ctx = max(now["cap"]["context_bytes"], now["training"]["context_end_bytes"], now["inference"]["context_end_bytes"])
     assert analysis.workspace_bytes(r) == now["warmup"]["allocated_after_bytes"] > 0
     assert analysis.process_figure(r) == sum(analysis.model_peaks(r).values()) + analysis.workspace_bytes(r) + ctx
-    gpu = json.loads(BEFORE_WARMUP[0].read_text())
-    g = records.Measurement.from_dict(gpu)
-    assert analysis.workspace_bytes(g) is None and analysis.process_figure(g) is None  # measured before the warm-up
-    warmed = records.Measurement.from_dict({**gpu, "warmup": {"allocated_after_bytes": 67_108_864, "what": ["..."]}})
-    ctx = max(gpu["cap"]["context_bytes"], gpu["training"]["context_end_bytes"], gpu["inference"]["context_end_bytes"])
-    assert analysis.process_figure(warmed) == sum(analysis.model_peaks(g).values()) + 67_108_864 + ctx
-    tft = next(s for s in gpu["training"]["steps"] if s["model"] == "tft" and s["step"] == 2)
-    st = gpu["training"]["models"]["tft"]
-    assert analysis.model_peaks(g)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
+    tft = next(s for s in now["training"]["steps"] if s["model"] == "tft" and s["step"] == 2)
+    st = now["training"]["models"]["tft"]
+    assert analysis.model_peaks(r)["tft"] >= tft["peak_bytes"] - tft["start_bytes"] + sum(st[k] for k in (
         "parameters_bytes", "optimizer_state_bytes", "batch_device_bytes"))
 
 
@@ -319,3 +307,18 @@ def test_deployment_says_what_a_compiled_tft_costs_at_start_up():
     [line] = [r for r in deployment.risks(compiled, load_budgets()) if r.startswith("**Start-up.**")]
     assert f"took {compiled.warmup['seconds']:,.1f} s on NVIDIA H200" in line
     assert not any(r.startswith("**Start-up.**") for r in deployment.risks(plain, load_budgets()))
+
+
+def test_deployment_counts_the_models_the_measurement_holds():
+    """The one-process sentence counts the measurement's members: four in the committed H200 run, three when one
+    is left out (the words and the context arithmetic alike)."""
+    import dataclasses
+    from foxlib.waves.wave_8_13 import deployment
+    m = records.Measurement.from_dict(json.loads((ROOT / "reports/h200/wave-8.13/measurement.json").read_text()))
+
+    def one_process(r):
+        [line] = [x for x in deployment.risks(r, load_budgets()) if "**one process**" in x]
+        return line
+    assert one_process(m).startswith("All four models run") and "Deployed as four processes" in one_process(m)
+    three = one_process(dataclasses.replace(m, order=m.order[:3]))
+    assert three.startswith("All three models run") and "Deployed as three processes, each pays its own: 3 × " in three

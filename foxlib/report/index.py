@@ -5,7 +5,6 @@ Only canonical reports (`reports/<device>/wave-<N>/`, made with the defaults) co
 path; it is listed on its own."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,16 @@ from foxlib.core.critical_path import DEPLOYMENT, WAVES
 PEER_PAGES = ("peer-benchmark*.html", "throughput-benchmark*.html")  # the benchmarks' pages, per device folder
 
 
+def _files(reports_dir: Path, *patterns: str) -> list[Path]:
+    """Every file under reports_dir matching one of `patterns` (sorted, pattern by pattern), hidden folders left out."""
+    return [p for pattern in patterns for p in sorted(reports_dir.glob(pattern))
+            if not any(part.startswith(".") for part in p.relative_to(reports_dir).parts)]
+
+
 def _read(reports_dir: Path, pattern: str) -> list[tuple[Path, dict[str, Any]]]:
     """(path, results) of every readable results.json of a wave under reports_dir matching `pattern`."""
     found = []
-    for path in sorted(reports_dir.glob(f"{pattern}/{results.RESULTS_FILE}")):
+    for path in _files(reports_dir, f"{pattern}/{results.RESULTS_FILE}"):
         try:
             res = results.read_json(path)
         except ValueError:
@@ -34,9 +39,8 @@ def _read(reports_dir: Path, pattern: str) -> list[tuple[Path, dict[str, Any]]]:
 def canonical_pages(reports_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """(path, JSON) of every canonical page's results: reports_dir/<device>/wave-<N>/results.json and the peer
     benchmark's JSON (variants and hidden work folders left out)."""
-    paths = sorted(reports_dir.glob("*/wave-*/results.json")) + sorted(reports_dir.glob("*/peer-benchmark*.json"))
-    return [(p, json.loads(p.read_text())) for p in paths
-            if not any(part.startswith(".") for part in p.relative_to(reports_dir).parts)]
+    return [(p, results.read_json(p)) for p in _files(reports_dir, f"*/wave-*/{results.RESULTS_FILE}",
+                                                       "*/peer-benchmark*.json")]
 
 
 def collect(reports_dir: Path | None = None) -> dict[str, dict[str, dict[str, Any]]]:

@@ -285,6 +285,12 @@ NUMERIC_CLASS = "foxlib-num"
 MISSING = ("", "—", "-", "nan", "NaN", "None", "n/a")
 _NUMBER = re.compile(r"^[+\-\u2212]?\d[\d,]*(\.\d+)?(e[+\-]?\d+)?\s?(%|x|×|MB|MiB|GB|GiB|kB|B|ms|s)?"
                      r"(\s*\[[^\]]*\])?$")
+# JupyterLab's stylesheet (nbconvert's "lab" template) right-aligns every cell of an output table with
+# ":not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td" (specificity 0,2,1), which beats
+# ".jp-RenderedHTMLCommon table td" (0,1,2): text columns and their headers came out right-aligned. The two
+# ":not(.jp-RenderedMarkdown)" rules below add the table element to the lab's selector (0,2,2: text left) and
+# the numeric class mark_numeric_columns sets (0,3,2: numbers right); an inline style on a row (pandas'
+# <tr style="text-align: right;"> in the header) reaches a cell only where no rule does.
 REPORT_CSS = f"""
 .jp-RenderedHTMLCommon table, table.dataframe, table.foxlib-table {{
   max-width: 100%; border-collapse: collapse; table-layout: auto; font-size: 12px; }}
@@ -299,6 +305,10 @@ table.dataframe td, table.dataframe th, table.foxlib-table td, table.foxlib-tabl
 .jp-Notebook {{ max-width: {MAX_PAGE_WIDTH_PX}px; box-sizing: border-box; }}
 figure.foxlib-figure img {{ max-width: 100%; height: auto; }}
 figure.foxlib-figure figcaption {{ max-width: 60em; }}
+:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon table td,
+:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon table th {{ text-align: left; }}
+:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon table td.{NUMERIC_CLASS},
+:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon table th.{NUMERIC_CLASS} {{ text-align: right; }}
 """
 
 

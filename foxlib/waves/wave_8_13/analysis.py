@@ -65,21 +65,18 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
     return out
 
 
-def workspace_bytes(r: Measurement) -> int | None:
-    """The cuBLAS workspaces, once per stream: what stays allocated after the warm-up freed everything else.
-    0 on the CPU; None for a CUDA measurement made before the warm-up existed."""
-    if not r.enforced:
-        return 0
-    return None if r.warmup is None else r.warmup.get("allocated_after_bytes")
+def workspace_bytes(r: Measurement) -> int:
+    """The cuBLAS workspaces, once per stream: what stays allocated after the warm-up freed everything else;
+    0 on the CPU."""
+    return r.warmup["allocated_after_bytes"] if r.enforced else 0
 
 
 def process_figure(m: Measurement) -> int | None:
-    """The model peaks + the workspaces + the largest CUDA context; None when a model never stepped or the
-    workspaces were not measured."""
-    peaks, ws = model_peaks(m), workspace_bytes(m)
-    if ws is None or any(v is None for v in peaks.values()):
+    """The model peaks + the workspaces + the largest CUDA context; None when a model never stepped."""
+    peaks = model_peaks(m)
+    if any(v is None for v in peaks.values()):
         return None
-    return sum(peaks.values()) + ws + largest_context_bytes(m)
+    return sum(peaks.values()) + workspace_bytes(m) + largest_context_bytes(m)
 
 
 def nvml_check(r: Measurement) -> NvmlPeak:
@@ -148,8 +145,7 @@ def nvml_text(m: Measurement) -> str:
 def depends_on_text(r: Measurement) -> str:
     """The cited 8.12 results (path, revision, short sha256), for the report's first screen."""
     if not r.depends_on:
-        return (f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.get('source', '?')}"
-                + ("; measured before citations were recorded" if r.tft.get("recommended") else "") + ").")
+        return f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.get('source', '?')})."
     return "Depends on: " + "; ".join(f"wave {RECOMMENDING_WAVE} results `{c.path}` at revision {c.revision}, "
                                       f"sha256 {c.sha256[:12]}" for c in r.depends_on) + " (verified before rendering)."
 
@@ -164,11 +160,10 @@ def cap_text(r: Measurement) -> str:
     first = (f"allocator cap {mb(cap.cap_bytes)} MB (cap_bytes)" if cap.override else
              f"allocator cap = card {mb(cap.card_bytes)} MB − CUDA context {mb(cap.context_bytes)} MB = "
              f"{mb(cap.cap_bytes)} MB")
-    warm = "measured after warming up every library the run uses" if r.warmup else "measured before any model ran"
     grown = cap.cap_bytes + largest_context_bytes(r)
     over = (f" Cap + largest context = {mb(grown)} MB: OVER the {mb(cap.card_bytes)} MB card "
             "(the context grew after it was measured)." if grown > cap.card_bytes else "")
-    return f"Cap: {first}; the context {warm}, {at_end}.{over}"
+    return f"Cap: {first}; the context measured after warming up every library the run uses, {at_end}.{over}"
 
 
 def figures(r: Measurement) -> dict[str, Any]:
@@ -230,10 +225,8 @@ def tft_text(r: Measurement) -> str:
 
 
 def card_class_text(m: Measurement) -> str:
-    """The card class the run answers for (measuring.class_facts), for the first screen; "" before card classes."""
+    """The card class the run answers for (measuring.class_facts), for the first screen."""
     facts = m.card_class
-    if not facts:
-        return ""
     how = (f"**emulated** on this {facts['own_class']}-class GPU" if facts["emulated"] else "this device's own class")
     text = f"Card class: **{facts['title']}** ({how}). Enforced: {'; '.join(facts['enforced'])}."
     return text + (f" Not emulated: {facts['not_emulated']}." if facts.get("not_emulated") else "")

@@ -301,10 +301,8 @@ def measured_overheads(m: Measurement) -> Overheads:
         if phase.peak_bytes is None or phase.peak_allocated_bytes is None:
             return 0
         return max(0, int(phase.peak_bytes) - int(phase.peak_allocated_bytes))
-    # a measurement made before the warm-up existed names only the first product's workspace, with the context
-    measured = analysis.workspace_bytes(m)
-    workspace = int(measured if measured is not None else (m.context or {}).get("cublas_workspace_bytes") or 0)
-    return Overheads(int(analysis.largest_context_bytes(m)), workspace, cache(m.training), cache(m.inference), device)
+    return Overheads(int(analysis.largest_context_bytes(m)), int(analysis.workspace_bytes(m)), cache(m.training),
+                     cache(m.inference), device)
 
 
 def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:

@@ -19,6 +19,12 @@ from foxlib.waves.wave_8_13.records import Measurement
 
 FILE = "deployment.md"
 WAVE = "8.13"
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def in_words(n: int) -> str:
+    """A count as a word ("four"), up to ten; its digits beyond."""
+    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
 
 
 def _ms(x: float | None) -> str:
@@ -99,9 +105,8 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         grew = (f", {mb(max(ends))} MB at the end (kernels load lazily, cuDNN creates its handle at first use)"
                 if ends else ", not measurable at the end (NVML gave no per-process figure)")
         env = m.environment
-        warm = ("after warming up every library the run uses" if m.warmup else
-                "before any model ran (no warm-up: the cap was set from too small a context)")
-        out.append(f"The CUDA context was {mb(ctx0)} MB at the start ({warm}){grew}, on {m.device['name']} with torch "
+        out.append(f"The CUDA context was {mb(ctx0)} MB at the start (after warming up every library the run "
+                   f"uses){grew}, on {m.device['name']} with torch "
                    f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
@@ -116,8 +121,9 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         out.append(analysis.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
                                         " The card was not verified by NVML: the allocator cap alone bounds it."))
         ctx = max([ctx0] + ends)
-        out.append(f"All four models run in **one process** sharing one context. Deployed as four processes, "
-                   f"each pays its own: 4 × {mb(ctx)} = {mb(4 * ctx)} MB of contexts alone on a "
+        n, words = len(m.order), in_words(len(m.order))
+        out.append(f"All {words} models run in **one process** sharing one context. Deployed as {words} processes, "
+                   f"each pays its own: {n} × {mb(ctx)} = {mb(n * ctx)} MB of contexts alone on a "
                    f"{mb(card)} MB card.")
         frag = (t.allocator_end or {}).get("inactive_split_bytes")
         if frag is not None:
@@ -204,11 +210,10 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
         f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
         + ("every check passed." if v == "GO" else "at least one check failed.")
-        + (f" It holds for the card class **{facts['title']}**"
-           + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
-              if facts["emulated"] else "")
-           + ", with this configuration; another class of card has a report of its own (the index's first lines)."
-           if (facts := m.card_class) else ""),
+        + f" It holds for the card class **{m.card_class['title']}**"
+        + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
+           if m.card_class["emulated"] else "")
+        + ", with this configuration; another class of card has a report of its own (the index's first lines).",
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],
                [[c.name, mb(c.measured), mb(c.limit), "PASS" if c.passed else "FAIL", c.note] for c in checks]),
@@ -238,7 +243,8 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "the device. *Model peak*: its own step's tensors at their largest (what it keeps + what its step adds). "
         "*Allocated during its steps, all models*: everything live while it steps (the other models' kept memory "
         "included). Latency: *alone* = one model at a time; "
-        f"*together* = all four launched at once ({i.detail['mode']}), p50 and p99 over {i.detail['repeats']} rounds.",
+        f"*together* = all {in_words(len(m.order))} launched at once ({i.detail['mode']}), p50 and p99 over "
+        f"{i.detail['repeats']} rounds.",
         "",
         _table(["model", "precision", "steps run", "training: kept between steps (MB)",
                 "training: model peak (MB)", "training: allocated during its steps, all models (MB)",
@@ -263,8 +269,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
         f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
         f"context): {mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
-        + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step, or the workspaces "
-           "were not measured)") + "; "
+        + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step)") + "; "
         f"{analysis.nvml_text(m)}",
         "",
         analysis.cap_text(m),

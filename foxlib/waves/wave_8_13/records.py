@@ -129,17 +129,17 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     context: dict[str, Any] | None
     """CUDA: the context measured after the warm-up (measure_context); None on the CPU."""
     context_before_warmup: dict[str, Any] | None
-    """CUDA: the context before the warm-up; None on the CPU and in the run made before the warm-up."""
+    """CUDA: the context before the warm-up; None on the CPU."""
     warmup: dict[str, Any] | None
-    """CUDA: what the warm-up ran and left allocated (measuring.warm_up); None as context_before_warmup."""
+    """CUDA: what the warm-up ran and left allocated (measuring.warm_up); None on the CPU."""
     step_profiles: dict[str, dict[str, Any]] | None
     """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
     graph_mode: dict[str, Any] | None
     """Where 8.12's recommendation asked for a CUDA graph: asked, on, why, and per model how it ran; else None."""
     cublas_workspace: dict[str, Any] | None
     """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why; else None."""
-    card_class: dict[str, Any] | None
-    """The class of card validated (measuring.class_facts); None in a run made before card classes."""
+    card_class: dict[str, Any]
+    """The class of card validated (measuring.class_facts)."""
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:

@@ -33,13 +33,11 @@ def cap_table(r: Measurement) -> pd.DataFrame:
         return _quantities(rows + [("CUDA context", None, "none on the CPU"), ("allocator cap", cap.cap_bytes, cap.how),
                                    ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
                                    ("largest NVML process figure", None, nvml_check(r).note)])
-    if r.warmup is not None:
-        rows.append(("CUDA context before the warm-up", (r.context_before_warmup or {}).get("context_bytes"),
-                     "NVML process used − allocator reserved, before any model ran: too small to set the cap on"))
     rows += [
+        ("CUDA context before the warm-up", r.context_before_warmup["context_bytes"],
+         "NVML process used − allocator reserved, before any model ran: too small to set the cap on"),
         ("CUDA context at the start (sets the cap)", cap.context_bytes,
-         (ctx.get("how", "") + ("; after the warm-up: " + "; ".join(r.warmup["what"]) if r.warmup else
-                                "; measured before the models ran (no warm-up: schema 1)"))),
+         ctx.get("how", "") + "; after the warm-up: " + "; ".join(r.warmup["what"])),
         ("allocator cap", cap.cap_bytes,
          (f"cap_bytes = {cap.cap_bytes:,} bytes" if cap.override else
           f"card − context = {cap.card_bytes:,} − {cap.context_bytes:,} = {cap.cap_bytes:,} bytes")
@@ -122,9 +120,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
         ("model peaks, summed", None if any(v is None for v in peaks.values()) else sum(peaks.values()),
          " + ".join(f"{n} {_mb(v)}" for n, v in peaks.items()) + " MB (each step's own tensors)"),
         ("cuBLAS workspaces (once per stream)", ws,
-         "none on the CPU" if not cap.enforced else
-         ("allocated after the warm-up, everything else freed" if ws is not None else
-          "not measured (measured before the warm-up: schema 1)")),
+         "allocated after the warm-up, everything else freed" if cap.enforced else "none on the CPU"),
         ("CUDA context (largest: start or end)", largest_context_bytes(r) if cap.enforced else None,
          "NVML process used − allocator reserved" if cap.enforced else "none on the CPU"),
         ("process figure = model peaks + workspaces + context", proc,
