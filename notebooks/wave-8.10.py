@@ -46,11 +46,11 @@ from foxlib.report import reading
 from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
 from foxlib.memory import tolerances as prediction
-from foxlib.waves.wave_8_10 import analysis, records, tables
+from foxlib.waves.wave_8_10 import analysis, tables
 
 params = notebook.parameters("8.10", globals())
 budgets = notebook.budgets(params)
-m = records.Measurement.from_dict(notebook.measure_or_load("8.10", params))  # typed and checked
+m = notebook.measure_or_load("8.10", params)  # typed and checked
 raw = m.to_dict()
 checks = analysis.checks(m, budgets)
 profile = raw["tft"]["profile"]

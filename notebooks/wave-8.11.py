@@ -58,11 +58,11 @@ from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
 from foxlib.memory import tolerances as prediction
 from foxlib.core import seed_claims
-from foxlib.waves.wave_8_11 import analysis, records, tables
+from foxlib.waves.wave_8_11 import analysis, tables
 
 params = notebook.parameters("8.11", globals())
 budgets = notebook.budgets(params)
-m = records.Measurement.from_dict(notebook.measure_or_load("8.11", params))  # typed and checked
+m = notebook.measure_or_load("8.11", params)  # typed and checked
 raw = m.to_dict()
 checks = analysis.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.11", checks, raw)))

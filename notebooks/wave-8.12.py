@@ -63,7 +63,7 @@ from foxlib.waves.wave_8_12 import analysis, records, tables
 
 params = notebook.parameters("8.12", globals())
 budgets = notebook.budgets(params)
-m = records.Measurement.from_dict(notebook.measure_or_load("8.12", params))  # checked on load
+m = notebook.measure_or_load("8.12", params)  # typed and checked
 raw = m.to_dict()
 record = records.Measurement812.from_measurement(raw)  # typed once: what every decision, table and chart below reads
 checks = analysis.checks(record, budgets)

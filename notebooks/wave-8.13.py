@@ -56,12 +56,12 @@ from foxlib.report import reading
 from foxlib.run import notebook_cells as notebook
 from foxlib.core import provenance
 from foxlib.core.budgets import verdict
-from foxlib.waves.wave_8_13 import analysis, cards, charts, deployment, records, tables
+from foxlib.waves.wave_8_13 import analysis, cards, charts, deployment, tables
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 
 params = notebook.parameters("8.13", globals())
 budgets = notebook.budgets(params)
-m = records.Measurement.from_dict(notebook.measure_or_load("8.13", params))
+m = notebook.measure_or_load("8.13", params)  # typed and checked
 provenance.verify(m.citations())  # the cited 8.12 results must be the published ones: else this fails here
 checks = analysis.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))

@@ -13,6 +13,7 @@ from foxlib.core import config, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
+from foxlib.core.schema import WaveMeasurement
 
 # the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
 _RUN: dict[str, Any] = {}
@@ -87,13 +88,16 @@ def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"wave": wave_id, "measured_at": started, "measure_parameters": kwargs, **data}
 
 
-def measure_or_load(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The measurement: loaded from `params["measurements"]` (made by `python -m foxlib measure`, checked by
+def measure_or_load(wave_id: str, params: dict[str, Any]) -> WaveMeasurement:
+    """The wave's measurement, typed and checked (its records.Measurement.from_dict: a ValueError naming what is
+    wrong): loaded from `params["measurements"]` (made by `python -m foxlib measure`, checked by
     foxlib.run.runner.plan) when given, else measured now and made as its file will hold it (results.json_safe:
-    NaN null), so that the wave's Measurement.from_dict reads either alike."""
+    NaN null), so that either reads alike. What needs plain data (finish, verdict_banner) takes its to_dict()."""
     if params.get("measurements"):
-        return results.read_json(params["measurements"])
-    return results.json_safe(measure(wave_id, params))
+        data, source = results.read_json(params["measurements"]), str(params["measurements"])
+    else:
+        data, source = results.json_safe(measure(wave_id, params)), "the measurement"
+    return get_wave(wave_id).part("records").Measurement.from_dict(data, source)
 
 
 def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:
