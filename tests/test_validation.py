@@ -203,6 +203,20 @@ def test_wave_8_12_may_lack_only_its_optional_parts():
     assert json.dumps(typed.to_dict()) == json.dumps(data)
 
 
+@pytest.mark.parametrize("wave", list(WAVES))
+def test_the_notebook_reads_its_measurement_typed_and_checked(wave, tmp_path):
+    """measure_or_load gives the wave's records.Measurement, which writes back the file it read; a file its
+    type refuses fails there, naming the file."""
+    from foxlib.run import notebook_cells
+    m = notebook_cells.measure_or_load(wave, {"measurements": str(COMMITTED[wave])})
+    assert type(m) is WAVES[wave].part("records").Measurement
+    assert m.to_dict() == json.loads(COMMITTED[wave].read_text())
+    bad = tmp_path / "measurement.json"
+    bad.write_text(json.dumps({**m.to_dict(), "bogus": 1}))
+    with pytest.raises(ValueError, match=f"{re.escape(str(bad))} holds bogus"):
+        notebook_cells.measure_or_load(wave, {"measurements": str(bad)})
+
+
 def test_truncated_and_folder_measurements(tmp_path):
     bad = tmp_path / "m.json"
     bad.write_text('{"wave": "8.10", "dev')
