@@ -34,7 +34,7 @@ def test_what_each_class_runs():
 def test_8_12_recommends_per_class_among_what_the_class_runs():
     from foxlib.waves.wave_8_12 import analysis, records, tables
     m = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "measurement.json").read_text())
-    rec = records.Measurement812.from_measurement(m)
+    rec = records.Measurement812.from_measurement(records.Measurement.from_dict(m))
     per = analysis.recommend_per_class(rec, load_budgets())
     assert set(per) == {"bf16", "fp16"}
     assert per["bf16"]["strategy"] == analysis.recommend(rec, load_budgets())["strategy"]  # every strategy is open to it

@@ -138,9 +138,12 @@ def test_the_page_says_the_reading_and_why_a_cpu_has_no_runs():
 
     from foxlib.core.config import ROOT
     from foxlib.waves.wave_8_12.tables import claim_runs_table, claim_runs_text
-    from foxlib.waves.wave_8_12.records import Measurement812
-    gpu = Measurement812.from_measurement(json.loads((ROOT / "reports/h200/wave-8.12/measurement.json").read_text()))
-    cpu = Measurement812.from_measurement(json.loads((ROOT / "reports/cpu/wave-8.12/measurement.json").read_text()))
+    from foxlib.waves.wave_8_12.records import Measurement, Measurement812
+
+    def record(device):
+        data = json.loads((ROOT / f"reports/{device}/wave-8.12/measurement.json").read_text())
+        return Measurement812.from_measurement(Measurement.from_dict(data))
+    gpu, cpu = record("h200"), record("cpu")
     assert claim_runs_text(gpu, 3) == f"Reading: {sc.SPEED_READING}."
     assert len(claim_runs_table(gpu)) == len(gpu.claim_runs) == len(cr.CLAIM_STRATEGIES)
     assert "Not measured in this run (`claim_runs=0`, the CPU's default" in claim_runs_text(cpu, 0)

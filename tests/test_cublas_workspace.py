@@ -32,8 +32,7 @@ def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010
 
 def _measurement(knob):
     m = hand_measurement([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
-    m["cublas_workspace"] = knob
-    return m
+    return records.Measurement.from_dict({**m.to_dict(), "cublas_workspace": knob})
 
 
 def test_knob_results_are_typed_from_the_processes_output_and_survive_a_round_trip():

@@ -18,12 +18,15 @@ ROUNDS = 6
 
 
 def hand_measurement(rows):
-    """A raw measurement with strategies (name, precision, peak MB, step s, quantile loss, own runs?);
-    every round's step takes the same time (so each ratio's interval is that ratio, exactly)."""
-    m = {"device": {"type": "cpu", "name": "test"}, "base_config": {"batch_size": 32, "encoder_length": 60},
-         "strategies": {}, "skipped": {}, "memory": {}, "timing": {}, "accuracy_runs": {}, "accuracy_source": {},
-         "claim_runs": {"skipped_all": "not asked"}, "cublas_workspace": {"skipped": "not asked"},
-         "measure_parameters": {"preset": "seed"}, "accuracy_preset": "seed", "same_function": {},
+    """A typed, checked measurement (records.Measurement, the runner's header included) with strategies (name,
+    precision, peak MB, step s, quantile loss, own runs?); every round's step takes the same time (so each ratio's
+    interval is that ratio, exactly)."""
+    m = {"wave": "8.12", "measured_at": "2026-01-01T00:00:00+00:00", "measure_parameters": {"preset": "seed"},
+         "device": {"type": "cpu", "name": "test", "short": "cpu"}, "environment": {"torch": "test"},
+         "base_config": {"batch_size": 32, "encoder_length": 60},
+         "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
+         "accuracy_source": {}, "accuracy_harness": {}, "claim_runs": {"skipped_all": "not asked"},
+         "cublas_workspace": {"skipped": "not asked"}, "accuracy_preset": "seed", "same_function": {},
          "floors": floors(1_000_000, None, "test").to_dict()}
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
@@ -35,10 +38,15 @@ def hand_measurement(rows):
                 "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2, "coverage_10_90": 0.8,
                 "naive_coverage_10_90": 0.8}}]
         m["accuracy_source"][name] = name if own else BASELINE
-    return m
+    return records.Measurement.from_dict(m)
 
 
-typed = records.Measurement812.from_measurement  # the record of a raw measurement, as the notebook builds it
+def read_measurement(path):
+    """A committed or freshly written measurement.json, typed and checked as the notebook reads it."""
+    return records.Measurement.from_dict(json.loads(Path(path).read_text()), str(path))
+
+
+typed = records.Measurement812.from_measurement  # the record of a typed measurement, as the notebook makes it
 
 
 def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
@@ -54,7 +62,7 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     assert rec["peak_over_floor"] == pytest.approx(600 * MB / (16 * 1_000_000))
     checks = analysis.checks(typed(m), budgets)
     assert [c.passed for c in checks] == [True, True]
-    m["timing"]["light and fast"]["samples_s"] = [0.4, 0.5, 0.5, 0.5, 0.5, 0.6]
+    m.timing["light and fast"]["samples_s"] = [0.4, 0.5, 0.5, 0.5, 0.5, 0.6]
     df = tables.table(typed(m)).set_index("strategy")
     assert df.loc["light and fast", "step time (ms, median)"] == 500.0
     assert df.loc["light and fast", "step spread (IQR % of median)"] == 10.0
@@ -88,8 +96,8 @@ def test_a_smaller_batch_is_judged_per_training_window():
     is 1.6 × the baseline's time per window, so the faster-per-window strategy is recommended."""
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
             ("efficient", "fp32", 800, 0.6, 1.00, False)])
-    m["strategies"]["batch ÷4"]["overrides"] = {"batch_size": 0.25}
-    m["timing"]["batch ÷4"]["samples_s"] = [0.38, 0.4, 0.42] * 2
+    m.strategies["batch ÷4"]["overrides"] = {"batch_size": 0.25}
+    m.timing["batch ÷4"]["samples_s"] = [0.38, 0.4, 0.42] * 2
     rec = analysis.recommend(typed(m), load_budgets())
     assert rec["strategy"] == "efficient" and rec["time_per_window_ratio"] == 0.6
     assert tables.table(typed(m)).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
@@ -111,7 +119,7 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
             ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
     for name in ("efficient + graph", "light graph"):
-        m["strategies"][name]["cuda_graph"] = True
+        m.strategies[name]["cuda_graph"] = True
     # 8.13 trains and serves a graphed recommendation: every strategy competes
     every = analysis.recommend(typed(m), load_budgets())
     assert every == analysis.recommend(typed(m), load_budgets(), cuda_graph=None)
@@ -119,7 +127,7 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     eager = analysis.recommend(typed(m), load_budgets(), cuda_graph=False)  # where graphs cannot run
     assert eager["strategy"] == "efficient" and not eager["cuda_graph"] and "not recommended" not in eager["reason"]
     assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
-    m["timing"]["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
+    m.timing["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
     assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "light graph"
     assert analysis.lightest_at_full_speed(typed(m), load_budgets())["strategy"] == "light graph"  # the table shows them all
     assert analysis.recommend(typed(hand_measurement([(BASELINE, "fp32", 900, 1.0, 1.0, True)])), load_budgets(),
@@ -220,17 +228,17 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
 def test_the_committed_measurements_load(path):
     """Reports are re-rendered from these files, canonical and variant: each must build a record (an older one
     migrated once, as the H200 variant at 79e3cfb was for the claim runs and the cuBLAS knob)."""
-    m = json.loads(path.read_text())
+    m = read_measurement(path)
     rec = typed(m)
-    assert rec.names == list(m["strategies"]) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
+    assert rec.names == list(m.strategies) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:
-        assert s.peak_bytes == m["memory"][s.name]["peak"]
-        assert list(s.step_samples_s) == m["timing"][s.name]["samples_s"]
+        assert s.peak_bytes == m.memory[s.name]["peak"]
+        assert list(s.step_samples_s) == m.timing[s.name]["samples_s"]
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
     r = analysis.recommend(rec, load_budgets())
-    assert r["strategy"] in rec.names and r["peak_bytes"] == m["memory"][r["strategy"]]["peak"]
+    assert r["strategy"] in rec.names and r["peak_bytes"] == m.memory[r["strategy"]]["peak"]
     assert r["interval"] == f"{rec[r['strategy']].window_ratio} of fp32 per window"
     assert all(c.passed for c in analysis.checks(rec, load_budgets()))
 
@@ -302,7 +310,7 @@ def test_notebook_tiny(tmp_path):
     if rec["strategy"]:
         assert rec["peak_bytes"] == m["memory"][rec["strategy"]]["peak"]
         assert rec["interval"] in (out / "report.md").read_text()
-    assert records.Measurement812.from_dict(res["record"]) == typed(m)
+    assert records.Measurement812.from_dict(res["record"]) == typed(read_measurement(out / "measurement.json"))
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()
 

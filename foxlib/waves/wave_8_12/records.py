@@ -1,5 +1,5 @@
-"""Wave 8.12's measurement: measure()'s plain data (measurement.json), checked on load (`Measurement`), and typed
-as `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
+"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`), and
+made into `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
 bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
 (`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ SCHEMA_VERSION = 3  # of Measurement812.to_dict(); 2 added each strategy's optio
 @dataclass(frozen=True, kw_only=True)
 class Measurement(WaveMeasurement, wave="8.12", version=1):
     """Wave 8.12's measurement.json: measure()'s plain data with the runner's header, checked on load
-    (WaveMeasurement.from_dict); `Measurement812.from_measurement` types it for the decisions."""
+    (WaveMeasurement.from_dict); `Measurement812.from_measurement` makes the decisions' record of it."""
     schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
     base_config: dict[str, Any]
     strategies: dict[str, dict[str, Any]]
@@ -123,7 +123,7 @@ class StrategyResult:
 @dataclass(frozen=True)
 class Measurement812:
     """Wave 8.12's measurement as the decisions read it: one StrategyResult per strategy measured.
-    Built from measurement.json's data (`from_measurement`) or read back from its own JSON (`from_dict`)."""
+    Built from the typed measurement (`from_measurement`) or read back from its own JSON (`from_dict`)."""
     strategies: tuple[StrategyResult, ...]
     base_config: dict[str, Any]
     device: dict[str, Any]
@@ -170,40 +170,41 @@ class Measurement812:
         return FLOOR_BYTES_PER_PARAMETER * self.n_parameters
 
     @classmethod
-    def from_measurement(cls, m: dict[str, Any], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+    def from_measurement(cls, m: Measurement, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                          seed: int = SEED) -> "Measurement812":
-        """From measure()'s data (as measurement.json holds it): the ratios' intervals bootstrapped here."""
-        if BASELINE not in m["strategies"]:
+        """From the typed, checked measurement (Measurement.from_dict of measurement.json's data): the ratios'
+        intervals bootstrapped here."""
+        if BASELINE not in m.strategies:
             raise ValueError(f"a wave 8.12 measurement needs the {BASELINE!r} strategy; it has: "
-                             f"{'; '.join(m['strategies'])}")
-        base_bs = m["base_config"]["batch_size"]
-        timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m["timing"].items()}
-        runs = {n: tuple(AccuracyRun.from_run(r) for r in rs) for n, rs in m["accuracy_runs"].items()}
-        same, errors = same_function_figures(m["same_function"])
+                             f"{'; '.join(m.strategies)}")
+        base_bs = m.base_config["batch_size"]
+        timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m.timing.items()}
+        runs = {n: tuple(AccuracyRun.from_run(r) for r in rs) for n, rs in m.accuracy_runs.items()}
+        same, errors = same_function_figures(m.same_function)
         base_loss_runs = [r.quantile_loss for r in runs[BASELINE]]
         base_loss = sum(base_loss_runs) / len(base_loss_runs)
-        out, workspaces = [], own_workspaces(m["memory"])  # m["memory"] is in the order the profiles were taken
-        for name, info in m["strategies"].items():
-            bs = resolve_overrides(m["base_config"], info["overrides"]).get("batch_size", base_bs)
+        out, workspaces = [], own_workspaces(m.memory)  # m.memory is in the order the profiles were taken
+        for name, info in m.strategies.items():
+            bs = resolve_overrides(m.base_config, info["overrides"]).get("batch_size", base_bs)
             step = ratio_interval(timings, name, BASELINE, confidence, resamples, seed)
-            source = m["accuracy_source"][name]
+            source = m.accuracy_source[name]
             losses = [r.quantile_loss for r in runs[source]]
             loss = sum(losses) / len(losses)
             out.append(StrategyResult(
                 name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
-                peak_bytes=int(m["memory"][name]["peak"]), activation_bytes=m["memory"][name]["activations"],
+                peak_bytes=int(m.memory[name]["peak"]), activation_bytes=m.memory[name]["activations"],
                 step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info["seed_guess"], changes_numerics=info["changes_numerics"],
                 cuda_graph=info["cuda_graph"], options=info.get("options", {}),
                 workspace_bytes=workspaces[name]))
-        return cls(tuple(out), dict(m["base_config"]), dict(m["device"]),
-                   int(m["memory"][BASELINE]["n_parameters"]), dict(m["skipped"]),
-                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m["cublas_workspace"]),
-                   claim_runs=claim_intervals(m["claim_runs"]), preset=m["measure_parameters"]["preset"],
-                   accuracy_preset=m["accuracy_preset"], accuracy_runs=runs, same_function=same,
-                   same_function_errors=errors, floors=Floors.from_dict(m["floors"]),
-                   knob_absent=knob_absent_reason(m["cublas_workspace"]))
+        return cls(tuple(out), dict(m.base_config), dict(m.device),
+                   int(m.memory[BASELINE]["n_parameters"]), dict(m.skipped),
+                   BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),
+                   claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
+                   accuracy_preset=m.accuracy_preset, accuracy_runs=runs, same_function=same,
+                   same_function_errors=errors, floors=Floors.from_dict(m.floors),
+                   knob_absent=knob_absent_reason(m.cublas_workspace))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
