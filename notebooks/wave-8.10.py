@@ -51,10 +51,9 @@ from foxlib.waves.wave_8_10 import analysis, tables
 params = notebook.parameters("8.10", globals())
 budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.10", params)  # typed and checked
-raw = m.to_dict()
 checks = analysis.checks(m, budgets)
-profile = raw["tft"]["profile"]
-display(HTML(notebook.verdict_banner("8.10", checks, raw)))
+profile = m.tft.profile
+display(HTML(notebook.verdict_banner("8.10", checks, m)))
 display(reading.opening("8.10", checks, params["output_dir"] or "."))
 
 # %% [markdown]
@@ -90,7 +89,7 @@ notebook.figure(charts.breakdown(profile, budgets["tft"], f"TFT training step, {
 
 # %%
 display(notebook.table(tables.activations_by_module(m)))
-notebook.figure(charts.activations_by_module(profile["activations_by_module"],
+notebook.figure(charts.activations_by_module(profile.activations_by_module,
                                              "TFT activations saved for backward, by block"))
 
 # %% [markdown]
@@ -99,7 +98,7 @@ notebook.figure(charts.activations_by_module(profile["activations_by_module"],
 # measured. Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(raw)
+pairs = prediction.pairs(m)
 display(notebook.table(prediction.compare(*pairs["tft"], m.device["type"])))
 predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))
@@ -116,7 +115,7 @@ if table is None:
                      "The GPU report (`reports/h200/wave-8.10/`) measures them."))
 else:
     display(notebook.table(table))
-    display(Markdown(f"NVML: {profile['cuda']['nvml'].get('note', '')}."))
+    display(Markdown(f"NVML: {profile.cuda['nvml'].get('note', '')}."))
 
 # %% [markdown]
 # ## A second opinion: PyTorch's own memory profiler
@@ -172,7 +171,7 @@ display(notebook.table(target) if target is not None else
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.10", params, raw, checks, figures=as_dict(analysis.named_figures(m)),
+res = notebook.finish("8.10", params, m, checks, figures=as_dict(analysis.named_figures(m)),
                       prediction=predicted.to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

@@ -63,9 +63,8 @@ from foxlib.waves.wave_8_11 import analysis, tables
 params = notebook.parameters("8.11", globals())
 budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.11", params)  # typed and checked
-raw = m.to_dict()
 checks = analysis.checks(m, budgets)
-display(HTML(notebook.verdict_banner("8.11", checks, raw)))
+display(HTML(notebook.verdict_banner("8.11", checks, m)))
 display(reading.opening("8.11", checks, params["output_dir"] or "."))
 
 # %% [markdown]
@@ -87,7 +86,7 @@ if m.accuracy_preset != m.measure_parameters.get("preset", "seed"):
 
 # %%
 display(notebook.table(tables.memory_table(m)))
-notebook.figure(charts.precision_memory(raw["memory"]["tft"], budgets["tft"]["peak_training_mb"],
+notebook.figure(charts.precision_memory(m.memory["tft"], budgets["tft"]["peak_training_mb"],
                                         {"fp16": seed_claims.FP16_EXPECTED_PEAK_MB},
                                         f"TFT training step by precision — {m.device['name']}"))
 
@@ -110,7 +109,7 @@ display(notebook.table(tables.models_table(m)))
 # Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(raw)
+pairs = prediction.pairs(m)
 predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))
 
@@ -148,7 +147,7 @@ display(notebook.table(tables.training_table(m)))
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.11", params, raw, checks, figures=as_dict(analysis.named_figures(m)),
+res = notebook.finish("8.11", params, m, checks, figures=as_dict(analysis.named_figures(m)),
                       prediction=predicted.to_dict("records"))
 display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
                  f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))

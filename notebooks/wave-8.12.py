@@ -64,12 +64,11 @@ from foxlib.waves.wave_8_12 import analysis, records, tables
 params = notebook.parameters("8.12", globals())
 budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.12", params)  # typed and checked
-raw = m.to_dict()
 record = records.Measurement812.from_measurement(m)  # made once: what every decision, table and chart below reads
 checks = analysis.checks(record, budgets)
 recommended = analysis.recommend(record, budgets)
 per_class = analysis.recommend_per_class(record, budgets)
-display(HTML(notebook.verdict_banner("8.12", checks, raw)))
+display(HTML(notebook.verdict_banner("8.12", checks, m)))
 display(reading.opening("8.12", checks, params["output_dir"] or "."))
 
 # %% [markdown]
@@ -199,14 +198,14 @@ else:
 # Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(raw)
+pairs = prediction.pairs(m)
 predicted = prediction.summary(pairs, record.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))
 
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.12", params, raw, checks, recommended=recommended, recommended_per_class=per_class,
+res = notebook.finish("8.12", params, m, checks, recommended=recommended, recommended_per_class=per_class,
                       record=record.to_dict(),
                       figures=as_dict(analysis.named_figures(record)),
                       prediction=predicted.to_dict("records"))

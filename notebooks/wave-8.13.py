@@ -64,7 +64,7 @@ budgets = notebook.budgets(params)
 m = notebook.measure_or_load("8.13", params)  # typed and checked
 provenance.verify(m.citations())  # the cited 8.12 results must be the published ones: else this fails here
 checks = analysis.checks(m, budgets)
-display(HTML(notebook.verdict_banner("8.13", checks, m.to_dict())))
+display(HTML(notebook.verdict_banner("8.13", checks, m)))
 display(reading.opening("8.13", checks, params["output_dir"] or "."))
 display(Markdown(analysis.card_class_text(m) + "  \n" + analysis.depends_on_text(m) + "  \n" + analysis.nvml_text(m) + "  \n"
                  + analysis.cap_text(m)))
@@ -162,7 +162,7 @@ display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this sectio
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.13", params, m.to_dict(), checks, card_class=m.card_class, deployment=deployment.FILE,
+res = notebook.finish("8.13", params, m, checks, card_class=m.card_class, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
                       enforced=m.cap.enforced, tft_config=m.tft,
                       figures=as_dict(analysis.named_figures(m)))

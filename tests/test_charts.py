@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 
 from foxlib.core import seed_claims  # noqa: E402
 from foxlib.core.config import MB  # noqa: E402
+from foxlib.memory.profile import MemoryProfile  # noqa: E402
 from foxlib.report import charts  # noqa: E402
 
 BUDGETS_MB = {"parameters_mb": 300.0, "forward_activations_mb": 200.0, "gradients_mb": 200.0,
@@ -33,8 +34,17 @@ def _profile(**mb):
     return {k: int(mb.get(k, 0) * MB) for k in keys} | {"buffers": mb.get("buffers", {})}
 
 
+def _memory_profile(**mb):
+    """A typed step profile (what a wave's measurement holds) of these categories in MB, no buffers: its
+    temporaries are what the peak holds beyond them."""
+    figures = {k: int(mb.get(k, 0) * MB) for k in ("parameters", "gradients", "optimizer_state", "activations", "peak")}
+    return MemoryProfile(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
+                         saved_tensor_saves=0, batch=0, buffers={}, live_before_step=0, forward_peak=0, loss=0.0,
+                         peak_method="test", **figures)
+
+
 def test_breakdown_bars_budget_lines_seed_marks_and_legend():
-    profile = _profile(parameters=72.6, activations=592.0, gradients=72.6, optimizer_state=145.2, peak=938.0)
+    profile = _memory_profile(parameters=72.6, activations=592.0, gradients=72.6, optimizer_state=145.2, peak=938.0)
     ax = charts.breakdown(profile, BUDGETS_MB, "TFT step").axes[0]
     assert sorted(_legend(ax)) == ["budget", "measured (foxlib)", "seed (nvidia-smi)"]  # each once
     assert [t.get_text() for t in ax.get_yticklabels()] == ["parameters", "forward activations", "gradients",
@@ -96,8 +106,8 @@ def test_ensemble_stacks_categories_marks_peaks_and_draws_the_card_line_with_its
 
 
 def test_precision_memory_budget_line_label_and_seed_expectation():
-    profiles = {"fp32": _profile(parameters=10, gradients=10, optimizer_state=20, activations=60, peak=100),
-                "bf16": _profile(parameters=10, gradients=10, optimizer_state=20, activations=30, peak=70)}
+    profiles = {"fp32": _memory_profile(parameters=10, gradients=10, optimizer_state=20, activations=50, peak=100),
+                "bf16": _memory_profile(parameters=10, gradients=10, optimizer_state=20, activations=30, peak=70)}
     ax = charts.precision_memory(profiles, 1000.0, {"bf16": 50.0}, "precisions").axes[0]
     labels = _legend(ax)
     assert "budget 1,000 MB" in labels and "seed's expectation" in labels
@@ -108,6 +118,10 @@ def test_precision_memory_budget_line_label_and_seed_expectation():
     seed = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
     assert len(seed) == 1 and tuple(seed[0].get_ydata()) == (50.0, 50.0)
     assert [t.get_text() for t in ax.texts] == ["model peak 100", "model peak 70"]
+    # fp32's temporaries (the profile's: 100 - 90 MB of categories) are stacked on top, up to its model peak
+    fp32 = [b for b in ax.patches if b.get_x() == pytest.approx(-0.25)]
+    assert [round(b.get_height(), 6) for b in fp32] == [10.0, 10.0, 20.0, 50.0, 10.0]
+    assert round(max(b.get_y() + b.get_height() for b in fp32), 6) == 100.0
 
 
 def test_step_time_ratios_points_intervals_and_the_baseline_line():

@@ -1,8 +1,11 @@
 """The predicted-beside-measured table (foxlib/memory/tolerances.py) on hand-made profiles."""
+import dataclasses
+import json
 import math
 
 from foxlib.memory import tolerances as prediction
-from foxlib.core.config import MB
+from foxlib.core.config import MB, ROOT
+from foxlib.core.critical_path import get_wave
 
 
 def profile(**kw):
@@ -38,14 +41,26 @@ def test_zero_measured_and_missing_prediction():
     assert "no prediction" in prediction.compare(None, profile(), "cpu")["why"].iloc[0]
 
 
+def committed(wave):
+    """The wave's committed CPU measurement, typed (its records.Measurement)."""
+    path = ROOT / "reports" / "cpu" / f"wave-{wave}" / "measurement.json"
+    return get_wave(wave).part("records").Measurement.from_dict(json.loads(path.read_text()), str(path))
+
+
 def test_pairs_and_summary_for_each_wave_shape():
     p, q = profile(), profile(peak=12 * MB)  # peak +20 %
-    m_810 = {"tft": {"profile": p, "predicted": q}, "ensemble": {"dqn": {"profile": p}}}
-    m_811 = {"memory": {"tft": {"fp32": p, "bf16": p}}, "predicted": {"tft": {"fp32": p}}}
-    m_812 = {"memory": {"fp32 (baseline)": p}, "predicted": {"fp32 (baseline)": p}}
+    m_810, m_811 = committed("8.10"), committed("8.11")
+    typed = dataclasses.replace(m_810.tft.profile, **p)
+    m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=typed, predicted=q),
+                                ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=typed,
+                                                                     predicted=None)})
+    m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": typed, "bf16": typed}}, predicted={"tft": {"fp32": p}})
+    m_812 = dataclasses.replace(committed("8.12"), memory={"fp32 (baseline)": p}, predicted={"fp32 (baseline)": p})
     assert list(prediction.pairs(m_810)) == ["tft", "dqn"]
     assert list(prediction.pairs(m_811)) == ["tft fp32", "tft bf16"]
     assert list(prediction.pairs(m_812)) == ["fp32 (baseline)"]
+    assert prediction.pairs(m_810)["tft"] == (q, typed.to_dict())
+    assert prediction.pairs(m_811)["tft bf16"] == (None, typed.to_dict())
     s = prediction.summary(prediction.pairs(m_810), "cpu").set_index("step")
     assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak (tensors) +20.0 %"
     assert "no prediction" in s.loc["dqn", "categories outside tolerance"]

@@ -1,5 +1,6 @@
 """results.json says where a report comes from: schema 2, the revisions it was measured and rendered
 at, the files it depends on (which must still be the ones read); the first screen says so too."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,13 +12,15 @@ from foxlib.run import notebook_cells as notebook
 from foxlib.core import provenance, results
 from foxlib.core.budgets import Check
 from foxlib.core.config import ROOT
+from foxlib.waves.wave_8_10.records import Measurement
+from foxlib.waves.wave_8_11.records import Measurement as Measurement811
 
 MEASUREMENT = ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json"
 
 
 @pytest.fixture
 def m():
-    return json.loads(MEASUREMENT.read_text())
+    return Measurement.from_dict(json.loads(MEASUREMENT.read_text()), str(MEASUREMENT))
 
 
 @pytest.fixture
@@ -29,7 +32,7 @@ def clean(monkeypatch):
 def test_results_carry_schema_revisions_and_dependencies(m, clean, tmp_path):
     cited = tmp_path / "r.json"
     cited.write_text('{"wave": "8.12", "measured_at_revision": "abc"}')
-    m["depends_on"] = [provenance.cite(cited)]
+    m = m.to_dict() | {"depends_on": [provenance.cite(cited)]}
     res = results.build("8.10", {}, m, [Check.at_most("a", 1, 2, "bytes")])
     assert res["schema_version"] == 2
     assert res["measured_at_revision"] == m["environment"]["git_revision"] and len(res["measured_at_revision"]) >= 7
@@ -42,7 +45,7 @@ def test_results_carry_schema_revisions_and_dependencies(m, clean, tmp_path):
 def test_finish_refuses_a_dependency_that_changed(m, clean, tmp_path):
     cited = tmp_path / "r.json"
     cited.write_text('{"wave": "8.12"}')
-    m["depends_on"] = [provenance.cite(cited)]
+    m = dataclasses.replace(m, depends_on=[provenance.cite(cited)])
     cited.write_text('{"wave": "8.12", "recommended": "something else"}')
     out = tmp_path / "out"
     with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
@@ -57,13 +60,14 @@ def test_finish_writes_the_run_kind(m, clean, tmp_path):
     res = notebook.finish("8.10", params, m, [Check.at_most("a", 1, 2, "bytes")])
     assert res["run"] == {"device_type": "cpu", "device_defaults": {}, "variant": None, "differs": {}}
     assert json.loads((out / "results.json").read_text())["rendered_at_revision"] == "feed123"
+    assert json.loads((out / "measurement.json").read_text()) == json.loads(MEASUREMENT.read_text())
 
 
 def test_banner_shows_revisions_and_device(m, clean):
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
-    assert (f"measured at revision <code>{m['environment']['git_revision']}</code>, rendered at <code>feed123</code>"
+    assert (f"measured at revision <code>{m.environment['git_revision']}</code>, rendered at <code>feed123</code>"
             in banner)
-    assert m["device"]["name"] in banner and "<code>cpu</code>" in banner
+    assert m.device["name"] in banner and f" · {m.measured_at} · " in banner and "<code>cpu</code>" in banner
     assert "uncommitted" not in banner and "Variant" not in banner
 
 
@@ -79,13 +83,14 @@ def test_banner_of_a_variant_says_what_differs(m, clean):
                                                        "device", "seed", "ensemble", "ensemble_preset",
                                                        "snapshot_path", "second_opinion", "target_state", "target_state_slow", "measurements",
                                                        "budgets_file")}, "output_dir": "x"})
-    m["measure_parameters"]["batch_size"] = 8
+    m = dataclasses.replace(m, measure_parameters={**m.measure_parameters, "batch_size": 8})
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
     assert "not the canonical report" in banner and "<b>batch_size</b> = 8 (default 32)" in banner
 
 
 def test_banner_names_the_cpu_defaults_it_used(clean):
-    m = json.loads((ROOT / "reports" / "cpu" / "wave-8.11" / "measurement.json").read_text())
+    path = ROOT / "reports" / "cpu" / "wave-8.11" / "measurement.json"
+    m = Measurement811.from_dict(json.loads(path.read_text()), str(path))
     banner = notebook.verdict_banner("8.11", [Check.at_most("a", 1, 2, "bytes")], m)
     assert "Defaults for the CPU" in banner and "timing_repeats = 5" in banner and "not the canonical" not in banner
 

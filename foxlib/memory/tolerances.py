@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.core.schema import WaveMeasurement
 
 CATEGORY_TOLERANCE_PCT = 5.0
 """Largest |error| of a category (forward peak included), in % of the measured bytes. On the CPU the four
@@ -149,19 +150,15 @@ def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], devi
     return pd.DataFrame(rows)
 
 
-def pairs(m: dict[str, Any]) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
-    """Every (predicted, measured) pair in a wave's measurement: 8.10's models, 8.11's by precision
-    ("tft fp16"), 8.12's strategies."""
-    out: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
-    if "tft" in m and "profile" in m["tft"]:  # wave 8.10
-        out["tft"] = (m["tft"].get("predicted"), m["tft"]["profile"])
-        for name, e in (m.get("ensemble") or {}).items():
-            out[name] = (e.get("predicted"), e["profile"])
-    predicted = m.get("predicted") or {}
-    for name, entry in (m.get("memory") or {}).items():
-        if "peak" in entry:  # wave 8.12: strategy -> profile
-            out[name] = (predicted.get(name), entry)
-        else:  # wave 8.11: model -> precision -> profile
-            for precision, prof in entry.items():
-                out[f"{name} {precision}"] = ((predicted.get(name) or {}).get(precision), prof)
-    return out
+def pairs(m: WaveMeasurement) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+    """Every (predicted, measured) pair of a wave's typed measurement (its records.Measurement), profiles as
+    dicts: 8.10's models (the TFT, then the ensemble's), 8.11's by precision ("tft fp16"), 8.12's strategies.
+    Empty for a wave without predictions (8.13)."""
+    if m.WAVE == "8.10":
+        return {name: (e.predicted, e.profile.to_dict()) for name, e in {"tft": m.tft, **m.ensemble}.items()}
+    if m.WAVE == "8.11":
+        return {f"{name} {precision}": ((m.predicted.get(name) or {}).get(precision), prof.to_dict())
+                for name, per in m.memory.items() for precision, prof in per.items()}
+    if m.WAVE == "8.12":
+        return {name: (m.predicted.get(name), profile) for name, profile in m.memory.items()}
+    return {}

@@ -2,13 +2,16 @@
 analysis or record holds them, never recomputing them, and returns a matplotlib Figure (memory in MB)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.ticker
 import matplotlib.pyplot as plt
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
+
+if TYPE_CHECKING:  # the charts read its fields; importing it would import torch
+    from foxlib.memory.profile import MemoryProfile
 
 CATEGORY_COLOURS = {
     "parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
@@ -25,15 +28,15 @@ def _stack(ax, x: list[float], values: dict[str, list[float]], width: float) -> 
         bottoms = [b + v for b, v in zip(bottoms, vals)]
 
 
-def breakdown(profile: dict[str, Any], budgets_mb: dict[str, float], title: str) -> plt.Figure:
+def breakdown(profile: MemoryProfile, budgets_mb: dict[str, float], title: str) -> plt.Figure:
     """Measured categories (bars) with their budgets (red lines) and the seed's figures (hollow marks)."""
-    rows = [("parameters", profile["parameters"], budgets_mb["parameters_mb"], seed_claims.TFT_8_10_MB["parameters"]),
-            ("forward activations", profile["activations"], budgets_mb["forward_activations_mb"],
+    rows = [("parameters", profile.parameters, budgets_mb["parameters_mb"], seed_claims.TFT_8_10_MB["parameters"]),
+            ("forward activations", profile.activations, budgets_mb["forward_activations_mb"],
              seed_claims.TFT_8_10_MB["activations"]),
-            ("gradients", profile["gradients"], budgets_mb["gradients_mb"], seed_claims.TFT_8_10_MB["gradients"]),
-            ("optimizer state", profile["optimizer_state"], budgets_mb["optimizer_state_mb"],
+            ("gradients", profile.gradients, budgets_mb["gradients_mb"], seed_claims.TFT_8_10_MB["gradients"]),
+            ("optimizer state", profile.optimizer_state, budgets_mb["optimizer_state_mb"],
              seed_claims.TFT_8_10_MB["optimizer_state"]),
-            ("model peak", profile["peak"], budgets_mb["peak_training_mb"], seed_claims.TFT_8_10_MB["peak"])]
+            ("model peak", profile.peak, budgets_mb["peak_training_mb"], seed_claims.TFT_8_10_MB["peak"])]
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for i, (name, measured, budget, seed_mb) in enumerate(rows):
         ok = measured <= budget * MB
@@ -106,17 +109,17 @@ def ensemble(profiles: dict[str, dict[str, Any]], totals, card_mb: float, title:
     return fig
 
 
-def precision_memory(profiles: dict[str, dict[str, Any]], budget_mb: float, seed_expectation_mb: dict[str, float],
+def precision_memory(profiles: dict[str, MemoryProfile], budget_mb: float, seed_expectation_mb: dict[str, float],
                      title: str) -> plt.Figure:
     """Per precision: the step's categories stacked, the model peak marked, the seed's expectation beside."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
     parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
              "activations": "activations", "temporaries": "temporaries"}
-    _stack(ax, names, {label: [profiles[n][key] / MB for n in names] for label, key in parts.items()}, 0.5)
+    _stack(ax, names, {label: [getattr(profiles[n], key) / MB for n in names] for label, key in parts.items()}, 0.5)
     for i, n in enumerate(names):
-        ax.text(i, profiles[n]["peak"] / MB, f"model peak {profiles[n]['peak'] / MB:,.0f}", ha="center", va="bottom",
-                fontsize=8)
+        peak = profiles[n].peak / MB
+        ax.text(i, peak, f"model peak {peak:,.0f}", ha="center", va="bottom", fontsize=8)
         if n in seed_expectation_mb:
             ax.plot([i - 0.3, i + 0.3], [seed_expectation_mb[n]] * 2, color="#555", ls=":", lw=2,
                     label="seed's expectation")

@@ -65,13 +65,14 @@ def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[s
     return params, "  \n".join(lines)
 
 
-def run_kind(wave_id: str, measurement: dict[str, Any], params: dict[str, Any] | None = None):
-    """Canonical or variant (foxlib.core.parameters.RunKind) of this run, against the defaults of the device
-    the measurement was made on."""
+def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] | None = None):
+    """Canonical or variant (foxlib.core.parameters.RunKind) of this run: `params` as run, the measurement's own
+    parameters (a measurement file made elsewhere) taking precedence, against the defaults of the device the
+    measurement was made on."""
     from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
-    return kind(wave_id, params, measurement, measurement["device"]["type"])
+    return kind(wave_id, {**params, **measurement.measure_parameters}, None, measurement.device["type"])
 
 
 def _value(v: Any) -> str:
@@ -92,7 +93,7 @@ def measure_or_load(wave_id: str, params: dict[str, Any]) -> WaveMeasurement:
     """The wave's measurement, typed and checked (its records.Measurement.from_dict: a ValueError naming what is
     wrong): loaded from `params["measurements"]` (made by `python -m foxlib measure`, checked by
     foxlib.run.runner.plan) when given, else measured now and made as its file will hold it (results.json_safe:
-    NaN null), so that either reads alike. What needs plain data (finish, verdict_banner) takes its to_dict()."""
+    NaN null), so that either reads alike."""
     if params.get("measurements"):
         data, source = results.read_json(params["measurements"]), str(params["measurements"])
     else:
@@ -104,17 +105,18 @@ def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:
     return load_budgets(params.get("budgets_file") or None)
 
 
-def verdict_banner(wave_id: str, checks: list[Check], measurement: dict[str, Any]) -> str:
+def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasurement) -> str:
     """HTML for the top of the report: verdict, device, the revisions it was measured and rendered at (a
-    warning when either had uncommitted changes), the failing checks, and for a variant what differs."""
+    warning when either had uncommitted changes), the failing checks, and for a variant what differs. Reads
+    only the header every wave's measurement has (WaveMeasurement)."""
     from foxlib.core import provenance
     v = verdict(checks)
     colour = "#1a7f37" if v == "GO" else "#cf222e"
-    dev = measurement["device"]
+    dev = measurement.device
     failed = [c for c in checks if not c.passed]
     lines = "".join(f"<li>{html.escape(c.name)}: {_fmt(c.measured, c.unit)} &gt; limit {_fmt(c.limit, c.unit)}</li>"
                     for c in failed)
-    measured, rendered = results.measured_revision(measurement), provenance.git_revision()
+    measured, rendered = measurement.environment.get("git_revision"), provenance.git_revision()
     measured_html, rendered_html = html.escape(measured or "unknown"), html.escape(rendered or "unknown")
     notes = []
     if not (provenance.is_clean(measured) and provenance.is_clean(rendered)):
@@ -137,7 +139,7 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: dict[str, Any
             f'<h2 style="color:{colour};margin:0">Verdict: {v}</h2>'
             f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
             f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}, <code>{html.escape(dev.get('short', ''))}"
-            f"</code>) · {measurement.get('measured_at', '')} · measured at revision "
+            f"</code>) · {measurement.measured_at} · measured at revision "
             f"<code>{measured_html}</code>, rendered at <code>{rendered_html}</code></p>"
             + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
 
@@ -153,18 +155,19 @@ def checks_table(checks: list[Check]) -> pd.DataFrame:
                           "result": "PASS" if c.passed else "FAIL", "note": c.note} for c in checks])
 
 
-def finish(wave_id: str, params: dict[str, Any], measurement: dict[str, Any], checks: list[Check],
+def finish(wave_id: str, params: dict[str, Any], measurement: WaveMeasurement, checks: list[Check],
            **extra: Any) -> dict[str, Any]:
-    """Write results.json and the raw measurement into the output folder (last cell of a wave).
-    The files the measurement cites (depends_on) must still be the ones it read (ProvenanceError)."""
+    """Write results.json and the measurement (its to_dict(): measurement.json) into the output folder (last cell
+    of a wave). The files the measurement cites (depends_on) must still be the ones it read (ProvenanceError)."""
     from foxlib.core import provenance
     kind = run_kind(wave_id, measurement, params)
-    res = results.build(wave_id, params, measurement, checks, run=kind.to_dict(), **extra)
+    data = measurement.to_dict()
+    res = results.build(wave_id, params, data, checks, run=kind.to_dict(), **extra)
     provenance.verify(res["depends_on"])
     out = Path(params.get("output_dir") or config.SCRATCH_DIR / f"wave-{wave_id}")
     out.mkdir(parents=True, exist_ok=True)
-    _keep_snapshot(measurement, params, out)
-    results.write_json(out / results.MEASUREMENT_FILE, measurement)
+    _keep_snapshot(data, params, out)
+    results.write_json(out / results.MEASUREMENT_FILE, data)
     results.write_json(out / results.RESULTS_FILE, res)
     return res
 
