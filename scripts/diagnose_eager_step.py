@@ -22,13 +22,18 @@ from foxlib.harness.timing import median_interval, ratio_interval, sync_device, 
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.strategies import BATCHED
 
-# name: (inductor options held while compiling, or None: not compiled; compiled autograd on: the backward, with
-# its gradient accumulation, traced and compiled as one graph instead of run by autograd's engine node by node)
+# name: (the step's options: foxlib.harness.step_options, as wave 8.12's strategies take them; inductor options
+# beyond them, given to torch.compile and held while the first steps compile; compiled autograd on: the backward,
+# with its gradient accumulation, traced and compiled as one graph instead of run by autograd's engine node by node)
+FUSED, COMPILED = StepOptions(adam="fused"), StepOptions(adam="fused", compile=True)
 VARIANTS = {
-    "batched": (None, False),
-    "batched, torch.compile": ({}, False),
-    "batched, torch.compile, C++ wrapper": ({"cpp_wrapper": True}, False),
-    "batched, torch.compile, C++ wrapper, combo kernels": ({"cpp_wrapper": True, "combo_kernels": True}, False),
+    "batched": (FUSED, {}, False),
+    "batched, torch.compile": (COMPILED, {}, False),
+    "batched, torch.compile, C++ wrapper": (COMPILED, {"cpp_wrapper": True}, False),
+    # wave 8.12's "+ torch.compile (C++ wrapper)" strategy: CPP_WRAPPER's C++ wrapper and combo kernels
+    "batched, torch.compile, C++ wrapper, combo kernels": (StepOptions(adam="fused", compile=True, cpp_wrapper=True),
+                                                           {}, False),
+    "batched, torch.compile, compiled autograd": (COMPILED, {}, True),
 }
 
 
@@ -82,18 +87,18 @@ def main():
     built, result = {}, {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "rounds": a.rounds,
                          "variants": {}}
     steps = {}
-    for name, (inductor, compiled_autograd) in VARIANTS.items():
+    for name, (options, inductor, compiled_autograd) in VARIANTS.items():
         if a.only and name != a.only:
             continue
         try:
-            b = build_step(StepRecipe("tft", cfg, "bf16", 0, StepOptions(adam="fused")), dev)
-            if inductor is not None:  # its options given to torch.compile too: another backend, so compiled anew
-                b.model.compile(options={"fallback_random": True, **inductor})  # (not dynamo's cached graph)
+            b = build_step(StepRecipe("tft", cfg, "bf16", 0, options), dev)
+            if inductor:  # given to torch.compile too: another backend, so compiled anew, not dynamo's cached graph
+                b.model.compile(options={"fallback_random": True, **inductor})
             t = time.perf_counter()
-            # inductor's options held globally while compiling (the forward on the first call, the backward
-            # lazily after it): options given to torch.compile miss the backward (pytorch/pytorch#178845)
+            # held while the first steps compile the forward and, lazily, the backward: options given to
+            # torch.compile miss the backward (pytorch/pytorch#178845); StepOptions.cpp_wrapper's step holds its own
             step = stepper(b, compiled_autograd)
-            with torch._inductor.config.patch(**(inductor or {})):
+            with torch._inductor.config.patch(**inductor):
                 for _ in range(3):
                     step()
             sync_device(dev)
@@ -112,7 +117,7 @@ def main():
     for n, b in built.items():
         v = result["variants"][n]
         print(f"\n== {n}: timing per phase and profiling", flush=True)
-        with held(VARIANTS[n][1]):
+        with held(VARIANTS[n][2]):
             v["phases_ms"] = phases(b, 20)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:

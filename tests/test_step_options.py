@@ -89,6 +89,16 @@ def test_cpp_wrapper_is_a_compile_option_held_only_inside_the_step():
         assert (inductor.cpp_wrapper, inductor.combo_kernels) == before
 
 
+def test_a_step_holding_backends_passes_the_phase_hooks_through():
+    """build_step wraps a step whose options set backends (here TF32); TrainingStep's phase hooks still fire, once
+    each, in order, and inside the options' settings."""
+    built = build_step(StepRecipe("tft", TINY, "fp32", 0, StepOptions(tf32=True)), CPU)
+    seen = []
+    loss = built.step(on_forward_end=lambda *_: seen.append(("forward", torch.backends.cuda.matmul.allow_tf32)),
+                      before_step=lambda: seen.append(("step", torch.backends.cuda.matmul.allow_tf32)))
+    assert seen == [("forward", True), ("step", True)] and torch.isfinite(loss)
+
+
 def test_tf32_is_set_only_inside_and_restored():
     before = torch.backends.cuda.matmul.allow_tf32
     with matmul_tf32(True):

@@ -110,9 +110,9 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> B
     if recipe.options.sets_backends:
         plain = step
 
-        def step():
+        def step(**hooks):  # TrainingStep's phase hooks pass through
             with backends(recipe.options):
-                return plain()
+                return plain(**hooks)
     return BuiltStep(recipe, model, batch, optimizer, step, device)
 
 
