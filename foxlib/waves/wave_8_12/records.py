@@ -11,7 +11,7 @@ from typing import Any
 from foxlib.core.schema import WaveMeasurement, readable_version
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
-from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, Floors
+from foxlib.harness.floors import Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
@@ -166,8 +166,9 @@ class Measurement812:
 
     @property
     def floor_bytes(self) -> int:
-        """fp32 weights, gradients and two Adam moments: what no strategy that keeps Adam in fp32 goes under."""
-        return FLOOR_BYTES_PER_PARAMETER * self.n_parameters
+        """fp32 weights, gradients and two Adam moments: what no strategy that keeps Adam in fp32 goes under (the
+        measured floors' own figure)."""
+        return self.floors.bytes_floor
 
     @classmethod
     def from_measurement(cls, m: Measurement, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
