@@ -98,7 +98,7 @@ notebook.figure(charts.activations_by_module(profile.activations_by_module,
 # measured. Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(m)
+pairs = m.prediction_pairs()
 display(notebook.table(prediction.compare(*pairs["tft"], m.device["type"])))
 predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))

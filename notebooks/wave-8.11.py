@@ -109,7 +109,7 @@ display(notebook.table(tables.models_table(m)))
 # Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(m)
+pairs = m.prediction_pairs()
 predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))
 

@@ -198,7 +198,7 @@ else:
 # Tolerance: 5 % per category, 10 % on the peak; a gap outside it is named, never hidden.
 
 # %%
-pairs = prediction.pairs(m)
+pairs = m.prediction_pairs()
 predicted = prediction.summary(pairs, record.device["type"])  # measured against predicted, per category
 display(notebook.table(predicted))
 

@@ -56,15 +56,15 @@ def test_pairs_and_summary_for_each_wave_shape():
                                                                      predicted=None)})
     m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": typed, "bf16": typed}}, predicted={"tft": {"fp32": p}})
     m_812 = dataclasses.replace(committed("8.12"), memory={"fp32 (baseline)": p}, predicted={"fp32 (baseline)": p})
-    assert list(prediction.pairs(m_810)) == ["tft", "dqn"]
-    assert list(prediction.pairs(m_811)) == ["tft fp32", "tft bf16"]
-    assert list(prediction.pairs(m_812)) == ["fp32 (baseline)"]
-    assert prediction.pairs(m_810)["tft"] == (q, typed.to_dict())
-    assert prediction.pairs(m_811)["tft bf16"] == (None, typed.to_dict())
-    s = prediction.summary(prediction.pairs(m_810), "cpu").set_index("step")
+    assert list(m_810.prediction_pairs()) == ["tft", "dqn"]
+    assert list(m_811.prediction_pairs()) == ["tft fp32", "tft bf16"]
+    assert list(m_812.prediction_pairs()) == ["fp32 (baseline)"] and committed("8.13").prediction_pairs() == {}
+    assert m_810.prediction_pairs()["tft"] == (q, typed.to_dict())
+    assert m_811.prediction_pairs()["tft bf16"] == (None, typed.to_dict())
+    s = prediction.summary(m_810.prediction_pairs(), "cpu").set_index("step")
     assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak (tensors) +20.0 %"
     assert "no prediction" in s.loc["dqn", "categories outside tolerance"]
-    assert prediction.summary(prediction.pairs(m_812), "cpu")["categories outside tolerance"].iloc[0] == "none"
+    assert prediction.summary(m_812.prediction_pairs(), "cpu")["categories outside tolerance"].iloc[0] == "none"
 
 
 def test_cuda_workspaces_are_kept_out_of_the_model_peaks_and_shown():

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core.config import MB
-from foxlib.core.schema import WaveMeasurement
 
 CATEGORY_TOLERANCE_PCT = 5.0
 """Largest |error| of a category (forward peak included), in % of the measured bytes. On the CPU the four
@@ -148,17 +147,3 @@ def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], devi
                      "measured peak (MB)": peak["measured (MB)"], "peak error (%)": peak["error (%)"],
                      "non-tensor (MB)": non_tensor_bytes(meas) / MB, "categories outside tolerance": off or "none"})
     return pd.DataFrame(rows)
-
-
-def pairs(m: WaveMeasurement) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
-    """Every (predicted, measured) pair of a wave's typed measurement (its records.Measurement), profiles as
-    dicts: 8.10's models (the TFT, then the ensemble's), 8.11's by precision ("tft fp16"), 8.12's strategies.
-    Empty for a wave without predictions (8.13)."""
-    if m.WAVE == "8.10":
-        return {name: (e.predicted, e.profile.to_dict()) for name, e in {"tft": m.tft, **m.ensemble}.items()}
-    if m.WAVE == "8.11":
-        return {f"{name} {precision}": ((m.predicted.get(name) or {}).get(precision), prof.to_dict())
-                for name, per in m.memory.items() for precision, prof in per.items()}
-    if m.WAVE == "8.12":
-        return {name: (m.predicted.get(name), profile) for name, profile in m.memory.items()}
-    return {}

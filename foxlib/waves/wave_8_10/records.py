@@ -31,6 +31,10 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     target_state_kernels: dict[str, Any] | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
 
+    def prediction_pairs(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+        """The TFT's, then the ensemble's models'."""
+        return {name: (e.predicted, e.profile.to_dict()) for name, e in {"tft": self.tft, **self.ensemble}.items()}
+
     @property
     def models(self) -> dict[str, ModelMeasurement]:
         """Every measured model, in the ensemble's order (the TFT included)."""

@@ -41,3 +41,8 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
     def plain_parts(self) -> dict[str, Any]:
         return {"memory": {n: {p: prof.to_dict() for p, prof in per.items()} for n, per in self.memory.items()},
                 "timing": {p: t.to_dict() for p, t in self.timing.items()}}
+
+    def prediction_pairs(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+        """One per model and precision ("tft fp16")."""
+        return {f"{name} {precision}": ((self.predicted.get(name) or {}).get(precision), prof.to_dict())
+                for name, per in self.memory.items() for precision, prof in per.items()}

@@ -45,6 +45,10 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     same_function: dict[str, dict[str, Any]]
     timelines: dict[str, Any] | None = None  # absent with timelines=False
 
+    def prediction_pairs(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+        """One per strategy."""
+        return {name: (self.predicted.get(name), profile) for name, profile in self.memory.items()}
+
 
 @dataclass(frozen=True)
 class AccuracyRun:
