@@ -99,6 +99,19 @@ def test_a_step_holding_backends_passes_the_phase_hooks_through():
     assert seen == [("forward", True), ("step", True)] and torch.isfinite(loss)
 
 
+def test_a_cpp_wrapper_recipe_compiles_with_it_and_steps_inside_its_options(monkeypatch):
+    """build_step hands cpp_wrapper to compile_in_place and runs each step inside inductor's C++-wrapper options,
+    which the lazily compiled backward reads (compiling itself stubbed: inductor's C++ build takes minutes here)."""
+    import torch._inductor.config as inductor
+    from foxlib.harness import recipe as recipe_module
+    asked = []
+    monkeypatch.setattr(recipe_module, "compile_in_place", lambda model, cpp_wrapper=False: asked.append(cpp_wrapper))
+    built = build_step(StepRecipe("tft", TINY, "fp32", 0, StepOptions(compile=True, cpp_wrapper=True)), CPU)
+    seen = []
+    built.step(before_step=lambda: seen.append((inductor.cpp_wrapper, inductor.combo_kernels)))
+    assert asked == [True] and seen == [(True, True)] and not inductor.cpp_wrapper
+
+
 def test_tf32_is_set_only_inside_and_restored():
     before = torch.backends.cuda.matmul.allow_tf32
     with matmul_tf32(True):

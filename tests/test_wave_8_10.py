@@ -290,3 +290,16 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
 def test_an_unknown_target_state_choice_is_an_error():
     with pytest.raises(ValueError, match="predict, measure"):
         measuring.measure(**TINY_8_10, target_state_slow="guess")
+
+
+def test_measure_keeps_a_measurement_it_cannot_read_back_and_names_it(tmp_path, monkeypatch, capsys):
+    """`foxlib measure` writes what the wave measured, then reads it back as a render will: a measurement that
+    would fail there fails here, naming the file, which is kept (a long GPU run is not lost)."""
+    from foxlib.run import notebook_cells
+    from foxlib.run.cli import main
+    committed = json.loads((ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    monkeypatch.setenv("FOXLIB_ALLOW_DIRTY", "1")
+    monkeypatch.setattr(notebook_cells, "measure", lambda wave, params: {**committed, "tft": None})
+    out = tmp_path / "wave-8.10.json"
+    assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 2
+    assert str(out) in capsys.readouterr().err and json.loads(out.read_text())["tft"] is None

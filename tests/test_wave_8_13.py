@@ -230,6 +230,9 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
         records.Measurement.from_dict({**raw, "card_class": None})
     with pytest.raises(ValueError, match="holds bogus, which a wave 8.13 measurement does not"):
         records.Measurement.from_dict({**raw, "bogus": 1})
+    if r.enforced:  # a run under a cap: its contexts and warm-up are what the cap's tables read
+        with pytest.raises(ValueError, match="lacks warmup"):
+            records.Measurement.from_dict({**raw, "warmup": None})
 
 
 def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():

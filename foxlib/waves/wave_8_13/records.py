@@ -3,7 +3,7 @@ to_dict / from_dict, checked on load."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from foxlib.core.schema import WaveMeasurement
 
@@ -141,8 +141,13 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     card_class: dict[str, Any]
     """The class of card validated (measuring.class_facts)."""
 
+    CUDA_PARTS: ClassVar[tuple[str, ...]] = ("context", "context_before_warmup", "warmup")  # a cap's run holds them
+
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
+        missing = [k for k in cls.CUDA_PARTS if d["cap"]["enforced"] and d[k] is None]
+        if missing:  # the cap's tables and risks read them: refused here, not a TypeError at render
+            raise KeyError(f"a run under an enforced cap lacks {', '.join(missing)}")
         return {"order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
                 "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
                 "nvml": NvmlSeries.from_dict(d["nvml"]),

@@ -1,4 +1,4 @@
-"""Serving the ensemble: all four models resident (eval, no_grad, each in its precision), each timed
+"""Serving the ensemble: every member resident (eval, no_grad, each in its precision), each timed
 alone and then all at once, on one CUDA stream per model or one Python thread per model
 (`Together`), alternating round by round; memory under the cap on CUDA, accounted on the CPU."""
 from __future__ import annotations
@@ -167,11 +167,11 @@ def _alone(fn: Callable[[], Any], device: torch.device) -> float:
 
 def infer(members: list[Member], device: torch.device, mode: str, repeats: int, batch: int, seed: int,
            cap: int, bar, sampler: Sampler | None = None) -> dict[str, Any]:
-    """All four models resident (eval, no_grad, each in its precision): each alone, then all at once."""
+    """All the members resident (eval, no_grad, each in its precision): each alone, then all at once."""
     is_cuda = device.type == "cuda"
     out: dict[str, Any] = {
         "mode": mode, "repeats": repeats, "warmup_rounds": WARMUP_ROUNDS, "oom": None, "models": {},
-        "how": ("one CUDA stream per model, the four forwards launched together from one Python thread; "
+        "how": (f"one CUDA stream per model, the {len(members)} forwards launched together from one Python thread; "
                 "latency = from the round's start (an event on the launching stream) to the model's end event"
                 if mode == "streams" else
                 "one Python thread per model" + (", each on its own CUDA stream" if is_cuda else
