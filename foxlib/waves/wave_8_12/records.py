@@ -19,8 +19,9 @@ from foxlib.memory.cuda_graph import own_workspaces
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 
-SCHEMA_VERSION = 3  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
-# accuracy runs' figures, same-function figures, floors and why the workspace knob is empty
+SCHEMA_VERSION = 4  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
+# accuracy runs' figures, same-function figures, floors and why the workspace knob is empty; 4 derives (no longer
+# stores) baseline_losses and each accuracy run's has_skill
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,14 +225,12 @@ class Measurement812:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        # a record written before baseline_losses and has_skill were derived also holds them: left out
-        without = lambda x, key: {k: v for k, v in x.items() if k != key}  # noqa: E731
-        return cls(**{**without(d, "baseline_losses"),
+        return cls(**{**d,
                       "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
                       "workspace_knob": tuple(KnobResult.from_dict(k) for k in d["workspace_knob"]),
                       "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
                                      for n, rs in d["claim_runs"].items()},
-                      "accuracy_runs": {n: tuple(AccuracyRun(**without(r, "has_skill")) for r in rs)
+                      "accuracy_runs": {n: tuple(AccuracyRun(**r) for r in rs)
                                         for n, rs in d["accuracy_runs"].items()},
                       "same_function": {n: Equivalence.from_dict(e) for n, e in d["same_function"].items()},
                       "floors": Floors.from_dict(d["floors"])})
