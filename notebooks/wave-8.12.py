@@ -118,7 +118,7 @@ display(notebook.table(tables.workspace_table(record)) if record.workspace_knob 
 display(notebook.table(tables.table(record)))
 if record.skipped:
     display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in record.skipped.items()) + "."))
-if record.accuracy_preset != params["preset"]:
+if record.accuracy_preset != record.preset:
     display(Markdown(f"Accuracy runs used the `{record.accuracy_preset}` TFT preset (batch and sequence scaled "
                      "by the same fractions): the seed preset trains too slowly on the CPU."))
 

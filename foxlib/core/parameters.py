@@ -126,8 +126,10 @@ CPU_DEFAULTS: dict[str, dict[str, Any]] = {
     "8.12": {"timing_repeats": 2, "timing_warmup": 1, "strategies": CPU_8_12_STRATEGIES, "claim_runs": 0},
 }
 
-# parameters that say where or how a run is done, not what is measured: they never make a variant
-RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")  # steer the run, not the measurement
+# parameters that steer a run (where it reads and writes, the budgets it is judged by), not what it measures
+RUN_PARAMETERS = ("measurements", "output_dir", "budgets_file")
+# parameters left out when a run is compared with the defaults, so they never make a variant: where it reads and
+# writes, and the device (a run's device is its folder); budgets_file is compared (other limits, other verdicts)
 NOT_COMPARED = ("measurements", "output_dir", "snapshot_path", "timeline_dir", "checkpoint_path", "device")
 VARIANT_NAME_MAX = 40  # characters of a variant's folder name after "wave-<N>-"
 
