@@ -32,7 +32,7 @@ def test_the_committed_reports_are_canonical():
     for path in sorted(COMMITTED.glob("*/wave-*/results.json")):
         res = json.loads(path.read_text())
         m = json.loads((path.parent / "measurement.json").read_text())
-        kind = run_kind(res["wave"], res["parameters"], m, m["device"]["type"])
+        kind = run_kind(res["wave"], res["parameters"], m["measure_parameters"], m["device"]["type"])
         assert kind.variant is None, (path, kind.differs)
 
 
@@ -90,9 +90,9 @@ def test_device_defaults_are_not_a_variant_but_other_values_are():
 def test_a_measurement_made_with_other_parameters_renders_as_a_variant():
     m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
     params = defaults_for("8.10", read_parameters(WAVES["8.10"].notebook), "cpu")
-    assert run_kind("8.10", {**params, "measurements": "m.json"}, m, "cpu").variant is None
+    assert run_kind("8.10", {**params, "measurements": "m.json"}, m["measure_parameters"], "cpu").variant is None
     m["measure_parameters"]["batch_size"] = 8
-    assert run_kind("8.10", {**params, "measurements": "m.json"}, m, "cpu").variant == "batch_size-8"
+    assert run_kind("8.10", {**params, "measurements": "m.json"}, m["measure_parameters"], "cpu").variant == "batch_size-8"
 
 
 def test_plan_files_a_variant_under_variants(tmp_path):

@@ -207,12 +207,13 @@ class RunKind:
                 "variant": self.variant, "differs": self.differs}
 
 
-def run_kind(wave_id: str, params: dict[str, Any], measurement: dict[str, Any] | None,
+def run_kind(wave_id: str, params: dict[str, Any], measure_parameters: dict[str, Any] | None,
              device_type: str) -> RunKind:
-    """Canonical or variant: `params` as run, the measurement's own parameters (a measurement file
-    made elsewhere) taking precedence, against the defaults of `device_type`."""
+    """Canonical or variant: `params` as run, the measurement's own parameters (`measure_parameters`, a
+    measurement file made elsewhere; None: measured in this run) taking precedence, against the defaults of
+    `device_type`."""
     from foxlib.core.critical_path import get_wave
     declared = read_parameters(get_wave(wave_id).notebook)
-    values = {**params, **((measurement or {}).get("measure_parameters") or {})}
+    values = {**params, **(measure_parameters or {})}
     return RunKind(device_type, device_defaults(wave_id, device_type),
                    differences(wave_id, declared, values, device_type))

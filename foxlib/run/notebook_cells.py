@@ -72,7 +72,7 @@ def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] 
     from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
-    return kind(wave_id, {**params, **measurement.measure_parameters}, None, measurement.device["type"])
+    return kind(wave_id, params, measurement.measure_parameters, measurement.device["type"])
 
 
 def _value(v: Any) -> str:

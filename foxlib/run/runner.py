@@ -119,7 +119,7 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
         device_type, device = dev.type, short_name(dev)
     params = resolve(declared, overrides, device_defaults(wave.id, device_type))
     preflight.check(wave.id, params)
-    kind = run_kind(wave.id, params, measurement, device_type)
+    kind = run_kind(wave.id, params, measurement["measure_parameters"] if measurement else None, device_type)
     return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve())
 
 
