@@ -227,7 +227,7 @@ def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
         assert table.loc[name, "model peak (MB)"] == round(peak / MB, 1)
     total = next(i for i in table.index if i.startswith("process peak"))
     assert table.loc[total, "process peak (MB)"] == round(e.process_peak / MB, 1)
-    fig = charts.ensemble({k: v.profile.to_dict() for k, v in m810.models.items()}, e,
+    fig = charts.ensemble({k: v.profile for k, v in m810.models.items()}, e,
                           budgets["ensemble"]["card_mb"], "t")
     card = budgets["ensemble"]["card_mb"] * MB
     assert f"{e.process_peak / MB:,.0f} MB = {100 * e.share_of(card):.1f} %" in fig.axes[0].get_title()
