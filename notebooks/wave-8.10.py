@@ -150,7 +150,7 @@ display(notebook.table(tables.seed_explanations(m)))
 if m.ensemble:
     display(notebook.table(tables.ensemble_table(m, budgets)))
     totals = analysis.ensemble_totals(m)
-    profiles = {k: v.profile.to_dict() for k, v in m.models.items()}
+    profiles = {k: v.profile for k, v in m.models.items()}
     notebook.figure(charts.ensemble(profiles, totals, budgets["ensemble"]["card_mb"],
                                     f"Ensemble training memory — {m.device['name']}"))
 else:

@@ -29,18 +29,13 @@ def _legend(ax):
     return [t.get_text() for t in ax.get_legend().get_texts()]
 
 
-def _profile(**mb):
-    keys = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "peak")
-    return {k: int(mb.get(k, 0) * MB) for k in keys} | {"buffers": mb.get("buffers", {})}
-
-
-def _memory_profile(**mb):
-    """A typed step profile (what a wave's measurement holds) of these categories in MB, no buffers: its
+def _memory_profile(buffers=None, **mb):
+    """A typed step profile (what a wave's measurement holds) of these categories in MB and these buffers: its
     temporaries are what the peak holds beyond them."""
     figures = {k: int(mb.get(k, 0) * MB) for k in ("parameters", "gradients", "optimizer_state", "activations", "peak")}
     return MemoryProfile(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
-                         saved_tensor_saves=0, batch=0, buffers={}, live_before_step=0, forward_peak=0, loss=0.0,
-                         peak_method="test", **figures)
+                         saved_tensor_saves=0, batch=0, buffers=buffers or {}, live_before_step=0, forward_peak=0,
+                         loss=0.0, peak_method="test", **figures)
 
 
 def test_breakdown_bars_budget_lines_seed_marks_and_legend():
@@ -77,10 +72,12 @@ def _totals(**kw):
 
 
 def test_ensemble_stacks_categories_marks_peaks_and_draws_the_card_line_with_its_label():
-    profiles = {"dqn": _profile(parameters=1, gradients=1, optimizer_state=2, activations=4, temporaries=2,
-                                buffers={"replay": {"device_bytes": 0}}),
-                "tft": _profile(parameters=10, gradients=10, optimizer_state=20, activations=40, temporaries=0,
-                                buffers={"mask": {"device_bytes": 5 * MB}})}
+    # dqn: 2 MB of temporaries over its categories; tft: none
+    profiles = {"dqn": _memory_profile(parameters=1, gradients=1, optimizer_state=2, activations=4, peak=10,
+                                       buffers={"replay": {"device_bytes": 0}}),
+                "tft": _memory_profile(parameters=10, gradients=10, optimizer_state=20, activations=40, peak=85,
+                                       buffers={"mask": {"device_bytes": 5 * MB}})}
+    assert [p.temporaries for p in profiles.values()] == [2 * MB, 0]
     totals = _totals(model_peaks={"dqn": 10 * MB, "tft": 85 * MB}, workspace_bytes=8 * MB, context_bytes=500 * MB,
                      on_cuda=True, process_peak=603 * MB)
     ax = charts.ensemble(profiles, totals, 4096.0, "ensemble").axes[0]

@@ -8,6 +8,7 @@ from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.measure_step import measure_model
 from foxlib.models import MODELS
+from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.theory import activation_theory_by_block
 
 pytestmark = [pytest.mark.cuda,
@@ -61,8 +62,9 @@ def test_tft_gpu_memory_profiling():
     # (foxlib.memory.tolerances: CUDA_LSTM_TOLERANCE_PCT on activations and forward peak, the TFT's
     # cuDNN LSTM reserve not being modelled; PEAK_TOLERANCE_PCT on the step's peak, less the
     # cuBLAS workspaces allocated before the step)
-    table = prediction.compare(m["predicted"], p, "cuda")
+    predicted, measured = prediction.predicted_profile(m["predicted"]), MemoryProfile.from_dict(p)
+    table = prediction.compare(predicted, measured, "cuda")
     print(table.to_string())
-    assert prediction.runs_lstm(m["predicted"], p)
+    assert prediction.runs_lstm(predicted, measured)
     rows = table[table["category"].isin([prediction.LABELS[c] for c in prediction.CATEGORIES])]
     assert len(rows) == len(prediction.CATEGORIES) and rows["within"].eq(True).all(), rows[~rows["within"].eq(True)]

@@ -4,13 +4,16 @@ import json
 import math
 
 from foxlib.memory import tolerances as prediction
+from foxlib.memory.profile import MemoryProfile
 from foxlib.core.config import MB, ROOT
 from foxlib.core.critical_path import get_wave
 
 
 def profile(**kw):
-    base = {c: 10 * MB for c in prediction.CATEGORIES}
-    return base | kw
+    """A typed step profile, every category 10 MB but those given."""
+    base = dict(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
+                saved_tensor_saves=0, buffers={}, live_before_step=0, loss=0.0, peak_method="test")
+    return MemoryProfile(**base | {c: 10 * MB for c in prediction.CATEGORIES} | kw)
 
 
 def test_errors_and_tolerances_per_category():
@@ -36,9 +39,10 @@ def test_cuda_gaps_are_named_and_tiny_differences_are_slack():
 
 def test_zero_measured_and_missing_prediction():
     assert prediction.error_pct(0, 0) == 0.0 and math.isinf(prediction.error_pct(1, 0))
-    df = prediction.compare({"error": "prediction failed: boom"}, profile(), "cpu")
+    df = prediction.compare(prediction.predicted_profile({"error": "prediction failed: boom"}), profile(), "cpu")
     assert len(df) == 1 and not df["within"].iloc[0] and "boom" in df["why"].iloc[0]
     assert "no prediction" in prediction.compare(None, profile(), "cpu")["why"].iloc[0]
+    assert prediction.predicted_profile(profile().to_dict()) == profile() and prediction.predicted_profile(None) is None
 
 
 def committed(wave):
@@ -50,21 +54,28 @@ def committed(wave):
 def test_pairs_and_summary_for_each_wave_shape():
     p, q = profile(), profile(peak=12 * MB)  # peak +20 %
     m_810, m_811 = committed("8.10"), committed("8.11")
-    typed = dataclasses.replace(m_810.tft.profile, **p)
-    m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=typed, predicted=q),
-                                ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=typed,
+    # the records hold a prediction as stored (a profile's dict) and give it typed, beside the typed measurement
+    m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=p, predicted=q.to_dict()),
+                                ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=p,
                                                                      predicted=None)})
-    m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": typed, "bf16": typed}}, predicted={"tft": {"fp32": p}})
-    m_812 = dataclasses.replace(committed("8.12"), memory={"fp32 (baseline)": p}, predicted={"fp32 (baseline)": p})
+    m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": p, "bf16": p}}, predicted={"tft": {"fp32": p.to_dict()}})
+    graph = {"peak": 30 * MB, "workspace_bytes": MB, "activations": None, "cuda_graph": True}  # no MemoryProfile
+    m_812 = dataclasses.replace(committed("8.12"), memory={"fp32 (baseline)": p.to_dict(), "CUDA graph": graph},
+                                predicted={"fp32 (baseline)": p.to_dict(), "CUDA graph": {"error": "not predicted"}})
     assert list(m_810.prediction_pairs()) == ["tft", "dqn"]
     assert list(m_811.prediction_pairs()) == ["tft fp32", "tft bf16"]
-    assert list(m_812.prediction_pairs()) == ["fp32 (baseline)"] and committed("8.13").prediction_pairs() == {}
-    assert m_810.prediction_pairs()["tft"] == (q, typed.to_dict())
-    assert m_811.prediction_pairs()["tft bf16"] == (None, typed.to_dict())
+    assert list(m_812.prediction_pairs()) == ["fp32 (baseline)", "CUDA graph"]
+    assert committed("8.13").prediction_pairs() == {}
+    assert m_810.prediction_pairs()["tft"] == (q, p)
+    assert m_811.prediction_pairs()["tft bf16"] == (None, p)
+    assert m_812.prediction_pairs()["CUDA graph"] == ("not predicted", graph)
     s = prediction.summary(m_810.prediction_pairs(), "cpu").set_index("step")
     assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak (tensors) +20.0 %"
     assert "no prediction" in s.loc["dqn", "categories outside tolerance"]
-    assert prediction.summary(m_812.prediction_pairs(), "cpu")["categories outside tolerance"].iloc[0] == "none"
+    s = prediction.summary(m_812.prediction_pairs(), "cpu").set_index("step")
+    assert s.loc["fp32 (baseline)", "categories outside tolerance"] == "none"
+    assert s.loc["CUDA graph", ["measured peak (MB)", "non-tensor (MB)", "categories outside tolerance"]].tolist() == [
+        30.0, 1.0, "not predicted"]
 
 
 def test_cuda_workspaces_are_kept_out_of_the_model_peaks_and_shown():
@@ -92,8 +103,8 @@ def test_cuda_lstm_gaps_are_named_with_their_own_tolerance():
     """On CUDA, a model with an LSTM (the TFT): the cuDNN LSTM's reserve and workspace are not
     modelled; activations and forward peak get CUDA_LSTM_TOLERANCE_PCT, a gap beyond is named."""
     lstm = {"activations_by_module": {"lstm_encoder": 1, "loss": 1}}
-    measured = profile(activations=100 * MB, forward_peak=100 * MB, peak=11 * MB) | lstm
-    predicted = profile(activations=110 * MB, forward_peak=120 * MB, peak=3 * MB) | lstm
+    measured = profile(activations=100 * MB, forward_peak=100 * MB, peak=11 * MB, **lstm)
+    predicted = profile(activations=110 * MB, forward_peak=120 * MB, peak=3 * MB, **lstm)
     df = prediction.compare(predicted, measured, "cuda").set_index("category")
     act, fwd, peak = (df.loc[prediction.LABELS[c]] for c in ("activations", "forward_peak", "peak"))
     assert act["tolerance (%)"] == prediction.CUDA_LSTM_TOLERANCE_PCT and act["within"]  # +10 % < 15 %
@@ -109,8 +120,8 @@ def test_cuda_lstm_gaps_are_named_with_their_own_tolerance():
     assert not plain.set_index("category").loc[prediction.LABELS["activations"], "within"]
     assert prediction.CUDA_LSTM_REASON not in " ".join(plain["why"])
     # the prediction says it ran an LSTM (measurements without block names still get the reason)
-    assert prediction.runs_lstm({"peak_method": f"...; {prediction.LSTM_MARK} oneDNN's"}, None)
-    assert not prediction.runs_lstm({"peak_method": "...", "activations_by_module": {"q_network": 1}})
+    assert prediction.runs_lstm(profile(peak_method=f"...; {prediction.LSTM_MARK} oneDNN's"), profile())
+    assert not prediction.runs_lstm(profile(peak_method="...", activations_by_module={"q_network": 1}))
     note = prediction.tolerance_note("cuda", lstm=True)
     assert f"{prediction.CUDA_LSTM_TOLERANCE_PCT:g} %" in note and prediction.CUDA_LSTM_REASON in note
     assert "5 % per category, 10 % on the step's peak" in prediction.tolerance_note("cpu")

@@ -227,7 +227,7 @@ def test_one_figure_one_value_across_8_10_and_8_11_on_the_h200():
         assert table.loc[name, "model peak (MB)"] == round(peak / MB, 1)
     total = next(i for i in table.index if i.startswith("process peak"))
     assert table.loc[total, "process peak (MB)"] == round(e.process_peak / MB, 1)
-    fig = charts.ensemble({k: v.profile.to_dict() for k, v in m810.models.items()}, e,
+    fig = charts.ensemble({k: v.profile for k, v in m810.models.items()}, e,
                           budgets["ensemble"]["card_mb"], "t")
     card = budgets["ensemble"]["card_mb"] * MB
     assert f"{e.process_peak / MB:,.0f} MB = {100 * e.share_of(card):.1f} %" in fig.axes[0].get_title()
@@ -265,7 +265,8 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     from foxlib.waves.wave_8_10 import measuring
     monkeypatch.setattr(measuring, "kernel_speed", lambda p: KernelSpeed(p, 31.9, "AVX2"))
     params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
-    m = records.Measurement.from_dict(notebook_cells.measure("8.10", params))
+    m = notebook_cells.measure("8.10", params)
+    assert type(m) is records.Measurement  # typed and checked
     assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
     assert all(v.profile.peak > 0 for v in m.target_state.values())
     predicted = source == "predicted"
@@ -293,13 +294,20 @@ def test_an_unknown_target_state_choice_is_an_error():
 
 
 def test_measure_keeps_a_measurement_it_cannot_read_back_and_names_it(tmp_path, monkeypatch, capsys):
-    """`foxlib measure` writes what the wave measured, then reads it back as a render will: a measurement that
-    would fail there fails here, naming the file, which is kept (a long GPU run is not lost)."""
-    from foxlib.run import notebook_cells
+    """`foxlib measure` checks what the wave measured as a render will read it: a measurement that would fail
+    there fails here, naming the file, which is kept as measured (a long GPU run is not lost)."""
     from foxlib.run.cli import main
     committed = json.loads((ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json").read_text())
     monkeypatch.setenv("FOXLIB_ALLOW_DIRTY", "1")
-    monkeypatch.setattr(notebook_cells, "measure", lambda wave, params: {**committed, "tft": None})
+    header = ("wave", "measured_at", "measure_parameters")  # the runner's (notebook_cells.measure)
+    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in committed.items() if k not in header}
+                        | {"tft": None})
     out = tmp_path / "wave-8.10.json"
     assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 2
     assert str(out) in capsys.readouterr().err and json.loads(out.read_text())["tft"] is None
+    # a measurement that reads back is written as its record writes it (to_dict: measurement.json's order)
+    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in committed.items() if k not in header})
+    assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 0
+    written = json.loads(out.read_text())
+    assert list(written) == list(committed) and {k: v for k, v in written.items() if k not in header} == {
+        k: v for k, v in committed.items() if k not in header}

@@ -126,9 +126,9 @@ class WaveMeasurement:
         """The fields of `d` that are typed records, typed."""
         return {}
 
-    def prediction_pairs(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
-        """Each measured step's (predicted, measured) profiles as dicts, for foxlib.memory.tolerances; none for a
-        wave that predicts nothing."""
+    def prediction_pairs(self) -> dict[str, tuple[Any, Any]]:
+        """Each measured step's (predicted, measured) profiles, as foxlib.memory.tolerances.summary takes them; none
+        for a wave that predicts nothing."""
         return {}
 
     def plain_parts(self) -> dict[str, Any]:

@@ -71,12 +71,16 @@ class MemoryProfile:
         return self.peak + self.workspace_bytes + self.context_bytes
 
     @property
+    def device_buffers(self) -> int:
+        """Bytes of the named RL buffers that live on the device."""
+        return sum(b["device_bytes"] for b in self.buffers.values())
+
+    @property
     def temporaries(self) -> int:
         """What the model peak holds beyond the categories: outputs, intermediates not saved, the
         optimizer's scratch."""
-        device_buffers = sum(b["device_bytes"] for b in self.buffers.values())
         return max(0, self.peak - (self.parameters + self.gradients + self.optimizer_state
-                                   + self.activations + device_buffers))
+                                   + self.activations + self.device_buffers))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

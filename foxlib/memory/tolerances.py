@@ -9,12 +9,13 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.memory.profile import MemoryProfile
 
 CATEGORY_TOLERANCE_PCT = 5.0
 """Largest |error| of a category (forward peak included), in % of the measured bytes. On the CPU the four
 models' categories are within a few bytes on every ISA path tried (AVX2, avx512_bf16, AMX)."""
 PEAK_TOLERANCE_PCT = 10.0
-"""Largest |error| of the step's peak, in % of the measured bytes (on CUDA without the workspaces: non_tensor_bytes)."""
+"""Largest |error| of the step's peak, in % of the measured bytes (on CUDA without the workspaces: workspace_bytes)."""
 ABSOLUTE_SLACK_BYTES = 64 * 1024
 """Below this many bytes a difference is the allocator's granularity, not a wrong prediction: within, whatever the %."""
 CUDA_LSTM_TOLERANCE_PCT = 15.0
@@ -44,20 +45,14 @@ LSTM_MARK = "LSTM layers:"  # in a prediction's peak_method when the model has a
 SKIPPED_STEP_REASON = ("fp16: the GradScaler skipped the measured step's optimizer step (its gradients overflowed); "
                        "the prediction always takes it, with the optimizer's temporaries")
 
-def runs_lstm(*profiles: dict[str, Any] | None) -> bool:
+def runs_lstm(*profiles: MemoryProfile) -> bool:
     """Did the step run an LSTM? LSTM_MARK in a prediction's peak_method (a prediction marks every model with an
     LSTM module), or a block named like one among the saved activations. Predictions made before the mark was
     structural marked only steps whose LSTM ran oneDNN's kernel, so for them the block names fill in, and not
     for all: the committed H200 8.12's "efficient + checkpoint blocks + fp16" has neither and is compared at
     the plain tolerance (reports/h200/wave-8.12/measurement.json)."""
-    for p in profiles:
-        if not p or "error" in p:
-            continue
-        if LSTM_MARK in (p.get("peak_method") or ""):
-            return True
-        if any("lstm" in k.lower() for k in (p.get("activations_by_module") or {})):
-            return True
-    return False
+    return any(LSTM_MARK in p.peak_method or any("lstm" in k.lower() for k in p.activations_by_module)
+               for p in profiles)
 
 
 def tolerance_pct(category: str, device_type: str = "cpu", lstm: bool = False) -> float:
@@ -98,21 +93,27 @@ def reason(category: str, device_type: str, lstm: bool = False) -> str:
     return CUDA_REASONS.get(category, "unexplained")
 
 
-def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_type: str) -> pd.DataFrame:
-    """One row per category: predicted MB, measured MB, error %, tolerance %, within, why. `predicted`: a
-    profile dict, or {"error": ...} when the prediction failed (then one row says so)."""
+def predicted_profile(stored: dict[str, Any] | None) -> MemoryProfile | str | None:
+    """A measurement's stored prediction (predict_step's profile as a dict, or {"error": why}; None: none made) as
+    compare takes it: the profile, typed, or why there is none."""
+    return stored if stored is None else stored["error"] if "error" in stored else MemoryProfile.from_dict(stored)
+
+
+def compare(predicted: MemoryProfile | str | None, measured: MemoryProfile, device_type: str) -> pd.DataFrame:
+    """One row per category: predicted MB, measured MB, error %, tolerance %, within, why. `predicted`
+    (predicted_profile): the profile, or why there is none, e.g. the prediction failed (then one row says so)."""
     cols = ["category", "predicted (MB)", "measured (MB)", "error (%)", "tolerance (%)", "within", "why"]
-    if not predicted or "error" in predicted:
-        why = (predicted or {}).get("error", "no prediction in this measurement (made before predictions existed)")
+    if not isinstance(predicted, MemoryProfile):
+        why = predicted or "no prediction in this measurement (made before predictions existed)"
         return pd.DataFrame([{c: None for c in cols} | {"category": "all", "within": False, "why": why}], columns=cols)
     rows = []
-    foreign = non_tensor_bytes(measured)
+    foreign = measured.workspace_bytes
     lstm = runs_lstm(predicted, measured)
     for c in CATEGORIES:
-        p, m = float(predicted[c]), float(measured[c])
+        p, m = float(getattr(predicted, c)), float(getattr(measured, c))
         ok = within(c, p, m, device_type, lstm)
         why = "" if ok else reason(c, device_type, lstm)
-        if not ok and c in PEAKS and measured.get("optimizer_step_skipped"):
+        if not ok and c in PEAKS and measured.optimizer_step_skipped:
             why = SKIPPED_STEP_REASON
         rows.append({"category": LABELS[c], "predicted (MB)": p / MB, "measured (MB)": m / MB,
                      "error (%)": round(error_pct(p, m), 2), "tolerance (%)": tolerance_pct(c, device_type, lstm),
@@ -124,26 +125,24 @@ def compare(predicted: dict[str, Any] | None, measured: dict[str, Any], device_t
     return pd.DataFrame(rows, columns=cols)
 
 
-def non_tensor_bytes(measured: dict[str, Any]) -> int:
-    """MemoryProfile.workspace_bytes: cuBLAS workspaces held at the step's start, kept out of its peaks."""
-    return int(measured.get("workspace_bytes") or 0)
-
-
-def summary(pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]], device_type: str) -> pd.DataFrame:
-    """One row per measured step (name -> (predicted, measured)): the peak and its error, the non-tensor
-    bytes (CUDA), and the categories outside tolerance."""
+def summary(pairs: dict[str, tuple[MemoryProfile | str | None, MemoryProfile | dict[str, Any]]],
+            device_type: str) -> pd.DataFrame:
+    """One row per step (name -> (predicted, measured) as compare takes them, or a CUDA graph's plain figures, never
+    predicted): the peak and its error, the non-tensor bytes (CUDA), and the categories outside tolerance."""
     rows = []
     for name, (pred, meas) in pairs.items():
         df = compare(pred, meas, device_type)
+        peak, foreign = ((meas["peak"], meas["workspace_bytes"]) if isinstance(meas, dict)
+                         else (meas.peak, meas.workspace_bytes))
         if df["category"].iloc[0] == "all":
-            rows.append({"step": name, "predicted peak (MB)": None, "measured peak (MB)": meas["peak"] / MB,
-                         "peak error (%)": None, "non-tensor (MB)": non_tensor_bytes(meas) / MB,
+            rows.append({"step": name, "predicted peak (MB)": None, "measured peak (MB)": peak / MB,
+                         "peak error (%)": None, "non-tensor (MB)": foreign / MB,
                          "categories outside tolerance": df["why"].iloc[0]})
             continue
-        peak = df[df["category"] == LABELS["peak"]].iloc[0]
+        row = df[df["category"] == LABELS["peak"]].iloc[0]
         outside = df[df["within"].eq(False)]
         off = ", ".join(f"{r['category']} {r['error (%)']:+.1f} %" for _, r in outside.iterrows())
-        rows.append({"step": name, "predicted peak (MB)": peak["predicted (MB)"],
-                     "measured peak (MB)": peak["measured (MB)"], "peak error (%)": peak["error (%)"],
-                     "non-tensor (MB)": non_tensor_bytes(meas) / MB, "categories outside tolerance": off or "none"})
+        rows.append({"step": name, "predicted peak (MB)": row["predicted (MB)"],
+                     "measured peak (MB)": row["measured (MB)"], "peak error (%)": row["error (%)"],
+                     "non-tensor (MB)": foreign / MB, "categories outside tolerance": off or "none"})
     return pd.DataFrame(rows)

@@ -69,23 +69,17 @@ def activations_by_module(by_module: dict[str, int], title: str) -> plt.Figure:
     return fig
 
 
-def ensemble(profiles: dict[str, dict[str, Any]], totals, card_mb: float, title: str) -> plt.Figure:
+def ensemble(profiles: dict[str, MemoryProfile], totals, card_mb: float, title: str) -> plt.Figure:
     """Per model its categories stacked, its model peak marked (from `totals`, the table's figures); the
     process's cuBLAS workspaces and CUDA context once each; the card's size as a line; the seed's per-model
     figures as hollow bars beside. The title's process peak and share are `totals`' (never recomputed)."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
-    parts = {
-        "parameters": lambda p: p["parameters"],
-        "gradients": lambda p: p["gradients"],
-        "optimizer state": lambda p: p["optimizer_state"],
-        "activations": lambda p: p["activations"],
-        "buffers (device)": lambda p: sum(b["device_bytes"] for b in p["buffers"].values()),
-        "temporaries": lambda p: p["temporaries"],
-    }
+    parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
+             "activations": "activations", "buffers (device)": "device_buffers", "temporaries": "temporaries"}
     x = list(range(len(names)))
-    _stack(ax, [i - 0.2 for i in x], {label: [get(profiles[n]) / MB for n in names] for label, get in parts.items()},
-           0.4)
+    _stack(ax, [i - 0.2 for i in x],
+           {label: [getattr(profiles[n], key) / MB for n in names] for label, key in parts.items()}, 0.4)
     for i, n in enumerate(names):
         peak = totals.model_peaks[n] / MB
         ax.plot([i - 0.4, i], [peak, peak], color="black", lw=1.5, label="model peak" if i == 0 else None)

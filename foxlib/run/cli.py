@@ -125,9 +125,6 @@ def _measure(wave_id: str, overrides: dict, out: Path, allow_dirty: bool, force:
     params = plan(wave_id, overrides).params  # checked, with the device's defaults
     check_revision(allow_dirty)
     preflight.check_memory(wave_id, params, force)
-    path = results.write_json(out, notebook.measure(wave_id, params))
-    print(path)
-    # read back as a render will (typed and checked; a ValueError names the file, which is kept either way)
-    notebook.measure_or_load(wave_id, {**params, "measurements": str(path)})
+    print(results.write_json(out, notebook.measure(wave_id, params, keep=out).to_dict()))
     return 0
 

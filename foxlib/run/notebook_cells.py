@@ -79,26 +79,28 @@ def _value(v: Any) -> str:
     return html.escape(repr(v) if isinstance(v, str) else str(v))
 
 
-def measure(wave_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run the wave's measurement here with the notebook's parameters (the imports settled first:
-    settle_imports)."""
+def measure(wave_id: str, params: dict[str, Any], keep: Path | None = None) -> WaveMeasurement:
+    """Run the wave's measurement here with the notebook's parameters (the imports settled first: settle_imports):
+    its records.Measurement of the runner's header (wave, measured_at, measure_parameters) and the wave's data,
+    checked as its file is read (json_safe: NaN null), so that measured now and loaded read alike. `keep`: a file
+    the data is first written to as measured (`foxlib measure`: a GPU run the check refuses is kept, and named)."""
     settle_imports()
     kwargs = {k: v for k, v in params.items() if k not in RUN_PARAMETERS}
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    data = get_wave(wave_id).part("measuring").measure(**kwargs)
-    return {"wave": wave_id, "measured_at": started, "measure_parameters": kwargs, **data}
+    data = results.json_safe({"wave": wave_id, "measured_at": started, "measure_parameters": kwargs,
+                              **get_wave(wave_id).part("measuring").measure(**kwargs)})
+    if keep:
+        results.write_json(keep, data)
+    return get_wave(wave_id).part("records").Measurement.from_dict(data, str(keep or "the measurement"))
 
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> WaveMeasurement:
-    """The wave's measurement, typed and checked (its records.Measurement.from_dict: a ValueError naming what is
-    wrong): loaded from `params["measurements"]` (made by `python -m foxlib measure`, checked by
-    foxlib.run.runner.plan) when given, else measured now and made as its file will hold it (results.json_safe:
-    NaN null), so that either reads alike."""
-    if params.get("measurements"):
-        data, source = results.read_json(params["measurements"]), str(params["measurements"])
-    else:
-        data, source = results.json_safe(measure(wave_id, params)), "the measurement"
-    return get_wave(wave_id).part("records").Measurement.from_dict(data, source)
+    """The wave's records.Measurement, checked (a ValueError naming what is wrong): loaded from `params["measurements"]`
+    (made by `python -m foxlib measure`, checked by foxlib.run.runner.plan) when given, else measured now (measure)."""
+    if not params.get("measurements"):
+        return measure(wave_id, params)
+    path = str(params["measurements"])
+    return get_wave(wave_id).part("records").Measurement.from_dict(results.read_json(path), path)
 
 
 def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -166,7 +168,7 @@ def finish(wave_id: str, params: dict[str, Any], measurement: WaveMeasurement, c
     provenance.verify(res["depends_on"])
     out = Path(params.get("output_dir") or config.SCRATCH_DIR / f"wave-{wave_id}")
     out.mkdir(parents=True, exist_ok=True)
-    _keep_snapshot(data, params, out)
+    _keep_snapshot(measurement, params, out)
     results.write_json(out / results.MEASUREMENT_FILE, data)
     results.write_json(out / results.RESULTS_FILE, res)
     return res
@@ -200,11 +202,11 @@ def figure(fig, caption: str | None = None, alt: str | None = None) -> None:
 SNAPSHOT_FILE = "memory_snapshot.pickle"
 
 
-def _keep_snapshot(measurement: dict[str, Any], params: dict[str, Any], out: Path) -> None:
-    """Copy the CUDA allocator snapshot of the measured step (if one was taken) beside the report.
+def _keep_snapshot(measurement: WaveMeasurement, params: dict[str, Any], out: Path) -> None:
+    """Copy the CUDA allocator snapshot of the measured step (if one was taken: wave 8.10's) beside the report.
     A measurement made elsewhere names a path on that machine: look for the file beside it here."""
     import shutil
-    snapshot = measurement.get("snapshot") or measurement.get("measure_parameters", {}).get("snapshot_path")
+    snapshot = getattr(measurement, "snapshot", "") or measurement.measure_parameters.get("snapshot_path")
     if not snapshot:
         return
     candidates = [Path(snapshot)]

@@ -1,4 +1,4 @@
-"""Wave 8.10's measurement on a device (JSON-able, bytes): the TFT's training step profiled (torch.profiler's
+"""Wave 8.10's measurement on a device (plain data, bytes): the TFT's training step profiled (torch.profiler's
 categories as a second opinion), the other models beside it, and the seed's target state (every model in fp16,
 the TFT checkpointed). On a CPU without fp16 matrix-product kernels a checkpointed fp16 TFT step takes minutes:
 there the target state, a memory claim, is predicted on fake tensors by default (`target_state_slow`)."""
@@ -8,7 +8,6 @@ import dataclasses
 from typing import Any
 
 from foxlib.core.progress import progress
-from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
 from foxlib.memory import theory
@@ -81,4 +80,4 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)
     out["theory"]["activations_by_module"] = theory.activation_theory_by_block(cfg, dev.type)
-    return json_safe(out)
+    return out

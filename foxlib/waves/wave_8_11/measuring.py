@@ -1,4 +1,4 @@
-"""Wave 8.11's measurement on a device (JSON-able, bytes and seconds): every model profiled in each precision,
+"""Wave 8.11's measurement on a device (plain data, bytes and seconds): every model profiled in each precision,
 the TFT's step timed with the precisions alternating, and the TFT trained per precision and seed by the accuracy
 harness (foxlib.harness.training)."""
 from __future__ import annotations
@@ -9,7 +9,6 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
-from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.recipe import timed_step
 from foxlib.harness.timing import time_alternating
@@ -81,4 +80,4 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                                  min_skill=accuracy_min_skill_pct / 100)
     out.update(accuracy_runs=[r.to_dict() for r in results], accuracy=degradation(results),
                accuracy_harness=results[0].harness)
-    return json_safe(out)
+    return out

@@ -8,6 +8,7 @@ from typing import Any
 from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.timing import Timing
 from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.tolerances import predicted_profile
 
 SCHEMA_VERSION = 2
 """Of `Measurement.to_dict()`: a CUDA profile's peak is the model peak, its workspaces apart."""
@@ -42,7 +43,7 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
         return {"memory": {n: {p: prof.to_dict() for p, prof in per.items()} for n, per in self.memory.items()},
                 "timing": {p: t.to_dict() for p, t in self.timing.items()}}
 
-    def prediction_pairs(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""
-        return {f"{name} {precision}": ((self.predicted.get(name) or {}).get(precision), prof.to_dict())
+        return {f"{name} {precision}": (predicted_profile((self.predicted.get(name) or {}).get(precision)), prof)
                 for name, per in self.memory.items() for precision, prof in per.items()}

@@ -16,6 +16,8 @@ from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Ti
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import own_workspaces
+from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.tolerances import predicted_profile
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 
@@ -46,9 +48,10 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     same_function: dict[str, dict[str, Any]]
     timelines: dict[str, Any] | None = None  # absent with timelines=False
 
-    def prediction_pairs(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
-        """One per strategy."""
-        return {name: (self.predicted.get(name), profile) for name, profile in self.memory.items()}
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile | dict[str, Any]]]:
+        """One per strategy; a CUDA graph's step (no MemoryProfile: no activations; never predicted) as figures."""
+        return {n: (predicted_profile(self.predicted.get(n)), p if p.get("cuda_graph") else MemoryProfile.from_dict(p))
+                for n, p in self.memory.items()}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`measure()`, the wave's one entry that runs models, returning plain data (JSON-able, bytes). On CUDA every
+"""`measure()`, the wave's one entry that runs models, returning plain data (bytes). On CUDA every
 library is warmed up (`warm_up`), the context measured and the cap set, the ensemble trained interleaved
 (`train_cuda`) and served all at once (serve.py) with NVML sampled; on the CPU the run is accounted (`train_cpu`)."""
 from __future__ import annotations
@@ -14,7 +14,6 @@ import torch
 
 from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
 from foxlib.core.progress import progress
-from foxlib.core.results import json_safe
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import Timing, sync_device
@@ -134,7 +133,7 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
         out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
                    ensemble_precision, seed)
     out["card_class"] = facts
-    return json_safe(out)
+    return out
 
 
 def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
