@@ -1,11 +1,10 @@
 """The predicted-beside-measured table (foxlib/memory/tolerances.py) on hand-made profiles."""
 import dataclasses
-import json
 import math
 
 from foxlib.memory import tolerances as prediction
-from foxlib.core.config import MB, ROOT
-from foxlib.core.critical_path import get_wave
+from foxlib.core.config import MB
+from tests.conftest import committed_measurement
 
 
 def profile(**kw):
@@ -41,24 +40,20 @@ def test_zero_measured_and_missing_prediction():
     assert "no prediction" in prediction.compare(None, profile(), "cpu")["why"].iloc[0]
 
 
-def committed(wave):
-    """The wave's committed CPU measurement, typed (its records.Measurement)."""
-    path = ROOT / "reports" / "cpu" / f"wave-{wave}" / "measurement.json"
-    return get_wave(wave).part("records").Measurement.from_dict(json.loads(path.read_text()), str(path))
-
-
 def test_pairs_and_summary_for_each_wave_shape():
     p, q = profile(), profile(peak=12 * MB)  # peak +20 %
-    m_810, m_811 = committed("8.10"), committed("8.11")
+    m_810, m_811 = committed_measurement("cpu", "8.10"), committed_measurement("cpu", "8.11")
     typed = dataclasses.replace(m_810.tft.profile, **p)
     m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=typed, predicted=q),
                                 ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=typed,
                                                                      predicted=None)})
     m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": typed, "bf16": typed}}, predicted={"tft": {"fp32": p}})
-    m_812 = dataclasses.replace(committed("8.12"), memory={"fp32 (baseline)": p}, predicted={"fp32 (baseline)": p})
+    m_812 = dataclasses.replace(committed_measurement("cpu", "8.12"), memory={"fp32 (baseline)": p},
+                                predicted={"fp32 (baseline)": p})
     assert list(m_810.prediction_pairs()) == ["tft", "dqn"]
     assert list(m_811.prediction_pairs()) == ["tft fp32", "tft bf16"]
-    assert list(m_812.prediction_pairs()) == ["fp32 (baseline)"] and committed("8.13").prediction_pairs() == {}
+    assert list(m_812.prediction_pairs()) == ["fp32 (baseline)"]
+    assert committed_measurement("cpu", "8.13").prediction_pairs() == {}
     assert m_810.prediction_pairs()["tft"] == (q, typed.to_dict())
     assert m_811.prediction_pairs()["tft bf16"] == (None, typed.to_dict())
     s = prediction.summary(m_810.prediction_pairs(), "cpu").set_index("step")
