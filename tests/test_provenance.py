@@ -68,6 +68,16 @@ def test_banner_shows_revisions_and_device(m, clean):
     assert "uncommitted" not in banner and "Variant" not in banner
 
 
+def test_banner_names_the_measured_revision_results_json_names(m, clean, monkeypatch):
+    """One definition of the revision a measurement was made at (results.measured_revision), for the typed
+    measurement the banner reads as for the data results.json is built from."""
+    m = dataclasses.replace(m, environment={**m.environment, "git_revision": "cafe456"})
+    assert results.measured_revision(m) == results.measured_revision(m.to_dict()) == "cafe456"
+    assert "measured at revision <code>cafe456</code>" in notebook.verdict_banner("8.10", [], m)
+    monkeypatch.setattr(results, "measured_revision", lambda measurement: "0ne0def")
+    assert "measured at revision <code>0ne0def</code>" in notebook.verdict_banner("8.10", [], m)
+
+
 def test_banner_says_so_when_made_from_uncommitted_changes(m, monkeypatch):
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123+dirty")
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
