@@ -19,6 +19,8 @@ os.environ.setdefault("FOXLIB_PROGRESS", "0")
 
 import functools  # noqa: E402
 import gc  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -111,3 +113,33 @@ def tiny_8_10_rendered(tiny_8_10, tmp_path_factory):
     before = snapshot(reports)
     out = run_wave("8.10", {"measurements": str(source)}, reports_dir=reports, progress=False, allow_dirty=True)
     return out, source, reports, before
+
+
+# The committed canonical reports (reports/<device>/wave-<N>/), read one way by every test that reads them.
+def committed_path(device: str, wave: str, name: str = "measurement.json") -> Path:
+    """reports/<device>/wave-<wave>/<name> of this repository: a committed canonical report's file."""
+    from foxlib.core.config import ROOT
+    return ROOT / "reports" / device / f"wave-{wave}" / name
+
+
+@functools.cache
+def _committed_text(path: Path) -> str:
+    return path.read_text()
+
+
+def committed(device: str, wave: str, name: str = "measurement.json", *, skip_missing: bool = False) -> dict:
+    """The data of a committed report's file (committed_path): measurement.json by default, or results.json. A new
+    dict on each call (tests edit what they get). skip_missing: the test is skipped, naming the file, where the
+    repository holds none (else FileNotFoundError)."""
+    path = committed_path(device, wave, name)
+    if skip_missing and not path.is_file():
+        pytest.skip(f"no committed {path.relative_to(path.parents[3])}")
+    return json.loads(_committed_text(path))
+
+
+def committed_measurement(device: str, wave: str, *, skip_missing: bool = False):
+    """The committed measurement typed as a render reads it: the wave's records.Measurement, from_dict with the file
+    named as its source."""
+    from foxlib.core.critical_path import get_wave
+    data = committed(device, wave, skip_missing=skip_missing)
+    return get_wave(wave).part("records").Measurement.from_dict(data, str(committed_path(device, wave)))

@@ -1,13 +1,12 @@
 """The answer per class of card (foxlib.core.card_classes): what each class runs, 8.12's recommendation per
 class, 8.13's class checks, and the index's first lines."""
-import json
-
 import pytest
 import torch
 
 from foxlib.core import card_classes as cc
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import ROOT
+from tests.conftest import committed_measurement
 
 
 @pytest.mark.parametrize("capability, name", [("7.5", "fp16"), ("7.0", "fp16"), ("8.0", "bf16"), ("8.9", "bf16"),
@@ -33,8 +32,7 @@ def test_what_each_class_runs():
 
 def test_8_12_recommends_per_class_among_what_the_class_runs():
     from foxlib.waves.wave_8_12 import analysis, records, tables
-    m = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "measurement.json").read_text())
-    rec = records.Measurement812.from_measurement(records.Measurement.from_dict(m))
+    rec = records.Measurement812.from_measurement(committed_measurement("h200", "8.12"))
     per = analysis.recommend_per_class(rec, load_budgets())
     assert set(per) == {"bf16", "fp16"}
     assert per["bf16"]["strategy"] == analysis.recommend(rec, load_budgets())["strategy"]  # every strategy is open to it

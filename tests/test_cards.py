@@ -1,15 +1,12 @@
 """Which card fits: hand-made figures, boundaries, sources; wave 8.13's committed measurement."""
-import json
-from pathlib import Path
-
 import pytest
 
 from foxlib.waves.wave_8_13 import cards
 from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
 from foxlib.waves.wave_8_13.records import Measurement
+from tests.conftest import committed, committed_measurement
 
 HEADROOM = 500 * 10**6
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fp(name="c", training=1 * GIB, serving=1 * GIB, source="predicted", **kw):
@@ -120,12 +117,9 @@ def test_bad_input_names_the_valid_choices():
 
 @pytest.mark.parametrize("device", ["h200", "cpu"])
 def test_committed_8_13_measurement(device):
-    folder = ROOT / "reports" / device / "wave-8.13"
-    if not (folder / "measurement.json").is_file():
-        pytest.skip(f"no committed wave 8.13 report for {device}")
-    m = json.loads((folder / "measurement.json").read_text())
+    m = committed(device, "8.13", skip_missing=True)
     rec = Measurement.from_dict(m)
-    res = json.loads((folder / "results.json").read_text())
+    res = committed(device, "8.13", "results.json")
     fp = cards.measured_footprint("8.13's configuration", rec)
     members = cards.measured_members(rec)
     assert list(members) == m["order"]
@@ -162,10 +156,7 @@ def test_predict_configuration_of_one_small_model():
 
 def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
     """The one call a report makes: measured on the emulated card, predicted elsewhere, extras predicted."""
-    path = ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json"
-    if not path.is_file():
-        pytest.skip("no committed H200 8.13 measurement")
-    m = Measurement.from_dict(json.loads(path.read_text()))
+    m = committed_measurement("h200", "8.13", skip_missing=True)
     calls = []
 
     def fake(name, members, **kw):
@@ -198,15 +189,12 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
     """The 8.13 report's one call: the measured configuration and both alternatives, judged with the budgets'
     headroom (predictions stubbed: they take a minute)."""
     from foxlib.core.budgets import load_budgets
-    from foxlib.waves.wave_8_13 import records
-    path = ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json"
-    if not path.is_file():
-        pytest.skip("no committed H200 8.13 measurement")
+    m = committed_measurement("h200", "8.13", skip_missing=True)
     monkeypatch.setattr(cards, "predict_configuration",
                         lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
                                                                     note=kw["note"]))
     budgets = load_budgets()
-    frame, notes = cards.report_section(records.Measurement.from_dict(json.loads(path.read_text())), budgets)
+    frame, notes = cards.report_section(m, budgets)
     assert frame.shape == (2 * 3, 2 + len(CARDS))  # the measured configuration and two alternatives
     assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].split("; ")[0].endswith("(measured)")
     assert frame.iloc[2]["GeForce GTX 1650 (4 GB)"] == "no: 5,000.0 of 4,295.0 MB, 705.0 MB short (predicted)"

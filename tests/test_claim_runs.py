@@ -4,6 +4,7 @@ import pytest
 
 from foxlib.core import seed_claims as sc
 from foxlib.waves.wave_8_12 import claim_runs as cr
+from tests.conftest import committed, committed_measurement
 
 
 @pytest.mark.parametrize("text, ratio", [("+20% faster", 1 / 1.2), ("-40% slower", 1 / 0.6), ("-75% slower", 4.0),
@@ -134,15 +135,11 @@ def test_claim_runs_run_in_fresh_processes_and_skip_16_bit_without_kernels(monke
 
 
 def test_the_page_says_the_reading_and_why_a_cpu_has_no_runs():
-    import json
-
-    from foxlib.core.config import ROOT
     from foxlib.waves.wave_8_12.tables import claim_runs_table, claim_runs_text
-    from foxlib.waves.wave_8_12.records import Measurement, Measurement812
+    from foxlib.waves.wave_8_12.records import Measurement812
 
     def record(device):
-        data = json.loads((ROOT / f"reports/{device}/wave-8.12/measurement.json").read_text())
-        return Measurement812.from_measurement(Measurement.from_dict(data))
+        return Measurement812.from_measurement(committed_measurement(device, "8.12"))
     gpu, cpu = record("h200"), record("cpu")
     assert claim_runs_text(gpu, 3) == f"Reading: {sc.SPEED_READING}."
     assert len(claim_runs_table(gpu)) == len(gpu.claim_runs) == len(cr.CLAIM_STRATEGIES)
@@ -174,7 +171,7 @@ def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
 
     from foxlib.waves.wave_8_12.strategies import STRATEGIES
     root = Path(__file__).resolve().parent.parent / "reports" / "h200"
-    sets = [json.loads((root / "wave-8.12" / "measurement.json").read_text())["claim_runs"]]
+    sets = [committed("h200", "8.12")["claim_runs"]]
     sets += [json.loads(p.read_text())["claim_runs"] for p in sorted((root / "claim-runs").glob("claim-runs-*.json"))]
     assert len(sets) == 5
     verdicts = []

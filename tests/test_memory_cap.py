@@ -12,6 +12,7 @@ from foxlib.core.config import MB
 from foxlib.models import ENSEMBLE
 from foxlib.waves.wave_8_13 import analysis, cap, measuring, members, nvml, records, tables
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, account_training, oom_where
+from tests.conftest import committed
 
 TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"precision": "fp32"}'}
 
@@ -145,10 +146,7 @@ def test_the_small_ensemble_trains_and_serves_under_a_real_4_gb_cap():
 
 # ----------------------------------------------------------------------------- the honest cap: pure parts
 
-import json  # noqa: E402
 import threading  # noqa: E402
-
-from foxlib.core.config import ROOT  # noqa: E402
 
 GIB = 2**30
 H200 = 150_109_880_320
@@ -239,10 +237,6 @@ def test_a_failing_or_blind_reader_gives_missing_samples_and_says_why():
 
 # ----------------------------------------------------------------------------- the check in a measurement
 
-def _committed(device):
-    return json.loads((ROOT / "reports" / device / "wave-8.13" / "measurement.json").read_text())
-
-
 def _with_samples(m, samples, note="this process found in NVML's process list"):
     return {**m, "schema_version": 2, "nvml": {"applicable": any(v is not None for _, _, v in samples),
                                               "note": note, "interval_s": 0.015,
@@ -250,7 +244,7 @@ def _with_samples(m, samples, note="this process found in NVML's process list"):
 
 
 def test_the_nvml_check_joins_the_verdict_on_a_gpu_measurement():
-    m = _committed("h200")
+    m = committed("h200", "8.13")
     card = m["cap"]["card_bytes"]
     fits = _with_samples(m, [(0.0, "start", 900 * MB), (0.1, "training", 1_950 * MB), (0.2, "inference", 1_400 * MB)])
     checks = analysis.checks(_typed(fits), load_budgets())
@@ -282,7 +276,7 @@ def _cpu_nvml_not_applicable(m):
 
 def test_on_the_cpu_the_nvml_check_is_not_applicable():
     """The committed CPU run's record (the slow tier asserts the same of a fresh capped run)."""
-    _cpu_nvml_not_applicable(_committed("cpu"))
+    _cpu_nvml_not_applicable(committed("cpu", "8.13"))
 
 
 @pytest.mark.slow
@@ -293,7 +287,7 @@ def test_a_fresh_cpu_run_records_the_nvml_check_as_not_applicable(capped):
 def test_the_cap_is_shown_over_the_card_once_the_context_grew():
     """The committed H200 run with its context at the end of inference grown 64 MB past any it measured: the cap
     was card − context, so the table says the cap plus that context is over the card."""
-    m = _committed("h200")
+    m = committed("h200", "8.13")
     cap = m["cap"]
     grown = max(cap["context_bytes"], m["training"]["context_end_bytes"], m["inference"]["context_end_bytes"]) + 64 * MB
     m = {**m, "inference": {**m["inference"], "context_end_bytes": grown}}
@@ -349,7 +343,7 @@ def test_the_warm_up_runs_every_model_and_leaves_nothing_but_workspaces(monkeypa
 
 def test_the_committed_h200_cap_plus_the_largest_context_is_the_card():
     """Measured after the warm-up: the context did not grow past the figure the cap was set from."""
-    m = _committed("h200")
+    m = committed("h200", "8.13")
     if m.get("schema_version", 1) < 2:
         pytest.skip("the committed H200 8.13 predates the warm-up")
     cap = m["cap"]

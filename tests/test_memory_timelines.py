@@ -12,6 +12,7 @@ from foxlib.memory.timeline_chart import timeline_chart
 from foxlib.harness.timelines import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
                                            keep_beside, measure_timelines, own_timelines, viewer_html_file)
 from foxlib.models import MODELS
+from tests.conftest import committed
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 H200 = os.path.join(ROOT, "reports", "h200", "wave-8.10")
@@ -122,8 +123,7 @@ def test_cuda_replay_counts_blocks_not_requests():
 def test_committed_h200_snapshot_peak_is_the_allocators_peak():
     """The replay of the committed H200 snapshot (seed TFT, fp32) reproduces what profile_step measured
     on that step: bytes at its start, its forward's peak and its peak (max_memory_allocated)."""
-    with open(os.path.join(H200, "measurement.json")) as f:
-        profile = json.load(f)["tft"]["profile"]
+    profile = committed("h200", "8.10")["tft"]["profile"]
     s = load(os.path.join(H200, "memory_snapshot.pickle"), label="seed fp32")
     assert s.device == "cuda" and s.reconstruction_error_bytes == 0
     assert s.start_bytes == profile["cuda"]["allocated_at_step_start_bytes"]

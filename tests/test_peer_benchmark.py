@@ -225,6 +225,23 @@ def test_ratios_intervals_and_checks():
     assert "step_time_interval" not in fig.ratios(res)["foxlib_default"]
 
 
+def test_the_page_shows_the_files_verdicts_and_limits_not_judged_again():
+    """The answer's PASS/FAIL and target are the file's checks (fig.stored_checks), one value each; a file lacking a
+    target's check is refused, naming it."""
+    res = json.loads(FIXTURE.read_text())
+
+    def best():
+        row = next(r for r in peer_page.context(res)["answer"] if r["name"] == "foxlib_best")
+        return row["peak_passed"], row["step_passed"], row["target"]
+    assert best() == (True, False, 0.5)  # peak 0.45, step 0.61: the fixture's checks
+    for c in res["checks"]:
+        if c["name"] == fig.check_name(res, "foxlib_best", "step_time"):
+            c.update(limit=0.7, passed=True)
+    assert best() == (True, True, 0.7)
+    res["checks"] = [c for c in res["checks"] if c["name"] != fig.check_name(res, "foxlib_default", "peak")]
+    assert peer_page.missing_keys(res) == ["checks.foxlib_default.peak"]
+
+
 def test_the_page_shows_all_three_peers_with_foxlibs_ratios_and_intervals(fixture_copy, clean):
     """pytorch-forecasting, neuralforecast and darts (skip_interpolation off and on, same configuration and
     defaults): foxlib's default and best over each measured peer row, with the step-time interval; a library

@@ -22,6 +22,7 @@ from benchmarks.peer import best as best_row, configuration as conf  # noqa: E40
 from foxlib.models import MODELS  # noqa: E402
 from foxlib.harness.step_options import StepOptions  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
+from tests.conftest import committed  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "peer-benchmark.json"
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
@@ -64,7 +65,7 @@ def test_best_gives_the_cuda_graph_and_options_too(tmp_path):
                                                                  "tf32": False, "cudnn": True, "compile": False,
                                                                  "cpp_wrapper": False}
     # the committed H200 recommendation reads as the file states it
-    rec = json.loads((ROOT / "reports" / "h200" / "wave-8.12" / "results.json").read_text())["recommended"]
+    rec = committed("h200", "8.12", "results.json")["recommended"]
     published = conf.best_configuration(None, "h200", ROOT / "reports")
     assert published["cuda_graph"] is bool(rec.get("cuda_graph"))
     assert StepOptions.from_dict(published["options"]) == StepOptions.from_dict(rec.get("options"))

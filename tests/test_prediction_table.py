@@ -1,12 +1,11 @@
 """The predicted-beside-measured table (foxlib/memory/tolerances.py) on hand-made profiles."""
 import dataclasses
-import json
 import math
 
 from foxlib.memory import tolerances as prediction
 from foxlib.memory.profile import MemoryProfile
-from foxlib.core.config import MB, ROOT
-from foxlib.core.critical_path import get_wave
+from foxlib.core.config import MB
+from tests.conftest import committed_measurement
 
 
 def profile(**kw):
@@ -45,27 +44,21 @@ def test_zero_measured_and_missing_prediction():
     assert prediction.predicted_profile(profile().to_dict()) == profile() and prediction.predicted_profile(None) is None
 
 
-def committed(wave):
-    """The wave's committed CPU measurement, typed (its records.Measurement)."""
-    path = ROOT / "reports" / "cpu" / f"wave-{wave}" / "measurement.json"
-    return get_wave(wave).part("records").Measurement.from_dict(json.loads(path.read_text()), str(path))
-
-
 def test_pairs_and_summary_for_each_wave_shape():
     p, q = profile(), profile(peak=12 * MB)  # peak +20 %
-    m_810, m_811 = committed("8.10"), committed("8.11")
+    m_810, m_811 = committed_measurement("cpu", "8.10"), committed_measurement("cpu", "8.11")
     # the records hold a prediction as stored (a profile's dict) and give it typed, beside the typed measurement
     m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=p, predicted=q.to_dict()),
                                 ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=p,
                                                                      predicted=None)})
     m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": p, "bf16": p}}, predicted={"tft": {"fp32": p.to_dict()}})
     graph = {"peak": 30 * MB, "workspace_bytes": MB, "activations": None, "cuda_graph": True}  # no MemoryProfile
-    m_812 = dataclasses.replace(committed("8.12"), memory={"fp32 (baseline)": p.to_dict(), "CUDA graph": graph},
+    m_812 = dataclasses.replace(committed_measurement("cpu", "8.12"), memory={"fp32 (baseline)": p.to_dict(), "CUDA graph": graph},
                                 predicted={"fp32 (baseline)": p.to_dict(), "CUDA graph": {"error": "not predicted"}})
     assert list(m_810.prediction_pairs()) == ["tft", "dqn"]
     assert list(m_811.prediction_pairs()) == ["tft fp32", "tft bf16"]
     assert list(m_812.prediction_pairs()) == ["fp32 (baseline)", "CUDA graph"]
-    assert committed("8.13").prediction_pairs() == {}
+    assert committed_measurement("cpu", "8.13").prediction_pairs() == {}
     assert m_810.prediction_pairs()["tft"] == (q, p)
     assert m_811.prediction_pairs()["tft bf16"] == (None, p)
     assert m_812.prediction_pairs()["CUDA graph"] == ("not predicted", graph)

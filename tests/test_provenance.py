@@ -12,15 +12,12 @@ from foxlib.run import notebook_cells as notebook
 from foxlib.core import provenance, results
 from foxlib.core.budgets import Check
 from foxlib.core.config import ROOT
-from foxlib.waves.wave_8_10.records import Measurement
-from foxlib.waves.wave_8_11.records import Measurement as Measurement811
-
-MEASUREMENT = ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json"
+from tests.conftest import committed, committed_measurement
 
 
 @pytest.fixture
 def m():
-    return Measurement.from_dict(json.loads(MEASUREMENT.read_text()), str(MEASUREMENT))
+    return committed_measurement("cpu", "8.10")
 
 
 @pytest.fixture
@@ -60,7 +57,7 @@ def test_finish_writes_the_run_kind(m, clean, tmp_path):
     res = notebook.finish("8.10", params, m, [Check.at_most("a", 1, 2, "bytes")])
     assert res["run"] == {"device_type": "cpu", "device_defaults": {}, "variant": None, "differs": {}}
     assert json.loads((out / "results.json").read_text())["rendered_at_revision"] == "feed123"
-    assert json.loads((out / "measurement.json").read_text()) == json.loads(MEASUREMENT.read_text())
+    assert json.loads((out / "measurement.json").read_text()) == committed("cpu", "8.10")
 
 
 def test_banner_shows_revisions_and_device(m, clean):
@@ -69,6 +66,16 @@ def test_banner_shows_revisions_and_device(m, clean):
             in banner)
     assert m.device["name"] in banner and f" · {m.measured_at} · " in banner and "<code>cpu</code>" in banner
     assert "uncommitted" not in banner and "Variant" not in banner
+
+
+def test_banner_names_the_measured_revision_results_json_names(m, clean, monkeypatch):
+    """One definition of the revision a measurement was made at (results.measured_revision), for the typed
+    measurement the banner reads as for the data results.json is built from."""
+    m = dataclasses.replace(m, environment={**m.environment, "git_revision": "cafe456"})
+    assert results.measured_revision(m) == results.measured_revision(m.to_dict()) == "cafe456"
+    assert "measured at revision <code>cafe456</code>" in notebook.verdict_banner("8.10", [], m)
+    monkeypatch.setattr(results, "measured_revision", lambda measurement: "0ne0def")
+    assert "measured at revision <code>0ne0def</code>" in notebook.verdict_banner("8.10", [], m)
 
 
 def test_banner_says_so_when_made_from_uncommitted_changes(m, monkeypatch):
@@ -89,8 +96,7 @@ def test_banner_of_a_variant_says_what_differs(m, clean):
 
 
 def test_banner_names_the_cpu_defaults_it_used(clean):
-    path = ROOT / "reports" / "cpu" / "wave-8.11" / "measurement.json"
-    m = Measurement811.from_dict(json.loads(path.read_text()), str(path))
+    m = committed_measurement("cpu", "8.11")
     banner = notebook.verdict_banner("8.11", [Check.at_most("a", 1, 2, "bytes")], m)
     assert "Defaults for the CPU" in banner and "timing_repeats = 5" in banner and "not the canonical" not in banner
 

@@ -2,14 +2,12 @@
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from foxlib.report import reading
 from foxlib.core.budgets import Check
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import committed
 
 
 def _check(measured, limit, passed=None, name="peak", unit="bytes"):
@@ -55,10 +53,7 @@ def test_the_answer_counts_and_orders():
 
 
 def test_the_answer_on_a_committed_report():
-    path = ROOT / "reports" / "h200" / "wave-8.13" / "results.json"
-    if not path.is_file():
-        pytest.skip("no committed H200 8.13 report")
-    res = json.loads(path.read_text())
+    res = committed("h200", "8.13", "results.json", skip_missing=True)
     text = reading.answer_block(res["checks"], res["wave"]).markdown
     assert f"**Wave 8.13: {res['verdict']}**" in text
     assert f"{res['checks'][0]['measured'] / 1e6:,.1f} MB" in text

@@ -72,3 +72,32 @@ def test_every_figure_has_alt_text_and_a_caption_tables_fit_and_the_index_is_lin
     assert seen["images_without_alt"] == [] and seen["images_without_caption"] == []
     assert seen["widest_table_px"] <= 1400
     assert (ROOT / "reports" / "index.html").resolve() in [_local(report, h) for h in seen["links"]]
+
+
+@pytest.mark.slow
+def test_the_alt_check_counts_nbconvert_s_placeholder_as_no_alt_text(tmp_path):
+    """nbconvert's HTML export of a bare matplotlib PNG gives its <img> a placeholder alt
+    (foxlib.report.captioned.PLACEHOLDER_ALTS): the page's check counts it without alt text, as it does an empty
+    alt, and not a described image."""
+    import base64
+
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from foxlib.report import captioned
+    png = base64.b64encode(bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c63f8cfc0f01f0005000201a0c5d1b50000000049454e44ae426082")).decode()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("chart()")
+    bare = {"image/png": png, "text/plain": "<Figure>"}  # nbconvert gives it the placeholder
+    empty = {"text/html": f'<img src="data:image/png;base64,{png}" alt="">'}
+    described = captioned.bundle(base64.b64decode(png), "A dot: one pixel.", "A dot.")[0]
+    cell.outputs = [nbformat.v4.new_output("display_data", data=d) for d in (bare, empty, described)]
+    nb.cells = [cell]
+    body, _ = HTMLExporter(template_name="lab", exclude_input=True).from_notebook_node(nb)
+    assert body.count(f'alt="{captioned.PLACEHOLDER_ALTS[0]}"') == 1
+    page = tmp_path / "page.html"
+    page.write_text(body)
+    seen = check_page(page)
+    assert seen["images"] == 3 and seen["broken_images"] == [] and len(seen["images_without_alt"]) == 2

@@ -16,7 +16,7 @@ from foxlib.core.config import ROOT
 from foxlib.core.parameters import ParameterError, read_parameters, resolve
 from foxlib.core.critical_path import WAVES
 
-COMMITTED = {w: ROOT / "reports" / "cpu" / f"wave-{w}" / "measurement.json" for w in WAVES}
+from tests.conftest import committed, committed_path
 
 
 def _snapshot(folder):
@@ -107,10 +107,6 @@ def test_a_nan_budget_is_refused_by_the_cli(reports, tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- measurement files
 
-def _measurement(wave="8.10"):
-    return json.loads(COMMITTED[wave].read_text())
-
-
 def _edit(data, path, value):
     *head, last = path
     obj = data
@@ -148,7 +144,7 @@ def _edit(data, path, value):
 ])
 def test_bad_measurement_files_are_refused_before_anything_is_written(reports, tmp_path, path, value, message,
                                                                        capsys):
-    data = _edit(_measurement(), path, value)
+    data = _edit(committed("cpu", "8.10"), path, value)
     source = tmp_path / "m.json"
     source.write_text(json.dumps(data))  # json writes NaN and Infinity as such: a file foxlib never writes
     before = _snapshot(reports)
@@ -186,7 +182,7 @@ def test_only_the_named_parts_of_a_measurement_are_optional(wave):
 
 @pytest.mark.parametrize("wave", list(WAVES))
 def test_a_measurement_without_its_models_is_refused(wave):
-    data = _measurement(wave)
+    data = committed("cpu", wave)
     for key in _required(wave):
         broken = copy.deepcopy(data)
         del broken[key]
@@ -197,7 +193,7 @@ def test_a_measurement_without_its_models_is_refused(wave):
 def test_wave_8_12_may_lack_only_its_optional_parts():
     """timelines (timelines=False) and resumed (a run not resumed) may be absent; a key it does not hold is
     refused; typed, the measurement writes back the file it was read from, key for key."""
-    data = json.loads((ROOT / "reports/h200/wave-8.12/measurement.json").read_text())
+    data = committed("h200", "8.12")
     assert {"timelines", "resumed"} <= set(data) and "schema_version" not in data
     for key in ("timelines", "resumed"):
         preflight.check_measurement_data("8.12", {k: v for k, v in data.items() if k != key})
@@ -216,9 +212,9 @@ def test_the_notebook_reads_its_measurement_typed_and_checked(wave, tmp_path):
     """measure_or_load gives the wave's records.Measurement, which writes back the file it read; a file its
     type refuses fails there, naming the file."""
     from foxlib.run import notebook_cells
-    m = notebook_cells.measure_or_load(wave, {"measurements": str(COMMITTED[wave])})
+    m = notebook_cells.measure_or_load(wave, {"measurements": str(committed_path("cpu", wave))})
     assert type(m) is WAVES[wave].part("records").Measurement
-    assert m.to_dict() == json.loads(COMMITTED[wave].read_text())
+    assert m.to_dict() == committed("cpu", wave)
     bad = tmp_path / "measurement.json"
     bad.write_text(json.dumps({**m.to_dict(), "bogus": 1}))
     with pytest.raises(ValueError, match=f"{re.escape(str(bad))} holds bogus"):

@@ -14,6 +14,7 @@ from foxlib.core.config import ROOT
 from foxlib.core.parameters import (CPU_DEFAULTS, CPU_8_12_STRATEGIES, defaults_for, read_parameters, run_kind,
                                variant_name)
 from foxlib.core.critical_path import WAVES
+from tests.conftest import committed, committed_path
 
 COMMITTED = ROOT / "reports"
 
@@ -88,7 +89,7 @@ def test_device_defaults_are_not_a_variant_but_other_values_are():
 
 
 def test_a_measurement_made_with_other_parameters_renders_as_a_variant():
-    m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    m = committed("cpu", "8.10")
     params = defaults_for("8.10", read_parameters(WAVES["8.10"].notebook), "cpu")
     assert run_kind("8.10", {**params, "measurements": "m.json"}, m["measure_parameters"], "cpu").variant is None
     m["measure_parameters"]["batch_size"] = 8
@@ -132,7 +133,7 @@ def test_the_index_shows_every_revision_short(tmp_path):
 # ----------------------------------------------------------------------------- one run at a time
 
 def test_a_second_run_of_the_same_report_says_one_is_running(tmp_path, capsys):
-    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    source = committed_path("cpu", "8.10")
     p = runner.plan("8.10", {"measurements": str(source)}, tmp_path)
     with runner._locked(p):
         before = _snapshot(tmp_path)
@@ -176,7 +177,7 @@ def test_a_run_replaces_only_its_report_and_leaves_no_work_folder(tmp_path, monk
     final = _canonical(tmp_path)
     (tmp_path / "cpu" / ".wave-8.10.abc.partial").mkdir()  # a killed run's leftovers: removed under the lock
     (tmp_path / "cpu" / ".wave-8.10.partial").mkdir()
-    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    source = committed_path("cpu", "8.10")
     assert runner.run_wave("8.10", {"measurements": str(source)}, tmp_path, progress=False) == final.resolve()
     assert (final / "report.html").read_text() == "new"
     assert sorted(p.name for p in (tmp_path / "cpu").iterdir()) == [".wave-8.10.lock", "wave-8.10"]
@@ -190,7 +191,7 @@ def test_a_run_replaces_only_its_report_and_leaves_no_work_folder(tmp_path, monk
 def test_os_errors_are_one_line_and_leave_nothing_behind(tmp_path, monkeypatch, capsys, error, says):
     _fake_papermill(monkeypatch, fail_render=error)
     final = _canonical(tmp_path)
-    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    source = committed_path("cpu", "8.10")
     assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
@@ -208,7 +209,7 @@ def test_a_failed_publish_puts_the_previous_report_back(tmp_path, monkeypatch, c
             raise OSError(errno.ENOSPC, "No space left on device", str(target))
         return real(self, target)
     monkeypatch.setattr(Path, "rename", rename)
-    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    source = committed_path("cpu", "8.10")
     assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
     assert "the disk is full" in capsys.readouterr().err
     assert (final / "report.html").read_text() == "old"
@@ -226,7 +227,7 @@ def test_a_report_folder_that_cannot_be_replaced_is_found_before_the_run(tmp_pat
             raise PermissionError(errno.EACCES, "Permission denied", str(dir))
         return real(*args, dir=dir, **kwargs)
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
-    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    source = committed_path("cpu", "8.10")
     before = _snapshot(tmp_path)
     assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
@@ -238,7 +239,7 @@ def test_a_dirty_tree_is_refused_unless_allowed(monkeypatch, tmp_path, capsys):
     from foxlib.core import provenance
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234+dirty")
     monkeypatch.delenv("FOXLIB_ALLOW_DIRTY")
-    source = COMMITTED / "cpu" / "wave-8.10" / "measurement.json"
+    source = committed_path("cpu", "8.10")
     args = ["report", "--wave", "8.10", "-p", f"measurements={source}", "--reports-dir", str(tmp_path)]
     assert main(args) == 2
     assert "uncommitted changes (revision abc1234+dirty)" in capsys.readouterr().err
@@ -250,7 +251,7 @@ def test_a_dirty_tree_is_refused_unless_allowed(monkeypatch, tmp_path, capsys):
 def test_a_dirty_measurement_is_refused_unless_allowed(monkeypatch, tmp_path):
     from foxlib.core import provenance
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "abc1234")
-    m = json.loads((COMMITTED / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    m = committed("cpu", "8.10")
     m["environment"]["git_revision"] = "0ld0ne+dirty"
     with pytest.raises(provenance.ProvenanceError, match="measurement: measured from uncommitted changes"):
         runner.check_revision(False, m)

@@ -10,7 +10,7 @@ import sys
 from foxlib.core.config import MB, ROOT
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_10 import analysis, measuring, records, tables
-from tests.conftest import TINY_8_10
+from tests.conftest import TINY_8_10, committed
 
 
 @pytest.mark.slow
@@ -172,7 +172,7 @@ def _record(wave, device):
     from foxlib.waves.wave_8_10 import records as records_8_10
     from foxlib.waves.wave_8_11 import records as records_8_11
     module = records_8_10 if wave == "8.10" else records_8_11
-    data = json.loads((ROOT / "reports" / device / f"wave-{wave}" / "measurement.json").read_text())
+    data = committed(device, wave)
     return module, data, module.Measurement.from_dict(data)
 
 
@@ -297,17 +297,17 @@ def test_measure_keeps_a_measurement_it_cannot_read_back_and_names_it(tmp_path, 
     """`foxlib measure` checks what the wave measured as a render will read it: a measurement that would fail
     there fails here, naming the file, which is kept as measured (a long GPU run is not lost)."""
     from foxlib.run.cli import main
-    committed = json.loads((ROOT / "reports" / "cpu" / "wave-8.10" / "measurement.json").read_text())
+    data = committed("cpu", "8.10")
     monkeypatch.setenv("FOXLIB_ALLOW_DIRTY", "1")
     header = ("wave", "measured_at", "measure_parameters")  # the runner's (notebook_cells.measure)
-    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in committed.items() if k not in header}
+    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in data.items() if k not in header}
                         | {"tft": None})
     out = tmp_path / "wave-8.10.json"
     assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 2
     assert str(out) in capsys.readouterr().err and json.loads(out.read_text())["tft"] is None
     # a measurement that reads back is written as its record writes it (to_dict: measurement.json's order)
-    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in committed.items() if k not in header})
+    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in data.items() if k not in header})
     assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 0
     written = json.loads(out.read_text())
-    assert list(written) == list(committed) and {k: v for k, v in written.items() if k not in header} == {
-        k: v for k, v in committed.items() if k not in header}
+    assert list(written) == list(data) and {k: v for k, v in written.items() if k not in header} == {
+        k: v for k, v in data.items() if k not in header}

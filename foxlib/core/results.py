@@ -6,10 +6,11 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.critical_path import WAVES
+from foxlib.core.schema import WaveMeasurement
 
 RESULTS_FILE = "results.json"
 MEASUREMENT_FILE = "measurement.json"
@@ -29,9 +30,14 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def measured_revision(measurement: dict[str, Any]) -> str | None:
-    """The revision a measurement was made at (its environment's git_revision)."""
-    return measurement.get("measured_at_revision") or (measurement.get("environment") or {}).get("git_revision")
+def measured_revision(measurement: Mapping[str, Any] | WaveMeasurement) -> str | None:
+    """The revision a measurement was made at: a results or benchmark file's measured_at_revision, else its
+    environment's git_revision (a measurement.json, as data or typed: WaveMeasurement, which holds only that)."""
+    if isinstance(measurement, WaveMeasurement):
+        stated, environment = None, measurement.environment
+    else:
+        stated, environment = measurement.get("measured_at_revision"), measurement.get("environment")
+    return stated or (environment or {}).get("git_revision")
 
 
 def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], checks: list[Check],

@@ -13,13 +13,21 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from foxlib.report.captioned import PLACEHOLDER_ALTS
+
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars", "--virtual-time-budget=10000"]
 
+# an image has alt text as foxlib.report.captioned.has_alt_text says: not missing, not blank, not a placeholder
 _PROBE = """<script>
 window.addEventListener('load', () => {
   const imgs = [...document.images];
+  const placeholders = __PLACEHOLDER_ALTS__;
+  const hasAlt = i => {
+    const alt = (i.getAttribute('alt') || '').trim().toLowerCase();
+    return !!alt && !placeholders.includes(alt);
+  };
   const verdict = document.querySelector('.foxlib-verdict');
   const box = verdict ? verdict.getBoundingClientRect() : null;
   document.body.setAttribute('data-foxlib-check', JSON.stringify({
@@ -30,7 +38,7 @@ window.addEventListener('load', () => {
     verdict_top_px: box ? box.top : null,
     tables: document.querySelectorAll('table').length,
     title: document.title,
-    images_without_alt: imgs.filter(i => !(i.getAttribute('alt') || '').trim()).map(i => i.src.slice(0, 60)),
+    images_without_alt: imgs.filter(i => !hasAlt(i)).map(i => i.src.slice(0, 60)),
     images_without_caption: imgs.filter(i => !(i.closest('figure') && i.closest('figure').querySelector('figcaption')))
                                 .map(i => i.src.slice(0, 60)),
     widest_table_px: Math.max(0, ...[...document.querySelectorAll('table')].map(t => t.getBoundingClientRect().width)),
@@ -45,7 +53,7 @@ window.addEventListener('load', () => {
     }).map(c => `${c.tagName.toLowerCase()} ${getComputedStyle(c).textAlign}: ${c.innerText.slice(0, 40)}`),
   }));
 });
-</script>"""
+</script>""".replace("__PLACEHOLDER_ALTS__", json.dumps([p.lower() for p in PLACEHOLDER_ALTS]))
 
 
 def chromium() -> str:

@@ -20,6 +20,10 @@ import nbformat
 META = "foxlib_figure"
 FIGURES_DIR = "figures"  # the folder beside report.md (foxlib.report.render.FIGURES_DIR)
 DPI = 110
+# alt text an exporter writes into an <img> that has none, describing nothing: nbconvert's HTMLExporter (7.x,
+# exporters/html.py) writes this one into every <img> without alt (a bare matplotlib PNG) and warns "Alternative
+# text is missing"
+PLACEHOLDER_ALTS = ("No description has been provided for this image",)
 
 
 def png_bytes(fig, dpi: int = DPI) -> bytes:
@@ -29,9 +33,15 @@ def png_bytes(fig, dpi: int = DPI) -> bytes:
     return buf.getvalue()
 
 
+def has_alt_text(alt: str | None) -> bool:
+    """Whether `alt` says something: not missing, not blank, not an exporter's placeholder (PLACEHOLDER_ALTS, in any
+    case). The browser check of a page (foxlib.report.browser) counts images by the same rule."""
+    return isinstance(alt, str) and alt.strip().casefold() not in {"", *(p.casefold() for p in PLACEHOLDER_ALTS)}
+
+
 def figure_html(png: bytes, alt: str, caption: str) -> str:
     """A self-contained <figure>: the PNG inline with its alt text, and a <figcaption>."""
-    if not isinstance(alt, str) or not alt.strip():
+    if not has_alt_text(alt):
         raise ValueError("a figure needs alt text: one or two sentences saying what the chart shows "
                          "(its axes, the marks and the values a reader should see)")
     if not isinstance(caption, str) or not caption.strip():

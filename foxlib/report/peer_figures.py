@@ -40,6 +40,8 @@ FOXLIB_ROWS = tuple(n for n in ROWS if n not in PEER_ROWS)
 COMPILED = {"foxlib_compiled_default": "default", "foxlib_compiled_reduce_overhead": "reduce-overhead"}
 # the issue's targets: foxlib's default no heavier (peak) and no slower than the peer; its best at most half
 TARGETS = {"foxlib_default": 1.0, "foxlib_best": 0.5}
+# what a target's check judges, by the ratio it reads: its name is "<row's label>: <this> / peer's" (check_name)
+CHECKED = {"peak": "peak training memory", "step_time": "median step time"}
 # the fast path's targets for the best row (benchmarks, not checks): a third of the peer's peak, a tenth of its step
 FAST_PATH_TARGETS = {"peak": 0.3, "step_time": 0.1}
 IN_GRAPH = "in the CUDA graph"  # a graphed step's activations and forward peak: not seen by any hook
@@ -141,18 +143,31 @@ def peers_table(res: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def check_name(res: dict[str, Any], name: str, key: str) -> str:
+    """The name of row `name`'s check of the ratio `key` (CHECKED)."""
+    return f"{label(res, name)}: {CHECKED[key]} / peer's"
+
+
 def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets: default no heavier (peak) and no slower; best at most half of both."""
+    """The issue's targets: default no heavier (peak) and no slower; best at most half of both. The measuring script
+    stores them ("checks"); a page reads them there (stored_checks)."""
     out = []
     for name, limit in TARGETS.items():
         r = res["ratios"].get(name)
         if r is None:
             continue
-        for key, what in (("peak", "peak training memory"), ("step_time", "median step time")):
+        for key in CHECKED:
             if key in r:
-                out.append({"name": f"{label(res, name)}: {what} / peer's", "measured": r[key], "limit": limit,
+                out.append({"name": check_name(res, name, key), "measured": r[key], "limit": limit,
                             "unit": "ratio", "passed": bool(r[key] <= limit)})
     return out
+
+
+def stored_checks(res: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
+    """Row `name`'s checks as the file stores them ("checks", by check_name), by the ratio each judges: their limit
+    and verdict are read, not judged again. {} for a row without a target."""
+    stored = {c["name"]: c for c in res["checks"]}
+    return {key: stored[check_name(res, name, key)] for key in CHECKED if check_name(res, name, key) in stored}
 
 
 def fast_path_lines(res: dict[str, Any]) -> list[str]:

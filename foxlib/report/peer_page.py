@@ -40,7 +40,8 @@ ROW_TIMING_KEYS = ("median_s", "iqr_s", "noisy")
 def missing_keys(res: dict[str, Any]) -> list[str]:
     """Every key of REQUIRED (and below) the results lack, as dotted paths: the peer's row, each measured row's
     figures (another library's its architecture, foxlib_best its cuda_graph, a compiled row its compile), each
-    row's ratios to the peer, each peer row's ratios_by_peer and each row not measured its not_run reason."""
+    row's ratios to the peer, each peer row's ratios_by_peer, each ratio with a target its check (the page shows
+    the file's verdict: fig.stored_checks) and each row not measured its not_run reason."""
     out = [k for k in REQUIRED if k not in res]
     out += [f"{k}.{s}" for k, keys in REQUIRED_IN.items() if k in res for s in keys if s not in res[k]]
     variants = res.get("variants", {})
@@ -55,6 +56,10 @@ def missing_keys(res: dict[str, Any]) -> list[str]:
             out.append(f"ratios.{name}.step_time")
         if name in fig.PEER_ROWS and "ratios_by_peer" in res and name not in res["ratios_by_peer"]:
             out.append(f"ratios_by_peer.{name}")
+        if name in fig.TARGETS and "label" in v and "ratios" in res and "checks" in res:  # a target's ratio: checked
+            named = {c.get("name") for c in res["checks"]}
+            out += [f"checks.{name}.{k}" for k in fig.CHECKED
+                    if k in res["ratios"].get(name, {}) and fig.check_name(res, name, k) not in named]
     if "not_run" in res:
         out += [f"not_run.{n}" for n in fig.ROWS if n not in variants and n not in res["not_run"]]
     return out
@@ -107,16 +112,18 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
                            "target": fig.TARGETS.get(name)}
     if v is None:
         return {**row, "reason": res["not_run"][name]}
-    r = res["ratios"][name]
+    r, checked = res["ratios"][name], fig.stored_checks(res, name)
     i = r.get("step_time_interval")
     row.update(precision=v["precision"], peak_ratio=r.get("peak"),
                peak_mb=fig.peak_mb(res, name),
                step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=i,
-               compile_s=(v.get("compile") or {}).get("compile_s"))
+               compile_s=(v.get("compile") or {}).get("compile_s"),
+               target=checked["step_time"]["limit"] if checked else None)  # the limit the file's checks judged
     if row["target"] is not None:
         limit = row["target"]
-        row["peak_passed"] = r.get("peak") is not None and r["peak"] <= limit
-        row["step_passed"] = r["step_time"] <= limit
+        # the file's verdicts (a peak not shown has no check: not passed)
+        row["peak_passed"] = "peak" in checked and checked["peak"]["passed"]
+        row["step_passed"] = checked["step_time"]["passed"]
         row["step_within_noise"] = bool(i and i["low"] <= limit <= i["high"])
     return row
 

@@ -118,7 +118,7 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
     failed = [c for c in checks if not c.passed]
     lines = "".join(f"<li>{html.escape(c.name)}: {_fmt(c.measured, c.unit)} &gt; limit {_fmt(c.limit, c.unit)}</li>"
                     for c in failed)
-    measured, rendered = measurement.environment.get("git_revision"), provenance.git_revision()
+    measured, rendered = results.measured_revision(measurement), provenance.git_revision()
     measured_html, rendered_html = html.escape(measured or "unknown"), html.escape(rendered or "unknown")
     notes = []
     if not (provenance.is_clean(measured) and provenance.is_clean(rendered)):

@@ -12,6 +12,7 @@ from typing import Any
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
+from foxlib.core.results import measured_revision
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.analysis import mb
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
@@ -193,7 +194,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         f"# Ensemble deployment — wave {WAVE} → {DEPLOYMENT}: **{'GO' if v == 'GO' else 'NO-GO'}**",
         "",
         f"Generated {now} from the wave {WAVE} measurement of {(m.measured_at or '?')} on "
-        f"**{m.device['name']}** ({m.device['type']}), torch {env.get('torch')}, git {env.get('git_revision')}. "
+        f"**{m.device['name']}** ({m.device['type']}), torch {env.get('torch')}, git {measured_revision(m)}. "
         "Memory in MB = 10^6 bytes.",
         "",
         analysis.depends_on_text(m),
