@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import torch
 
+from foxlib.core.schema import Record
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
@@ -56,7 +57,7 @@ ALL_CASES = CHECKPOINT_CASES + (CASES[2], CASES[3])
 
 
 @dataclass(frozen=True)
-class TimelineRun:
+class TimelineRun(Record):
     """One configuration's timeline and where its files are (None where skipped, with why)."""
     name: str
     recipe: dict[str, Any]
@@ -71,11 +72,6 @@ class TimelineRun:
     outside_bytes: int = 0
     """CUDA: bytes allocated at the step's start that are not the step's (workspaces, earlier computations'
     memory): in the series, not in profile_peak_bytes."""
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["series"] = self.series.to_dict() if self.series is not None else None
-        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TimelineRun":
