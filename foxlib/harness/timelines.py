@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import torch
 
+from foxlib.core.figures import slug
 from foxlib.core.schema import Record
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
@@ -80,10 +81,6 @@ class TimelineRun(Record):
         return cls(**d)
 
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-
-
 def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequence[TimelineCase] = CASES, *,
                       seed: int = 0, max_points: int = MAX_POINTS, viewer_html: bool = True,
                       prefix: str = "timeline") -> dict[str, TimelineRun]:
@@ -101,7 +98,7 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
         if case.cuda_graph and device.type != "cuda":
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
             continue
-        path = os.path.join(out_dir, f"{prefix}-{_slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
+        path = os.path.join(out_dir, f"{prefix}-{slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
         result, failures, used = None, [], None
         for stacks in STACKS_TRIED if device.type == "cuda" else STACKS_TRIED[:1]:
             try:
