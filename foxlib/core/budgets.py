@@ -1,14 +1,13 @@
 """Budgets (a TOML file users edit) and the checks and verdicts that follow from them."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from foxlib.core import config
+from foxlib.core.schema import Record
 
 # section -> key -> description; every key must be present and a positive finite number, and
 # no other section or key may appear (a misspelt budget would otherwise be ignored silently)
@@ -64,7 +63,7 @@ def load_budgets(path: str | Path | None = None) -> dict[str, dict[str, float]]:
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Record):
     """One pass/fail comparison of a measured value with its limit (measured <= limit passes)."""
     name: str
     measured: float
@@ -76,9 +75,6 @@ class Check:
     @classmethod
     def at_most(cls, name: str, measured: float, limit: float, unit: str, note: str = "") -> "Check":
         return cls(name, measured, limit, unit, bool(measured <= limit), note)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def verdict(checks: list[Check]) -> str:

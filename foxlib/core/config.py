@@ -16,6 +16,11 @@ KERNEL_NAME = "foxlib"  # the Jupyter kernel `make venv` registers for papermill
 MB = 10**6  # reports show MB = 10^6 bytes throughout; JSON holds bytes
 
 
+def to_mb(x: float | None, digits: int = 1) -> float | None:
+    """Bytes as a table's MB figure, rounded to `digits`; None where not measured."""
+    return None if x is None else round(x / MB, digits)
+
+
 def env_flag(name: str) -> bool:
     """An on/off setting from the environment (e.g. FOXLIB_ALLOW_DIRTY=1): 1, true or yes is on."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")

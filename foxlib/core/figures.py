@@ -109,6 +109,11 @@ def display(value: Any, unit: str) -> str:
     return str(value)
 
 
+def mb_text(value: Any) -> str:
+    """Bytes as a page writes them: display(value, "bytes")."""
+    return display(value, "bytes")
+
+
 def as_dict(figures: Iterable[Figure]) -> dict[str, dict[str, Any]]:
     """results.json's "figures": {key: {"value", "unit"}}; a key listed twice with two values is an error."""
     out: dict[str, dict[str, Any]] = {}

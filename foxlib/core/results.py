@@ -64,17 +64,23 @@ def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], ch
     })
 
 
-def write_json(path: Path, data: dict[str, Any]) -> Path:
-    """Write `data` to `path` atomically (a temporary file beside it, then renamed; removed on failure)."""
+def write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` atomically (a temporary file beside it, then renamed; removed on failure): two runs
+    finishing together each write a whole file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
+        tmp.write_text(text)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    """Write `data` to `path` as JSON, atomically (write_text)."""
+    return write_text(path, json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
 
 
 def read_json(path: str | Path) -> dict[str, Any]:

@@ -89,6 +89,18 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
             raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
 
 
+class Record:
+    """A dataclass that is plain data field for field: to_dict is dataclasses.asdict (nested records included),
+    from_dict makes it from its keys (a missing or unknown one: a TypeError)."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass(frozen=True)
 class WaveMeasurement:
     """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares

@@ -6,11 +6,12 @@ Rounding differs between the paths, so the figures are small, not zero (TOLERANC
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from foxlib.core.schema import Record
 from foxlib.harness.step_options import compile_in_place, inductor_options
 from foxlib.memory.step import autocast, check_precision
 from foxlib.models import MODELS
@@ -24,7 +25,7 @@ EQUIVALENT_FIELDS = ("checkpointing", "memory_efficient", "vsn_chunk", "vsn_batc
 
 
 @dataclass(frozen=True)
-class Equivalence:
+class Equivalence(Record):
     """A variant's outputs and gradients (over every parameter) against the reference's; `same`: both relative
     differences within tolerance_rel."""
     variant: str
@@ -40,13 +41,6 @@ class Equivalence:
     loss_abs_diff: float
     tolerance_rel: float
     same: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Equivalence":
-        return cls(**d)
 
 
 def _check_claim(reference_cfg, variant_cfg) -> None:

@@ -8,11 +8,12 @@ moments; write weights and moments: 28 B per fp32 parameter) over the published 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from foxlib.core.schema import Record
 from foxlib.memory.theory import ADAM_FP32_BYTES_PER_PARAMETER
 
 FLOOR_BYTES_PER_PARAMETER = ADAM_FP32_BYTES_PER_PARAMETER  # fp32 weights + gradients + two Adam moments
@@ -51,7 +52,7 @@ def step_flops(model: torch.nn.Module, batch: Any, loss_fn) -> int:
 
 
 @dataclass(frozen=True)
-class Floors:
+class Floors(Record):
     n_parameters: int
     flops: int | None
     bytes_floor: int
@@ -59,13 +60,6 @@ class Floors:
     time_floor_s: dict[str, float] | None  # per precision label ("fp32", "tf32", "bf16")
     traffic_floor_s: float | None
     peaks_source: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Floors":
-        return cls(**d)
 
 
 def floors(n_parameters: int, flops: int | None, device_name: str) -> Floors:

@@ -22,11 +22,13 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
+from foxlib.core.schema import Record
+
 ADAMS = ("default", "fused")
 
 
 @dataclass(frozen=True)
-class StepOptions:
+class StepOptions(Record):
     adam: str = "default"
     optimizer_in_backward: bool = False
     tf32: bool = False
@@ -60,9 +62,6 @@ class StepOptions:
     def sets_backends(self) -> bool:
         """Whether `backends(self)` changes anything (TF32 on, cuDNN off, inductor's C++ wrapper)."""
         return self.tf32 or not self.cudnn or self.cpp_wrapper
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "StepOptions":

@@ -15,6 +15,8 @@ from typing import Any, Sequence
 
 import torch
 
+from foxlib.core.figures import slug
+from foxlib.core.schema import Record
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
@@ -56,7 +58,7 @@ ALL_CASES = CHECKPOINT_CASES + (CASES[2], CASES[3])
 
 
 @dataclass(frozen=True)
-class TimelineRun:
+class TimelineRun(Record):
     """One configuration's timeline and where its files are (None where skipped, with why)."""
     name: str
     recipe: dict[str, Any]
@@ -72,20 +74,11 @@ class TimelineRun:
     """CUDA: bytes allocated at the step's start that are not the step's (workspaces, earlier computations'
     memory): in the series, not in profile_peak_bytes."""
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["series"] = self.series.to_dict() if self.series is not None else None
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TimelineRun":
         d = dict(d)
         d["series"] = MemoryTimeline.from_dict(d["series"]) if d.get("series") else None
         return cls(**d)
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
 
 
 def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequence[TimelineCase] = CASES, *,
@@ -105,7 +98,7 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
         if case.cuda_graph and device.type != "cuda":
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
             continue
-        path = os.path.join(out_dir, f"{prefix}-{_slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
+        path = os.path.join(out_dir, f"{prefix}-{slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
         result, failures, used = None, [], None
         for stacks in STACKS_TRIED if device.type == "cuda" else STACKS_TRIED[:1]:
             try:

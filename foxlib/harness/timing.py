@@ -17,6 +17,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from foxlib.core.schema import Record
+
 NOISY = 0.10  # a relative IQR above this marks a timing as noisy
 
 
@@ -93,7 +95,7 @@ SEED = 0  # of the bootstrap's generator: the same samples give the same interva
 
 
 @dataclass(frozen=True)
-class RatioInterval:
+class RatioInterval(Record):
     """A ratio of step times (median over paired rounds) and its bootstrap confidence interval."""
     median: float
     low: float
@@ -125,9 +127,6 @@ class RatioInterval:
 
     def __str__(self) -> str:
         return self.format()
-
-    def to_dict(self) -> dict:
-        return {"median": self.median, "low": self.low, "high": self.high, "confidence": self.confidence}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RatioInterval":

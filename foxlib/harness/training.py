@@ -253,6 +253,16 @@ def skill_row(metrics: Sequence[Mapping[str, Any]], seeds: Sequence[int], min_sk
             "with_skill": sum(has_skill(x, min_skill) for x in metrics), "min_skill": min_skill}
 
 
+def skill_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A skill_row as the reports' skill tables show it (rounded; scores in %)."""
+    return {"climatology QL": round(row["naive_quantile_loss"], 4), "model QL (mean)": round(row["quantile_loss"], 4),
+            "skill score (%, mean)": round(100 * row["skill_score"], 2),
+            "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in row["skill_scores"]),
+            "10-90 coverage (model)": round(row["coverage_10_90"], 3),
+            "10-90 coverage (climatology)": round(row["naive_coverage_10_90"], 3),
+            f"seeds with skill ≥ {100 * row['min_skill']:g} %": f"{row['with_skill']} of {len(row['seeds'])}"}
+
+
 def skill_summary(runs, group: str = "precision") -> list[dict[str, Any]]:
     """skill_row per precision (or another key of the runs, TrainResults or their dicts)."""
     runs = _as_dicts(runs)

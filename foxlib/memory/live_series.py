@@ -10,9 +10,10 @@ from __future__ import annotations
 import bisect
 import json
 import pickle
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
+from foxlib.core.schema import Record
 from foxlib.memory.timeline import CPU_EVENTS_FORMAT, MARK_FORWARD_END
 
 MAX_POINTS = 4000  # default size of a downsampled series
@@ -43,7 +44,7 @@ class PeakOwner:
 
 
 @dataclass(frozen=True)
-class MemoryTimeline:
+class MemoryTimeline(Record):
     """Live bytes through one training step, downsampled, with its phases and its peak.
 
     x: milliseconds since the step began; live_bytes: bytes live after each point's event."""
@@ -97,9 +98,6 @@ class MemoryTimeline:
                        peak_bytes=self.peak_bytes - outside_bytes, start_bytes=self.start_bytes - outside_bytes,
                        forward_end_bytes=None if self.forward_end_bytes is None
                        else self.forward_end_bytes - outside_bytes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MemoryTimeline":

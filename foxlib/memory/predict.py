@@ -506,8 +506,6 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
     check_precision(precision)
     if dropout not in DROPOUTS:
         raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
     if warmup not in WARMUPS:
         raise ValueError(f"unknown warmup {warmup!r}; valid: {', '.join(WARMUPS)}")
     device = torch.device("cpu")

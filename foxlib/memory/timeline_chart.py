@@ -15,6 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from foxlib.core.config import MB
+from foxlib.core.figures import mb_text
 from foxlib.memory.live_series import PHASES, MemoryTimeline
 
 PHASE_COLOURS = {"forward": "#dbe9f6", "backward": "#fbe3d6", "optimizer step": "#e2f0d9"}
@@ -44,10 +45,6 @@ class TimelineFigure:
 
     def _repr_html_(self) -> str:
         return self.to_html()
-
-
-def _mb(b: float) -> str:
-    return f"{b / MB:,.1f} MB"
 
 
 def _short(text: str, n: int = OWNER_CHARS) -> str:
@@ -84,15 +81,15 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
         ax.plot([s.peak_ms], [s.peak_bytes / MB], "v", color=PEAK, ms=9, zorder=5)
         if budget_bytes is not None:
             ax.axhline(budget_bytes / MB, color="black", ls="--", lw=1.1, zorder=2)
-        ax.set_title(f"{s.label}\npeak {_mb(s.peak_bytes)} in {s.peak_phase}", fontsize=9.5, pad=30)
+        ax.set_title(f"{s.label}\npeak {mb_text(s.peak_bytes)} in {s.peak_phase}", fontsize=9.5, pad=30)
         ax.set_xlabel("time since the step began (ms)")
         ax.set_xlim(0, span)
         ax.set_ylim(0, top)
-        lines = [f"▼ peak {_mb(s.peak_bytes)}; largest owners live at it:"]
+        lines = [f"▼ peak {mb_text(s.peak_bytes)}; largest owners live at it:"]
         for o in s.owners[:owners_shown]:
-            lines.append(f"  {_mb(o.bytes)} ×{o.count}: {_short(o.name)}")
+            lines.append(f"  {mb_text(o.bytes)} ×{o.count}: {_short(o.name)}")
         if s.forward_end_bytes is not None:
-            lines.append(f"◆ left for backward at forward end: {_mb(s.forward_end_bytes - s.start_bytes)}")
+            lines.append(f"◆ left for backward at forward end: {mb_text(s.forward_end_bytes - s.start_bytes)}")
         ax.text(0.0, -0.2, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=7.2,
                 family="monospace")
     axes[0].set_ylabel("live tensor memory (MB = 10^6 bytes)")
@@ -103,7 +100,7 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
     shown = [p for p in PHASES if any(ph.name == p for s in series for ph in s.phases)]
     handles += [Patch(color=PHASE_COLOURS[p], label=f"{p} phase") for p in shown]
     if budget_bytes is not None:
-        handles.append(Line2D([], [], color="black", ls="--", label=f"{budget_label} {_mb(budget_bytes)}"))
+        handles.append(Line2D([], [], color="black", ls="--", label=f"{budget_label} {mb_text(budget_bytes)}"))
     fig.suptitle(title, y=0.995, fontsize=11)
     fig.legend(handles=handles, loc="upper center", ncol=min(4, len(handles)), fontsize=8,
                bbox_to_anchor=(0.5, 0.955), frameon=False)
@@ -115,14 +112,14 @@ def alt_text(series: Sequence[MemoryTimeline], title: str, budget_bytes: int | N
     parts = [f"{title}. {len(series)} line chart{'s' if len(series) > 1 else ''} side by side of live tensor "
              "memory in MB against time in ms through one training step, phases shaded."]
     for s in series:
-        owner = f", largest owner {s.owner.name} ({_mb(s.owner.bytes)})" if s.owner else ""
-        fwd = (f"; the forward leaves {_mb(s.forward_end_bytes - s.start_bytes)} for backward"
+        owner = f", largest owner {s.owner.name} ({mb_text(s.owner.bytes)})" if s.owner else ""
+        fwd = (f"; the forward leaves {mb_text(s.forward_end_bytes - s.start_bytes)} for backward"
                if s.forward_end_bytes is not None else "")
-        parts.append(f"{s.label}: starts at {_mb(s.start_bytes)}, peaks at {_mb(s.peak_bytes)} at "
+        parts.append(f"{s.label}: starts at {mb_text(s.start_bytes)}, peaks at {mb_text(s.peak_bytes)} at "
                      f"{s.peak_ms:,.1f} ms in {s.peak_phase}{owner}{fwd}.")
     if budget_bytes is not None:
         over = [s.label for s in series if s.peak_bytes > budget_bytes]
-        parts.append(f"Budget line at {_mb(budget_bytes)}; over it: {', '.join(over) if over else 'none'}.")
+        parts.append(f"Budget line at {mb_text(budget_bytes)}; over it: {', '.join(over) if over else 'none'}.")
     return " ".join(parts)
 
 
@@ -139,7 +136,7 @@ def caption(series: Sequence[MemoryTimeline], budget_bytes: int | None = None) -
     if len(series) > 1 and same:
         lo = min(series, key=lambda s: s.peak_bytes)
         hi = max(series, key=lambda s: s.peak_bytes)
-        text += (f"Peaks range from {_mb(lo.peak_bytes)} ({lo.label}) to {_mb(hi.peak_bytes)} ({hi.label}). ")
+        text += (f"Peaks range from {mb_text(lo.peak_bytes)} ({lo.label}) to {mb_text(hi.peak_bytes)} ({hi.label}). ")
     text += comparison(series)
     if "cpu" in devices:
         text += ("On the CPU the profiler records every op, which slows the step: the times are the profiled "
@@ -159,9 +156,9 @@ def comparison(series: Sequence[MemoryTimeline]) -> str:
         if s.forward_end_bytes is None:
             continue
         change = (s.peak_bytes - ref.peak_bytes) / ref.peak_bytes if ref.peak_bytes else 0.0
-        parts.append(f"{s.label} leaves {_mb(held(s))} for backward and peaks at {_mb(s.peak_bytes)} "
+        parts.append(f"{s.label} leaves {mb_text(held(s))} for backward and peaks at {mb_text(s.peak_bytes)} "
                      f"({100 * change:+.1f} %) in {s.peak_phase}")
     if not parts:
         return ""
-    return (f"Against {ref.label} (forward leaves {_mb(held(ref))} for backward; peak {_mb(ref.peak_bytes)} in "
+    return (f"Against {ref.label} (forward leaves {mb_text(held(ref))} for backward; peak {mb_text(ref.peak_bytes)} in "
             f"{ref.peak_phase}): " + "; ".join(parts) + ". ")

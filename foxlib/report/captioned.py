@@ -12,10 +12,11 @@ import base64
 import hashlib
 import html
 import io
-import re
 from typing import Any
 
 import nbformat
+
+from foxlib.core.figures import slug
 
 META = "foxlib_figure"
 FIGURES_DIR = "figures"  # the folder beside report.md (foxlib.report.render.FIGURES_DIR)
@@ -119,7 +120,7 @@ def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> No
 
 
 def _slug(text: str, limit: int = 40) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-") or "figure"
+    return slug(text)[:limit].strip("-") or "figure"
 
 
 def markdown_figure(path: str, alt: str, caption: str) -> str:

@@ -5,7 +5,6 @@ Only canonical reports (`reports/<device>/wave-<N>/`, made with the defaults) co
 path; it is listed on its own."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -201,12 +200,4 @@ def write_index(reports_dir: Path | None = None) -> Path:
                    "differs": ", ".join(f"{k} = {val.get('value')!r}"
                                         for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
                   for v in variants])
-    out = reports_dir / "index.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".index.html.{os.getpid()}.tmp")  # two runs finishing together: each writes whole
-    try:
-        tmp.write_text(page)
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return results.write_text(reports_dir / "index.html", page)  # two runs finishing together: each writes whole

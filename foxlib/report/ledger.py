@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
-from foxlib.core.figures import display, slug
+from foxlib.core.figures import mb_text, slug
 
 TFT = "tft/seed/b32/t60"
 ENSEMBLE = "ensemble/seed"
@@ -41,10 +41,6 @@ def _v(figs: dict[str, dict[str, Any]], key: str) -> Any:
     return figs[found[0]]["value"] if found else None
 
 
-def _mb(value: float) -> str:
-    return display(value, "bytes")
-
-
 def _within(ours: float, theirs_mb: float, tolerance: float = 0.10) -> bool:
     return abs(ours / MB - theirs_mb) <= tolerance * max(theirs_mb, 1)
 
@@ -54,7 +50,7 @@ def _category(quantity: str, seed_mb: float):
         ours = _v(figs, f"{TFT}/fp32/{quantity}")
         if ours is None:
             return None
-        return _mb(ours), "holds" if _within(ours, seed_mb) else "wrong"
+        return mb_text(ours), "holds" if _within(ours, seed_mb) else "wrong"
     return judge
 
 
@@ -62,7 +58,7 @@ def _peak(figs):
     model, process = _v(figs, f"{TFT}/fp32/model_peak"), _v(figs, f"{TFT}/fp32/process_peak")
     if model is None:
         return None
-    text = f"model peak {_mb(model)}" + (f"; process peak {_mb(process)}" if process not in (None, model) else "")
+    text = f"model peak {mb_text(model)}" + (f"; process peak {mb_text(process)}" if process not in (None, model) else "")
     return text, "holds" if _within(model, seed_claims.TFT_8_10_MB["peak"]) else "wrong"
 
 
@@ -70,14 +66,14 @@ def _overhead(figs):
     theory, peak = _v(figs, f"{TFT}/fp32/theory_peak"), _v(figs, f"{TFT}/fp32/model_peak")
     if theory is None or peak is None:
         return None
-    return f"theory {_mb(theory)}, measured {_mb(peak)}: {peak / theory:,.2f}x", "wrong"
+    return f"theory {mb_text(theory)}, measured {mb_text(peak)}: {peak / theory:,.2f}x", "wrong"
 
 
 def _forward(figs):
     fwd = _v(figs, f"{TFT}/fp32/forward_peak")
     if fwd is None:
         return None
-    return f"forward peak {_mb(fwd)}", "holds" if fwd < 500 * MB else "fails"
+    return f"forward peak {mb_text(fwd)}", "holds" if fwd < 500 * MB else "fails"
 
 
 def _reduction(key: str, seed_pct: float):
@@ -87,7 +83,7 @@ def _reduction(key: str, seed_pct: float):
             return None
         pct = 100 * (1 - ours / base)
         change = f"{pct:.1f} % less" if pct >= 0 else f"{-pct:.1f} % more"
-        return f"{_mb(ours)}: {change}", "holds" if abs(pct - seed_pct) <= 10 else "wrong"
+        return f"{mb_text(ours)}: {change}", "holds" if abs(pct - seed_pct) <= 10 else "wrong"
     return judge
 
 
@@ -151,7 +147,7 @@ def _ensemble(config: str, seed_total_mb: float):
         if total is None:
             return None
         free = CARD_BYTES - total
-        return (f"{how}{_mb(total)} = {100 * total / CARD_BYTES:.1f} % of 4 GiB, {_mb(free)} free",
+        return (f"{how}{mb_text(total)} = {100 * total / CARD_BYTES:.1f} % of 4 GiB, {mb_text(free)} free",
                 "holds" if _within(total, seed_total_mb) else "wrong")
     return judge
 
@@ -160,8 +156,8 @@ def _candle(figs):
     acts, peak = _v(figs, f"{TFT}/fp32/activations"), _v(figs, f"{TFT}/fp32/model_peak")
     if acts is None:
         return None
-    return (f"not testable here (Candle is not PyTorch); in PyTorch the saved activations are {_mb(acts)}, "
-            f"the whole step {_mb(peak)}: retained activations cannot explain 2,880 MB", "untested")
+    return (f"not testable here (Candle is not PyTorch); in PyTorch the saved activations are {mb_text(acts)}, "
+            f"the whole step {mb_text(peak)}: retained activations cannot explain 2,880 MB", "untested")
 
 
 CLAIMS = (

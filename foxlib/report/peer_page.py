@@ -7,14 +7,13 @@ the page then reads them directly.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from foxlib.core import provenance
 from foxlib.core.config import MB
-from foxlib.core.results import measured_revision, read_json, write_json
+from foxlib.core.results import measured_revision, read_json, write_json, write_text
 from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
 
@@ -209,12 +208,4 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     res["measured_at_revision"] = measured_revision(res)
     res["rendered_at_revision"] = revision
     write_json(json_path, res)
-    html_path = Path(html_path) if html_path else json_path.with_suffix(".html")
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = html_path.with_name(f".{html_path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(html(res, cites))
-        tmp.replace(html_path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return html_path
+    return write_text(Path(html_path) if html_path else json_path.with_suffix(".html"), html(res, cites))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
-from foxlib.core.config import MB
+from foxlib.core.figures import display
 from foxlib.core.results import measured_revision
 
 MINUS = "\u2212"  # the minus sign of a signed difference ("−9.4 MB")
@@ -41,17 +41,13 @@ def code_html(escaped: str) -> str:
 # ----------------------------------------------------------------------------- the answer first
 
 def format_value(value: float, unit: str) -> str:
-    """A check's value as the sentence writes it: bytes in MB (one decimal), seconds in ms, ratios as 1.23x."""
-    if unit == "bytes":
-        return f"{value / MB:,.1f} MB"
-    if unit in ("s", "seconds"):
-        return f"{value * 1e3:,.1f} ms"
-    if unit in ("ratio", "x"):
-        return f"{value:,.2f}x"
-    if unit in ("%", "pct", "percent"):
+    """A check's value as the sentence writes it: bytes in MB (one decimal), seconds in ms, ratios as 1.23x
+    (foxlib.core.figures.display's units, and their other names)."""
+    unit = {"seconds": "s", "x": "ratio", "pct": "%", "percent": "%"}.get(unit, unit)
+    if unit in ("bytes", "s", "ratio", "fraction"):
+        return display(value, unit)
+    if unit == "%":
         return f"{value:,.1f} %"
-    if unit == "fraction":
-        return f"{value * 100:,.1f} %"
     return f"{value:,.4g} {unit}".rstrip()
 
 

@@ -6,16 +6,12 @@ from __future__ import annotations
 import pandas as pd
 
 from foxlib.core import seed_claims
-from foxlib.core.config import MB
+from foxlib.core.config import MB, to_mb
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.waves.wave_8_10.analysis import (MODEL_PEAK, MODEL_PEAK_DEFINITION, PROCESS_PEAK,
                                              UNEXPLAINED_TARGET_PCT, EnsembleTotals, ensemble_totals,
                                              unexplained_fraction)
 from foxlib.waves.wave_8_10.records import Measurement
-
-
-def _mb(x: float | None) -> float | None:
-    return None if x is None else round(x / MB, 1)
 
 
 def breakdown_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -42,10 +38,10 @@ def breakdown_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.
         rows.append((f"{PROCESS_PEAK} (CPU: = model peak; no context or workspaces)", p.process_peak, None, None, None))
     return pd.DataFrame([{
         "category": name,
-        "measured (MB)": _mb(measured),
+        "measured (MB)": to_mb(measured),
         "budget (MB)": budget,
         "status": "" if budget is None else ("PASS" if measured <= budget * MB else "FAIL"),
-        "theory (MB)": _mb(theo),
+        "theory (MB)": to_mb(theo),
         "seed, nvidia-smi (MB)": seed_mb,
     } for name, measured, budget, theo, seed_mb in rows])
 
@@ -61,8 +57,8 @@ def activations_by_module(m: Measurement) -> pd.DataFrame:
         gap = "" if t is None else ("exact" if t == v else
                                     "LSTM backend workspace (oneDNN/cuDNN), not derivable from shapes"
                                     if k.startswith("lstm") else f"{v - t:+,} bytes")
-        rows.append({"block": k, "measured (MB)": _mb(v), "share (%)": round(100 * v / total, 1),
-                     "theory (MB)": _mb(t), "gap": gap})
+        rows.append({"block": k, "measured (MB)": to_mb(v), "share (%)": round(100 * v / total, 1),
+                     "theory (MB)": to_mb(t), "gap": gap})
     return pd.DataFrame(rows)
 
 
@@ -83,7 +79,7 @@ def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
         ("      of which parameters, gradients, Adam state, batch", owned, "counted from the tensors"),
         ("      of which cuBLAS workspaces (workspace_bytes)", p.workspace_bytes,
          "allocated at the step's start, no tensor of the step's; bare cuBLAS workspace of one stream measured at "
-         f"start: {_mb((m.bare_context or {}).get('cublas_workspace_bytes'))} MB"),
+         f"start: {to_mb((m.bare_context or {}).get('cublas_workspace_bytes'))} MB"),
         ("    + cached, free for reuse", cuda["reserved_bytes"] - cuda["allocated_bytes"],
          "kept by the allocator, invisible to tensors"),
         ("allocator reserved, peak", cuda["reserved_peak_bytes"], "largest reserve during the step"),
@@ -97,7 +93,7 @@ def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
          "NVML with one tiny tensor allocated"),
         ("device memory used, all processes", nvml.get("device_used_bytes"), "NVML device view"),
     ]
-    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": how} for q, v, how in rows])
+    return pd.DataFrame([{"quantity": q, "MB": to_mb(v), "how": how} for q, v, how in rows])
 
 
 def seed_explanations(m: Measurement) -> pd.DataFrame:
@@ -106,8 +102,8 @@ def seed_explanations(m: Measurement) -> pd.DataFrame:
     cuda = p.cuda or {}
     ctx = p.context_bytes or (m.bare_context or {}).get("context_bytes")
     reserved_peak = cuda.get("reserved_peak_bytes")
-    smi = (f"on this GPU nvidia-smi would have shown ≈ context {_mb(ctx)} MB + allocator reserve "
-           f"{_mb(reserved_peak)} MB at the peak = {_mb((ctx or 0) + (reserved_peak or 0))} MB"
+    smi = (f"on this GPU nvidia-smi would have shown ≈ context {to_mb(ctx)} MB + allocator reserve "
+           f"{to_mb(reserved_peak)} MB at the peak = {to_mb((ctx or 0) + (reserved_peak or 0))} MB"
            if cuda else "not measurable on the CPU: see the GPU report for the context and the reserve")
     ratio = (p.activations / th["activations"]) if th.get("activations") else None
     rows = [
@@ -127,16 +123,16 @@ def seed_explanations(m: Measurement) -> pd.DataFrame:
         ("peak training", seed_claims.TFT_8_10_MB["peak"], p.peak,
          f"the seed's peak adds its forward figure to the optimizer; ours is the {MODEL_PEAK}, the largest live total "
          "of the step's own tensor bytes in one measured step; workspaces, context and cache are reported apart"
-         + (f" (the {PROCESS_PEAK}, with workspaces and context: {_mb(p.process_peak)} MB)" if cuda else "")),
+         + (f" (the {PROCESS_PEAK}, with workspaces and context: {to_mb(p.process_peak)} MB)" if cuda else "")),
         ("\"615x overhead\"", seed_claims.TFT_FORWARD_MEASURED_MB, p.forward_peak,
          f"the seed divided nvidia-smi's {seed_claims.TFT_FORWARD_MEASURED_MB:,} MB by a "
          f"{seed_claims.TFT_THEORETICAL_MB} MB "
          "'theoretical' figure that counts neither weights nor saved activations. Our shape-based theory predicts "
-         f"{_mb(th['activations'])} MB of saved activations; measured/theory = "
+         f"{to_mb(th['activations'])} MB of saved activations; measured/theory = "
          f"{'n/a' if ratio is None else f'{ratio:.2f}'}. There is no 615x overhead: the memory is the "
          "per-variable GRNs' saved tensors plus what nvidia-smi adds"),
     ]
-    return pd.DataFrame([{"figure": f, "seed (MB)": s, "foxlib measured (MB)": _mb(ours), "why they differ": why}
+    return pd.DataFrame([{"figure": f, "seed (MB)": s, "foxlib measured (MB)": to_mb(ours), "why they differ": why}
                          for f, s, ours, why in rows])
 
 
@@ -152,14 +148,14 @@ def ensemble_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.D
         where = ", ".join(f"{k}: {v['lives_in']}" for k, v in bufs.items()) or "—"
         rows.append({
             "model": name,
-            "parameters (MB)": _mb(p.parameters), "gradients (MB)": _mb(p.gradients),
-            "optimizer (MB)": _mb(p.optimizer_state), "activations (MB)": _mb(p.activations),
-            "buffers (MB)": _mb(sum(b["bytes"] for b in bufs.values())), "buffers live in": where,
-            col: _mb(e.model_peaks[name]), "seed (MB)": seed_claims.ENSEMBLE_CURRENT_MB.get(name),
+            "parameters (MB)": to_mb(p.parameters), "gradients (MB)": to_mb(p.gradients),
+            "optimizer (MB)": to_mb(p.optimizer_state), "activations (MB)": to_mb(p.activations),
+            "buffers (MB)": to_mb(sum(b["bytes"] for b in bufs.values())), "buffers live in": where,
+            col: to_mb(e.model_peaks[name]), "seed (MB)": seed_claims.ENSEMBLE_CURRENT_MB.get(name),
         })
     if e.on_cuda:
-        rows += [{"model": "+ cuBLAS workspaces (each stream's once, for the process)", proc: _mb(e.workspace_bytes)},
-                 {"model": "+ CUDA context (once per process)", proc: _mb(e.context_bytes)}]
+        rows += [{"model": "+ cuBLAS workspaces (each stream's once, for the process)", proc: to_mb(e.workspace_bytes)},
+                 {"model": "+ CUDA context (once per process)", proc: to_mb(e.context_bytes)}]
     total = (f"{PROCESS_PEAK}: the model peaks + workspaces + context" if e.on_cuda else
              f"{PROCESS_PEAK}: the model peaks' sum (CPU: no context or workspaces)")
     rows += _total_rows(e, budgets, total, col, proc, "seed (MB)", seed_claims.ENSEMBLE_CURRENT_MB)
@@ -170,10 +166,10 @@ def _total_rows(e: EnsembleTotals, budgets: dict[str, dict[str, float]], label: 
                 seed_col: str, seed_mb: dict[str, float]) -> list[dict]:
     """The ensemble's total, its share of the card and the headroom it leaves, beside the seed's."""
     card, seed_total = budgets["ensemble"]["card_mb"] * MB, sum(seed_mb.values())
-    return [{"model": label, col: _mb(sum(e.model_peaks.values())), proc: _mb(e.process_peak), seed_col: seed_total},
+    return [{"model": label, col: to_mb(sum(e.model_peaks.values())), proc: to_mb(e.process_peak), seed_col: seed_total},
             {"model": "share of a 4 GB card (%)", proc: round(100 * e.share_of(card), 1),
              seed_col: round(100 * seed_total / seed_claims.ENSEMBLE_CARD_MB, 1)},
-            {"model": "headroom (MB)", proc: _mb(card - e.process_peak),
+            {"model": "headroom (MB)", proc: to_mb(card - e.process_peak),
              seed_col: seed_claims.ENSEMBLE_CARD_MB - seed_total}]
 
 
@@ -201,8 +197,8 @@ def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
          "largest live total of the step (torch.profiler's timeline holds what its step allocates, workspaces made "
          "before it not included)"),
     ]
-    return pd.DataFrame([{"category": c, "foxlib (MB)": _mb(f), "torch.profiler at the peak (MB)": _mb(t),
-                          "torch.profiler, category maximum (MB)": _mb(x), "note": note}
+    return pd.DataFrame([{"category": c, "foxlib (MB)": to_mb(f), "torch.profiler at the peak (MB)": to_mb(t),
+                          "torch.profiler, category maximum (MB)": to_mb(x), "note": note}
                          for c, f, t, x, note in rows])
 
 
@@ -213,8 +209,8 @@ def unexplained_by_model(m: Measurement) -> pd.DataFrame:
     for name, so in sos.items():
         share = unexplained_fraction(so)
         known = share is not None
-        rows.append({"model": name, "peak, torch.profiler (MB)": _mb(so["peak_bytes"]) if known else None,
-                     "unexplained at the peak (MB)": _mb(so["at_peak"].get("unknown", 0)) if known else None,
+        rows.append({"model": name, "peak, torch.profiler (MB)": to_mb(so["peak_bytes"]) if known else None,
+                     "unexplained at the peak (MB)": to_mb(so["at_peak"].get("unknown", 0)) if known else None,
                      "unexplained (%)": round(100 * share, 2) if known else None,
                      f"under {UNEXPLAINED_TARGET_PCT:g} %": 100 * share < UNEXPLAINED_TARGET_PCT if known else None})
     return pd.DataFrame(rows)
@@ -228,11 +224,11 @@ def target_state_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> 
         return None
     how = "predicted " if m.target_state_predicted else ""
     col, proc = f"{how}{MODEL_PEAK} (MB)", f"{how}{PROCESS_PEAK} (MB)"
-    rows = [{"model": name, col: _mb(peak), "seed's target (MB)": seed_claims.ENSEMBLE_TARGET_MB.get(name)}
+    rows = [{"model": name, col: to_mb(peak), "seed's target (MB)": seed_claims.ENSEMBLE_TARGET_MB.get(name)}
             for name, peak in e.model_peaks.items()]
     if e.on_cuda:
         rows.append({"model": "+ cuBLAS workspaces and CUDA context (once)",
-                     proc: _mb(e.workspace_bytes + e.context_bytes)})
+                     proc: to_mb(e.workspace_bytes + e.context_bytes)})
     rows += _total_rows(e, budgets, PROCESS_PEAK, col, proc, "seed's target (MB)", seed_claims.ENSEMBLE_TARGET_MB)
     return pd.DataFrame(rows, columns=["model", col, proc, "seed's target (MB)"])
 

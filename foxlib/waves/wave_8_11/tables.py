@@ -7,14 +7,10 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core import seed_claims
-from foxlib.core.config import MB
-from foxlib.harness.training import skill_summary
+from foxlib.core.config import MB, to_mb
+from foxlib.harness.training import skill_columns, skill_summary
 from foxlib.waves.wave_8_11.analysis import speed_ratios
 from foxlib.waves.wave_8_11.records import Measurement
-
-
-def _mb(x):
-    return None if x is None else round(x / MB, 1)
 
 
 def memory_table(m: Measurement) -> pd.DataFrame:
@@ -24,12 +20,12 @@ def memory_table(m: Measurement) -> pd.DataFrame:
     for p in m.precisions:
         prof = m.memory["tft"][p]
         rows.append({
-            "precision": p, "parameters (MB)": _mb(prof.parameters), "gradients (MB)": _mb(prof.gradients),
-            "optimizer (MB)": _mb(prof.optimizer_state), "activations (MB)": _mb(prof.activations),
-            "forward peak (MB)": _mb(prof.forward_peak), "model peak (MB)": _mb(prof.peak),
+            "precision": p, "parameters (MB)": to_mb(prof.parameters), "gradients (MB)": to_mb(prof.gradients),
+            "optimizer (MB)": to_mb(prof.optimizer_state), "activations (MB)": to_mb(prof.activations),
+            "forward peak (MB)": to_mb(prof.forward_peak), "model peak (MB)": to_mb(prof.peak),
             "model peak vs fp32 (%)": round(100 * (prof.peak / base.peak - 1), 1),
             "activations vs fp32 (%)": round(100 * (prof.activations / base.activations - 1), 1),
-            "process peak (MB)": _mb(prof.process_peak),
+            "process peak (MB)": to_mb(prof.process_peak),
             "seed's expectation (MB)": seed_claims.FP16_EXPECTED_PEAK_MB if p == "fp16" else None,
         })
     return pd.DataFrame(rows)
@@ -41,7 +37,7 @@ def models_table(m: Measurement) -> pd.DataFrame:
     for name, per in m.memory.items():
         row = {"model": name}
         for p, prof in per.items():
-            row[f"{p} model peak (MB)"] = _mb(prof.peak)
+            row[f"{p} model peak (MB)"] = to_mb(prof.peak)
         for p in m.precisions:
             if p != "fp32":
                 row[f"{p} vs fp32 (%)"] = round(100 * (per[p].peak / per["fp32"].peak - 1), 1)
@@ -60,10 +56,10 @@ def why_not_half(m: Measurement) -> pd.DataFrame:
         halved_ideal = base.activations / 2
         rows.append({
             "precision": p,
-            "stays fp32: weights + gradients + Adam (MB)": _mb(kept),
-            "activations if all halved (MB)": _mb(halved_ideal),
-            "activations measured (MB)": _mb(prof.activations),
-            "not halved (MB)": _mb(prof.activations - halved_ideal),
+            "stays fp32: weights + gradients + Adam (MB)": to_mb(kept),
+            "activations if all halved (MB)": to_mb(halved_ideal),
+            "activations measured (MB)": to_mb(prof.activations),
+            "not halved (MB)": to_mb(prof.activations - halved_ideal),
             "why": "autocast runs only matmul-like ops in 16 bits: layer norms, softmax, ELU, the loss and "
                    "the LSTM state stay fp32; each cast makes a 16-bit copy (weights included: the "
                    "cast-weight cache) that backward keeps; parameters, gradients and Adam state stay fp32",
@@ -103,14 +99,7 @@ def accuracy_table(m: Measurement) -> pd.DataFrame:
 def skill_table(m: Measurement) -> pd.DataFrame:
     """Per precision: the naive forecast's (climatology's) and the model's validation quantile loss, the
     skill score (1 − QL_model / QL_climatology) per seed, the 10-90 coverage of both, and the seeds with skill."""
-    return pd.DataFrame([{
-        "precision": r["precision"], "climatology QL": round(r["naive_quantile_loss"], 4),
-        "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
-        "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
-        "10-90 coverage (model)": round(r["coverage_10_90"], 3),
-        "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
-        f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}",
-    } for r in skill_summary(m.accuracy_runs)])
+    return pd.DataFrame([{"precision": r["precision"], **skill_columns(r)} for r in skill_summary(m.accuracy_runs)])
 
 
 def harness_table(m: Measurement) -> pd.DataFrame:

@@ -11,18 +11,14 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core import seed_claims
-from foxlib.core.config import MB
+from foxlib.core.config import MB, to_mb
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, FLOOR_BYTES_PER_PARAMETER_IN_BACKWARD
 from foxlib.harness.timing import RatioInterval
-from foxlib.harness.training import skill_row
+from foxlib.harness.training import skill_columns, skill_row
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import Measurement812
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
-
-
-def _mb(x):
-    return None if x is None else round(x / MB, 1)
 
 
 def _median_ms(samples) -> float:
@@ -42,11 +38,11 @@ def table(rec: Measurement812) -> pd.DataFrame:
         t = s.timing
         rows.append({
             "strategy": s.name,
-            "peak (MB)": _mb(s.peak_bytes),
-            "allocator peak (MB)": _mb(s.allocator_peak_bytes),
+            "peak (MB)": to_mb(s.peak_bytes),
+            "allocator peak (MB)": to_mb(s.allocator_peak_bytes),
             "peak reduction (%)": round(100 * (1 - s.peak_bytes / base.peak_bytes), 1),
             "seed's guess: reduction (%)": guess.get("memory_reduction_pct"),
-            "activations (MB)": _mb(s.activation_bytes),
+            "activations (MB)": to_mb(s.activation_bytes),
             "step time (ms, median)": round(1000 * t.median_s, 1),
             "step spread (IQR % of median)": round(100 * t.iqr_s / t.median_s, 1),
             "step time ratio": round(s.step_ratio.median, 3),
@@ -115,11 +111,11 @@ def workspace_table(rec: Measurement812) -> pd.DataFrame:
     measured in fresh processes; empty where it was not measured."""
     rows = []
     for k in rec.workspace_knob:
-        rows.append({"strategy": k.name, "model peak (MB), default": _mb(k.model_peak_bytes),
-                     f"model peak (MB), {k.setting}": _mb(k.small_model_peak_bytes),
-                     "allocator peak (MB), default": _mb(k.allocator_peak_bytes),
-                     f"allocator peak (MB), {k.setting}": _mb(k.small_allocator_peak_bytes),
-                     "saved (MB)": _mb(k.saved_bytes),
+        rows.append({"strategy": k.name, "model peak (MB), default": to_mb(k.model_peak_bytes),
+                     f"model peak (MB), {k.setting}": to_mb(k.small_model_peak_bytes),
+                     "allocator peak (MB), default": to_mb(k.allocator_peak_bytes),
+                     f"allocator peak (MB), {k.setting}": to_mb(k.small_allocator_peak_bytes),
+                     "saved (MB)": to_mb(k.saved_bytes),
                      "step (ms, median of rounds), default": _median_ms(k.step_s),
                      f"step (ms, median of rounds), {k.setting}": _median_ms(k.small_step_s),
                      f"step ratio {k.setting} / default [{100 * k.ratio.confidence:.0f} %]": str(k.ratio),
@@ -138,7 +134,7 @@ def targets(record: Measurement812, budgets: dict[str, dict[str, float]]) -> pd.
     iv = RatioInterval.from_dict(r["time_per_window_interval"])
     return pd.DataFrame([
         {"target": f"peak ≤ {TARGET_PEAK_OVER_FLOOR:g} × the {FLOOR_BYTES_PER_PARAMETER} B/param floor",
-         "floor (MB)": _mb(r["floor_bytes"]), "target (MB)": _mb(TARGET_PEAK_OVER_FLOOR * r["floor_bytes"]),
+         "floor (MB)": to_mb(r["floor_bytes"]), "target (MB)": to_mb(TARGET_PEAK_OVER_FLOOR * r["floor_bytes"]),
          "measured": f"{r['peak_bytes'] / MB:,.1f} MB ({r['peak_over_floor']:.2f} × floor)",
          "met": r["peak_over_floor"] <= TARGET_PEAK_OVER_FLOOR},
         {"target": f"accuracy within {TARGET_ACCURACY_PCT:g} % of fp32", "floor (MB)": None, "target (MB)": None,
@@ -155,12 +151,7 @@ def accuracy_skill(rec: Measurement812) -> pd.DataFrame:
     rows = []
     for name, rs in rec.accuracy_runs.items():
         r = skill_row([dataclasses.asdict(x) for x in rs], [x.seed for x in rs], rs[0].min_skill)
-        rows.append({"accuracy runs of": name, "climatology QL": round(r["naive_quantile_loss"], 4),
-                     "model QL (mean)": round(r["quantile_loss"], 4), "skill score (%, mean)": round(100 * r["skill_score"], 2),
-                     "skill score per seed (%)": ", ".join(f"{100 * v:+.2f}" for v in r["skill_scores"]),
-                     "10-90 coverage (model)": round(r["coverage_10_90"], 3),
-                     "10-90 coverage (climatology)": round(r["naive_coverage_10_90"], 3),
-                     f"seeds with skill ≥ {100 * r['min_skill']:g} %": f"{r['with_skill']} of {len(r['seeds'])}"})
+        rows.append({"accuracy runs of": name, **skill_columns(r)})
     return pd.DataFrame(rows)
 
 
@@ -199,17 +190,17 @@ def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> p
         arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
         floor_s = None if arithmetic is None else max(arithmetic, fl.traffic_floor_s or 0)
         rows += [
-            {"strategy": name, "quantity": "model peak (MB)", "measured": _mb(s.peak_bytes),
-             "floor": f"{_mb(fl.bytes_floor)} ({FLOOR_BYTES_PER_PARAMETER} B/param); {_mb(fl.bytes_floor_in_backward)} "
+            {"strategy": name, "quantity": "model peak (MB)", "measured": to_mb(s.peak_bytes),
+             "floor": f"{to_mb(fl.bytes_floor)} ({FLOOR_BYTES_PER_PARAMETER} B/param); {to_mb(fl.bytes_floor_in_backward)} "
                       f"({FLOOR_BYTES_PER_PARAMETER_IN_BACKWARD} B/param, Adam in backward)", "target": None,
              "× floor": round(s.peak_bytes / fl.bytes_floor, 2)},
             {"strategy": name, "quantity": "allocator peak (MB: + its cuBLAS workspaces)",
-             "measured": _mb(s.allocator_peak_bytes), "floor": _mb(fl.bytes_floor),
-             "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
+             "measured": to_mb(s.allocator_peak_bytes), "floor": to_mb(fl.bytes_floor),
+             "target": to_mb(TARGET_ALLOCATOR_PEAK_BYTES),
              "× floor": None if s.allocator_peak_bytes is None else round(s.allocator_peak_bytes / fl.bytes_floor, 2)},
             *([{"strategy": name, "quantity": f"allocator peak (MB) with {VARIABLE}={k.setting} (fresh processes)",
-                 "measured": _mb(k.small_allocator_peak_bytes), "floor": _mb(fl.bytes_floor),
-                 "target": _mb(TARGET_ALLOCATOR_PEAK_BYTES),
+                 "measured": to_mb(k.small_allocator_peak_bytes), "floor": to_mb(fl.bytes_floor),
+                 "target": to_mb(TARGET_ALLOCATOR_PEAK_BYTES),
                  "× floor": round(k.small_allocator_peak_bytes / fl.bytes_floor, 2)}] if k else []),
             {"strategy": name, "quantity": "step time (ms, median)", "measured": round(1000 * step_s, 2),
              "floor": None if floor_s is None else f"{1000 * floor_s:.2f} ({fl.flops / 1e9:,.0f} GFLOP at the "
@@ -265,8 +256,8 @@ def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
     for name, r in per_class.items():
         row = {"card class": r["card_class_title"], "configuration to ship": r["strategy"] or "none"}
         if r["strategy"]:
-            row |= {"precision": r["precision"], "model peak (MB)": _mb(r["peak_bytes"]),
-                    "allocator peak (MB)": _mb(r.get("allocator_peak_bytes")),
+            row |= {"precision": r["precision"], "model peak (MB)": to_mb(r["peak_bytes"]),
+                    "allocator peak (MB)": to_mb(r.get("allocator_peak_bytes")),
                     "time per window (x fp32, 95 % interval)": r["interval"].removesuffix(" of fp32 per window"),
                     "accuracy impact (%)": round(r["accuracy_impact_pct"], 2)}
         else:

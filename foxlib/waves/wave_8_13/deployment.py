@@ -12,7 +12,7 @@ from typing import Any
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
-from foxlib.core.results import measured_revision
+from foxlib.core.results import measured_revision, write_text
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.analysis import mb
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
@@ -64,7 +64,7 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
         return " ".join(out)
 
     py = ".venv/bin/python"
-    cmds = {
+    return {
         "set up the environment (once)": ["make venv"],
         "this report, as it was run": [f"{py} -m foxlib report --wave {WAVE} {flags(used)}"],
         "the same with the TFT configuration pinned (independent of a later wave 8.12 report)":
@@ -79,7 +79,6 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
             [f"{py} -m pytest -q -rs -s -m cuda tests/test_memory_cap.py"],
         "the verdicts of every wave, 8.14 included": [f"{py} -m foxlib waves"],
     }
-    return cmds
 
 
 def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
@@ -293,7 +292,4 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
 def write(out_dir: str | Path, m: Measurement, checks: list[Check], budgets: dict[str, dict[str, float]],
           params: dict[str, Any]) -> Path:
     """Write deployment.md into `out_dir` (the wave's output folder) and return its path."""
-    path = Path(out_dir or ".") / FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(m, checks, budgets, params))
-    return path
+    return write_text(Path(out_dir or ".") / FILE, render(m, checks, budgets, params))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from foxlib.core.schema import WaveMeasurement
+from foxlib.core.schema import Record, WaveMeasurement
 
 
 SCHEMA_VERSION = 2
@@ -14,19 +14,8 @@ SCHEMA_VERSION = 2
 _PHASE_FIELDS = ("peak_bytes", "peak_allocated_bytes", "oom", "context_end_bytes", "nvml_end", "allocator_end")
 
 
-class _Part:
-    """A part made from its keys (a missing or unknown one: WaveMeasurement.from_dict's ValueError), asdict back."""
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]):
-        return cls(**d)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
 @dataclasses.dataclass(frozen=True)
-class Citation(_Part):
+class Citation(Record):
     """A results file this measurement read (foxlib.core.provenance.cite): path, revision, sha256 of its bytes."""
     path: str
     revision: str | None
@@ -34,7 +23,7 @@ class Citation(_Part):
 
 
 @dataclasses.dataclass(frozen=True)
-class Cap(_Part):
+class Cap(Record):
     """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against."""
     card_bytes: int
     context_bytes: int
@@ -55,7 +44,7 @@ class Cap(_Part):
 
 
 @dataclasses.dataclass(frozen=True)
-class NvmlSeries(_Part):
+class NvmlSeries(Record):
     """NVML's per-process figure sampled through training and inference: [seconds, phase, bytes or None] each."""
     applicable: bool
     note: str
@@ -67,7 +56,7 @@ class NvmlSeries(_Part):
 
 
 @dataclasses.dataclass(frozen=True)
-class Step(_Part):
+class Step(Record):
     """One step of the interleaved run (bytes, seconds): allocated at its start and peak (all models), reserved
     peak; on the CPU the accounting's figures, reserved None."""
     model: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from foxlib.core.config import MB
+from foxlib.core.config import MB, to_mb
 from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, nvml_check,
                                              nvml_text, per_model, process_figure, workspace_bytes)
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
@@ -13,16 +13,12 @@ from foxlib.waves.wave_8_13.nvml import NVML_CHECK
 from foxlib.waves.wave_8_13.records import Measurement
 
 
-def _mb(x: float | None) -> float | None:
-    return None if x is None else round(x / MB, 2)
-
-
 def _ms(x: float | None) -> float | None:
     return None if x is None else round(1e3 * x, 3)
 
 
 def _quantities(rows: list[tuple[str, float | None, str]]) -> pd.DataFrame:
-    return pd.DataFrame([{"quantity": q, "MB": _mb(v), "how": h} for q, v, h in rows])
+    return pd.DataFrame([{"quantity": q, "MB": to_mb(v, 2), "how": h} for q, v, h in rows])
 
 
 def cap_table(r: Measurement) -> pd.DataFrame:
@@ -92,9 +88,9 @@ def training_table(r: Measurement) -> pd.DataFrame:
     return pd.DataFrame([{
         "model": name, "precision": p["precision"], "steps run": f"{p['steps_run']} of {r.steps}",
         "loss first → last": "—" if p["first_loss"] is None else f"{p['first_loss']:.4g} → {p['last_loss']:.4g}",
-        "median step (ms)": _ms(p["median_step_s"]), "kept between steps (MB)": _mb(p["kept_bytes"]),
-        "model peak (MB)": _mb(p["model_peak_bytes"]),
-        "allocated during its steps, all models (MB)": _mb(p["peak_bytes"]), "how": label,
+        "median step (ms)": _ms(p["median_step_s"]), "kept between steps (MB)": to_mb(p["kept_bytes"], 2),
+        "model peak (MB)": to_mb(p["model_peak_bytes"], 2),
+        "allocated during its steps, all models (MB)": to_mb(p["peak_bytes"], 2), "how": label,
     } for name, p in per_model(r).items()])
 
 
@@ -102,8 +98,8 @@ def inference_table(r: Measurement) -> pd.DataFrame:
     label = how(r)
     return pd.DataFrame([{
         "model": name, "precision": p["precision"], "batch": p["batch"],
-        "weights + input (MB)": _mb(p["resident_bytes"]),
-        "forward peak alone (MB)": _mb(p["forward_bytes"]), "alone p50 (ms)": _ms(p["alone_p50_s"]),
+        "weights + input (MB)": to_mb(p["resident_bytes"], 2),
+        "forward peak alone (MB)": to_mb(p["forward_bytes"], 2), "alone p50 (ms)": _ms(p["alone_p50_s"]),
         "together p50 (ms)": _ms(p["together_p50_s"]), "together p99 (ms)": _ms(p["together_p99_s"]), "how": label,
     } for name, p in per_model(r).items() if p["served"]])
 
@@ -118,7 +114,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
     peaks, ws, proc = model_peaks(r), workspace_bytes(r), process_figure(r)
     rows = [
         ("model peaks, summed", None if any(v is None for v in peaks.values()) else sum(peaks.values()),
-         " + ".join(f"{n} {_mb(v)}" for n, v in peaks.items()) + " MB (each step's own tensors)"),
+         " + ".join(f"{n} {to_mb(v, 2)}" for n, v in peaks.items()) + " MB (each step's own tensors)"),
         ("cuBLAS workspaces (once per stream)", ws,
          "allocated after the warm-up, everything else freed" if cap.enforced else "none on the CPU"),
         ("CUDA context (largest: start or end)", largest_context_bytes(r) if cap.enforced else None,
@@ -157,8 +153,8 @@ def oom_table(r: Measurement) -> pd.DataFrame | None:
     for phase in ("training", "inference"):
         oom = r.phase(phase).oom
         if oom:
-            rows.append({"phase": phase, "where": oom_where(oom), "needed (MB)": _mb(oom.get("needed_bytes")),
-                         "failed allocation (MB)": _mb(oom.get("requested_bytes")),
-                         "reserved when it failed (MB)": _mb(oom.get("reserved_bytes")),
+            rows.append({"phase": phase, "where": oom_where(oom), "needed (MB)": to_mb(oom.get("needed_bytes"), 2),
+                         "failed allocation (MB)": to_mb(oom.get("requested_bytes"), 2),
+                         "reserved when it failed (MB)": to_mb(oom.get("reserved_bytes"), 2),
                          "enforced": oom["enforced"], "error": oom["error"]})
     return pd.DataFrame(rows) if rows else None
