@@ -13,6 +13,7 @@ from foxlib.memory import cuda as cuda_mem
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, workspace
 from foxlib.waves.wave_8_12 import workspace
 from foxlib.waves.wave_8_13 import deployment
+from foxlib.waves.wave_8_13.records import TftRun
 from foxlib.waves.wave_8_13.tft import resolve_tft
 from tests.test_wave_8_12 import hand_measurement, typed
 
@@ -110,8 +111,8 @@ def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_pa
     with pytest.raises(ValueError, match="cublas_workspace must be a string"):
         resolve_tft('{"cublas_workspace": 16}', "small", "cpu", tmp_path)
     class R:  # what deployment.pinned_tft_config reads of the measurement
-        tft = {"precision": "bf16", "overrides": {"memory_efficient": True}, "cuda_graph": True,
-               "options": {"adam": "fused"}, "cublas_workspace": ":16:8", "source": "8.12"}
+        tft = TftRun("bf16", {"memory_efficient": True}, "8.12", True, cuda_graph=True, options={"adam": "fused"},
+                     cublas_workspace=":16:8")
     pinned = json.loads(deployment.pinned_tft_config(R))
     assert pinned == {"precision": "bf16", "memory_efficient": True, "cuda_graph": True, "options": {"adam": "fused"},
                       "cublas_workspace": ":16:8"}

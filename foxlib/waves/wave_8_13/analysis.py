@@ -145,7 +145,7 @@ def nvml_text(m: Measurement) -> str:
 def depends_on_text(r: Measurement) -> str:
     """The cited 8.12 results (path, revision, short sha256), for the report's first screen."""
     if not r.depends_on:
-        return f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.get('source', '?')})."
+        return f"Depends on: no wave {RECOMMENDING_WAVE} results cited ({r.tft.source})."
     return "Depends on: " + "; ".join(f"wave {RECOMMENDING_WAVE} results `{c.path}` at revision {c.revision}, "
                                       f"sha256 {c.sha256[:12]}" for c in r.depends_on) + " (verified before rendering)."
 
@@ -202,7 +202,7 @@ def per_model(m: Measurement) -> dict[str, dict[str, Any]]:
     for name in m.order:
         inf = m.inference.detail["models"].get(name) or {}
         alone, together = inf.get("alone") or {}, inf.get("together") or {}
-        out[name] = {**m.training.detail["per_model"][name], "precision": m.models[name]["precision"],
+        out[name] = {**m.training.detail["per_model"][name], "precision": m.models[name].precision,
                      "kept_bytes": kept_bytes(m, name), "model_peak_bytes": peaks[name], "served": bool(inf),
                      "resident_bytes": inf["parameters_bytes"] + inf["input_bytes"] if inf else None,
                      "forward_bytes": inf.get("solo_increment_bytes"), "batch": inf.get("batch"),
@@ -214,9 +214,9 @@ def per_model(m: Measurement) -> dict[str, dict[str, Any]]:
 def tft_text(r: Measurement) -> str:
     """The TFT's configuration as the run used it (Markdown), its cuBLAS workspace included."""
     t = r.tft
-    text = (f"TFT configuration: {t['source']} — precision **{t['precision']}**, overrides `{t['overrides']}`"
-            + (", the whole training step as one CUDA graph" if t.get("cuda_graph") else "")
-            + (f", step options `{t['options']}`" if t.get("options") else "") + ".")
+    text = (f"TFT configuration: {t.source} — precision **{t.precision}**, overrides `{t.overrides}`"
+            + (", the whole training step as one CUDA graph" if t.cuda_graph else "")
+            + (f", step options `{t.options}`" if t.options else "") + ".")
     ws = r.cublas_workspace
     if ws:
         text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws['asked']}` "

@@ -250,10 +250,10 @@ def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
     out = {}
     for name in m.order:
         info = m.models[name]
-        base = MODELS[name].preset(info["preset"])
+        base = MODELS[name].preset(info.preset)
         values = {k: (tuple(v) if isinstance(v, list) and isinstance(getattr(base, k, None), tuple) else v)
-                  for k, v in info["config"].items()}
-        out[name] = (MODELS[name].config(info["preset"], **values), info["precision"])
+                  for k, v in info.config.items()}
+        out[name] = (MODELS[name].config(info.preset, **values), info.precision)
     return out
 
 
@@ -309,7 +309,7 @@ def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:
     """8.13's own figures for the card it emulated; None where it emulated none (a CPU run, a cap_bytes override)."""
     if not m.cap.enforced or m.cap.override:
         return None
-    precisions = tuple(sorted({info["precision"] for info in m.models.values()}))
+    precisions = tuple(sorted({info.precision for info in m.models.values()}))
     return Footprint(configuration, "measured", int(analysis.figure(m, "training")),
                      int(analysis.figure(m, "inference")), precisions, card_bytes=int(m.cap.card_bytes),
                      training_ran=not m.training.oom, serving_ran=not m.inference.oom,
@@ -340,7 +340,7 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     """The card table of a measurement: its configuration measured (on the card it emulated) and predicted, each
     `extra` configuration ({name: ensemble_members(...)}) predicted, all with the overheads 8.13 measured."""
     members = measured_members(m)
-    name = configuration_name(members, next(iter(m.models.values()))["preset"])
+    name = configuration_name(members, next(iter(m.models.values())).preset)
     over = measured_overheads(m)
     kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
               training_cache_bytes=over.training_cache_bytes, serving_cache_bytes=over.serving_cache_bytes,
@@ -409,6 +409,6 @@ def notes_text(table: CardTable) -> str:
 def report_section(m: Measurement, budgets: dict[str, dict[str, float]]) -> tuple[pd.DataFrame, str]:
     """The report's "which card fits": the measurement's card table with the alternatives, judged with
     budgets.toml's [ensemble] min_headroom_mb, as (card_frame, notes_text)."""
-    preset = next(iter(m.models.values()))["preset"]
+    preset = next(iter(m.models.values())).preset
     table = table_for_measurement(m, budgets["ensemble"]["min_headroom_mb"] * MB, extra=alternatives(preset))
     return card_frame(table), notes_text(table)

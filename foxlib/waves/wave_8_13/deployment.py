@@ -43,8 +43,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 def pinned_tft_config(m: Measurement) -> str:
     """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
     its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
-    extra = {k: m.tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if m.tft.get(k)}
-    return json.dumps({"precision": m.tft["precision"], **m.tft["overrides"], **extra}, separators=(",", ":"))
+    extra = {k: getattr(m.tft, k) for k in ("cuda_graph", "options", "cublas_workspace") if getattr(m.tft, k)}
+    return json.dumps({"precision": m.tft.precision, **m.tft.overrides, **extra}, separators=(",", ":"))
 
 
 def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list[str]]:
@@ -129,24 +129,24 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         if frag is not None:
             out.append(f"Allocator fragmentation at the end of training: {mb(frag)} MB of inactive split blocks. "
                        "Over long runs the reserve can creep up; watch NVML's process figure in production.")
-    if (m.tft.get("options") or {}).get("compile") and m.warmup:
+    if (m.tft.options or {}).get("compile") and m.warmup:
         out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
                    f"first steps and forwards, the TFT compiled, the graphs captured) took "
                    f"{m.warmup['seconds']:,.1f} s on {m.device['name']}. The production machine needs what "
                    "inductor needs (Triton and a C compiler) and compiles again in each new process (inductor's on-disk "
                    "caches shorten a repeat; not measured here).")
-    if m.tft["source"] == "the tft_config parameter":
+    if m.tft.source == "the tft_config parameter":
         out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
                    "report: make sure it is the one 8.12 recommends for this device.")
-    elif not m.tft["recommended"]:
-        out.append(f"The TFT was not validated in wave 8.12's recommended configuration ({m.tft['source']}). "
+    elif not m.tft.recommended:
+        out.append(f"The TFT was not validated in wave 8.12's recommended configuration ({m.tft.source}). "
                    "Re-run this wave once 8.12 has published its recommendation for this device.")
     for precision, risk in (("bf16", "needs a GPU of compute capability 8.0 or newer (Ampere+). Many 4 GB cards "
                                       "(e.g. Turing GTX 1650) have no bf16: there it must fall back to fp16 with a "
                                       "gradient scaler or to fp32, which changes the memory; re-measure on that card."),
                             ("fp16", "trains with a gradient scaler; overflowing steps are skipped silently. "
                                      "Log the scaler's scale in production.")):
-        who = ", ".join(n for n, info in m.models.items() if info["precision"] == precision)
+        who = ", ".join(n for n, info in m.models.items() if info.precision == precision)
         if who:
             out.append(f"{precision} ({who}) {risk}")
     bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
@@ -220,17 +220,16 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
         "## Configuration of each model",
         "",
-        f"TFT configuration: {m.tft['source']}; precision {m.tft['precision']}, overrides "
-        f"`{json.dumps(m.tft['overrides'])}`. Training: Adam at each model's learning rate, one step of each "
+        f"TFT configuration: {m.tft.source}; precision {m.tft.precision}, overrides "
+        f"`{json.dumps(m.tft.overrides)}`. Training: Adam at each model's learning rate, one step of each "
         f"model in turn ({' → '.join(m.order)}), {m.steps} steps each, gradients freed after every step. "
         f"Inference: eval mode, no_grad, each model in its precision; {i.detail['how']}.",
         "",
     ]
     for name in m.order:
         info = m.models[name]
-        parts += [f"### {name} — {info['title']}", "",
-                  f"preset `{info['preset']}`, precision **{info['precision']}**", "",
-                  "```json", json.dumps(info["config"], indent=1), "```", ""]
+        parts += [f"### {name} — {info.title}", "", f"preset `{info.preset}`, precision **{info.precision}**", "",
+                  "```json", json.dumps(info.config, indent=1), "```", ""]
     rows = [[name, p["precision"], f"{p['steps_run']}/{m.steps}",
              *(mb(p[k], 2) for k in ("kept_bytes", "model_peak_bytes", "peak_bytes", "resident_bytes",
                                      "forward_bytes")),

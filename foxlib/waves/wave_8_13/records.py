@@ -103,13 +103,45 @@ class Phase:
         return out
 
 
+class Sparse(Record):
+    """A Record whose fields that default to None are absent from its dict while they hold None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        unset = {f.name for f in dataclasses.fields(self) if f.default is None and getattr(self, f.name) is None}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in unset}
+
+
+@dataclasses.dataclass(frozen=True)
+class TftRun(Sparse):
+    """The TFT as the run took it (tft.resolve_tft less its config and citations): cuda_graph and options for a
+    captured step, cublas_workspace where 8.12 advises one."""
+    precision: str
+    overrides: dict[str, Any]
+    source: str
+    recommended: bool
+    cuda_graph: bool | None = None
+    options: dict[str, Any] | None = None
+    """foxlib.harness.step_options.StepOptions as a dict."""
+    cublas_workspace: str | None = None
+    """A CUBLAS_WORKSPACE_CONFIG value such as ":16:8"."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRun(Record):
+    """One model of the ensemble as it ran: its card's title, precision, config (the dataclass's fields), preset."""
+    title: str
+    precision: str
+    config: dict[str, Any]
+    preset: str
+
+
 @dataclasses.dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     """What `measure` returns, with the runner's header."""
     order: tuple[str, ...]
     steps: int
-    tft: dict[str, Any]
-    models: dict[str, dict[str, Any]]
+    tft: TftRun
+    models: dict[str, ModelRun]
     depends_on: tuple[Citation, ...]
     cap: Cap
     training: Phase
@@ -131,20 +163,27 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     """The class of card validated (measuring.class_facts)."""
 
     CUDA_PARTS: ClassVar[tuple[str, ...]] = ("context", "context_before_warmup", "warmup")  # a cap's run holds them
+    PARTS: ClassVar[dict[str, Any]] = {
+        "tft": TftRun, "cap": Cap, "training": Phase, "inference": Phase, "nvml": NvmlSeries}
+    """The parts that are one record each (None where absent)."""
+    MANY: ClassVar[dict[str, Any]] = {"models": ModelRun}
+    """The parts that are a record per model (None where absent)."""
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
         missing = [k for k in cls.CUDA_PARTS if d["cap"]["enforced"] and d[k] is None]
         if missing:  # the cap's tables and risks read them: refused here, not a TypeError at render
             raise KeyError(f"a run under an enforced cap lacks {', '.join(missing)}")
-        return {"order": tuple(d["order"]), "steps": int(d["steps"]), "cap": Cap.from_dict(d["cap"]),
-                "training": Phase.from_dict(d["training"]), "inference": Phase.from_dict(d["inference"]),
-                "nvml": NvmlSeries.from_dict(d["nvml"]),
-                "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])}
+        return {"order": tuple(d["order"]), "steps": int(d["steps"]),
+                "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])} | {
+            k: None if d[k] is None else part.from_dict(d[k]) for k, part in cls.PARTS.items()} | {
+            k: None if d[k] is None else {n: part.from_dict(v) for n, v in d[k].items()} for k, part in cls.MANY.items()}
 
     def plain_parts(self) -> dict[str, Any]:
-        return {"order": list(self.order), "depends_on": self.citations(), "cap": self.cap.to_dict(),
-                "training": self.training.to_dict(), "inference": self.inference.to_dict(), "nvml": self.nvml.to_dict()}
+        return {"order": list(self.order), "depends_on": self.citations()} | {
+            k: None if getattr(self, k) is None else getattr(self, k).to_dict() for k in self.PARTS} | {
+            k: None if getattr(self, k) is None else {n: r.to_dict() for n, r in getattr(self, k).items()}
+            for k in self.MANY}
 
     def citations(self) -> list[dict[str, Any]]:
         """depends_on as foxlib.core.provenance.verify takes it."""
