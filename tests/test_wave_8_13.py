@@ -308,7 +308,7 @@ def test_deployment_says_what_a_compiled_tft_costs_at_start_up():
         (reports / "variants/wave-8.13-card_class-fp16/measurement.json").read_text()))
     assert compiled.tft.options["compile"] and not (plain.tft.options or {}).get("compile")
     [line] = [r for r in deployment.risks(compiled, load_budgets()) if r.startswith("**Start-up.**")]
-    assert f"took {compiled.warmup['seconds']:,.1f} s on NVIDIA H200" in line
+    assert f"took {compiled.warmup.seconds:,.1f} s on NVIDIA H200" in line
     assert not any(r.startswith("**Start-up.**") for r in deployment.risks(plain, load_budgets()))
 
 

@@ -68,7 +68,7 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
 def workspace_bytes(r: Measurement) -> int:
     """The cuBLAS workspaces, once per stream: what stays allocated after the warm-up freed everything else;
     0 on the CPU."""
-    return r.warmup["allocated_after_bytes"] if r.enforced else 0
+    return r.warmup.allocated_after_bytes if r.enforced else 0
 
 
 def process_figure(m: Measurement) -> int | None:

@@ -132,7 +132,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     if (m.tft.options or {}).get("compile") and m.warmup:
         out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
                    f"first steps and forwards, the TFT compiled, the graphs captured) took "
-                   f"{m.warmup['seconds']:,.1f} s on {m.device['name']}. The production machine needs what "
+                   f"{m.warmup.seconds:,.1f} s on {m.device['name']}. The production machine needs what "
                    "inductor needs (Triton and a C compiler) and compiles again in each new process (inductor's on-disk "
                    "caches shorten a repeat; not measured here).")
     if m.tft.source == "the tft_config parameter":

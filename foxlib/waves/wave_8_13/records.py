@@ -136,6 +136,29 @@ class ModelRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Context(Record):
+    """The CUDA context (bytes) as cap.measure_context measured it: NVML's process figure − the allocator's
+    reserve, what the first product left allocated (cuBLAS's workspace), how."""
+    process_used_bytes: int | None
+    reserved_bytes: int
+    context_bytes: int
+    note: str | None
+    cublas_workspace_bytes: int
+    how: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Warmup(Record):
+    """measuring.warm_up: its seconds, an out-of-memory error that stopped it, what it ran, what it left allocated
+    (bytes: the cuBLAS workspaces)."""
+    seconds: float
+    oom: str | None
+    what: list[str]
+    allocated_after_bytes: int
+    how: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     """What `measure` returns, with the runner's header."""
     order: tuple[str, ...]
@@ -147,12 +170,12 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     training: Phase
     inference: Phase
     nvml: NvmlSeries
-    context: dict[str, Any] | None
-    """CUDA: the context measured after the warm-up (measure_context); None on the CPU."""
-    context_before_warmup: dict[str, Any] | None
+    context: Context | None
+    """CUDA: the context measured after the warm-up; None on the CPU."""
+    context_before_warmup: Context | None
     """CUDA: the context before the warm-up; None on the CPU."""
-    warmup: dict[str, Any] | None
-    """CUDA: what the warm-up ran and left allocated (measuring.warm_up); None on the CPU."""
+    warmup: Warmup | None
+    """CUDA: what the warm-up ran and left allocated; None on the CPU."""
     step_profiles: dict[str, dict[str, Any]] | None
     """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
     graph_mode: dict[str, Any] | None
@@ -164,7 +187,8 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
 
     CUDA_PARTS: ClassVar[tuple[str, ...]] = ("context", "context_before_warmup", "warmup")  # a cap's run holds them
     PARTS: ClassVar[dict[str, Any]] = {
-        "tft": TftRun, "cap": Cap, "training": Phase, "inference": Phase, "nvml": NvmlSeries}
+        "tft": TftRun, "cap": Cap, "training": Phase, "inference": Phase, "nvml": NvmlSeries, "context": Context,
+        "context_before_warmup": Context, "warmup": Warmup}
     """The parts that are one record each (None where absent)."""
     MANY: ClassVar[dict[str, Any]] = {"models": ModelRun}
     """The parts that are a record per model (None where absent)."""

@@ -23,17 +23,17 @@ def _quantities(rows: list[tuple[str, float | None, str]]) -> pd.DataFrame:
 
 def cap_table(r: Measurement) -> pd.DataFrame:
     """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
-    cap, ctx = r.cap, r.context or {}
+    cap = r.cap
     rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
     if not cap.enforced:
         return _quantities(rows + [("CUDA context", None, "none on the CPU"), ("allocator cap", cap.cap_bytes, cap.how),
                                    ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
                                    ("largest NVML process figure", None, nvml_check(r).note)])
     rows += [
-        ("CUDA context before the warm-up", r.context_before_warmup["context_bytes"],
+        ("CUDA context before the warm-up", r.context_before_warmup.context_bytes,
          "NVML process used − allocator reserved, before any model ran: too small to set the cap on"),
         ("CUDA context at the start (sets the cap)", cap.context_bytes,
-         ctx.get("how", "") + "; after the warm-up: " + "; ".join(r.warmup["what"])),
+         r.context.how + "; after the warm-up: " + "; ".join(r.warmup.what)),
         ("allocator cap", cap.cap_bytes,
          (f"cap_bytes = {cap.cap_bytes:,} bytes" if cap.override else
           f"card − context = {cap.card_bytes:,} − {cap.context_bytes:,} = {cap.cap_bytes:,} bytes")
