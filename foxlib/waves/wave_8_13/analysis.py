@@ -219,14 +219,14 @@ def tft_text(r: Measurement) -> str:
             + (f", step options `{t.options}`" if t.options else "") + ".")
     ws = r.cublas_workspace
     if ws:
-        text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws['asked']}` "
-                 + ("applied" if ws["applied"] else "**not applied**") + f": {ws['why']}.")
+        text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws.asked}` "
+                 + ("applied" if ws.applied else "**not applied**") + f": {ws.why}.")
     return text
 
 
 def card_class_text(m: Measurement) -> str:
     """The card class the run answers for (measuring.class_facts), for the first screen."""
     facts = m.card_class
-    how = (f"**emulated** on this {facts['own_class']}-class GPU" if facts["emulated"] else "this device's own class")
-    text = f"Card class: **{facts['title']}** ({how}). Enforced: {'; '.join(facts['enforced'])}."
-    return text + (f" Not emulated: {facts['not_emulated']}." if facts.get("not_emulated") else "")
+    how = f"**emulated** on this {facts.own_class}-class GPU" if facts.emulated else "this device's own class"
+    text = f"Card class: **{facts.title}** ({how}). Enforced: {'; '.join(facts.enforced)}."
+    return text + (f" Not emulated: {facts.not_emulated}." if facts.not_emulated else "")

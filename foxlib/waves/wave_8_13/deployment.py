@@ -210,9 +210,9 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
         f"{DEPLOYMENT} (ensemble deployment) is **{v}** on this device: "
         + ("every check passed." if v == "GO" else "at least one check failed.")
-        + f" It holds for the card class **{m.card_class['title']}**"
+        + f" It holds for the card class **{m.card_class.title}**"
         + (" (emulated here: the class's limits enforced, its speed and CUDA context this GPU's)"
-           if m.card_class["emulated"] else "")
+           if m.card_class.emulated else "")
         + ", with this configuration; another class of card has a report of its own (the index's first lines).",
         "",
         _table(["check", "measured (MB)", "limit (MB)", "result", "how"],

@@ -159,6 +159,38 @@ class Warmup(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class GraphMode(Sparse):
+    """Where 8.12's recommendation asked for a CUDA graph: asked, on, why, and per model how its training step and
+    inference forward ran (where on)."""
+    asked: bool
+    on: bool
+    why: str
+    training: dict[str, str] | None = None
+    inference: dict[str, str] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CublasWorkspace(Record):
+    """foxlib.memory.cuda.use_cublas_workspace: the setting asked, whether it held, the workspace taken (bytes)."""
+    asked: str
+    applied: bool
+    workspace_bytes: int
+    asked_bytes: int
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassFacts(Record):
+    """The card class validated (measuring.class_facts): what it enforces, and what an emulation leaves out."""
+    name: str
+    title: str
+    own_class: str
+    emulated: bool
+    enforced: list[str]
+    not_emulated: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     """What `measure` returns, with the runner's header."""
     order: tuple[str, ...]
@@ -178,17 +210,17 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     """CUDA: what the warm-up ran and left allocated; None on the CPU."""
     step_profiles: dict[str, dict[str, Any]] | None
     """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
-    graph_mode: dict[str, Any] | None
-    """Where 8.12's recommendation asked for a CUDA graph: asked, on, why, and per model how it ran; else None."""
-    cublas_workspace: dict[str, Any] | None
-    """The cuBLAS workspace size the TFT's recommendation carries: asked, applied, why; else None."""
-    card_class: dict[str, Any]
-    """The class of card validated (measuring.class_facts)."""
+    graph_mode: GraphMode | None
+    """Where 8.12's recommendation asked for a CUDA graph; else None."""
+    cublas_workspace: CublasWorkspace | None
+    """The cuBLAS workspace size the TFT's recommendation carries; else None."""
+    card_class: ClassFacts
 
     CUDA_PARTS: ClassVar[tuple[str, ...]] = ("context", "context_before_warmup", "warmup")  # a cap's run holds them
     PARTS: ClassVar[dict[str, Any]] = {
         "tft": TftRun, "cap": Cap, "training": Phase, "inference": Phase, "nvml": NvmlSeries, "context": Context,
-        "context_before_warmup": Context, "warmup": Warmup}
+        "context_before_warmup": Context, "warmup": Warmup, "graph_mode": GraphMode,
+        "cublas_workspace": CublasWorkspace, "card_class": ClassFacts}
     """The parts that are one record each (None where absent)."""
     MANY: ClassVar[dict[str, Any]] = {"models": ModelRun}
     """The parts that are a record per model (None where absent)."""

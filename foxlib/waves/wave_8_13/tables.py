@@ -76,10 +76,10 @@ def configuration_table(r: Measurement) -> pd.DataFrame:
         rows.append({"model": name, "title": info.title, "precision": info.precision,
                      "preset": info.preset, "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
     graphs = r.graph_mode
-    if graphs and graphs.get("on"):  # wave 8.12 recommended a captured step: how each model ran
+    if graphs and graphs.on:  # wave 8.12 recommended a captured step: how each model ran
         for row in rows:
-            row["training step"] = (graphs.get("training") or {}).get(row["model"]) or "not run"
-            row["inference forward"] = (graphs.get("inference") or {}).get(row["model"]) or "not run"
+            row["training step"] = (graphs.training or {}).get(row["model"]) or "not run"
+            row["inference forward"] = (graphs.inference or {}).get(row["model"]) or "not run"
     return pd.DataFrame(rows)
 
 
