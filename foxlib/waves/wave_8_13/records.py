@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from foxlib.core.schema import Record, WaveMeasurement
+from foxlib.memory.profile import MemoryProfile
 
 
 SCHEMA_VERSION = 2
@@ -208,7 +209,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     """CUDA: the context before the warm-up; None on the CPU."""
     warmup: Warmup | None
     """CUDA: what the warm-up ran and left allocated; None on the CPU."""
-    step_profiles: dict[str, dict[str, Any]] | None
+    step_profiles: dict[str, MemoryProfile] | None
     """The CPU: each model's step measured alone, the accounting's input; None on CUDA."""
     graph_mode: GraphMode | None
     """Where 8.12's recommendation asked for a CUDA graph; else None."""
@@ -222,7 +223,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         "context_before_warmup": Context, "warmup": Warmup, "graph_mode": GraphMode,
         "cublas_workspace": CublasWorkspace, "card_class": ClassFacts}
     """The parts that are one record each (None where absent)."""
-    MANY: ClassVar[dict[str, Any]] = {"models": ModelRun}
+    MANY: ClassVar[dict[str, Any]] = {"models": ModelRun, "step_profiles": MemoryProfile}
     """The parts that are a record per model (None where absent)."""
 
     @classmethod
