@@ -9,6 +9,7 @@ import torch
 
 from foxlib.report import index
 from foxlib.core.config import MB
+from foxlib.memory.profile import MemoryProfile
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_13 import analysis, measuring, nvml, records, tft
 from foxlib.waves.wave_8_13.cap import account_training
@@ -233,6 +234,22 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
     if r.enforced:  # a run under a cap: its contexts and warm-up are what the cap's tables read
         with pytest.raises(ValueError, match="lacks warmup"):
             records.Measurement.from_dict({**raw, "warmup": None})
+
+
+@pytest.mark.parametrize("folder", ["cpu/wave-8.13", "h200/wave-8.13", "h200/variants/wave-8.13-card_class-fp16"])
+def test_every_committed_measurement_types_its_parts_and_writes_back_its_file(folder, tmp_path):
+    """Each committed 8.13 measurement reads into its records (the TFT, each model, the contexts, the warm-up, the
+    card class) and to_dict writes measurement.json back byte for byte, as notebook_cells.finish writes it."""
+    from foxlib.core import results
+    path = ROOT / "reports" / folder / "measurement.json"
+    m = records.Measurement.from_dict(json.loads(path.read_text()), str(path))
+    assert isinstance(m.tft, records.TftRun) and isinstance(m.card_class, records.ClassFacts)
+    assert all(isinstance(v, records.ModelRun) for v in m.models.values()) and list(m.models) == list(m.order)
+    assert isinstance(m.warmup, records.Warmup) == isinstance(m.context, records.Context) == m.enforced
+    assert m.step_profiles is None if m.enforced else all(isinstance(p, MemoryProfile) for p in m.step_profiles.values())
+    assert results.write_json(tmp_path / "m.json", m.to_dict()).read_bytes() == path.read_bytes()
+    with pytest.raises(ValueError, match="malformed .*bogus"):  # a part's unknown key is refused, not carried
+        records.Measurement.from_dict({**m.to_dict(), "tft": {**m.tft.to_dict(), "bogus": 1}})
 
 
 def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():
