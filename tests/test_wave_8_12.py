@@ -12,6 +12,7 @@ from foxlib.harness.floors import floors
 from foxlib.harness.timing import RatioInterval
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
+from tests.conftest import step_profile
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 ROUNDS = 6
@@ -31,7 +32,7 @@ def hand_measurement(rows):
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
                                  "cuda_graph": False}
-        m["memory"][name] = {"peak": peak * MB, "activations": 0, "n_parameters": 1_000_000}
+        m["memory"][name] = step_profile(peak=peak * MB, activations=0, n_parameters=1_000_000).to_dict()
         m["timing"][name] = {"median_s": step, "iqr_s": 0.0, "samples_s": [step] * ROUNDS}
         if own:
             m["accuracy_runs"][name] = [{"seed": 0, "has_skill": True, "harness": {"min_skill": 0.02}, "metrics": {
@@ -231,13 +232,13 @@ def test_the_committed_measurements_load(path):
     rec = typed(m)
     assert rec.names == list(m.strategies) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:
-        assert s.peak_bytes == m.memory[s.name]["peak"]
+        assert s.peak_bytes == m.memory[s.name].peak
         assert list(s.step_samples_s) == m.timing[s.name]["samples_s"]
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
     r = analysis.recommend(rec, load_budgets())
-    assert r["strategy"] in rec.names and r["peak_bytes"] == m.memory[r["strategy"]]["peak"]
+    assert r["strategy"] in rec.names and r["peak_bytes"] == m.memory[r["strategy"]].peak
     assert r["interval"] == f"{rec[r['strategy']].window_ratio} of fp32 per window"
     assert all(c.passed for c in analysis.checks(rec, load_budgets()))
 

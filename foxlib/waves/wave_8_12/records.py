@@ -15,7 +15,7 @@ from foxlib.harness.floors import Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
-from foxlib.memory.cuda_graph import own_workspaces
+from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import predicted_profile
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
@@ -35,7 +35,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     strategies: dict[str, dict[str, Any]]
     skipped: dict[str, str]
     resumed: dict[str, Any] | None = None  # absent in a run not resumed
-    memory: dict[str, dict[str, Any]]
+    memory: dict[str, MemoryProfile | GraphedProfile]
+    """strategy -> its step's profile, in the order they were taken (eager steps first); a CUDA graph's: GraphedProfile."""
     predicted: dict[str, Any]
     timing: dict[str, dict[str, Any]]
     claim_runs: dict[str, Any]
@@ -48,10 +49,16 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     same_function: dict[str, dict[str, Any]]
     timelines: dict[str, Any] | None = None  # absent with timelines=False
 
-    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile | dict[str, Any]]]:
-        """One per strategy; a CUDA graph's step (no MemoryProfile: no activations; never predicted) as figures."""
-        return {n: (predicted_profile(self.predicted.get(n)), p if p.get("cuda_graph") else MemoryProfile.from_dict(p))
-                for n, p in self.memory.items()}
+    @classmethod
+    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"memory": {n: profile_from_dict(p) for n, p in d["memory"].items()}}
+
+    def plain_parts(self) -> dict[str, Any]:
+        return {"memory": {n: p.to_dict() for n, p in self.memory.items()}}
+
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile | GraphedProfile]]:
+        """One per strategy (a CUDA graph's step is never predicted: its stored prediction says so)."""
+        return {n: (predicted_profile(self.predicted.get(n)), p) for n, p in self.memory.items()}
 
 
 @dataclass(frozen=True)
@@ -201,14 +208,14 @@ class Measurement812:
             loss = sum(losses) / len(losses)
             out.append(StrategyResult(
                 name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
-                peak_bytes=int(m.memory[name]["peak"]), activation_bytes=m.memory[name]["activations"],
+                peak_bytes=int(m.memory[name].peak), activation_bytes=m.memory[name].activations,
                 step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info["seed_guess"], changes_numerics=info["changes_numerics"],
                 cuda_graph=info["cuda_graph"], options=info.get("options", {}),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m.base_config), dict(m.device),
-                   int(m.memory[BASELINE]["n_parameters"]), dict(m.skipped),
+                   int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),
                    claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
                    accuracy_preset=m.accuracy_preset, accuracy_runs=runs, same_function=same,
