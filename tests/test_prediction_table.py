@@ -3,16 +3,9 @@ import dataclasses
 import math
 
 from foxlib.memory import tolerances as prediction
-from foxlib.memory.profile import MemoryProfile
 from foxlib.core.config import MB
 from tests.conftest import committed_measurement, graphed_profile
-
-
-def profile(**kw):
-    """A typed step profile, every category 10 MB but those given."""
-    base = dict(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
-                saved_tensor_saves=0, buffers={}, live_before_step=0, loss=0.0, peak_method="test")
-    return MemoryProfile(**base | {c: 10 * MB for c in prediction.CATEGORIES} | kw)
+from tests.conftest import step_profile as profile
 
 
 def test_errors_and_tolerances_per_category():
