@@ -30,7 +30,7 @@ import torch
 from foxlib.core.schema import Record
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
-from foxlib.memory.profile import MemoryProfile, cuda_block_bytes
+from foxlib.memory.profile import MemoryProfile, ProfiledStep, cuda_block_bytes
 from foxlib.memory.step import TrainingStep, check_precision
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
@@ -105,17 +105,10 @@ def bytes_outside_step(model: torch.nn.Module, batch: Any, optimizer: torch.opti
 
 
 @dataclass(frozen=True, kw_only=True)
-class GraphedProfile(Record):
+class GraphedProfile(ProfiledStep, Record):
     """A step captured in one CUDA graph, profiled (profile_graphed_step): MemoryProfile's figures where they can be
     measured, in bytes; activations and forward_peak are None (saved inside the graph's pool, where no hook sees
     them). measurement.json holds it as to_dict() writes it, "cuda_graph": true marking it (profile_from_dict)."""
-    device: str
-    device_name: str
-    precision: str
-    n_parameters: int
-    parameters: int
-    gradients: int
-    optimizer_state: int
     batch: int
     activations: None = None
     forward_peak: None = None
