@@ -143,3 +143,23 @@ def committed_measurement(device: str, wave: str, *, skip_missing: bool = False)
     from foxlib.core.critical_path import get_wave
     data = committed(device, wave, skip_missing=skip_missing)
     return get_wave(wave).part("records").Measurement.from_dict(data, str(committed_path(device, wave)))
+
+
+def step_profile(**kw):
+    """A typed eager step profile (foxlib.memory.profile.MemoryProfile), every category 10 MB but those given."""
+    from foxlib.core.config import MB
+    from foxlib.memory.profile import MemoryProfile
+    from foxlib.memory.tolerances import CATEGORIES
+    base = dict(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
+                saved_tensor_saves=0, buffers={}, live_before_step=0, loss=0.0, peak_method="test")
+    return MemoryProfile(**base | {c: 10 * MB for c in CATEGORIES} | kw)
+
+
+def graphed_profile(**kw):
+    """A typed CUDA-graph step profile (foxlib.memory.cuda_graph.GraphedProfile), 10 MB a category but those given."""
+    from foxlib.core.config import MB
+    from foxlib.memory.cuda_graph import GraphedProfile
+    base = dict(device="cuda:0", device_name="test", precision="fp32", n_parameters=0, parameters=10 * MB,
+                gradients=10 * MB, optimizer_state=10 * MB, batch=10 * MB, peak=10 * MB, workspace_bytes=0, loss=0.0,
+                peak_method="test", warmup_steps=3, cuda={})
+    return GraphedProfile(**base | kw)

@@ -15,13 +15,14 @@ from foxlib.waves.wave_8_12 import workspace
 from foxlib.waves.wave_8_13 import deployment
 from foxlib.waves.wave_8_13.records import TftRun
 from foxlib.waves.wave_8_13.tft import resolve_tft
+from tests.conftest import step_profile
 from tests.test_wave_8_12 import hand_measurement, typed
 
 NAME = "light and fast"
 
 
 def _child(step_s: float, peak_mb: float, workspace_mb: float, profile: bool) -> dict:
-    prof = {"peak": peak_mb * MB, "workspace_bytes": workspace_mb * MB} if profile else None
+    prof = step_profile(peak=peak_mb * MB, workspace_bytes=workspace_mb * MB).to_dict() if profile else None
     return {"variants": {NAME: {"profile": prof, "step_s_median": step_s, "step_s_samples": [step_s] * 3}}}
 
 

@@ -3,7 +3,7 @@ and on a GPU the same training as eager steps, step for step."""
 import pytest
 import torch
 
-from foxlib.memory.cuda_graph import GraphedStep, profile_graphed_step
+from foxlib.memory.cuda_graph import GraphedProfile, GraphedStep, profile_graphed_step
 from foxlib.models import MODELS
 from foxlib.models.tft import device_loss
 
@@ -84,17 +84,17 @@ def test_graphed_profile_counts_the_persistent_categories():
     _, model, batch, loss, optimizer = _parts(torch.device("cuda"))
     p = profile_graphed_step(model, batch, loss, optimizer)
     n = sum(t.numel() for t in model.parameters())
-    assert p["n_parameters"] == n and p["parameters"] >= 4 * n and p["gradients"] == 4 * n
-    assert p["optimizer_state"] >= 8 * n  # exp_avg and exp_avg_sq (+ the step counters)
-    assert p["peak"] >= p["parameters"] + p["gradients"] + p["optimizer_state"]
-    assert p["activations"] is None and p["cuda_graph"]
+    assert p.n_parameters == n and p.parameters >= 4 * n and p.gradients == 4 * n
+    assert p.optimizer_state >= 8 * n  # exp_avg and exp_avg_sq (+ the step counters)
+    assert p.peak >= p.parameters + p.gradients + p.optimizer_state
+    assert p.activations is None and p.cuda_graph and GraphedProfile.from_dict(p.to_dict()) == p
     # the capture stream's cuBLAS workspaces are reported apart, not in the model peak
-    assert p["workspace_bytes"] > 0 and p["cuda"]["workspace_of_capture_stream_bytes"] >= 0
-    assert p["cuda"]["allocated_peak_bytes"] == p["peak"] + p["workspace_bytes"]
+    assert p.workspace_bytes > 0 and p.cuda["workspace_of_capture_stream_bytes"] >= 0
+    assert p.cuda["allocated_peak_bytes"] == p.peak + p.workspace_bytes
     # each capture stream keeps its own cuBLAS workspace for the process: a second profile must not count
     # the first one's (it did once, inflating later graph rows of wave 8.12)
     again = profile_graphed_step(*_parts(torch.device("cuda"))[1:])
-    assert again["peak"] == pytest.approx(p["peak"], abs=1e6)
+    assert again.peak == pytest.approx(p.peak, abs=1e6)
 
 
 @pytest.mark.cuda
@@ -156,9 +156,10 @@ def test_a_captured_inference_forward_keeps_its_input_alive():
 def test_an_eager_step_profiled_after_a_graph_has_no_own_workspace():
     """own_workspaces, in profiling order: a graph's own workspace is its capture stream's; an eager step's is what
     its start held, unless a graph was profiled before it in the process (then that includes the graph's)."""
-    from foxlib.memory.cuda_graph import own_workspaces
-    profiles = {"eager 1": {"workspace_bytes": 70},
-                "graph": {"cuda_graph": True, "workspace_bytes": 500,
-                          "cuda": {"workspace_of_capture_stream_bytes": 72}},
-                "eager 2": {"workspace_bytes": 642}}
+    from foxlib.memory.cuda_graph import own_workspaces, profile_from_dict
+    from tests.conftest import graphed_profile, step_profile
+    profiles = {"eager 1": step_profile(workspace_bytes=70),
+                "graph": graphed_profile(workspace_bytes=500, cuda={"workspace_of_capture_stream_bytes": 72}),
+                "eager 2": step_profile(workspace_bytes=642)}
     assert own_workspaces(profiles) == {"eager 1": 70, "graph": 72, "eager 2": None}
+    assert {n: profile_from_dict(p.to_dict()) for n, p in profiles.items()} == profiles  # "cuda_graph" marks a graph

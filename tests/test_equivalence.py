@@ -6,6 +6,7 @@ import torch
 
 from foxlib.harness.equivalence import TOLERANCE_REL, compare, reference_run, same_function
 from foxlib.models import MODELS
+from tests.conftest import committed
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 SMALL = MODELS["tft"].preset("small")
@@ -87,5 +88,6 @@ def test_wave_8_12_checks_every_strategy_claimed_equal():
     assert out["checkpoint blocks"]["same"] and out["checkpoint blocks"]["grad_max_abs_diff"] == 0.0
     assert out["efficient + checkpoint VSN variables"]["same"] and out["efficient + bf16"]["precision"] == "bf16"
     assert "a CUDA graph needs a CUDA device" in out["CUDA graph"]["error"]  # said, not hidden
-    table = tables.same_function_table(*records.same_function_figures(out)).set_index("strategy")
+    m = records.Measurement.from_dict({**committed("cpu", "8.12"), "same_function": out})  # typed, as a render reads it
+    table = tables.same_function_table(*records.same_function_figures(m.same_function)).set_index("strategy")
     assert table.loc["efficient + bf16", "same function"] and "error" in table.columns

@@ -3,16 +3,9 @@ import dataclasses
 import math
 
 from foxlib.memory import tolerances as prediction
-from foxlib.memory.profile import MemoryProfile
 from foxlib.core.config import MB
-from tests.conftest import committed_measurement
-
-
-def profile(**kw):
-    """A typed step profile, every category 10 MB but those given."""
-    base = dict(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
-                saved_tensor_saves=0, buffers={}, live_before_step=0, loss=0.0, peak_method="test")
-    return MemoryProfile(**base | {c: 10 * MB for c in prediction.CATEGORIES} | kw)
+from tests.conftest import committed_measurement, graphed_profile
+from tests.conftest import step_profile as profile
 
 
 def test_errors_and_tolerances_per_category():
@@ -52,8 +45,8 @@ def test_pairs_and_summary_for_each_wave_shape():
                                 ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=p,
                                                                      predicted=None)})
     m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": p, "bf16": p}}, predicted={"tft": {"fp32": p.to_dict()}})
-    graph = {"peak": 30 * MB, "workspace_bytes": MB, "activations": None, "cuda_graph": True}  # no MemoryProfile
-    m_812 = dataclasses.replace(committed_measurement("cpu", "8.12"), memory={"fp32 (baseline)": p.to_dict(), "CUDA graph": graph},
+    graph = graphed_profile(peak=30 * MB, workspace_bytes=MB)  # no activations: never predicted
+    m_812 = dataclasses.replace(committed_measurement("cpu", "8.12"), memory={"fp32 (baseline)": p, "CUDA graph": graph},
                                 predicted={"fp32 (baseline)": p.to_dict(), "CUDA graph": {"error": "not predicted"}})
     assert list(m_810.prediction_pairs()) == ["tft", "dqn"]
     assert list(m_811.prediction_pairs()) == ["tft fp32", "tft bf16"]

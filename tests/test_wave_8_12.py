@@ -9,9 +9,10 @@ import torch
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.floors import floors
-from foxlib.harness.timing import RatioInterval
+from foxlib.harness.timing import RatioInterval, Timing
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
+from tests.conftest import committed, step_profile
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 ROUNDS = 6
@@ -31,8 +32,8 @@ def hand_measurement(rows):
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
                                  "cuda_graph": False}
-        m["memory"][name] = {"peak": peak * MB, "activations": 0, "n_parameters": 1_000_000}
-        m["timing"][name] = {"median_s": step, "iqr_s": 0.0, "samples_s": [step] * ROUNDS}
+        m["memory"][name] = step_profile(peak=peak * MB, activations=0, n_parameters=1_000_000).to_dict()
+        m["timing"][name] = Timing(name, (step,) * ROUNDS).to_dict()
         if own:
             m["accuracy_runs"][name] = [{"seed": 0, "has_skill": True, "harness": {"min_skill": 0.02}, "metrics": {
                 "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2, "coverage_10_90": 0.8,
@@ -62,7 +63,7 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     assert rec["peak_over_floor"] == pytest.approx(600 * MB / (16 * 1_000_000))
     checks = analysis.checks(typed(m), budgets)
     assert [c.passed for c in checks] == [True, True]
-    m.timing["light and fast"]["samples_s"] = [0.4, 0.5, 0.5, 0.5, 0.5, 0.6]
+    m.timing["light and fast"] = Timing("light and fast", (0.4, 0.5, 0.5, 0.5, 0.5, 0.6))
     df = tables.table(typed(m)).set_index("strategy")
     assert df.loc["light and fast", "step time (ms, median)"] == 500.0
     assert df.loc["light and fast", "step spread (IQR % of median)"] == 10.0
@@ -97,7 +98,7 @@ def test_a_smaller_batch_is_judged_per_training_window():
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
             ("efficient", "fp32", 800, 0.6, 1.00, False)])
     m.strategies["batch ÷4"]["overrides"] = {"batch_size": 0.25}
-    m.timing["batch ÷4"]["samples_s"] = [0.38, 0.4, 0.42] * 2
+    m.timing["batch ÷4"] = Timing("batch ÷4", (0.38, 0.4, 0.42) * 2)
     rec = analysis.recommend(typed(m), load_budgets())
     assert rec["strategy"] == "efficient" and rec["time_per_window_ratio"] == 0.6
     assert tables.table(typed(m)).set_index("strategy").loc["batch ÷4", "time per window ratio"] == 1.6
@@ -127,7 +128,7 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     eager = analysis.recommend(typed(m), load_budgets(), cuda_graph=False)  # where graphs cannot run
     assert eager["strategy"] == "efficient" and not eager["cuda_graph"] and "not recommended" not in eager["reason"]
     assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "efficient + graph"
-    m.timing["light graph"]["samples_s"] = [0.2] * ROUNDS  # as fast: the lighter one
+    m.timing["light graph"] = Timing("light graph", (0.2,) * ROUNDS)  # as fast: the lighter one
     assert analysis.recommend(typed(m), load_budgets(), cuda_graph=True)["strategy"] == "light graph"
     assert analysis.lightest_at_full_speed(typed(m), load_budgets())["strategy"] == "light graph"  # the table shows them all
     assert analysis.recommend(typed(hand_measurement([(BASELINE, "fp32", 900, 1.0, 1.0, True)])), load_budgets(),
@@ -231,15 +232,35 @@ def test_the_committed_measurements_load(path):
     rec = typed(m)
     assert rec.names == list(m.strategies) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:
-        assert s.peak_bytes == m.memory[s.name]["peak"]
-        assert list(s.step_samples_s) == m.timing[s.name]["samples_s"]
+        assert s.peak_bytes == m.memory[s.name].peak
+        assert s.step_samples_s == m.timing[s.name].samples
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
     r = analysis.recommend(rec, load_budgets())
-    assert r["strategy"] in rec.names and r["peak_bytes"] == m.memory[r["strategy"]]["peak"]
+    assert r["strategy"] in rec.names and r["peak_bytes"] == m.memory[r["strategy"]].peak
     assert r["interval"] == f"{rec[r['strategy']].window_ratio} of fp32 per window"
     assert all(c.passed for c in analysis.checks(rec, load_budgets()))
+
+
+@pytest.mark.parametrize("device", ["cpu", "h200"])
+def test_the_committed_measurement_reads_typed_and_writes_back_the_same(device):
+    """measurement.json's profiles (a CUDA graph's: GraphedProfile), step times, floors and same-function checks are
+    records once read; to_dict writes back the file's data, key for key and in its order."""
+    from foxlib.harness.equivalence import Equivalence
+    from foxlib.harness.floors import Floors
+    from foxlib.memory.cuda_graph import GraphedProfile
+    from foxlib.memory.profile import MemoryProfile
+    data = committed(device, "8.12")
+    m = records.Measurement.from_dict(data)
+    assert json.dumps(m.to_dict()) == json.dumps(data)
+    kinds = {type(p) for p in m.memory.values()}
+    assert kinds == ({MemoryProfile, GraphedProfile} if device == "h200" else {MemoryProfile})
+    assert all(isinstance(t, Timing) for t in m.timing.values()) and isinstance(m.floors, Floors)
+    assert m.same_function and all(isinstance(e, Equivalence) for e in m.same_function.values())
+    why = {**data, "same_function": {"CUDA graph": {"variant": "CUDA graph", "error": "needs a CUDA device"}}}
+    assert records.Measurement.from_dict(why).same_function == {"CUDA graph": "needs a CUDA device"}
+    assert records.Measurement.from_dict(why).to_dict()["same_function"] == why["same_function"]
 
 
 def test_the_chart_reads_the_record():

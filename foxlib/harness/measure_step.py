@@ -119,7 +119,7 @@ class ModelMeasurement:
 def profile_graphed(recipe: StepRecipe, device: torch.device,
                     on_built: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """The recipe's step profiled as one CUDA graph (foxlib.memory.cuda_graph.profile_graphed_step: the
-    peak over its capture and first replay), its options' backends (TF32, cuDNN) held while captured.
+    peak over its capture and first replay, as a dict), its options' backends (TF32, cuDNN) held while captured.
     on_built(built step) runs before the profile, e.g. to check the batch or keep the model."""
     import gc
 
@@ -134,4 +134,4 @@ def profile_graphed(recipe: StepRecipe, device: torch.device,
     del built, loss
     gc.collect()
     torch.cuda.empty_cache()
-    return profile
+    return profile.to_dict()

@@ -14,7 +14,7 @@ import torch
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.recipe import StepRecipe
 from foxlib.harness.timing import Timing, interval_of_samples
-from foxlib.memory.cuda_graph import own_workspace
+from foxlib.memory.cuda_graph import own_workspace, profile_from_dict
 
 
 def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "cpu", *,
@@ -34,7 +34,7 @@ def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "
     for n, v in child["variants"].items():
         prof, kind = v["profile"], n.rsplit(", ", 1)[1]
         t = Timing(n, tuple(v["step_s_samples"]))
-        own = own_workspace(prof)
+        own = own_workspace(profile_from_dict(prof))
         row = {"model_peak_bytes": prof["peak"], "allocator_peak_bytes": None if own is None else prof["peak"] + own,
                "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s,
                "noisy": t.noisy, "samples_ms": [1e3 * s for s in t.samples]}

@@ -22,13 +22,15 @@ beside such code needs it.
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
+from foxlib.core.schema import Record
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats
-from foxlib.memory.profile import cuda_block_bytes
+from foxlib.memory.profile import MemoryProfile, ProfiledStep, cuda_block_bytes
 from foxlib.memory.step import TrainingStep, check_precision
 
 WARMUP_STEPS = 3  # eager steps before the capture: Adam's state and the kernels' workspaces exist
@@ -102,14 +104,36 @@ def bytes_outside_step(model: torch.nn.Module, batch: Any, optimizer: torch.opti
     return max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
 
 
+@dataclass(frozen=True, kw_only=True)
+class GraphedProfile(ProfiledStep, Record):
+    """A step captured in one CUDA graph, profiled (profile_graphed_step): MemoryProfile's figures where they can be
+    measured, in bytes; activations and forward_peak are None (saved inside the graph's pool, where no hook sees
+    them). measurement.json holds it as to_dict() writes it, "cuda_graph": true marking it (profile_from_dict)."""
+    batch: int
+    activations: None = None
+    forward_peak: None = None
+    peak: int
+    """The model peak over the capture and one replay: the allocator's, less workspace_bytes."""
+    workspace_bytes: int
+    """What the allocator held after the eager warm-up that is not the step's tensors (cuBLAS workspaces)."""
+    loss: float
+    peak_method: str
+    warmup_steps: int
+    cuda_graph: bool = True
+    cuda: dict[str, Any]
+    """The allocator's statistics (its reserve includes the graph's pool) and the workspaces split by stream."""
+
+
+def profile_from_dict(d: dict[str, Any]) -> MemoryProfile | GraphedProfile:
+    """A stored step profile typed: a CUDA graph's (its "cuda_graph" key) as GraphedProfile, else MemoryProfile."""
+    return GraphedProfile.from_dict(d) if d.get("cuda_graph") else MemoryProfile.from_dict(d)
+
+
 def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
                          loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], optimizer: torch.optim.Optimizer,
-                         precision: str = "fp32") -> dict[str, Any]:
-    """Warm up eagerly, then capture the step and replay it once: the peak over capture and replay, as plain data.
-
-    Keys as profile_step's where they can be measured: peak (the model peak), workspace_bytes,
-    parameters, gradients, optimizer_state, batch, n_parameters, loss (of the replay); activations and
-    forward_peak are None (inside the graph)."""
+                         precision: str = "fp32") -> GraphedProfile:
+    """Warm up eagerly, then capture the step and replay it once: the peak over capture and replay (GraphedProfile:
+    profile_step's figures where they can be measured, the workspaces apart)."""
     device = next(model.parameters()).device
     gc.collect()
     torch.cuda.synchronize(device)
@@ -127,42 +151,39 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     loss = float(step.capture()())
     torch.cuda.synchronize(device)
     stats = allocator_stats(device)
-    out = {
-        "device": str(device), "device_name": torch.cuda.get_device_name(device), "precision": precision,
-        "n_parameters": sum(p.numel() for p in model.parameters()),
-        "parameters": accounting.parameter_bytes(model), "gradients": accounting.gradient_bytes(model),
-        "optimizer_state": accounting.optimizer_state_bytes(optimizer),
-        "batch": accounting.unique_bytes(accounting.iter_tensors(step.inputs)),
-        "activations": None, "forward_peak": None,
-        "peak": torch.cuda.max_memory_allocated(device) - workspace, "workspace_bytes": workspace,
-        "loss": loss, "peak_method": METHOD, "warmup_steps": WARMUP_STEPS, "cuda_graph": True,
-        # reserved_bytes: the graph's pool included
-        "cuda": {**stats, "workspace_of_other_streams_bytes": other_streams,
-                 "workspace_of_capture_stream_bytes": workspace - other_streams},
-    }
+    out = GraphedProfile(
+        device=str(device), device_name=torch.cuda.get_device_name(device), precision=precision,
+        n_parameters=sum(p.numel() for p in model.parameters()),
+        parameters=accounting.parameter_bytes(model), gradients=accounting.gradient_bytes(model),
+        optimizer_state=accounting.optimizer_state_bytes(optimizer),
+        batch=accounting.unique_bytes(accounting.iter_tensors(step.inputs)),
+        peak=torch.cuda.max_memory_allocated(device) - workspace, workspace_bytes=workspace,
+        loss=loss, peak_method=METHOD, warmup_steps=WARMUP_STEPS,
+        cuda={**stats, "workspace_of_other_streams_bytes": other_streams,
+              "workspace_of_capture_stream_bytes": workspace - other_streams})
     del step
     return out
 
 
-def own_workspace(profile: dict[str, Any]) -> int | None:
+def own_workspace(profile: MemoryProfile | GraphedProfile) -> int | None:
     """The cuBLAS workspaces of a profiled step's own streams, for its allocator peak (model peak + these):
     for a captured step its capture stream's (profile_graphed_step's workspace less what the process held
     before the step existed: the same whatever ran before it in the process), for an eager step what was
     allocated at its start that is not its tensors (profile eager steps before any graph: a graph's capture
     stream keeps its workspace for the life of the process)."""
-    own = (profile.get("cuda") or {}).get("workspace_of_capture_stream_bytes")
-    own = own if own is not None else profile.get("workspace_bytes")
+    own = (profile.cuda or {}).get("workspace_of_capture_stream_bytes")
+    own = own if own is not None else profile.workspace_bytes
     return None if own is None else int(own)
 
 
-def own_workspaces(profiles: dict[str, dict[str, Any]]) -> dict[str, int | None]:
+def own_workspaces(profiles: dict[str, MemoryProfile | GraphedProfile]) -> dict[str, int | None]:
     """own_workspace of each of one process's profiles, given in the order they were measured; None for an eager
     step profiled after a captured one: what its start held then includes the earlier graphs' capture-stream
     workspaces, which are not its own (wave 8.12 at 7b01627 profiled its batched eager strategy after 9 graphs:
     1,365.4 MB "allocator peak" for a 745.7 MB step)."""
     out, graphed_before = {}, False
     for name, profile in profiles.items():
-        graphed = bool(profile.get("cuda_graph"))
+        graphed = isinstance(profile, GraphedProfile)
         out[name] = None if graphed_before and not graphed else own_workspace(profile)
         graphed_before = graphed_before or graphed
     return out

@@ -22,8 +22,9 @@ from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.memory.timeline import cpu_allocations, mark_forward_end
 
 @dataclass(frozen=True)
-class MemoryProfile:
-    """One training step's memory. Every *_bytes-like field is in bytes."""
+class ProfiledStep:
+    """What every profiled training step has, eager (MemoryProfile) or captured in one CUDA graph
+    (foxlib.memory.cuda_graph.GraphedProfile): its device, precision and persistent categories, in bytes."""
     device: str
     device_name: str
     precision: str
@@ -34,6 +35,11 @@ class MemoryProfile:
     """.grad of every parameter after backward."""
     optimizer_state: int
     """Tensors in optimizer.state (Adam: exp_avg, exp_avg_sq, step)."""
+
+
+@dataclass(frozen=True)
+class MemoryProfile(ProfiledStep):
+    """One training step's memory. Every *_bytes-like field is in bytes."""
     activations: int
     """Bytes autograd saved for backward, each storage once, parameters excluded, inputs included."""
     activations_by_module: dict[str, int]

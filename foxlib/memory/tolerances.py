@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.memory.cuda_graph import GraphedProfile
 from foxlib.memory.profile import MemoryProfile
 
 CATEGORY_TOLERANCE_PCT = 5.0
@@ -125,18 +126,16 @@ def compare(predicted: MemoryProfile | str | None, measured: MemoryProfile, devi
     return pd.DataFrame(rows, columns=cols)
 
 
-def summary(pairs: dict[str, tuple[MemoryProfile | str | None, MemoryProfile | dict[str, Any]]],
+def summary(pairs: dict[str, tuple[MemoryProfile | str | None, MemoryProfile | GraphedProfile]],
             device_type: str) -> pd.DataFrame:
-    """One row per step (name -> (predicted, measured) as compare takes them, or a CUDA graph's plain figures, never
-    predicted): the peak and its error, the non-tensor bytes (CUDA), and the categories outside tolerance."""
+    """One row per step (name -> (predicted, measured) as compare takes them; a CUDA graph's step, GraphedProfile, is
+    never predicted): the peak and its error, the non-tensor bytes (CUDA), and the categories outside tolerance."""
     rows = []
     for name, (pred, meas) in pairs.items():
         df = compare(pred, meas, device_type)
-        peak, foreign = ((meas["peak"], meas["workspace_bytes"]) if isinstance(meas, dict)
-                         else (meas.peak, meas.workspace_bytes))
         if df["category"].iloc[0] == "all":
-            rows.append({"step": name, "predicted peak (MB)": None, "measured peak (MB)": peak / MB,
-                         "peak error (%)": None, "non-tensor (MB)": foreign / MB,
+            rows.append({"step": name, "predicted peak (MB)": None, "measured peak (MB)": meas.peak / MB,
+                         "peak error (%)": None, "non-tensor (MB)": meas.workspace_bytes / MB,
                          "categories outside tolerance": df["why"].iloc[0]})
             continue
         row = df[df["category"] == LABELS["peak"]].iloc[0]
@@ -144,5 +143,5 @@ def summary(pairs: dict[str, tuple[MemoryProfile | str | None, MemoryProfile | d
         off = ", ".join(f"{r['category']} {r['error (%)']:+.1f} %" for _, r in outside.iterrows())
         rows.append({"step": name, "predicted peak (MB)": row["predicted (MB)"],
                      "measured peak (MB)": row["measured (MB)"], "peak error (%)": row["error (%)"],
-                     "non-tensor (MB)": foreign / MB, "categories outside tolerance": off or "none"})
+                     "non-tensor (MB)": meas.workspace_bytes / MB, "categories outside tolerance": off or "none"})
     return pd.DataFrame(rows)

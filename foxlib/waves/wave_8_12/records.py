@@ -1,7 +1,8 @@
-"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`), and
-made into `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its
-bootstrap interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
-(`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
+"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
+profiles, step times, floors and same-function checks as records), and made into `Measurement812`, one
+`StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap interval over the
+alternating rounds (foxlib.harness.timing.ratio_interval), computed once here (`Measurement812.from_measurement`) and
+the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +16,7 @@ from foxlib.harness.floors import Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
-from foxlib.memory.cuda_graph import own_workspaces
+from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import predicted_profile
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
@@ -28,30 +29,46 @@ SCHEMA_VERSION = 4  # of Measurement812.to_dict(); 2 added each strategy's optio
 
 @dataclass(frozen=True, kw_only=True)
 class Measurement(WaveMeasurement, wave="8.12", version=1):
-    """Wave 8.12's measurement.json: measure()'s plain data with the runner's header, checked on load
+    """Wave 8.12's measurement.json: measure()'s data with the runner's header, checked on load and its records typed
     (WaveMeasurement.from_dict); `Measurement812.from_measurement` makes the decisions' record of it."""
     schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
     base_config: dict[str, Any]
     strategies: dict[str, dict[str, Any]]
     skipped: dict[str, str]
     resumed: dict[str, Any] | None = None  # absent in a run not resumed
-    memory: dict[str, dict[str, Any]]
+    memory: dict[str, MemoryProfile | GraphedProfile]
+    """strategy -> its step's profile, in the order they were taken (eager steps first); a CUDA graph's: GraphedProfile."""
     predicted: dict[str, Any]
-    timing: dict[str, dict[str, Any]]
+    timing: dict[str, Timing]
+    """strategy -> its step's samples (seconds), alternating in one run."""
     claim_runs: dict[str, Any]
-    floors: dict[str, Any]  # foxlib.harness.floors.Floors.to_dict()
+    floors: Floors
     cublas_workspace: dict[str, Any]
     accuracy_preset: str
     accuracy_runs: dict[str, list[dict[str, Any]]]
     accuracy_source: dict[str, str]
     accuracy_harness: dict[str, Any]
-    same_function: dict[str, dict[str, Any]]
+    same_function: dict[str, Equivalence | str]
+    """strategy claimed equal -> its check, or why it could not run (stored as {"variant", "error"})."""
     timelines: dict[str, Any] | None = None  # absent with timelines=False
 
-    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile | dict[str, Any]]]:
-        """One per strategy; a CUDA graph's step (no MemoryProfile: no activations; never predicted) as figures."""
-        return {n: (predicted_profile(self.predicted.get(n)), p if p.get("cuda_graph") else MemoryProfile.from_dict(p))
-                for n, p in self.memory.items()}
+    @classmethod
+    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
+        return {"memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
+                "timing": {n: Timing.from_dict(t) for n, t in d["timing"].items()},
+                "floors": Floors.from_dict(d["floors"]),
+                "same_function": {n: e["error"] if "error" in e else Equivalence.from_dict(e)
+                                  for n, e in d["same_function"].items()}}
+
+    def plain_parts(self) -> dict[str, Any]:
+        return {"memory": {n: p.to_dict() for n, p in self.memory.items()},
+                "timing": {n: t.to_dict() for n, t in self.timing.items()}, "floors": self.floors.to_dict(),
+                "same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
+                                  for n, e in self.same_function.items()}}
+
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile | GraphedProfile]]:
+        """One per strategy (a CUDA graph's step is never predicted: its stored prediction says so)."""
+        return {n: (predicted_profile(self.predicted.get(n)), p) for n, p in self.memory.items()}
 
 
 @dataclass(frozen=True)
@@ -79,10 +96,10 @@ class AccuracyRun:
                    float(r["harness"]["min_skill"]))
 
 
-def same_function_figures(checks: dict[str, dict[str, Any]]) -> tuple[dict[str, Equivalence], dict[str, str]]:
-    """measuring.same_function_checks' data typed: the checks that ran, and why each of the others could not."""
-    return ({n: Equivalence.from_dict(e) for n, e in checks.items() if "error" not in e},
-            {n: e["error"] for n, e in checks.items() if "error" in e})
+def same_function_figures(checks: dict[str, Equivalence | str]) -> tuple[dict[str, Equivalence], dict[str, str]]:
+    """Measurement.same_function apart: the checks that ran, and why each of the others could not."""
+    return ({n: e for n, e in checks.items() if isinstance(e, Equivalence)},
+            {n: e for n, e in checks.items() if isinstance(e, str)})
 
 
 @dataclass(frozen=True)
@@ -187,7 +204,6 @@ class Measurement812:
             raise ValueError(f"a wave 8.12 measurement needs the {BASELINE!r} strategy; it has: "
                              f"{'; '.join(m.strategies)}")
         base_bs = m.base_config["batch_size"]
-        timings = {n: Timing.from_dict({"name": n, **t}) for n, t in m.timing.items()}
         runs = {n: tuple(AccuracyRun.from_run(r) for r in rs) for n, rs in m.accuracy_runs.items()}
         same, errors = same_function_figures(m.same_function)
         base_loss_runs = [r.quantile_loss for r in runs[BASELINE]]
@@ -195,24 +211,24 @@ class Measurement812:
         out, workspaces = [], own_workspaces(m.memory)  # m.memory is in the order the profiles were taken
         for name, info in m.strategies.items():
             bs = resolve_overrides(m.base_config, info["overrides"]).get("batch_size", base_bs)
-            step = ratio_interval(timings, name, BASELINE, confidence, resamples, seed)
+            step = ratio_interval(m.timing, name, BASELINE, confidence, resamples, seed)
             source = m.accuracy_source[name]
             losses = [r.quantile_loss for r in runs[source]]
             loss = sum(losses) / len(losses)
             out.append(StrategyResult(
                 name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
-                peak_bytes=int(m.memory[name]["peak"]), activation_bytes=m.memory[name]["activations"],
-                step_samples_s=timings[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
+                peak_bytes=int(m.memory[name].peak), activation_bytes=m.memory[name].activations,
+                step_samples_s=m.timing[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info["seed_guess"], changes_numerics=info["changes_numerics"],
                 cuda_graph=info["cuda_graph"], options=info.get("options", {}),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m.base_config), dict(m.device),
-                   int(m.memory[BASELINE]["n_parameters"]), dict(m.skipped),
+                   int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),
                    claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
                    accuracy_preset=m.accuracy_preset, accuracy_runs=runs, same_function=same,
-                   same_function_errors=errors, floors=Floors.from_dict(m.floors),
+                   same_function_errors=errors, floors=m.floors,
                    knob_absent=knob_absent_reason(m.cublas_workspace))
 
     def to_dict(self) -> dict[str, Any]:

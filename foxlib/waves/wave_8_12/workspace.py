@@ -22,7 +22,7 @@ from foxlib.core.progress import progress
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
-from foxlib.memory.cuda_graph import own_workspace
+from foxlib.memory.cuda_graph import own_workspace, profile_from_dict
 
 SMALL = ":16:8"  # 8 buffers of 16 KiB per stream (PyTorch's default on this GPU: MiBs per stream)
 KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fastest graphed, the lightest graphed
@@ -109,11 +109,11 @@ def knob_results(knob: dict[str, Any]) -> tuple[KnobResult, ...]:
     runs = knob["runs"]
     out = []
     for name in knob["strategies"]:
-        first = {k: runs[k][0]["variants"][name]["profile"] for k in ("default", "small")}
+        first = {k: profile_from_dict(runs[k][0]["variants"][name]["profile"]) for k in ("default", "small")}
         rounds = {k: [r["variants"][name]["step_s_median"] for r in runs[k]] for k in ("default", "small")}
         out.append(KnobResult(
-            name, knob["setting"], int(first["default"]["peak"]), int(first["default"]["peak"]) + own_workspace(first["default"]),
-            int(first["small"]["peak"]), int(first["small"]["peak"]) + own_workspace(first["small"]),
+            name, knob["setting"], int(first["default"].peak), int(first["default"].peak) + own_workspace(first["default"]),
+            int(first["small"].peak), int(first["small"].peak) + own_workspace(first["small"]),
             tuple(rounds["default"]), tuple(rounds["small"]), interval_of_samples(rounds["small"], rounds["default"])))
     return tuple(out)
 
