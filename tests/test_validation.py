@@ -165,6 +165,19 @@ def test_every_committed_measurement_passes():
         assert preflight.check_measurement(wave, path)["wave"] == wave, path
 
 
+def test_every_committed_measurement_is_in_its_records_form():
+    """Migrated once: each committed measurement.json is byte for byte what its wave's typed Measurement writes
+    (to_dict, as notebook_cells.finish writes it), so a render copies it unchanged and no older layout is read."""
+    from foxlib.core.critical_path import get_wave
+    paths = sorted((ROOT / "reports").glob("**/wave-*/measurement.json"))
+    assert len(paths) >= 10
+    for path in paths:
+        text = path.read_text()
+        data = json.loads(text)
+        m = get_wave(data["wave"]).part("records").Measurement.from_dict(data, str(path))
+        assert json.dumps(results.json_safe(m.to_dict()), indent=2, allow_nan=False) + "\n" == text, path
+
+
 def _required(wave):
     """The keys a wave's measurement must hold: its type's fields without a default."""
     from foxlib.core.critical_path import get_wave
