@@ -35,26 +35,29 @@ def test_zero_measured_and_missing_prediction():
     assert len(df) == 1 and not df["within"].iloc[0] and "boom" in df["why"].iloc[0]
     assert "no prediction" in prediction.compare(None, profile(), "cpu")["why"].iloc[0]
     assert prediction.predicted_profile(profile().to_dict()) == profile() and prediction.predicted_profile(None) is None
+    failed = prediction.predicted_profile({"error": "prediction failed: boom"})
+    assert failed == prediction.FailedPrediction("prediction failed: boom")
+    assert failed.to_dict() == {"error": "prediction failed: boom"}
 
 
 def test_pairs_and_summary_for_each_wave_shape():
     p, q = profile(), profile(peak=12 * MB)  # peak +20 %
     m_810, m_811 = committed_measurement("cpu", "8.10"), committed_measurement("cpu", "8.11")
-    # the records hold a prediction as stored (a profile's dict) and give it typed, beside the typed measurement
-    m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=p, predicted=q.to_dict()),
+    # the records hold a prediction typed (a profile, or why there is none), beside the typed measurement
+    m_810 = dataclasses.replace(m_810, tft=dataclasses.replace(m_810.tft, profile=p, predicted=q),
                                 ensemble={"dqn": dataclasses.replace(m_810.ensemble["dqn"], profile=p,
                                                                      predicted=None)})
-    m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": p, "bf16": p}}, predicted={"tft": {"fp32": p.to_dict()}})
+    m_811 = dataclasses.replace(m_811, memory={"tft": {"fp32": p, "bf16": p}}, predicted={"tft": {"fp32": p}})
     graph = graphed_profile(peak=30 * MB, workspace_bytes=MB)  # no activations: never predicted
     m_812 = dataclasses.replace(committed_measurement("cpu", "8.12"), memory={"fp32 (baseline)": p, "CUDA graph": graph},
-                                predicted={"fp32 (baseline)": p.to_dict(), "CUDA graph": {"error": "not predicted"}})
+                                predicted={"fp32 (baseline)": p, "CUDA graph": prediction.FailedPrediction("not predicted")})
     assert list(m_810.prediction_pairs()) == ["tft", "dqn"]
     assert list(m_811.prediction_pairs()) == ["tft fp32", "tft bf16"]
     assert list(m_812.prediction_pairs()) == ["fp32 (baseline)", "CUDA graph"]
     assert committed_measurement("cpu", "8.13").prediction_pairs() == {}
     assert m_810.prediction_pairs()["tft"] == (q, p)
     assert m_811.prediction_pairs()["tft bf16"] == (None, p)
-    assert m_812.prediction_pairs()["CUDA graph"] == ("not predicted", graph)
+    assert m_812.prediction_pairs()["CUDA graph"] == (prediction.FailedPrediction("not predicted"), graph)
     s = prediction.summary(m_810.prediction_pairs(), "cpu").set_index("step")
     assert s.loc["tft", "peak error (%)"] == 20.0 and s.loc["tft", "categories outside tolerance"] == "step peak (tensors) +20.0 %"
     assert "no prediction" in s.loc["dqn", "categories outside tolerance"]

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 from foxlib.models import MODELS
 from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.step_options import StepOptions
@@ -82,8 +83,8 @@ class ModelMeasurement:
     title: str
     config: dict[str, Any]
     profile: MemoryProfile
-    predicted: dict[str, Any] | None = None
-    """predict_step's profile as a dict, or {"error": ...}; None when not predicted."""
+    predicted: MemoryProfile | FailedPrediction | None = None
+    """predict_step's profile, or why it failed (stored as {"error": ...}); None when not predicted."""
     second_opinion: dict[str, Any] | None = None
     """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
     learning_rate: float | None = None
@@ -102,7 +103,7 @@ class ModelMeasurement:
         if self.source != "measured":
             d |= {"source": self.source, "note": self.note}
         if self.predicted is not None:
-            d["predicted"] = self.predicted
+            d["predicted"] = self.predicted.to_dict()
         if self.second_opinion is not None:
             d["second_opinion"] = self.second_opinion
         return d
@@ -113,7 +114,8 @@ class ModelMeasurement:
         unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"unknown ModelMeasurement field(s) {unknown}; valid: {', '.join(sorted(names))}")
-        return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"])})
+        return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"]),
+                      "predicted": predicted_profile(d.get("predicted"))})
 
 
 def profile_graphed(recipe: StepRecipe, device: torch.device,

@@ -4,11 +4,13 @@ CPU a gap is unexplained; on CUDA the kernels the prediction does not model are 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from foxlib.core.config import MB
+from foxlib.core.schema import Record
 from foxlib.memory.cuda_graph import GraphedProfile
 from foxlib.memory.profile import MemoryProfile
 
@@ -94,18 +96,25 @@ def reason(category: str, device_type: str, lstm: bool = False) -> str:
     return CUDA_REASONS.get(category, "unexplained")
 
 
-def predicted_profile(stored: dict[str, Any] | None) -> MemoryProfile | str | None:
-    """A measurement's stored prediction (predict_step's profile as a dict, or {"error": why}; None: none made) as
-    compare takes it: the profile, typed, or why there is none."""
-    return stored if stored is None else stored["error"] if "error" in stored else MemoryProfile.from_dict(stored)
+@dataclass(frozen=True)
+class FailedPrediction(Record):
+    """A step's stored prediction that holds no profile ({"error": why}: predict_model's failure, or not predicted)."""
+    error: str
 
 
-def compare(predicted: MemoryProfile | str | None, measured: MemoryProfile, device_type: str) -> pd.DataFrame:
+def predicted_profile(stored: dict[str, Any] | None) -> MemoryProfile | FailedPrediction | None:
+    """A measurement's stored prediction (predict_step's profile as a dict, or {"error": why}; None: none made),
+    typed as the records hold it and compare takes it; its to_dict() writes it back as stored."""
+    return stored if stored is None else (FailedPrediction if "error" in stored else MemoryProfile).from_dict(stored)
+
+
+def compare(predicted: MemoryProfile | FailedPrediction | None, measured: MemoryProfile, device_type: str
+            ) -> pd.DataFrame:
     """One row per category: predicted MB, measured MB, error %, tolerance %, within, why. `predicted`
     (predicted_profile): the profile, or why there is none, e.g. the prediction failed (then one row says so)."""
     cols = ["category", "predicted (MB)", "measured (MB)", "error (%)", "tolerance (%)", "within", "why"]
     if not isinstance(predicted, MemoryProfile):
-        why = predicted or "no prediction in this measurement (made before predictions existed)"
+        why = predicted.error if predicted else "no prediction in this measurement (made before predictions existed)"
         return pd.DataFrame([{c: None for c in cols} | {"category": "all", "within": False, "why": why}], columns=cols)
     rows = []
     foreign = measured.workspace_bytes
@@ -126,7 +135,7 @@ def compare(predicted: MemoryProfile | str | None, measured: MemoryProfile, devi
     return pd.DataFrame(rows, columns=cols)
 
 
-def summary(pairs: dict[str, tuple[MemoryProfile | str | None, MemoryProfile | GraphedProfile]],
+def summary(pairs: dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile | GraphedProfile]],
             device_type: str) -> pd.DataFrame:
     """One row per step (name -> (predicted, measured) as compare takes them; a CUDA graph's step, GraphedProfile, is
     never predicted): the peak and its error, the non-tensor bytes (CUDA), and the categories outside tolerance."""

@@ -8,7 +8,7 @@ from typing import Any
 from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.memory.profile import MemoryProfile
-from foxlib.memory.tolerances import predicted_profile
+from foxlib.memory.tolerances import FailedPrediction
 from foxlib.models import ENSEMBLE
 
 SCHEMA_VERSION = 2
@@ -33,9 +33,9 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     target_state_kernels: dict[str, Any] | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
 
-    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile]]:
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """The TFT's, then the ensemble's models'."""
-        return {name: (predicted_profile(e.predicted), e.profile)
+        return {name: (e.predicted, e.profile)
                 for name, e in {"tft": self.tft, **self.ensemble}.items()}
 
     @property

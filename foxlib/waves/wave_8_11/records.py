@@ -8,7 +8,7 @@ from typing import Any
 from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.timing import Timing
 from foxlib.memory.profile import MemoryProfile
-from foxlib.memory.tolerances import predicted_profile
+from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 
 SCHEMA_VERSION = 2
 """Of `Measurement.to_dict()`: a CUDA profile's peak is the model peak, its workspaces apart."""
@@ -22,8 +22,8 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
     tft_config: dict[str, Any]
     memory: dict[str, dict[str, MemoryProfile]]
     """model -> precision -> the step's profile (its `peak` is the model peak)."""
-    predicted: dict[str, dict[str, Any]]
-    """model -> precision -> predict_step's profile as a dict (or {"error": ...})."""
+    predicted: dict[str, dict[str, MemoryProfile | FailedPrediction]]
+    """model -> precision -> predict_step's profile, or why it failed (stored as {"error": ...})."""
     timing: dict[str, Timing]
     """precision -> the TFT step's alternating samples (seconds)."""
     accuracy_preset: str
@@ -37,13 +37,16 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
         return {"memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()}
                            for n, per in d["memory"].items()},
+                "predicted": {n: {p: predicted_profile(x) for p, x in per.items()}
+                              for n, per in d["predicted"].items()},
                 "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()}}
 
     def plain_parts(self) -> dict[str, Any]:
         return {"memory": {n: {p: prof.to_dict() for p, prof in per.items()} for n, per in self.memory.items()},
+                "predicted": {n: {p: x.to_dict() for p, x in per.items()} for n, per in self.predicted.items()},
                 "timing": {p: t.to_dict() for p, t in self.timing.items()}}
 
-    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile]]:
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""
-        return {f"{name} {precision}": (predicted_profile((self.predicted.get(name) or {}).get(precision)), prof)
+        return {f"{name} {precision}": (self.predicted.get(name, {}).get(precision), prof)
                 for name, per in self.memory.items() for precision, prof in per.items()}

@@ -1,8 +1,8 @@
 """Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
-profiles, step times, floors and same-function checks as records), and made into `Measurement812`, one
-`StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap interval over the
-alternating rounds (foxlib.harness.timing.ratio_interval), computed once here (`Measurement812.from_measurement`) and
-the one thing every decision, table, chart and the notebook read."""
+profiles, predictions, step times, floors and same-function checks as records), and made into
+`Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap
+interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
+(`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +18,7 @@ from foxlib.waves.wave_8_12.claim_runs import claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
-from foxlib.memory.tolerances import predicted_profile
+from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
 
 
@@ -38,7 +38,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     resumed: dict[str, Any] | None = None  # absent in a run not resumed
     memory: dict[str, MemoryProfile | GraphedProfile]
     """strategy -> its step's profile, in the order they were taken (eager steps first); a CUDA graph's: GraphedProfile."""
-    predicted: dict[str, Any]
+    predicted: dict[str, MemoryProfile | FailedPrediction]
+    """strategy -> predict_step's profile, or why there is none (stored as {"error": ...})."""
     timing: dict[str, Timing]
     """strategy -> its step's samples (seconds), alternating in one run."""
     claim_runs: dict[str, Any]
@@ -55,6 +56,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
         return {"memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
+                "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
                 "timing": {n: Timing.from_dict(t) for n, t in d["timing"].items()},
                 "floors": Floors.from_dict(d["floors"]),
                 "same_function": {n: e["error"] if "error" in e else Equivalence.from_dict(e)
@@ -62,13 +64,15 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
 
     def plain_parts(self) -> dict[str, Any]:
         return {"memory": {n: p.to_dict() for n, p in self.memory.items()},
+                "predicted": {n: x.to_dict() for n, x in self.predicted.items()},
                 "timing": {n: t.to_dict() for n, t in self.timing.items()}, "floors": self.floors.to_dict(),
                 "same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
                                   for n, e in self.same_function.items()}}
 
-    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | str | None, MemoryProfile | GraphedProfile]]:
+    def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None,
+                                                  MemoryProfile | GraphedProfile]]:
         """One per strategy (a CUDA graph's step is never predicted: its stored prediction says so)."""
-        return {n: (predicted_profile(self.predicted.get(n)), p) for n, p in self.memory.items()}
+        return {n: (self.predicted.get(n), p) for n, p in self.memory.items()}
 
 
 @dataclass(frozen=True)
