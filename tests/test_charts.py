@@ -137,8 +137,8 @@ def test_step_time_ratios_points_intervals_and_the_baseline_line():
 
 
 def test_accuracy_spread_means_seeds_and_the_gate_line_with_its_label():
-    rows = [{"precision": "fp32", "mean": 2.0, "values": [1.0, 3.0]},
-            {"precision": "bf16", "mean": 2.5, "values": [2.0, 3.0]}]
+    rows = [types.SimpleNamespace(precision="fp32", mean=2.0, values=[1.0, 3.0]),  # Degradation's fields read
+            types.SimpleNamespace(precision="bf16", mean=2.5, values=[2.0, 3.0])]
     ax = charts.accuracy_spread(rows, (2.0, "fp32 mean"), (2.2, "gate: fp32 + 10 %"), "QL", "accuracy").axes[0]
     assert [c.lines[0].get_ydata()[0] for c in ax.containers] == [2.0, 2.5]  # the means
     seeds = [list(line.get_ydata()) for line in ax.get_lines() if line.get_marker() == "o"]

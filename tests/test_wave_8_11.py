@@ -110,9 +110,9 @@ def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limi
     rows, limit = analysis.quantile_loss_rows(m), analysis.accuracy_limit(m, budgets)
     table = tables.accuracy_table(m)
     shown = table[table["metric"] == "quantile_loss"].set_index("precision")
-    assert [r["precision"] for r in rows] == list(shown.index)
+    assert [r.precision for r in rows] == list(shown.index)
     for r in rows:
-        assert shown.loc[r["precision"], "mean over seeds"] == round(r["mean"], 4)
+        assert shown.loc[r.precision, "mean over seeds"] == round(r.mean, 4)
     # the line is the degradation check's limit in quantile loss: under it exactly when the check passes
     gate = next(c for c in analysis.checks(m, budgets) if c.name.startswith("TFT accuracy degradation"))
     assert limit["limit_quantile_loss"] == pytest.approx(limit["baseline_quantile_loss"] * (1 + gate.limit / 100))
@@ -120,9 +120,9 @@ def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limi
     baseline_line, gate_line = tables.accuracy_lines(limit)
     fig = charts.accuracy_spread(rows, baseline_line, gate_line, "QL", "t")
     ax = fig.axes[0]
-    assert [c.lines[0].get_ydata()[0] for c in ax.containers] == [r["mean"] for r in rows]
+    assert [c.lines[0].get_ydata()[0] for c in ax.containers] == [r.mean for r in rows]
     assert gate_line[0] == limit["limit_quantile_loss"] and gate_line[0] in [ln.get_ydata()[0] for ln in ax.get_lines()]
-    assert ax.get_ylim()[0] < min(min(r["values"]) for r in rows) and ax.get_ylim()[1] > gate_line[0]
+    assert ax.get_ylim()[0] < min(min(r.values) for r in rows) and ax.get_ylim()[1] > gate_line[0]
     caption, alt = tables.accuracy_figure_text(rows, limit)
     assert "does not start at 0" in caption and f"{limit['limit_quantile_loss']:.4f}" in alt
     plt.close(fig)

@@ -26,6 +26,7 @@ from foxlib.memory.step import TrainingStep, autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 from foxlib.core.progress import progress
+from foxlib.core.schema import Record
 from foxlib.harness.recipe import StepRecipe, optimizer_for
 from foxlib.harness.step_options import StepOptions, backends
 
@@ -123,6 +124,11 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "has_skill": self.has_skill}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainResult":
+        """From to_dict()'s data (has_skill, derived, left out)."""
+        return cls(**{k: v for k, v in d.items() if k != "has_skill"})
 
 
 def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
@@ -297,6 +303,18 @@ def accuracy_gate(runs, candidate: str, baseline: str = "fp32") -> dict[str, Any
                        f"≥ {100 * threshold:g} %" if seeds else
                        f"no power: no {baseline} run beats climatology by ≥ {100 * threshold:g} % "
                        "(validation quantile loss), so an unskilled model's degradation says nothing")}
+
+
+@dataclass(frozen=True)
+class Degradation(Record):
+    """One row of degradation(), typed: a precision's mean of a metric over seeds against the baseline's."""
+    precision: str
+    metric: str
+    mean: float
+    values: list[float]
+    degradation_pct: float
+    baseline_spread_pct: float
+    seeds: list[int]
 
 
 def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[dict[str, Any]]:

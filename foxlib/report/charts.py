@@ -11,6 +11,7 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB
 
 if TYPE_CHECKING:  # the charts read its fields; importing it would import torch
+    from foxlib.harness.training import Degradation
     from foxlib.memory.profile import MemoryProfile
 
 CATEGORY_COLOURS = {
@@ -218,27 +219,27 @@ def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
     return fig
 
 
-def accuracy_spread(rows: list[dict[str, Any]], baseline: tuple[float, str], gate: tuple[float, str], ylabel: str,
+def accuracy_spread(rows: list[Degradation], baseline: tuple[float, str], gate: tuple[float, str], ylabel: str,
                     title: str) -> plt.Figure:
     """Per precision its mean over seeds (a diamond, written beside) and each seed's value (dots) with their range
-    (min–max whisker), from `rows` (the accuracy table's rows: "precision", "mean", "values", read as they
-    are); `baseline` and `gate` (value, legend label) as a dotted and a dashed line. The axis is zoomed on
-    the values and the lines, not from 0: say so in the caption."""
+    (min–max whisker), from `rows` (the accuracy table's rows, foxlib.harness.training.Degradation: precision,
+    mean, values, read as they are); `baseline` and `gate` (value, legend label) as a dotted and a dashed line. The
+    axis is zoomed on the values and the lines, not from 0: say so in the caption."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, r in enumerate(rows):
-        vals = r["values"]
-        ax.errorbar(i, r["mean"], yerr=[[r["mean"] - min(vals)], [max(vals) - r["mean"]]], fmt="D", ms=7,
+        vals = r.values
+        ax.errorbar(i, r.mean, yerr=[[r.mean - min(vals)], [max(vals) - r.mean]], fmt="D", ms=7,
                     color="#4c72b0", ecolor="#8c8c8c", elinewidth=1.5, capsize=4, label="mean over seeds (range: whisker)"
                     if i == 0 else None)
         ax.plot([i + 0.12] * len(vals), vals, "o", color="#1f2d4d", ms=4, alpha=0.8, label="each seed" if i == 0 else None)
-        ax.annotate(f"{r['mean']:.4f}", (i, r["mean"]), xytext=(-10, 0), textcoords="offset points", ha="right",
+        ax.annotate(f"{r.mean:.4f}", (i, r.mean), xytext=(-10, 0), textcoords="offset points", ha="right",
                     va="center", fontsize=8)
     ax.axhline(baseline[0], color="#555", ls=":", lw=1.2, label=baseline[1])
     ax.axhline(gate[0], color="#cf222e", ls="--", lw=1.5, label=gate[1])
-    ax.set_xticks(range(len(rows)), [r["precision"] for r in rows])
+    ax.set_xticks(range(len(rows)), [r.precision for r in rows])
     ax.set_xlim(-0.6, len(rows) - 0.4)
-    lo = min(min(min(r["values"]) for r in rows), baseline[0], gate[0])
-    hi = max(max(max(r["values"]) for r in rows), baseline[0], gate[0])
+    lo = min(min(min(r.values) for r in rows), baseline[0], gate[0])
+    hi = max(max(max(r.values) for r in rows), baseline[0], gate[0])
     ax.set_ylim(lo - 0.15 * (hi - lo), hi + 0.5 * (hi - lo))  # room for the legend above the lines
     ax.set_ylabel(ylabel)
     ax.set_title(title)

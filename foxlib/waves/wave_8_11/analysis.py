@@ -9,13 +9,13 @@ from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key
 from foxlib.harness.timing import RatioInterval, median_interval, ratio_interval
-from foxlib.harness.training import accuracy_gate
+from foxlib.harness.training import Degradation, accuracy_gate
 from foxlib.waves.wave_8_11.records import Measurement
 
 
-def quantile_loss_rows(m: Measurement) -> list[dict[str, Any]]:
+def quantile_loss_rows(m: Measurement) -> list[Degradation]:
     """The accuracy rows (foxlib.harness.training.degradation) of the gate's metric, validation quantile loss."""
-    return [r for r in m.accuracy if r["metric"] == "quantile_loss"]
+    return [r for r in m.accuracy if r.metric == "quantile_loss"]
 
 
 def accuracy_limit(m: Measurement, budgets: dict[str, dict[str, float]]) -> dict[str, Any]:
@@ -33,16 +33,16 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     degradation over the seeds whose fp32 run has skill; the candidate's model peak against the TFT's budget."""
     c = m.candidate
     gate = accuracy_limit(m, budgets)
-    base = [r for r in m.accuracy_runs if r["precision"] == "fp32"]
-    worst = max(base, key=lambda r: r["metrics"]["quantile_loss"] / r["metrics"]["naive_quantile_loss"])
-    wm = worst["metrics"]
-    row = next(r for r in quantile_loss_rows(m) if r["precision"] == c)
+    base = [r for r in m.accuracy_runs if r.precision == "fp32"]
+    worst = max(base, key=lambda r: r.metrics["quantile_loss"] / r.metrics["naive_quantile_loss"])
+    wm = worst.metrics
+    row = next(r for r in quantile_loss_rows(m) if r.precision == c)
     skill_note = (f"skill scores (1 − QL / climatology's) per seed: "
                   + ", ".join(f"{s}: {100 * v:+.2f} %" for s, v in gate["baseline_skill_scores"].items())
-                  + f"; worst seed {worst['seed']}: QL {wm['quantile_loss']:.4f} vs climatology "
+                  + f"; worst seed {worst.seed}: QL {wm['quantile_loss']:.4f} vs climatology "
                     f"{wm['naive_quantile_loss']:.4f}")
     degradation_note = (f"mean of {len(gate['seeds_compared'])} seed(s) with skill; fp32 seed-to-seed spread "
-                        f"{row['baseline_spread_pct']:.2f} %" if gate["powered"] else gate["reason"])
+                        f"{row.baseline_spread_pct:.2f} %" if gate["powered"] else gate["reason"])
     return [
         Check.at_most("TFT fp32 validation quantile loss / climatology's (worst seed): the accuracy gate's power",
                       wm["quantile_loss"] / wm["naive_quantile_loss"], 1 - gate["min_skill"], "ratio", note=skill_note),
@@ -78,11 +78,11 @@ def named_figures(m: Measurement) -> list[Figure]:
             r = ratios[precision]
             out.append(Figure(tft(precision, "step_time_ratio"), r.median, "ratio", low=r.low, high=r.high))
     acc = f"tft/{m.accuracy_preset or preset}/accuracy"
-    runs = [r for r in m.accuracy_runs if "skill_score" in r.get("metrics", {})]
-    base = [r["metrics"]["skill_score"] for r in runs if r["precision"] == "fp32"]
+    runs = [r for r in m.accuracy_runs if "skill_score" in r.metrics]
+    base = [r.metrics["skill_score"] for r in runs if r.precision == "fp32"]
     if base:
         out.append(Figure(f"{acc}/fp32/skill_margin", sum(base) / len(base), "fraction"))
-        for precision in sorted({r["precision"] for r in runs} - {"fp32"}):  # one order, whatever the hash seed
+        for precision in sorted({r.precision for r in runs} - {"fp32"}):  # one order, whatever the hash seed
             gate = accuracy_gate(m.accuracy_runs, precision)
             out.append(Figure(f"{acc}/{precision}/accuracy_change", gate["degradation_pct"] / 100, "fraction"))
     return out

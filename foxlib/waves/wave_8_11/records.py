@@ -7,6 +7,7 @@ from typing import Any
 
 from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.timing import Timing
+from foxlib.harness.training import Degradation, TrainResult
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 
@@ -28,8 +29,9 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
     """precision -> the TFT step's alternating samples (seconds)."""
     accuracy_preset: str
     accuracy_config: dict[str, Any]
-    accuracy_runs: list[dict[str, Any]]
-    accuracy: list[dict[str, Any]]
+    accuracy_runs: list[TrainResult]
+    accuracy: list[Degradation]
+    """foxlib.harness.training.degradation's rows: per precision and metric, against fp32."""
     accuracy_harness: dict[str, Any]
     """The accuracy harness's configuration as run (foxlib.harness.training.HARNESS, resolved)."""
 
@@ -39,12 +41,16 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
                            for n, per in d["memory"].items()},
                 "predicted": {n: {p: predicted_profile(x) for p, x in per.items()}
                               for n, per in d["predicted"].items()},
-                "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()}}
+                "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()},
+                "accuracy_runs": [TrainResult.from_dict(r) for r in d["accuracy_runs"]],
+                "accuracy": [Degradation.from_dict(r) for r in d["accuracy"]]}
 
     def plain_parts(self) -> dict[str, Any]:
         return {"memory": {n: {p: prof.to_dict() for p, prof in per.items()} for n, per in self.memory.items()},
                 "predicted": {n: {p: x.to_dict() for p, x in per.items()} for n, per in self.predicted.items()},
-                "timing": {p: t.to_dict() for p, t in self.timing.items()}}
+                "timing": {p: t.to_dict() for p, t in self.timing.items()},
+                "accuracy_runs": [r.to_dict() for r in self.accuracy_runs],
+                "accuracy": [r.to_dict() for r in self.accuracy]}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""

@@ -8,7 +8,7 @@ import pandas as pd
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB, to_mb
-from foxlib.harness.training import skill_columns, skill_summary
+from foxlib.harness.training import Degradation, skill_columns, skill_summary
 from foxlib.waves.wave_8_11.analysis import speed_ratios
 from foxlib.waves.wave_8_11.records import Measurement
 
@@ -88,11 +88,11 @@ def accuracy_table(m: Measurement) -> pd.DataFrame:
     """Per precision and metric: the mean over seeds, each seed's value, the degradation against fp32 and
     fp32's own seed-to-seed spread (a degradation inside it is noise)."""
     return pd.DataFrame([{
-        "precision": r["precision"], "metric": r["metric"], "mean over seeds": round(r["mean"], 4),
-        "per seed": ", ".join(f"{v:.4f}" for v in r["values"]),
-        "degradation vs fp32 (%)": round(r["degradation_pct"], 2),
-        "fp32 seed spread (%)": round(r["baseline_spread_pct"], 2),
-        "beyond noise": abs(r["degradation_pct"]) > r["baseline_spread_pct"] if r["precision"] != "fp32" else "",
+        "precision": r.precision, "metric": r.metric, "mean over seeds": round(r.mean, 4),
+        "per seed": ", ".join(f"{v:.4f}" for v in r.values),
+        "degradation vs fp32 (%)": round(r.degradation_pct, 2),
+        "fp32 seed spread (%)": round(r.baseline_spread_pct, 2),
+        "beyond noise": abs(r.degradation_pct) > r.baseline_spread_pct if r.precision != "fp32" else "",
     } for r in m.accuracy])
 
 
@@ -119,10 +119,10 @@ def harness_table(m: Measurement) -> pd.DataFrame:
 
 def training_table(m: Measurement) -> pd.DataFrame:
     """One row per accuracy run: its precision and seed, steps run, the step kept, its skill score and seconds."""
-    return pd.DataFrame([{"precision": r["precision"], "seed": r["seed"], "steps run": r["steps"],
-                          "best step": r["best_step"], "stopped early": r["stopped_early"],
-                          "skill score (%)": round(100 * r["metrics"]["skill_score"], 2),
-                          "seconds": round(r["seconds"], 1)} for r in m.accuracy_runs])
+    return pd.DataFrame([{"precision": r.precision, "seed": r.seed, "steps run": r.steps,
+                          "best step": r.best_step, "stopped early": r.stopped_early,
+                          "skill score (%)": round(100 * r.metrics["skill_score"], 2),
+                          "seconds": round(r.seconds, 1)} for r in m.accuracy_runs])
 
 
 def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
@@ -136,7 +136,7 @@ def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
     return caption, alt
 
 
-def accuracy_figure_text(rows: list[dict[str, Any]], limit: dict[str, Any]) -> tuple[str, str]:
+def accuracy_figure_text(rows: list[Degradation], limit: dict[str, Any]) -> tuple[str, str]:
     """(caption, alt text) of the accuracy chart drawn from `rows` (analysis.quantile_loss_rows) and `limit`
     (analysis.accuracy_limit)."""
     power = ("" if limit["powered"] else " No fp32 run beats climatology by the harness's threshold: the "
@@ -147,7 +147,7 @@ def accuracy_figure_text(rows: list[dict[str, Any]], limit: dict[str, Any]) -> t
                f"{limit['candidate']}'s mean may be ({limit['limit_pct']:g} % above fp32's). The axis is zoomed "
                f"on the values and does not start at 0.{power}")
     alt = ("Chart of validation quantile loss per precision: "
-           + "; ".join(f"{r['precision']} mean {r['mean']:.4f}, seeds {min(r['values']):.4f} to {max(r['values']):.4f}"
+           + "; ".join(f"{r.precision} mean {r.mean:.4f}, seeds {min(r.values):.4f} to {max(r.values):.4f}"
                        for r in rows)
            + f". fp32's mean over the seeds compared {limit['baseline_quantile_loss']:.4f}; the gate line at "
              f"{limit['limit_quantile_loss']:.4f}.")
