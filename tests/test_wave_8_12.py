@@ -35,9 +35,11 @@ def hand_measurement(rows):
         m["memory"][name] = step_profile(peak=peak * MB, activations=0, n_parameters=1_000_000).to_dict()
         m["timing"][name] = Timing(name, (step,) * ROUNDS).to_dict()
         if own:
-            m["accuracy_runs"][name] = [{"seed": 0, "has_skill": True, "harness": {"min_skill": 0.02}, "metrics": {
-                "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2, "coverage_10_90": 0.8,
-                "naive_coverage_10_90": 0.8}}]
+            m["accuracy_runs"][name] = [{
+                "precision": precision, "seed": 0, "steps": 1, "best_step": 1, "stopped_early": False, "seconds": 1.0,
+                "history": [], "harness": {"min_skill": 0.02}, "metrics": {
+                    "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2,
+                    "coverage_10_90": 0.8, "naive_coverage_10_90": 0.8}}]
         m["accuracy_source"][name] = name if own else BASELINE
     return records.Measurement.from_dict(m)
 

@@ -1,5 +1,5 @@
 """Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
-profiles, predictions, step times, floors and same-function checks as records), and made into
+profiles, predictions, step times, accuracy runs, floors and same-function checks as records), and made into
 `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap
 interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
 (`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
@@ -46,7 +46,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     floors: Floors
     cublas_workspace: dict[str, Any]
     accuracy_preset: str
-    accuracy_runs: dict[str, list[dict[str, Any]]]
+    accuracy_runs: dict[str, list[training.TrainResult]]
+    """set of runs (the strategy they were run for) -> its runs, one per seed."""
     accuracy_source: dict[str, str]
     accuracy_harness: dict[str, Any]
     same_function: dict[str, Equivalence | str]
@@ -58,6 +59,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
         return {"memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
                 "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
                 "timing": {n: Timing.from_dict(t) for n, t in d["timing"].items()},
+                "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]
+                                  for n, rs in d["accuracy_runs"].items()},
                 "floors": Floors.from_dict(d["floors"]),
                 "same_function": {n: e["error"] if "error" in e else Equivalence.from_dict(e)
                                   for n, e in d["same_function"].items()}}
@@ -66,6 +69,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
         return {"memory": {n: p.to_dict() for n, p in self.memory.items()},
                 "predicted": {n: x.to_dict() for n, x in self.predicted.items()},
                 "timing": {n: t.to_dict() for n, t in self.timing.items()}, "floors": self.floors.to_dict(),
+                "accuracy_runs": {n: [r.to_dict() for r in rs] for n, rs in self.accuracy_runs.items()},
                 "same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
                                   for n, e in self.same_function.items()}}
 
@@ -93,11 +97,10 @@ class AccuracyRun:
         return training.has_skill({"skill_score": self.skill_score}, self.min_skill)
 
     @classmethod
-    def from_run(cls, r: dict[str, Any]) -> "AccuracyRun":
-        x = r["metrics"]
-        return cls(r["seed"], *(float(x[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
-                                                      "coverage_10_90", "naive_coverage_10_90")),
-                   float(r["harness"]["min_skill"]))
+    def from_run(cls, r: training.TrainResult) -> "AccuracyRun":
+        return cls(r.seed, *(float(r.metrics[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
+                                                           "coverage_10_90", "naive_coverage_10_90")),
+                   float(r.harness["min_skill"]))
 
 
 def same_function_figures(checks: dict[str, Equivalence | str]) -> tuple[dict[str, Equivalence], dict[str, str]]:
