@@ -99,13 +99,15 @@ def test_claim_intervals_are_per_run_and_per_training_window():
     data = {"strategies": ["fp32 (baseline)", "batch ÷4"], "batch_sizes": {"fp32 (baseline)": 32, "batch ÷4": 8},
             "steps": 3, "runs": [_run([1.0, 1.0, 1.0], [0.5, 0.5, 0.5]), _run([2.0, 2.0, 2.0], [0.5, 0.5, 0.5])],
             "skipped": {}}
-    got = cr.claim_intervals(data)
+    got = cr.claim_intervals(cr.ClaimRuns.from_dict(data))
     assert list(got) == ["batch ÷4"] and len(got["batch ÷4"]) == 2
     assert got["batch ÷4"][0].median == pytest.approx(2.0)  # half the step time, four times the steps
     assert got["batch ÷4"][1].median == pytest.approx(1.0)
-    assert cr.claim_intervals({**data, "runs": [{"error": "exit 1: boom"}]}) == {}
-    assert "run 1 failed: exit 1: boom" in cr.claim_runs_error({"runs": [{"error": "exit 1: boom"}]})
-    assert cr.claim_intervals({"skipped_all": "not asked"}) == {}
+    failed = cr.ClaimRuns.from_dict({**data, "runs": [{"error": "exit 1: boom"}]})
+    assert cr.claim_intervals(failed) == {} and "run 1 failed: exit 1: boom" in failed.error
+    assert cr.claim_intervals(cr.ClaimRuns.from_dict({"skipped_all": "not asked"})) == {}
+    assert cr.ClaimRuns.from_dict(data).to_dict() == data
+    assert cr.ClaimRuns(skipped_all="not asked").to_dict() == {"skipped_all": "not asked"}
 
 
 def test_the_claim_strategies_are_those_a_seed_guess_names():
@@ -128,7 +130,7 @@ def test_claim_runs_run_in_fresh_processes_and_skip_16_bit_without_kernels(monke
     data = cr.measure_claim_runs(chosen, configs, "small", torch.device("cpu"), 0, runs=1, steps=2)
     assert "no fp16 matrix-product kernels" in data["skipped"]["fp16"]
     assert data["strategies"] == ["fp32 (baseline)", "batch ÷4"] and data["batch_sizes"]["batch ÷4"] == 2
-    got = cr.claim_intervals(data)
+    got = cr.claim_intervals(cr.ClaimRuns.from_dict(data))
     assert len(got["batch ÷4"]) == 1 and got["batch ÷4"][0].median > 0
     assert cr.measure_claim_runs(chosen, configs, "small", torch.device("cpu"), 0, runs=0) == \
         {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
@@ -176,7 +178,8 @@ def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
     assert len(sets) == 5
     verdicts = []
     for data in sets:
-        runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in cr.claim_intervals(data).items()}
+        intervals = cr.claim_intervals(cr.ClaimRuns.from_dict(data))
+        runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in intervals.items()}
         spread = sc.run_spread(runs.values())
         verdicts.append({n: sc.speed_verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),
                                              spread) for n, t in runs.items()})

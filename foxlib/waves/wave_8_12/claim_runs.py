@@ -6,16 +6,18 @@ is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh pr
 claim's verdict comes from the runs pooled: the interval of their mean holds the spread between them
 (foxlib.core.seed_claims.speed_verdict).
 
-`measure_claim_runs` returns plain data; `claim_intervals` types it: per strategy, one ratio of time per
-training window to fp32's per run, with its bootstrap interval over that run's rounds.
+`measure_claim_runs` returns plain data, `ClaimRuns` on load; `claim_intervals` makes it per strategy, one ratio of
+time per training window to fp32's per run, with its bootstrap interval over that run's rounds.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from foxlib.core.progress import progress
+from foxlib.core.schema import Record
 from foxlib.core.seed_claims import MIN_RUNS
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
@@ -64,31 +66,47 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
             "steps": steps, "runs": out, "skipped": skipped}
 
 
-def claim_intervals(data: dict[str, Any]) -> dict[str, tuple[RatioInterval, ...]]:
+@dataclass(frozen=True)
+class ClaimRuns(Record):
+    """measure_claim_runs' data, typed: the strategies timed (fp32 among them), their batch sizes, the timed rounds
+    per run, each fresh process's output ("variants": per strategy its "step_s_samples"; or {"error": why}) and
+    the strategies skipped; or, where no run was made, only why (skipped_all)."""
+    strategies: list[str] = field(default_factory=list)
+    batch_sizes: dict[str, int] = field(default_factory=dict)
+    steps: int = 0
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    skipped_all: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:  # as measure_claim_runs writes it: skipped_all alone, or the other fields
+        if self.skipped_all is not None:
+            return {"skipped_all": self.skipped_all}
+        return {k: v for k, v in super().to_dict().items() if k != "skipped_all"}
+
+    @property
+    def error(self) -> str | None:
+        """Why the runs have no intervals although they were made: the first failed process's error."""
+        return next((f"independent run {i + 1} failed: {run['error']}" for i, run in enumerate(self.runs)
+                     if "error" in run), None)
+
+
+def claim_intervals(data: ClaimRuns) -> dict[str, tuple[RatioInterval, ...]]:
     """{strategy: one time-per-window ratio to fp32 per run}, fp32 left out; {} where the runs were not made
-    (skipped_all says why) or a run failed (claim_runs_error says why)."""
-    if data.get("skipped_all") or claim_runs_error(data):
+    (skipped_all says why) or a run failed (ClaimRuns.error says why)."""
+    if data.skipped_all or data.error:
         return {}
-    base_bs = data["batch_sizes"][BASELINE]
+    base_bs = data.batch_sizes[BASELINE]
     out: dict[str, tuple[RatioInterval, ...]] = {}
-    for name in data["strategies"]:
+    for name in data.strategies:
         if name == BASELINE:
             continue
         per_run = []
-        for run in data["runs"]:
+        for run in data.runs:
             v = run["variants"]
             step = interval_of_samples(v[name]["step_s_samples"], v[BASELINE]["step_s_samples"])
-            per_run.append(step.scaled(base_bs / data["batch_sizes"][name]))
+            per_run.append(step.scaled(base_bs / data.batch_sizes[name]))
         out[name] = tuple(per_run)
     return out
-
-
-def claim_runs_error(data: dict[str, Any]) -> str | None:
-    """Why the runs have no intervals although they were made: the first failed process's error."""
-    for i, run in enumerate(data.get("runs", [])):
-        if "error" in run:
-            return f"independent run {i + 1} failed: {run['error']}"
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     data = measure_claim_runs(chosen, configs, "seed", dev, 0, runs=a.runs, steps=a.steps)
     with open(a.out, "w") as f:
         json.dump({"device": describe(dev), "revision": git_revision(), "claim_runs": data}, f, indent=1)
-    for name, runs in claim_intervals(data).items():
+    for name, runs in claim_intervals(ClaimRuns.from_dict(data)).items():
         print(name, ", ".join(str(r) for r in runs))
     return 0
 

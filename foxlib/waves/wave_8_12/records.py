@@ -1,5 +1,5 @@
 """Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
-profiles, predictions, step times, accuracy runs, floors and same-function checks as records), and made into
+profiles, predictions, step times, accuracy and claim runs, floors and same-function checks as records), and made into
 `Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap
 interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
 (`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
@@ -14,7 +14,7 @@ from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import Floors
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
-from foxlib.waves.wave_8_12.claim_runs import claim_intervals
+from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
@@ -42,7 +42,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     """strategy -> predict_step's profile, or why there is none (stored as {"error": ...})."""
     timing: dict[str, Timing]
     """strategy -> its step's samples (seconds), alternating in one run."""
-    claim_runs: dict[str, Any]
+    claim_runs: ClaimRuns
     floors: Floors
     cublas_workspace: dict[str, Any]
     accuracy_preset: str
@@ -61,7 +61,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
                 "timing": {n: Timing.from_dict(t) for n, t in d["timing"].items()},
                 "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]
                                   for n, rs in d["accuracy_runs"].items()},
-                "floors": Floors.from_dict(d["floors"]),
+                "floors": Floors.from_dict(d["floors"]), "claim_runs": ClaimRuns.from_dict(d["claim_runs"]),
                 "same_function": {n: e["error"] if "error" in e else Equivalence.from_dict(e)
                                   for n, e in d["same_function"].items()}}
 
@@ -70,6 +70,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
                 "predicted": {n: x.to_dict() for n, x in self.predicted.items()},
                 "timing": {n: t.to_dict() for n, t in self.timing.items()}, "floors": self.floors.to_dict(),
                 "accuracy_runs": {n: [r.to_dict() for r in rs] for n, rs in self.accuracy_runs.items()},
+                "claim_runs": self.claim_runs.to_dict(),
                 "same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
                                   for n, e in self.same_function.items()}}
 
