@@ -52,16 +52,13 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for name in r.order:
         st = r.training.models.get(name)
-        mine = [s for s in r.training.steps or () if s.model == name]
+        mine = [s for s in r.training.steps if s.model == name]
         if not st or not mine:
             out[name] = None
             continue
-        base = st.parameters_bytes + st.batch_device_bytes
         later = [s for s in mine if s.step > 1]
-        if later:
-            out[name] = max(s.rise_bytes for s in later) + base + st.optimizer_state_bytes
-        else:
-            out[name] = max(s.rise_bytes for s in mine) + base
+        out[name] = (max(s.rise_bytes for s in later) + st.kept_bytes if later else
+                     max(s.rise_bytes for s in mine) + st.kept_bytes - st.optimizer_state_bytes)
     return out
 
 
@@ -108,7 +105,7 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     label = how(r)
     n = len(r.order)
     train = figure(r, "training")
-    ran = len(t.steps or ())
+    ran = len(t.steps)
     what = ("allocator reserved peak + CUDA context" if cap.enforced else
             "accounted peak: each model's measured step peak plus what the other models keep")
     t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {what}"
@@ -189,21 +186,15 @@ def named_figures(m: Measurement) -> list[Figure]:
     return [Figure(f"{prefix}/{q}", v, "bytes") for q, v in values.items() if v is not None]
 
 
-def kept_bytes(m: Measurement, name: str) -> int | None:
-    """What a model keeps between its steps: weights, Adam state, its device batch/buffers."""
-    st = m.training.models.get(name)
-    return None if not st else st.kept_bytes
-
-
 def per_model(m: Measurement) -> dict[str, dict[str, Any]]:
     """Each model's row of the per-model tables (bytes, seconds; None where not measured): its training summary
     (measuring.summarise_steps) with what it keeps and its model peak, then its inference ("served": it ran)."""
     peaks, out = model_peaks(m), {}
     for name in m.order:
-        inf = m.inference.models.get(name)
+        st, inf = m.training.models.get(name), m.inference.models.get(name)
         alone, together = (inf.alone, inf.together) if inf else (None, None)
         out[name] = {**m.training.per_model[name].to_dict(), "precision": m.models[name].precision,
-                     "kept_bytes": kept_bytes(m, name), "model_peak_bytes": peaks[name], "served": inf is not None,
+                     "kept_bytes": st and st.kept_bytes, "model_peak_bytes": peaks[name], "served": inf is not None,
                      "resident_bytes": inf.parameters_bytes + inf.input_bytes if inf else None,
                      "forward_bytes": inf and inf.solo_increment_bytes, "batch": inf and inf.batch,
                      "alone_p50_s": alone and alone.p50_s, "together_p50_s": together and together.p50_s,

@@ -18,7 +18,7 @@ def training_chart(r: Measurement):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    steps, cap = r.training.steps or (), r.cap
+    steps, cap = r.training.steps, r.cap
     ctx = cap.context_bytes
     fig, ax = plt.subplots(figsize=(9, 4))
     for name in r.order:
