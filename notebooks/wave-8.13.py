@@ -120,7 +120,7 @@ if ooms is not None:
 # first each model alone, then all four at once.
 
 # %%
-display(Markdown(f"How they ran at once: {m.inference.detail['how']}."))
+display(Markdown(f"How they ran at once: {m.inference.how}."))
 display(notebook.table(tables.inference_table(m)))
 notebook.figure(charts.latency_chart(m))
 

@@ -11,7 +11,7 @@ from foxlib.core.budgets import load_budgets, verdict
 from foxlib.core.config import MB
 from foxlib.models import ENSEMBLE
 from foxlib.waves.wave_8_13 import analysis, cap, measuring, members, nvml, records, tables
-from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, account_training, oom_where
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, account_training
 from tests.conftest import committed
 
 TINY = {"preset": "small", "steps": 2, "inference_repeats": 2, "tft_config": '{"precision": "fp32"}'}
@@ -122,7 +122,7 @@ def test_a_tiny_cap_on_a_gpu_is_a_real_out_of_memory_error_reported_as_a_failed_
     assert "out of memory" in t["oom"]["error"].lower()
     check = _train_check(m)
     assert not check.passed and "OUT OF MEMORY" in check.note
-    print(f"\nOOM {oom_where(t['oom'])}: {t['oom']['error'][:200]}")
+    print(f"\nOOM {records.Oom.from_dict(t['oom']).where}: {t['oom']['error'][:200]}")
     # the cap is lifted again: a 256 MB tensor fits
     x = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
     del x

@@ -8,7 +8,7 @@ from typing import Any
 from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure
-from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK, NvmlPeak, nvml_peak
 from foxlib.waves.wave_8_13.records import Measurement
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
@@ -42,7 +42,7 @@ def figure(m: Measurement, phase: str) -> int:
     """Bytes the card must hold for a phase: the allocator's reserved peak under the cap (CPU: accounted),
     or what was needed where it ran out, plus the CUDA context."""
     p = m.phase(phase)
-    return max(p.peak_bytes or 0, (p.oom or {}).get("needed_bytes") or 0) + context_bytes(m, phase)
+    return max(p.peak_bytes or 0, p.oom.needed_bytes if p.oom else 0) + context_bytes(m, phase)
 
 
 def model_peaks(r: Measurement) -> dict[str, int | None]:
@@ -51,17 +51,14 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
     one; None if it never stepped. The cuBLAS workspaces, allocated before, are not in it."""
     out: dict[str, int | None] = {}
     for name in r.order:
-        st = r.training.detail.get("models", {}).get(name)
-        mine = [s for s in r.training.steps or () if s.model == name]
+        st = r.training.models.get(name)
+        mine = [s for s in r.training.steps if s.model == name]
         if not st or not mine:
             out[name] = None
             continue
-        base = st["parameters_bytes"] + st["batch_device_bytes"]
         later = [s for s in mine if s.step > 1]
-        if later:
-            out[name] = max(s.rise_bytes for s in later) + base + st["optimizer_state_bytes"]
-        else:
-            out[name] = max(s.rise_bytes for s in mine) + base
+        out[name] = (max(s.rise_bytes for s in later) + st.kept_bytes if later else
+                     max(s.rise_bytes for s in mine) + st.kept_bytes - st.optimizer_state_bytes)
     return out
 
 
@@ -108,17 +105,17 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     label = how(r)
     n = len(r.order)
     train = figure(r, "training")
-    ran = len(t.steps or ())
+    ran = len(t.steps)
     what = ("allocator reserved peak + CUDA context" if cap.enforced else
             "accounted peak: each model's measured step peak plus what the other models keep")
     t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {what}"
-              + (f"; OUT OF MEMORY {oom_where(t.oom)}: {t.oom['error']}" if t.oom else "")
+              + (f"; OUT OF MEMORY {t.oom.where}: {t.oom.error}" if t.oom else "")
               + f"; {limit_text(r)}")
     inf = figure(r, "inference")
     limit = r.cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
-    i_note = (f"{label}; {i.detail.get('mode')}; all {n} models resident, leaving at least "
+    i_note = (f"{label}; {i.mode}; all {n} models resident, leaving at least "
               f"{budgets['ensemble']['min_headroom_mb']:,.0f} MB of the card free (budgets.toml)"
-              + (f"; OUT OF MEMORY {oom_where(i.oom)}: {i.oom['error']}" if i.oom else ""))
+              + (f"; OUT OF MEMORY {i.oom.where}: {i.oom.error}" if i.oom else ""))
     out = [
         Check(TRAIN_CHECK, train, cap.limit_bytes, "bytes", bool(not t.oom and train <= cap.limit_bytes), t_note),
         Check(INFERENCE_CHECK, inf, limit, "bytes", bool(not i.oom and inf <= limit), i_note),
@@ -189,25 +186,19 @@ def named_figures(m: Measurement) -> list[Figure]:
     return [Figure(f"{prefix}/{q}", v, "bytes") for q, v in values.items() if v is not None]
 
 
-def kept_bytes(m: Measurement, name: str) -> int | None:
-    """What a model keeps between its steps: weights, Adam state, its device batch/buffers."""
-    st = m.training.detail.get("models", {}).get(name)
-    return None if not st else st["parameters_bytes"] + st["optimizer_state_bytes"] + st["batch_device_bytes"]
-
-
 def per_model(m: Measurement) -> dict[str, dict[str, Any]]:
     """Each model's row of the per-model tables (bytes, seconds; None where not measured): its training summary
     (measuring.summarise_steps) with what it keeps and its model peak, then its inference ("served": it ran)."""
     peaks, out = model_peaks(m), {}
     for name in m.order:
-        inf = m.inference.detail["models"].get(name) or {}
-        alone, together = inf.get("alone") or {}, inf.get("together") or {}
-        out[name] = {**m.training.detail["per_model"][name], "precision": m.models[name].precision,
-                     "kept_bytes": kept_bytes(m, name), "model_peak_bytes": peaks[name], "served": bool(inf),
-                     "resident_bytes": inf["parameters_bytes"] + inf["input_bytes"] if inf else None,
-                     "forward_bytes": inf.get("solo_increment_bytes"), "batch": inf.get("batch"),
-                     "alone_p50_s": alone.get("p50_s"), "together_p50_s": together.get("p50_s"),
-                     "together_p99_s": together.get("p99_s")}
+        st, inf = m.training.models.get(name), m.inference.models.get(name)
+        alone, together = (inf.alone, inf.together) if inf else (None, None)
+        out[name] = {**m.training.per_model[name].to_dict(), "precision": m.models[name].precision,
+                     "kept_bytes": st and st.kept_bytes, "model_peak_bytes": peaks[name], "served": inf is not None,
+                     "resident_bytes": inf.parameters_bytes + inf.input_bytes if inf else None,
+                     "forward_bytes": inf and inf.solo_increment_bytes, "batch": inf and inf.batch,
+                     "alone_p50_s": alone and alone.p50_s, "together_p50_s": together and together.p50_s,
+                     "together_p99_s": together and together.p99_s}
     return out
 
 

@@ -89,16 +89,6 @@ def cuda_oom(exc: BaseException, phase: str, model: str | None, step: int | None
             "needed_bytes": st["reserved_bytes"] + (req or 0), "enforced": True}
 
 
-def oom_where(oom: dict[str, Any] | None) -> str:
-    if not oom:
-        return ""
-    if oom["phase"] == "setup":
-        return f"while loading {oom['model']}"
-    if oom["phase"] == "training":
-        return f"at step {oom['step']} of {oom['model']}"
-    return f"during inference ({oom['model']})" if oom.get("model") else "during inference"
-
-
 # ----------------------------------------------------------------------------- the CPU: accounting
 
 def resident_bytes(profile: dict[str, Any], stepped: bool) -> int:

@@ -6,7 +6,6 @@ import numpy as np
 
 from foxlib.core.config import MB
 from foxlib.waves.wave_8_13.analysis import figure, how
-from foxlib.waves.wave_8_13.cap import oom_where
 from foxlib.waves.wave_8_13.records import Measurement
 
 
@@ -19,7 +18,7 @@ def training_chart(r: Measurement):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    steps, cap = r.training.steps or (), r.cap
+    steps, cap = r.training.steps, r.cap
     ctx = cap.context_bytes
     fig, ax = plt.subplots(figsize=(9, 4))
     for name in r.order:
@@ -43,7 +42,7 @@ def training_chart(r: Measurement):
     if r.training.oom:
         x = len(steps) + 1
         y = min(figure(r, "training"), 1.05 * cap.limit_bytes) / MB
-        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {oom_where(r.training.oom)}")
+        ax.scatter([x], [y], marker="X", s=90, color="red", label=f"out of memory {r.training.oom.where}")
     ax.set_xlabel("step of the interleaved run (round-robin: " + " → ".join(r.order) + ")")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")  # a small model's step and the card on one chart
@@ -57,24 +56,24 @@ def training_chart(r: Measurement):
 def latency_chart(r: Measurement):
     import matplotlib.pyplot as plt
 
-    i = r.inference.detail
-    names = [n for n in r.order if (i["models"].get(n) or {}).get("together")]
+    i = r.inference
+    names = [n for n in r.order if n in i.models and i.models[n].together]
     fig, ax = plt.subplots(figsize=(7, 3.5))
     if not names:
         ax.text(0.5, 0.5, "no concurrent inference ran (out of memory)", ha="center", va="center")
         ax.set_axis_off()
         return fig
     x = np.arange(len(names))
-    alone = [1e3 * i["models"][n]["alone"]["p50_s"] for n in names]
-    p50 = [1e3 * i["models"][n]["together"]["p50_s"] for n in names]
-    p99 = [1e3 * i["models"][n]["together"]["p99_s"] for n in names]
+    alone = [1e3 * i.models[n].alone.p50_s for n in names]
+    p50 = [1e3 * i.models[n].together.p50_s for n in names]
+    p99 = [1e3 * i.models[n].together.p99_s for n in names]
     ax.bar(x - 0.2, alone, 0.4, color="#bbb", label="alone, p50")
     ax.bar(x + 0.2, p50, 0.4, color=[COLOURS.get(n) for n in names], label="together, p50 (model colours)")
     ax.errorbar(x + 0.2, p50, yerr=[[0] * len(names), [b - a for a, b in zip(p50, p99)]], fmt="none",
                 ecolor="black", capsize=4, label="together, p99")
     ax.set_xticks(x, names)
     ax.set_ylabel("latency (ms)")
-    ax.set_title(f"Inference latency, {len(names)} models at once ({i['mode']}), {i['repeats']} rounds", fontsize=9)
+    ax.set_title(f"Inference latency, {len(names)} models at once ({i.mode}), {i.repeats} rounds", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

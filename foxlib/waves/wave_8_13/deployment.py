@@ -15,7 +15,7 @@ from foxlib.core.critical_path import DEPLOYMENT
 from foxlib.core.results import measured_revision, write_text
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.analysis import mb
-from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 from foxlib.waves.wave_8_13.records import Measurement
 
 FILE = "deployment.md"
@@ -88,7 +88,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     head = budgets["ensemble"]["min_headroom_mb"] * MB
     out = []
     if t.oom or i.oom:
-        where = "; ".join(f"{p}: {oom_where(m.phase(p).oom)}" for p in ("training", "inference") if m.phase(p).oom)
+        where = "; ".join(f"{p}: {m.phase(p).oom.where}" for p in ("training", "inference") if m.phase(p).oom)
         out.append(f"**It ran out of memory** ({where}). The ensemble does not fit as configured; the figures "
                    "after that point are missing, not small.")
     if not cap.enforced:
@@ -125,10 +125,10 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         out.append(f"All {words} models run in **one process** sharing one context. Deployed as {words} processes, "
                    f"each pays its own: {n} × {mb(ctx)} = {mb(n * ctx)} MB of contexts alone on a "
                    f"{mb(card)} MB card.")
-        frag = (t.allocator_end or {}).get("inactive_split_bytes")
-        if frag is not None:
-            out.append(f"Allocator fragmentation at the end of training: {mb(frag)} MB of inactive split blocks. "
-                       "Over long runs the reserve can creep up; watch NVML's process figure in production.")
+        if t.allocator_end:
+            out.append(f"Allocator fragmentation at the end of training: {mb(t.allocator_end.inactive_split_bytes)} "
+                       "MB of inactive split blocks. Over long runs the reserve can creep up; watch NVML's process "
+                       "figure in production.")
     if (m.tft.options or {}).get("compile") and m.warmup:
         out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
                    f"first steps and forwards, the TFT compiled, the graphs captured) took "
@@ -149,12 +149,12 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         who = ", ".join(n for n, info in m.models.items() if info.precision == precision)
         if who:
             out.append(f"{precision} ({who}) {risk}")
-    bad = {n: p["non_finite_losses"] for n, p in t.detail["per_model"].items() if p["non_finite_losses"]}
+    bad = {n: p.non_finite_losses for n, p in t.per_model.items() if p.non_finite_losses}
     if bad:
         out.append(f"Non-finite training losses in this run: {bad}.")
     train = analysis.figure(m, "training")
-    serve_extra = sum((v.get("solo_increment_bytes") or 0) + v["input_bytes"] for v in i.detail["models"].values())
-    if i.detail["models"]:
+    serve_extra = sum((v.solo_increment_bytes or 0) + v.input_bytes for v in i.models.values())
+    if i.models:
         both = train + serve_extra
         out.append(f"Training and serving were validated one after the other. Serving while training in the same "
                    f"process needs about the training figure {mb(train)} MB plus every model's inference input "
@@ -169,14 +169,14 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     out.append(f"Only {m.steps} interleaved steps per model, and the RL models repeat one minibatch of a "
                "full-size replay/rollout buffer: environment interaction, data loading, checkpoint saving and "
                "evaluation are not in the figures.")
-    host = {n: v for n, st in m.training.detail["models"].items() if (v := st.get("batch_host_bytes", 0))}
+    host = {n: st.batch_host_bytes for n, st in m.training.models.items() if st.batch_host_bytes}
     if host:
         out.append("Host memory is not on the card and not checked here: "
                    + ", ".join(f"{n} {mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
     where = ("on the CPU; they say nothing about a GPU's" if not cap.enforced else
              f"on {m.device['name']}; a 4 GB card is slower")
-    out.append(f"Latencies ({i.detail['mode']}) were measured {where}. p99 is over {i.detail['repeats']} rounds"
-               + (" (fewer than 100: close to the maximum)." if i.detail["repeats"] < 100 else "."))
+    out.append(f"Latencies ({i.mode}) were measured {where}. p99 is over {i.repeats} rounds"
+               + (" (fewer than 100: close to the maximum)." if i.repeats < 100 else "."))
     return out
 
 
@@ -223,7 +223,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         f"TFT configuration: {m.tft.source}; precision {m.tft.precision}, overrides "
         f"`{json.dumps(m.tft.overrides)}`. Training: Adam at each model's learning rate, one step of each "
         f"model in turn ({' → '.join(m.order)}), {m.steps} steps each, gradients freed after every step. "
-        f"Inference: eval mode, no_grad, each model in its precision; {i.detail['how']}.",
+        f"Inference: eval mode, no_grad, each model in its precision; {i.how}.",
         "",
     ]
     for name in m.order:
@@ -242,8 +242,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "the device. *Model peak*: its own step's tensors at their largest (what it keeps + what its step adds). "
         "*Allocated during its steps, all models*: everything live while it steps (the other models' kept memory "
         "included). Latency: *alone* = one model at a time; "
-        f"*together* = all {in_words(len(m.order))} launched at once ({i.detail['mode']}), p50 and p99 over "
-        f"{i.detail['repeats']} rounds.",
+        f"*together* = all {in_words(len(m.order))} launched at once ({i.mode}), p50 and p99 over {i.repeats} rounds.",
         "",
         _table(["model", "precision", "steps run", "training: kept between steps (MB)",
                 "training: model peak (MB)", "training: allocated during its steps, all models (MB)",
@@ -277,8 +276,8 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
     for phase in ("training", "inference"):
         oom = m.phase(phase).oom
         if oom:
-            parts += [f"**Out of memory in {phase}** {oom_where(oom)}: needed {mb(oom.get('needed_bytes'), 2)} MB; "
-                      f"{oom['error']}", ""]
+            parts += [f"**Out of memory in {phase}** {oom.where}: needed {mb(oom.needed_bytes, 2)} MB; {oom.error}",
+                      ""]
     parts += ["## How to reproduce", ""]
     for purpose, cmds in reproduce_commands(m, params).items():
         parts += [f"{purpose}:", "", "```sh", *cmds, "```", ""]

@@ -12,8 +12,6 @@ from foxlib.memory.profile import MemoryProfile
 SCHEMA_VERSION = 2
 """2: the warm-up before the context, NVML's per-process figure sampled through the run, depends_on."""
 
-_PHASE_FIELDS = ("peak_bytes", "peak_allocated_bytes", "oom", "context_end_bytes", "nvml_end", "allocator_end")
-
 
 @dataclasses.dataclass(frozen=True)
 class Citation(Record):
@@ -74,42 +72,194 @@ class Step(Record):
         return self.peak_bytes - self.start_bytes
 
 
-@dataclasses.dataclass(frozen=True)
-class Phase:
-    """Training or inference: the figures the checks use (bytes), the training steps, the rest in `detail`."""
-    peak_bytes: int | None
-    peak_allocated_bytes: int | None
-    oom: dict[str, Any] | None
-    context_end_bytes: int | None
-    nvml_end: dict[str, Any] | None
-    allocator_end: dict[str, Any] | None
-    detail: dict[str, Any]
-    steps: tuple[Step, ...] | None = None
-    """Training: every step run, in order; inference: None."""
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Phase":
-        steps = None if "steps" not in d else tuple(Step.from_dict(s) for s in d["steps"])
-        return cls(*(d.get(k) for k in _PHASE_FIELDS),
-                   {k: v for k, v in d.items() if k not in _PHASE_FIELDS and k != "steps"}, steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dict(self.detail)
-        if self.steps is not None:
-            out["steps"] = [s.to_dict() for s in self.steps]
-        for k in _PHASE_FIELDS:
-            value = getattr(self, k)
-            if value is not None or k in ("oom", "peak_bytes"):
-                out[k] = value
-        return out
+def plain(value: Any) -> Any:
+    """A record, or a dict, list or tuple of them, as plain data: each record through its own to_dict."""
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 class Sparse(Record):
-    """A Record whose fields that default to None are absent from its dict while they hold None."""
+    """A Record whose fields that default to None are absent from its dict while they hold None. PARTS names its
+    fields that are a record (a list of them: a tuple of records), MANY those that are a record per model."""
+    PARTS: ClassVar[dict[str, Any]] = {}
+    MANY: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        return cls(**d | {k: tuple(map(part.from_dict, d[k])) if isinstance(d[k], list) else part.from_dict(d[k])
+                          for k, part in cls.PARTS.items() if d.get(k) is not None} | {
+            k: {n: part.from_dict(v) for n, v in d[k].items()} for k, part in cls.MANY.items() if k in d})
 
     def to_dict(self) -> dict[str, Any]:
-        unset = {f.name for f in dataclasses.fields(self) if f.default is None and getattr(self, f.name) is None}
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in unset}
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.default is not None or getattr(self, f.name) is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Oom(Sparse):
+    """An out-of-memory error as data: cap.cuda_oom (the allocator's figures when it failed, bytes) or, on the
+    CPU, cap.accounting_oom (without them). needed: reserved + the failed request (CPU: what would be live)."""
+    phase: str
+    model: str | None
+    step: int | None
+    error: str
+    requested_bytes: int | None
+    _: dataclasses.KW_ONLY
+    allocated_bytes: int | None = None
+    reserved_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    needed_bytes: int
+    enforced: bool
+
+    @property
+    def where(self) -> str:
+        if self.phase == "setup":
+            return f"while loading {self.model}"
+        if self.phase == "training":
+            return f"at step {self.step} of {self.model}"
+        return f"during inference ({self.model})" if self.model else "during inference"
+
+
+@dataclasses.dataclass(frozen=True)
+class NvmlView(Sparse):
+    """foxlib.memory.cuda.nvml_view at a phase's end (bytes): the device's and this process's use, or why not."""
+    available: bool
+    _: dataclasses.KW_ONLY
+    device_used_bytes: int | None = None
+    device_total_bytes: int | None = None
+    driver: str | None = None
+    process_used_bytes: int | None = None
+    note: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocatorStats(Record):
+    """foxlib.memory.cuda.allocator_stats at a phase's end (bytes; peaks since the last reset)."""
+    allocated_bytes: int
+    allocated_peak_bytes: int
+    reserved_bytes: int
+    reserved_peak_bytes: int
+    requested_bytes: int
+    inactive_split_bytes: int
+    alloc_retries: int
+    ooms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup(Record):
+    """The models loaded, before the first step (bytes): allocated, its peak, reserved peak (None on the CPU)."""
+    bytes: int
+    peak_bytes: int
+    reserved_peak_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint(Record):
+    """A loaded model (members.static_footprints, bytes): weights, Adam state, its batch/buffers on the device and
+    in host RAM."""
+    parameters_bytes: int
+    optimizer_state_bytes: int
+    batch_device_bytes: int
+    batch_host_bytes: int
+
+    @property
+    def kept_bytes(self) -> int:
+        """What it keeps on the device between its steps."""
+        return self.parameters_bytes + self.optimizer_state_bytes + self.batch_device_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSummary(Record):
+    """A model's steps (measuring.summarise_steps; bytes, seconds): losses, median step, peaks (all models)."""
+    steps_run: int
+    first_loss: float | None
+    last_loss: float | None
+    non_finite_losses: int
+    median_step_s: float | None
+    peak_bytes: int | None
+    reserved_peak_bytes: int | None
+    step_increment_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Training(Sparse):
+    """The interleaved run: its setup, each model's footprint and summary, every step in order; the figures the
+    checks use (bytes); on CUDA NVML's and the allocator's view at its end and the context they imply."""
+    setup: Setup
+    models: dict[str, Footprint]
+    peak_how: str
+    per_model: dict[str, StepSummary]
+    enforced: bool
+    steps: tuple[Step, ...]
+    peak_bytes: int
+    peak_allocated_bytes: int
+    oom: Oom | None
+    context_end_bytes: int | None = None
+    nvml_end: NvmlView | None = None
+    allocator_end: AllocatorStats | None = None
+
+    PARTS = {"setup": Setup, "steps": Step, "oom": Oom, "nvml_end": NvmlView, "allocator_end": AllocatorStats}
+    MANY = {"models": Footprint, "per_model": StepSummary}
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency(Record):
+    """serve.py's timings of one model (or of the whole round) over the timed rounds, in seconds."""
+    p50_s: float | None
+    p99_s: float | None
+    mean_s: float | None
+    n: int
+    samples_s: list[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Served(Sparse):
+    """One model in inference (bytes): its batch, weights and input, how its forward ran where captured, its
+    forward's own peak alone, its latency alone and all at once (where it got that far)."""
+    precision: str
+    batch: int
+    parameters_bytes: int
+    input_bytes: int
+    cuda_graph: str | None = None
+    solo_increment_bytes: int | None = None
+    alone: Latency | None = None
+    together: Latency | None = None
+
+    PARTS = {"alone": Latency, "together": Latency}
+
+
+@dataclasses.dataclass(frozen=True)
+class Inference(Sparse):
+    """Every model resident (serve.infer), each alone then all at once in `mode`: each model, the round, the
+    figures the checks use (bytes); what an out-of-memory error stopped is absent; the ends as in Training."""
+    mode: str
+    repeats: int
+    warmup_rounds: int
+    models: dict[str, Served]
+    how: str
+    memory_how: str
+    _: dataclasses.KW_ONLY
+    resident_bytes: int | None = None
+    accounted_bytes: int | None = None
+    round: Latency | None = None
+    enforced: bool
+    peak_bytes: int
+    peak_allocated_bytes: int
+    oom: Oom | None
+    context_end_bytes: int | None = None
+    nvml_end: NvmlView | None = None
+    allocator_end: AllocatorStats | None = None
+
+    PARTS = {"round": Latency, "oom": Oom, "nvml_end": NvmlView, "allocator_end": AllocatorStats}
+    MANY = {"models": Served}
+
+
+Phase = Training | Inference
+"""Either phase: what analysis reads of both (peaks, oom, the ends)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,8 +350,8 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     models: dict[str, ModelRun]
     depends_on: tuple[Citation, ...]
     cap: Cap
-    training: Phase
-    inference: Phase
+    training: Training
+    inference: Inference
     nvml: NvmlSeries
     context: Context | None
     """CUDA: the context measured after the warm-up; None on the CPU."""
@@ -219,7 +369,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
 
     CUDA_PARTS: ClassVar[tuple[str, ...]] = ("context", "context_before_warmup", "warmup")  # a cap's run holds them
     PARTS: ClassVar[dict[str, Any]] = {
-        "tft": TftRun, "cap": Cap, "training": Phase, "inference": Phase, "nvml": NvmlSeries, "context": Context,
+        "tft": TftRun, "cap": Cap, "training": Training, "inference": Inference, "nvml": NvmlSeries, "context": Context,
         "context_before_warmup": Context, "warmup": Warmup, "graph_mode": GraphMode,
         "cublas_workspace": CublasWorkspace, "card_class": ClassFacts}
     """The parts that are one record each (None where absent)."""

@@ -8,7 +8,7 @@ import pandas as pd
 from foxlib.core.config import MB, to_mb
 from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, nvml_check,
                                              nvml_text, per_model, process_figure, workspace_bytes)
-from foxlib.waves.wave_8_13.cap import NOT_ENFORCED, oom_where
+from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
 from foxlib.waves.wave_8_13.records import Measurement
 
@@ -47,7 +47,7 @@ def cap_table(r: Measurement) -> pd.DataFrame:
         p = r.phase(phase)
         rows.append((f"CUDA context at the end of {phase}", p.context_end_bytes,
                      "NVML process used − allocator reserved" if p.context_end_bytes is not None else
-                     (p.nvml_end or {}).get("note", "unavailable")))
+                     p.nvml_end.note if p.nvml_end else "unavailable"))
     grown = cap.cap_bytes + largest_context_bytes(r)
     rows.append(("cap + largest CUDA context seen", grown,
                  f"what the process could reach if the allocator filled its cap: "
@@ -124,11 +124,11 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
          + ("" if proc is None else f"; {100 * proc / card:.1f} % of the card")),
         ("training, interleaved: peak allocated (live tensors)", t.peak_allocated_bytes, label),
         ("training, interleaved: peak " + ("reserved (what the cap limits)" if cap.enforced else "accounted"),
-         t.peak_bytes, t.detail.get("peak_how")),
+         t.peak_bytes, t.peak_how),
         ("training: + CUDA context = on the card", train, "checked against the card"),
         ("training: headroom on the card", card - train, f"{100 * train / card:.1f} % of the card used"),
-        ("inference: weights + inputs resident", i.detail.get("resident_bytes"), label),
-        ("inference: peak " + ("reserved" if cap.enforced else "accounted"), i.peak_bytes, i.detail.get("memory_how")),
+        ("inference: weights + inputs resident", i.resident_bytes, label),
+        ("inference: peak " + ("reserved" if cap.enforced else "accounted"), i.peak_bytes, i.memory_how),
         ("inference: + CUDA context = on the card", inf, f"must leave {mb(head, 0)} MB free"),
         ("inference: headroom on the card", card - inf, f"{100 * inf / card:.1f} % of the card used"),
     ]
@@ -141,9 +141,8 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
     rows.append(("largest NVML process figure", nv.max_bytes, nvml_text(r)))
     for phase in ("training", "inference"):
         p = r.phase(phase)
-        nvend = p.nvml_end or {}
-        if nvend.get("process_used_bytes") is not None:
-            rows.append((f"{phase}: NVML process used at the end", nvend["process_used_bytes"],
+        if p.nvml_end and p.nvml_end.process_used_bytes is not None:
+            rows.append((f"{phase}: NVML process used at the end", p.nvml_end.process_used_bytes,
                          "what nvidia-smi shows ≈ context + reserved"))
     return _quantities(rows)
 
@@ -153,8 +152,8 @@ def oom_table(r: Measurement) -> pd.DataFrame | None:
     for phase in ("training", "inference"):
         oom = r.phase(phase).oom
         if oom:
-            rows.append({"phase": phase, "where": oom_where(oom), "needed (MB)": to_mb(oom.get("needed_bytes"), 2),
-                         "failed allocation (MB)": to_mb(oom.get("requested_bytes"), 2),
-                         "reserved when it failed (MB)": to_mb(oom.get("reserved_bytes"), 2),
-                         "enforced": oom["enforced"], "error": oom["error"]})
+            rows.append({"phase": phase, "where": oom.where, "needed (MB)": to_mb(oom.needed_bytes, 2),
+                         "failed allocation (MB)": to_mb(oom.requested_bytes, 2),
+                         "reserved when it failed (MB)": to_mb(oom.reserved_bytes, 2),
+                         "enforced": oom.enforced, "error": oom.error})
     return pd.DataFrame(rows) if rows else None
