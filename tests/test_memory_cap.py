@@ -351,3 +351,16 @@ def test_the_committed_h200_cap_plus_the_largest_context_is_the_card():
     assert grown <= cap["context_bytes"] and cap["cap_bytes"] + cap["context_bytes"] == cap["card_bytes"]
     table = tables.cap_table(_typed(m)).set_index("quantity")
     assert "OVER" not in table.loc["cap + largest CUDA context seen", "how"]
+
+
+def test_an_accounting_oom_and_a_phase_without_nvml_write_back_as_produced():
+    """A file is written as its record writes it (foxlib measure): the CPU's out-of-memory error keeps the key order
+    cap.accounting_oom gives it, and a phase whose end had no NVML process figure has no context_end_bytes either way."""
+    oom = cap.accounting_oom("training", "tft", 3, 12 * MB, 10 * MB)
+    assert list(records.Oom.from_dict(oom).to_dict()) == list(oom)
+    assert records.Oom.from_dict(oom).where == "at step 3 of tft"
+    training = committed("h200", "8.13")["training"]
+    no_nvml = {k: v for k, v in training.items() if k != "context_end_bytes"} | {
+        "nvml_end": {"available": False, "note": "pynvml is not installed"}}
+    again = records.Training.from_dict(no_nvml)
+    assert again.context_end_bytes is None and again.to_dict() == no_nvml and list(again.to_dict()) == list(no_nvml)

@@ -53,7 +53,8 @@ def end_view(out: dict[str, Any], device: torch.device) -> None:
     out["nvml_end"] = nvml_view(device)
     out["allocator_end"] = allocator_stats(device)
     used = out["nvml_end"].get("process_used_bytes")
-    out["context_end_bytes"] = None if used is None else used - out["allocator_end"]["reserved_bytes"]
+    if used is not None:  # absent without NVML's process figure (records.Training reads absent as None)
+        out["context_end_bytes"] = used - out["allocator_end"]["reserved_bytes"]
 
 
 # ----------------------------------------------------------------------------- out of memory
@@ -125,6 +126,6 @@ def account_training(profiles: dict[str, dict[str, Any]], order: list[str], step
 
 def accounting_oom(phase: str, model: str | None, step: int | None, needed: int, cap: int) -> dict[str, Any]:
     where = f"loading {model}" if phase == "setup" else (f"step {step} of {model}" if step else phase)
-    return {"phase": phase, "model": model, "step": step, "needed_bytes": int(needed), "requested_bytes": None,
+    return {"phase": phase, "model": model, "step": step,  # in records.Oom's order, as its to_dict writes it
             "error": f"{NOT_ENFORCED}: {needed / MB:,.2f} MB would be live at {where}, over the cap of "
-                     f"{cap / MB:,.2f} MB", "enforced": False}
+                     f"{cap / MB:,.2f} MB", "requested_bytes": None, "needed_bytes": int(needed), "enforced": False}
