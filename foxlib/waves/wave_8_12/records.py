@@ -38,10 +38,7 @@ class StrategyRun(Record):
     cuda_graph: bool
     options: dict[str, Any] | None = None
     """foxlib.harness.step_options.StepOptions as a dict; absent (None) where every option is the default."""
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        return d if self.options is not None else {k: v for k, v in d.items() if k != "options"}
+    ABSENT_WHEN_NONE = ("options",)
 
 
 @dataclass(frozen=True, kw_only=True)
