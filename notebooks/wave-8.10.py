@@ -126,11 +126,11 @@ else:
 table = tables.second_opinion_table(m)
 if table is None:
     display(Markdown("Not measured in this run (`second_opinion=False`) or torch's profiler failed: "
-                     f"{(m.second_opinion or {}).get('note', '')}"))
+                     f"{m.second_opinion.note if m.second_opinion else ''}"))
 else:
     display(notebook.table(table))
     display(Markdown(f"Unexplained at the peak: **{100 * analysis.unexplained_fraction(m.second_opinion):.1f} %** of "
-                     f"{m.second_opinion['peak_bytes'] / 1e6:,.1f} MB. Every model:"))
+                     f"{m.second_opinion.peak_bytes / 1e6:,.1f} MB. Every model:"))
     display(notebook.table(tables.unexplained_by_model(m)))
 
 # %% [markdown]

@@ -140,13 +140,13 @@ def test_failed_run_leaves_the_last_good_report_untouched(tiny_8_10, tmp_path, c
     before = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     # a measurement that passes the checks but lacks what a later cell reads fails in the notebook
     m = json.loads((tiny_8_10 / "measurement.json").read_text())
-    del m["theory"]["optimizer_state"]
+    del m["tft"]["config"]["encoder_length"]
     (tmp_path / "m.json").write_text(json.dumps(m))
     from foxlib.run.cli import main  # the command's code in this process; the notebook runs in its kernel
     assert main(["report", "--wave", "8.10", "-p", f"measurements={tmp_path / 'm.json'}", "--allow-dirty",
                  "--reports-dir", str(tiny_8_10.parents[2])]) == 1
     err = capsys.readouterr().err
-    assert "failed in notebook cell" in err and "optimizer_state" in err
+    assert "failed in notebook cell" in err and "encoder_length" in err
     assert "previous report" in err
     after = {p.name: p.read_bytes() for p in tiny_8_10.iterdir() if p.is_file()}
     assert after == before

@@ -1,5 +1,6 @@
 """Wave 8.12: the typed record, the recommendation and Pareto logic on hand-made data (raw values, intervals,
 ties settled by memory), the committed measurements read back, and the notebook run tiny."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def test_a_smaller_batch_is_judged_per_training_window():
     is 1.6 × the baseline's time per window, so the faster-per-window strategy is recommended."""
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("batch ÷4", "fp32", 500, 0.4, 1.00, True),
             ("efficient", "fp32", 800, 0.6, 1.00, False)])
-    m.strategies["batch ÷4"]["overrides"] = {"batch_size": 0.25}
+    m.strategies["batch ÷4"] = dataclasses.replace(m.strategies["batch ÷4"], overrides={"batch_size": 0.25})
     m.timing["batch ÷4"] = Timing("batch ÷4", (0.38, 0.4, 0.42) * 2)
     rec = analysis.recommend(typed(m), load_budgets())
     assert rec["strategy"] == "efficient" and rec["time_per_window_ratio"] == 0.6
@@ -122,7 +123,7 @@ def test_cuda_graph_strategies_compete_and_the_kinds_can_be_asked_apart():
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("efficient", "fp32", 800, 0.6, 1.00, False),
             ("efficient + graph", "fp32", 810, 0.2, 1.00, False), ("light graph", "fp32", 450, 0.25, 1.00, False)])
     for name in ("efficient + graph", "light graph"):
-        m.strategies[name]["cuda_graph"] = True
+        m.strategies[name] = dataclasses.replace(m.strategies[name], cuda_graph=True)
     # 8.13 trains and serves a graphed recommendation: every strategy competes
     every = analysis.recommend(typed(m), load_budgets())
     assert every == analysis.recommend(typed(m), load_budgets(), cuda_graph=None)

@@ -90,15 +90,17 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
 
 
 class Record:
-    """A dataclass that is plain data field for field: to_dict is dataclasses.asdict (nested records included),
-    from_dict makes it from its keys (a missing or unknown one: a TypeError)."""
+    """A dataclass that is plain data field for field: to_dict is dataclasses.asdict (nested records included) less
+    the fields of ABSENT_WHEN_NONE that hold None, from_dict makes it from its keys (a missing or unknown one: a
+    TypeError; give those of ABSENT_WHEN_NONE the default None)."""
+    ABSENT_WHEN_NONE: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k not in self.ABSENT_WHEN_NONE}
 
 
 @dataclasses.dataclass(frozen=True)

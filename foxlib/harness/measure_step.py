@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 from foxlib.models import MODELS
 from foxlib.harness.recipe import StepRecipe, build_step
@@ -85,7 +86,7 @@ class ModelMeasurement:
     profile: MemoryProfile
     predicted: MemoryProfile | FailedPrediction | None = None
     """predict_step's profile, or why it failed (stored as {"error": ...}); None when not predicted."""
-    second_opinion: dict[str, Any] | None = None
+    second_opinion: SecondOpinion | None = None
     """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
     learning_rate: float | None = None
     """Adam's learning rate of the step (the card's); None in measurements made before foxlib.harness.recipe."""
@@ -105,7 +106,7 @@ class ModelMeasurement:
         if self.predicted is not None:
             d["predicted"] = self.predicted.to_dict()
         if self.second_opinion is not None:
-            d["second_opinion"] = self.second_opinion
+            d["second_opinion"] = self.second_opinion.to_dict()
         return d
 
     @classmethod
@@ -115,7 +116,9 @@ class ModelMeasurement:
         if unknown:
             raise ValueError(f"unknown ModelMeasurement field(s) {unknown}; valid: {', '.join(sorted(names))}")
         return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"]),
-                      "predicted": predicted_profile(d.get("predicted"))})
+                      "predicted": predicted_profile(d.get("predicted")),
+                      "second_opinion": None if d.get("second_opinion") is None
+                      else SecondOpinion.from_dict(d["second_opinion"])})
 
 
 def profile_graphed(recipe: StepRecipe, device: torch.device,

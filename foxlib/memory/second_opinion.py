@@ -5,11 +5,26 @@ between releases: a failure is reported, not raised.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
+from foxlib.core.schema import Record
 from foxlib.memory.step import TrainingStep, check_precision
+
+
+@dataclass(frozen=True)
+class SecondOpinion(Record):
+    """torch_memory_categories' data, typed on load (bytes): where the profiler ran, its method, the step's peak, each
+    category at the peak and its own maximum ("unknown": in no category); where it failed, why (note)."""
+    available: bool
+    method: str | None = None
+    peak_bytes: int | None = None
+    at_peak: dict[str, int] | None = None
+    max_by_category: dict[str, int] | None = None
+    note: str | None = None
+    ABSENT_WHEN_NONE = ("method", "peak_bytes", "at_peak", "max_by_category", "note")
 
 
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,

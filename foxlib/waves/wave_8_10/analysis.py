@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from foxlib.core.budgets import Check
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key
+from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.models import ENSEMBLE
 from foxlib.waves.wave_8_10.measuring import TARGET_PRECISION
 from foxlib.waves.wave_8_10.records import Measurement
@@ -81,11 +81,11 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     return out
 
 
-def unexplained_fraction(so: dict[str, Any] | None) -> float | None:
+def unexplained_fraction(so: SecondOpinion | None) -> float | None:
     """Of one second opinion (torch.profiler's categories): the bytes in no category at the peak over the peak."""
-    if not so or not so.get("available") or not so["peak_bytes"]:
+    if so is None or not so.available or not so.peak_bytes:
         return None
-    return so["at_peak"].get("unknown", 0) / so["peak_bytes"]
+    return so.at_peak.get("unknown", 0) / so.peak_bytes
 
 
 UNEXPLAINED_TARGET_PCT = 5.0
@@ -99,7 +99,7 @@ def named_figures(m: Measurement) -> list[Figure]:
     out = [Figure(tft(q), getattr(p, q), "bytes") for q in
            ("parameters", "gradients", "optimizer_state", "activations", "forward_peak")]
     out += [Figure(tft("model_peak"), p.peak, "bytes"), Figure(tft("process_peak"), p.process_peak, "bytes"),
-            Figure(tft("theory_peak"), int(m.theory["peak"]), "bytes")]
+            Figure(tft("theory_peak"), int(m.theory.peak), "bytes")]
     ensemble_preset = m.measure_parameters.get("ensemble_preset", "seed")
     out += [Figure(f"{name}/{ensemble_preset}/fp32/model_peak", mm.profile.peak, "bytes")
             for name, mm in m.ensemble.items()]

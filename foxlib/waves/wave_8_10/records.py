@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import WaveMeasurement
+from foxlib.core.schema import Record, WaveMeasurement
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.memory.tolerances import FailedPrediction
 from foxlib.models import ENSEMBLE
 
@@ -16,17 +17,30 @@ SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
+class Theory(Record):
+    """The TFT's step from its shapes alone (foxlib.memory.theory.training_step, bytes), its saved activations per
+    block (activation_theory_by_block); activations, peak and the blocks None where the count does not apply."""
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int | None
+    peak: int | None
+    formula: str
+    activations_by_module: dict[str, int] | None
+
+
+@dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     """Wave 8.10's measurement (measure()'s data, with the runner's header)."""
     WRITTEN_LAST = ("tft", "ensemble", "target_state")
     tft: ModelMeasurement
-    theory: dict[str, Any]
+    theory: Theory
     ensemble: dict[str, ModelMeasurement]
     target_state: dict[str, ModelMeasurement]
     """The seed's target configuration (TARGET_PRECISION, the TFT checkpointed), each model; empty if not measured."""
     snapshot: str
     depends_on: list[dict[str, Any]]
-    second_opinion: dict[str, Any] | None
+    second_opinion: SecondOpinion | None
     """torch.profiler's categories of the TFT's step (None: not measured)."""
     bare_context: dict[str, Any] | None
     """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context()); None on the CPU."""
@@ -55,10 +69,13 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {"tft": ModelMeasurement.from_dict(d["tft"]),
+        return {"theory": Theory.from_dict(d["theory"]), "tft": ModelMeasurement.from_dict(d["tft"]),
+                "second_opinion": None if d["second_opinion"] is None else SecondOpinion.from_dict(d["second_opinion"]),
                 "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
                 "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}}
 
     def plain_parts(self) -> dict[str, Any]:
-        return {"tft": self.tft.to_dict(), "ensemble": {k: v.to_dict() for k, v in self.ensemble.items()},
+        return {"theory": self.theory.to_dict(),
+                "second_opinion": None if self.second_opinion is None else self.second_opinion.to_dict(),
+                "tft": self.tft.to_dict(), "ensemble": {k: v.to_dict() for k, v in self.ensemble.items()},
                 "target_state": {k: v.to_dict() for k, v in self.target_state.items()}}

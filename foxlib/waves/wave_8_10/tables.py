@@ -18,13 +18,13 @@ def breakdown_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.
     """The TFT's categories against their budgets, with the theory and the seed beside them."""
     p, b, th = m.tft.profile, budgets["tft"], m.theory
     rows = [
-        ("parameters", p.parameters, b["parameters_mb"], th["parameters"], seed_claims.TFT_8_10_MB["parameters"]),
+        ("parameters", p.parameters, b["parameters_mb"], th.parameters, seed_claims.TFT_8_10_MB["parameters"]),
         ("forward activations (saved for backward)", p.activations, b["forward_activations_mb"],
-         th["activations"], seed_claims.TFT_8_10_MB["activations"]),
-        ("gradients", p.gradients, b["gradients_mb"], th["gradients"], seed_claims.TFT_8_10_MB["gradients"]),
-        ("optimizer state", p.optimizer_state, b["optimizer_state_mb"], th["optimizer_state"],
+         th.activations, seed_claims.TFT_8_10_MB["activations"]),
+        ("gradients", p.gradients, b["gradients_mb"], th.gradients, seed_claims.TFT_8_10_MB["gradients"]),
+        ("optimizer state", p.optimizer_state, b["optimizer_state_mb"], th.optimizer_state,
          seed_claims.TFT_8_10_MB["optimizer_state"]),
-        (f"peak training: {MODEL_PEAK} (the step's tensors)", p.peak, b["peak_training_mb"], th["peak"],
+        (f"peak training: {MODEL_PEAK} (the step's tensors)", p.peak, b["peak_training_mb"], th.peak,
          seed_claims.TFT_8_10_MB["peak"]),
         ("forward peak (the step's tensors)", p.forward_peak, None, None, seed_claims.TFT_FORWARD_MEASURED_MB),
         ("temporaries at the model peak (outputs, intermediates)", p.temporaries, None, None, None),
@@ -49,7 +49,7 @@ def breakdown_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.
 def activations_by_module(m: Measurement) -> pd.DataFrame:
     """Measured saved bytes per TFT block beside the hand count from shapes, with the gap."""
     p = m.tft.profile
-    theory_blocks = m.theory.get("activations_by_module") or {}
+    theory_blocks = m.theory.activations_by_module or {}
     total = p.activations or 1
     rows = []
     for k, v in p.activations_by_module.items():
@@ -105,7 +105,7 @@ def seed_explanations(m: Measurement) -> pd.DataFrame:
     smi = (f"on this GPU nvidia-smi would have shown ≈ context {to_mb(ctx)} MB + allocator reserve "
            f"{to_mb(reserved_peak)} MB at the peak = {to_mb((ctx or 0) + (reserved_peak or 0))} MB"
            if cuda else "not measurable on the CPU: see the GPU report for the context and the reserve")
-    ratio = (p.activations / th["activations"]) if th.get("activations") else None
+    ratio = (p.activations / th.activations) if th.activations else None
     rows = [
         ("parameters", seed_claims.TFT_8_10_MB["parameters"], p.parameters,
          f"{p.n_parameters:,} parameters × {p.parameters / max(p.n_parameters, 1):.0f} B; the seed preset was "
@@ -128,7 +128,7 @@ def seed_explanations(m: Measurement) -> pd.DataFrame:
          f"the seed divided nvidia-smi's {seed_claims.TFT_FORWARD_MEASURED_MB:,} MB by a "
          f"{seed_claims.TFT_THEORETICAL_MB} MB "
          "'theoretical' figure that counts neither weights nor saved activations. Our shape-based theory predicts "
-         f"{to_mb(th['activations'])} MB of saved activations; measured/theory = "
+         f"{to_mb(th.activations)} MB of saved activations; measured/theory = "
          f"{'n/a' if ratio is None else f'{ratio:.2f}'}. There is no 615x overhead: the memory is the "
          "per-variable GRNs' saved tensors plus what nvidia-smi adds"),
     ]
@@ -176,9 +176,9 @@ def _total_rows(e: EnsembleTotals, budgets: dict[str, dict[str, float]], label: 
 def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
     """foxlib's categories beside torch.profiler's, at the step's peak, with the unexplained rest."""
     so = m.second_opinion
-    if not so or not so.get("available"):
+    if so is None or not so.available:
         return None
-    p, at, mx = m.tft.profile, so["at_peak"], so["max_by_category"]
+    p, at, mx = m.tft.profile, so.at_peak, so.max_by_category
     rows = [
         ("parameters", p.parameters, at.get("parameter"), mx.get("parameter"), "weights: both count the same tensors"),
         ("optimizer state", p.optimizer_state, at.get("optimizer_state"), mx.get("optimizer_state"),
@@ -193,7 +193,7 @@ def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
          "gradients of intermediate tensors during backward"),
         ("unexplained (no category)", None, at.get("unknown"), mx.get("unknown"),
          "allocations torch could not attribute: e.g. the foreach Adam's temporaries, library workspaces"),
-        (f"peak (foxlib: {MODEL_PEAK})", p.peak, so["peak_bytes"], None,
+        (f"peak (foxlib: {MODEL_PEAK})", p.peak, so.peak_bytes, None,
          "largest live total of the step (torch.profiler's timeline holds what its step allocates, workspaces made "
          "before it not included)"),
     ]
@@ -209,8 +209,8 @@ def unexplained_by_model(m: Measurement) -> pd.DataFrame:
     for name, so in sos.items():
         share = unexplained_fraction(so)
         known = share is not None
-        rows.append({"model": name, "peak, torch.profiler (MB)": to_mb(so["peak_bytes"]) if known else None,
-                     "unexplained at the peak (MB)": to_mb(so["at_peak"].get("unknown", 0)) if known else None,
+        rows.append({"model": name, "peak, torch.profiler (MB)": to_mb(so.peak_bytes) if known else None,
+                     "unexplained at the peak (MB)": to_mb(so.at_peak.get("unknown", 0)) if known else None,
                      "unexplained (%)": round(100 * share, 2) if known else None,
                      f"under {UNEXPLAINED_TARGET_PCT:g} %": 100 * share < UNEXPLAINED_TARGET_PCT if known else None})
     return pd.DataFrame(rows)

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from foxlib.core.schema import WaveMeasurement, readable_version
+from foxlib.core.schema import Record, WaveMeasurement, readable_version
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import Floors
@@ -27,13 +27,27 @@ SCHEMA_VERSION = 4  # of Measurement812.to_dict(); 2 added each strategy's optio
 # stores) baseline_losses and each accuracy run's has_skill
 
 
+@dataclass(frozen=True)
+class StrategyRun(Record):
+    """A strategy as measure() ran it (measurement.json's strategies[name], strategies.Strategy's fields): its
+    overrides as stated (fractions of the base config stay fractions), options only where not the defaults."""
+    precision: str
+    overrides: dict[str, Any]
+    seed_guess: str | None
+    changes_numerics: bool
+    cuda_graph: bool
+    options: dict[str, Any] | None = None
+    """foxlib.harness.step_options.StepOptions as a dict; absent (None) where every option is the default."""
+    ABSENT_WHEN_NONE = ("options",)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Measurement(WaveMeasurement, wave="8.12", version=1):
     """Wave 8.12's measurement.json: measure()'s data with the runner's header, checked on load and its records typed
     (WaveMeasurement.from_dict); `Measurement812.from_measurement` makes the decisions' record of it."""
     schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
     base_config: dict[str, Any]
-    strategies: dict[str, dict[str, Any]]
+    strategies: dict[str, StrategyRun]
     skipped: dict[str, str]
     resumed: dict[str, Any] | None = None  # absent in a run not resumed
     memory: dict[str, MemoryProfile | GraphedProfile]
@@ -56,7 +70,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {"memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
+        return {"strategies": {n: StrategyRun.from_dict(s) for n, s in d["strategies"].items()},
+                "memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
                 "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
                 "timing": {n: Timing.from_dict(t) for n, t in d["timing"].items()},
                 "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]
@@ -66,7 +81,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
                                   for n, e in d["same_function"].items()}}
 
     def plain_parts(self) -> dict[str, Any]:
-        return {"memory": {n: p.to_dict() for n, p in self.memory.items()},
+        return {"strategies": {n: s.to_dict() for n, s in self.strategies.items()},
+                "memory": {n: p.to_dict() for n, p in self.memory.items()},
                 "predicted": {n: x.to_dict() for n, x in self.predicted.items()},
                 "timing": {n: t.to_dict() for n, t in self.timing.items()}, "floors": self.floors.to_dict(),
                 "accuracy_runs": {n: [r.to_dict() for r in rs] for n, rs in self.accuracy_runs.items()},
@@ -218,18 +234,18 @@ class Measurement812:
         base_loss = sum(base_loss_runs) / len(base_loss_runs)
         out, workspaces = [], own_workspaces(m.memory)  # m.memory is in the order the profiles were taken
         for name, info in m.strategies.items():
-            bs = resolve_overrides(m.base_config, info["overrides"]).get("batch_size", base_bs)
+            bs = resolve_overrides(m.base_config, info.overrides).get("batch_size", base_bs)
             step = ratio_interval(m.timing, name, BASELINE, confidence, resamples, seed)
             source = m.accuracy_source[name]
             losses = [r.quantile_loss for r in runs[source]]
             loss = sum(losses) / len(losses)
             out.append(StrategyResult(
-                name=name, precision=info["precision"], overrides=dict(info["overrides"]), batch_size=bs,
+                name=name, precision=info.precision, overrides=dict(info.overrides), batch_size=bs,
                 peak_bytes=int(m.memory[name].peak), activation_bytes=m.memory[name].activations,
                 step_samples_s=m.timing[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
-                seed_guess=info["seed_guess"], changes_numerics=info["changes_numerics"],
-                cuda_graph=info["cuda_graph"], options=info.get("options", {}),
+                seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
+                cuda_graph=info.cuda_graph, options=info.options or {},
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m.base_config), dict(m.device),
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
