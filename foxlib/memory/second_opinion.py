@@ -10,12 +10,12 @@ from typing import Any, Callable
 
 import torch
 
-from foxlib.core.schema import Record
+from foxlib.core.schema import Sparse
 from foxlib.memory.step import TrainingStep, check_precision
 
 
 @dataclass(frozen=True)
-class SecondOpinion(Record):
+class SecondOpinion(Sparse):
     """torch_memory_categories' data, typed on load (bytes): where the profiler ran, its method, the step's peak, each
     category at the peak and its own maximum ("unknown": in no category); where it failed, why (note)."""
     available: bool
@@ -24,7 +24,6 @@ class SecondOpinion(Record):
     at_peak: dict[str, int] | None = None
     max_by_category: dict[str, int] | None = None
     note: str | None = None
-    ABSENT_WHEN_NONE = ("method", "peak_bytes", "at_peak", "max_by_category", "note")
 
 
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from foxlib.core.schema import Record, WaveMeasurement, readable_version
+from foxlib.core.schema import Sparse, WaveMeasurement, readable_version
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import Floors
@@ -28,7 +28,7 @@ SCHEMA_VERSION = 4  # of Measurement812.to_dict(); 2 added each strategy's optio
 
 
 @dataclass(frozen=True)
-class StrategyRun(Record):
+class StrategyRun(Sparse):
     """A strategy as measure() ran it (measurement.json's strategies[name], strategies.Strategy's fields): its
     overrides as stated (fractions of the base config stay fractions), options only where not the defaults."""
     precision: str
@@ -38,7 +38,6 @@ class StrategyRun(Record):
     cuda_graph: bool
     options: dict[str, Any] | None = None
     """foxlib.harness.step_options.StepOptions as a dict; absent (None) where every option is the default."""
-    ABSENT_WHEN_NONE = ("options",)
 
 
 @dataclass(frozen=True, kw_only=True)

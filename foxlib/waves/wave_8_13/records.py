@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, WaveMeasurement
+from foxlib.core.schema import Record, Sparse, WaveMeasurement
 from foxlib.memory.profile import MemoryProfile
 
 
@@ -70,32 +70,6 @@ class Step(Record):
     def rise_bytes(self) -> int:
         """What the step added at its peak over what was allocated at its start."""
         return self.peak_bytes - self.start_bytes
-
-
-def plain(value: Any) -> Any:
-    """A record, or a dict, list or tuple of them, as plain data: each record through its own to_dict."""
-    if isinstance(value, Record):
-        return value.to_dict()
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
-
-
-class Sparse(Record):
-    """A Record whose fields that default to None are absent from its dict while they hold None. PARTS names its
-    fields that are a record (a list of them: a tuple of records), MANY those that are a record per model."""
-    PARTS: ClassVar[dict[str, Any]] = {}
-    MANY: ClassVar[dict[str, Any]] = {}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]):
-        return cls(**d | {k: tuple(map(part.from_dict, d[k])) if isinstance(d[k], list) else part.from_dict(d[k])
-                          for k, part in cls.PARTS.items() if d.get(k) is not None} | {
-            k: {n: part.from_dict(v) for n, v in d[k].items()} for k, part in cls.MANY.items() if k in d})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.default is not None or getattr(self, f.name) is not None}
 
 
 @dataclasses.dataclass(frozen=True)
