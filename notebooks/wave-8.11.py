@@ -149,8 +149,7 @@ from foxlib.core.figures import as_dict
 
 res = notebook.finish("8.11", params, m, checks, figures=as_dict(analysis.named_figures(m)),
                       prediction=predicted.to_dict("records"))
-display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
-                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
+display(Markdown(notebook.footer(res)))
 
 # %%
 display(reading.closing(res, params["output_dir"] or "."))

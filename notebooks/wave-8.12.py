@@ -209,8 +209,7 @@ res = notebook.finish("8.12", params, m, checks, recommended=recommended, recomm
                       record=record.to_dict(),
                       figures=as_dict(analysis.named_figures(record)),
                       prediction=predicted.to_dict("records"))
-display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
-                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
+display(Markdown(notebook.footer(res)))
 
 # %%
 display(reading.closing(res, params["output_dir"] or "."))

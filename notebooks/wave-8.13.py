@@ -166,8 +166,7 @@ res = notebook.finish("8.13", params, m, checks, card_class=m.card_class.to_dict
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
                       enforced=m.cap.enforced, tft_config=m.tft.to_dict(),
                       figures=as_dict(analysis.named_figures(m)))
-display(Markdown(f"*Generated {res['generated_at']} · torch {m.environment['torch']} · "
-                 f"git {m.environment.get('git_revision')} · verdict **{res['verdict']}***"))
+display(Markdown(notebook.footer(res)))
 
 # %%
 display(reading.closing(res, params["output_dir"] or "."))

@@ -155,3 +155,12 @@ def test_a_measurement_naming_no_commit_is_refused_unless_allowed(monkeypatch, t
     with pytest.raises(provenance.ProvenanceError, match="no commit of this repository"):
         throughput_page.write(measured, tmp_path / "page.md")
     assert not (tmp_path / "page.md").exists()
+
+
+def test_the_footer_names_the_revision_results_json_was_measured_at():
+    """Every notebook's last line comes from its results.json: the measured revision as results.build records it."""
+    from foxlib.run import notebook_cells
+    res = {"generated_at": "2026-12-04T18:00:00+00:00", "environment": {"torch": "2.13.0", "git_revision": "old"},
+           "measured_at_revision": "a" * 40, "verdict": "GO"}
+    assert notebook_cells.footer(res) == (f"*Generated 2026-12-04T18:00:00+00:00 · torch 2.13.0 · git {'a' * 40} · "
+                                          "verdict **GO***")

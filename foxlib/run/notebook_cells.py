@@ -174,6 +174,12 @@ def finish(wave_id: str, params: dict[str, Any], measurement: WaveMeasurement, c
     return res
 
 
+def footer(res: dict[str, Any]) -> str:
+    """The report's last line (Markdown), from its results.json (finish): when it was made, torch, the revision it was
+    measured at (results.measured_revision, as results.json holds it) and the verdict."""
+    return (f"*Generated {res['generated_at']} · torch {res['environment']['torch']} · "
+            f"git {res['measured_at_revision']} · verdict **{res['verdict']}***")
+
 def table(df: pd.DataFrame):
     """A DataFrame as a clean HTML table: no index, missing values as "—", thousands separated."""
     from IPython.display import HTML
