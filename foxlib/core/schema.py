@@ -169,6 +169,11 @@ class WaveMeasurement:
         for a wave that predicts nothing."""
         return {}
 
+    def snapshot_file(self) -> str:
+        """The CUDA allocator snapshot of the measured step, where the wave takes one (a path on the machine that
+        measured; "" where none was taken)."""
+        return ""
+
     def plain_parts(self) -> dict[str, Any]:
         """typed_parts' fields as plain data."""
         return {}

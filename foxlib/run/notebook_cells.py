@@ -82,16 +82,19 @@ def _value(v: Any) -> str:
 def measure(wave_id: str, params: dict[str, Any], keep: Path | None = None) -> WaveMeasurement:
     """Run the wave's measurement here with the notebook's parameters (the imports settled first: settle_imports):
     its records.Measurement of the runner's header (wave, measured_at, measure_parameters) and the wave's data,
-    checked as its file is read (json_safe: NaN null), so that measured now and loaded read alike. `keep`: a file
-    the data is first written to as measured (`foxlib measure`: a GPU run the check refuses is kept, and named)."""
+    checked as its file is read (json_safe: NaN null), so that measured now and loaded read alike. `keep`: where the data
+    is written as measured if the check refuses it (`foxlib measure`: a GPU run is not lost, and the error names it)."""
     settle_imports()
     kwargs = {k: v for k, v in params.items() if k not in RUN_PARAMETERS}
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     data = results.json_safe({"wave": wave_id, "measured_at": started, "measure_parameters": kwargs,
                               **get_wave(wave_id).part("measuring").measure(**kwargs)})
-    if keep:
-        results.write_json(keep, data)
-    return get_wave(wave_id).part("records").Measurement.from_dict(data, str(keep or "the measurement"))
+    try:
+        return get_wave(wave_id).part("records").Measurement.from_dict(data, str(keep or "the measurement"))
+    except ValueError:
+        if keep:
+            results.write_json(keep, data)
+        raise
 
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> WaveMeasurement:
@@ -209,10 +212,10 @@ SNAPSHOT_FILE = "memory_snapshot.pickle"
 
 
 def _keep_snapshot(measurement: WaveMeasurement, params: dict[str, Any], out: Path) -> None:
-    """Copy the CUDA allocator snapshot of the measured step (if one was taken: wave 8.10's) beside the report.
+    """Copy the CUDA allocator snapshot of the measured step (if one was taken: WaveMeasurement.snapshot_file) beside the report.
     A measurement made elsewhere names a path on that machine: look for the file beside it here."""
     import shutil
-    snapshot = getattr(measurement, "snapshot", "") or measurement.measure_parameters.get("snapshot_path")
+    snapshot = measurement.snapshot_file() or measurement.measure_parameters.get("snapshot_path")
     if not snapshot:
         return
     candidates = [Path(snapshot)]

@@ -47,6 +47,9 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     target_state_kernels: dict[str, Any] | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
 
+    def snapshot_file(self) -> str:
+        return self.snapshot
+
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """The TFT's, then the ensemble's models'."""
         return {name: (e.predicted, e.profile)
