@@ -173,9 +173,9 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 import os
 
 from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.harness.timelines import TimelineRun, keep_beside, own_timelines
+from foxlib.harness.timelines import keep_beside, own_timelines
 
-runs = {n: TimelineRun.from_dict(d) for n, d in (m.timelines or {}).items()}
+runs = m.timelines or {}
 own = own_timelines(runs)
 shown = [s for s in own.values() if s is not None]
 if shown:
@@ -186,7 +186,7 @@ if shown:
     plt.close(tf.figure)
     search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
         if params["measurements"] else []
-    links = keep_beside(m.timelines, params["output_dir"] or ".", search_dirs=search)
+    links = keep_beside(runs, params["output_dir"] or ".", search_dirs=search)
     display(Markdown("\n".join(tables.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:

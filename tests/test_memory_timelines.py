@@ -147,7 +147,7 @@ def test_keep_beside_copies_a_snapshot_found_by_name_and_writes_its_viewer(tmp_p
     lies beside the measurement JSON."""
     s = load(os.path.join(H200, "memory_snapshot.pickle"), label="plain", max_points=100)
     run = TimelineRun("plain", {}, s, "/root/out/memory_snapshot.pickle")
-    links = keep_beside({"plain": run.to_dict()}, str(tmp_path / "report"), search_dirs=[H200])
+    links = keep_beside({"plain": run}, str(tmp_path / "report"), search_dirs=[H200])
     assert links == {"plain": {"snapshot": "memory_snapshot.pickle", "viewer_html": "memory_snapshot.html"}}
     assert (tmp_path / "report" / "memory_snapshot.html").stat().st_size > 500_000
     missing = keep_beside({"x": TimelineRun("x", {}, None, "/nowhere/x.pickle")}, str(tmp_path / "r2"))

@@ -189,7 +189,7 @@ def viewer_html_file(snapshot_path: str, html_path: str) -> str:
     return html_path
 
 
-def keep_beside(runs: dict[str, TimelineRun] | dict[str, dict[str, Any]], out_dir: str,
+def keep_beside(runs: dict[str, TimelineRun], out_dir: str,
                 search_dirs: Sequence[str] = ()) -> dict[str, dict[str, str | None]]:
     """Copy each run's snapshot into out_dir beside a report, with the viewer's HTML for CUDA snapshots; returns
     per run the file names relative to out_dir (None where there is none). A file is looked for at its path, then
@@ -199,8 +199,6 @@ def keep_beside(runs: dict[str, TimelineRun] | dict[str, dict[str, Any]], out_di
     os.makedirs(out_dir, exist_ok=True)
     links: dict[str, dict[str, str | None]] = {}
     for name, run in runs.items():
-        if isinstance(run, dict):
-            run = TimelineRun.from_dict(run)
         links[name] = {"snapshot": None, "viewer_html": None}
         if not run.snapshot_path:
             continue

@@ -13,6 +13,7 @@ from foxlib.core.schema import Sparse, WaveMeasurement, readable_version
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import Floors
+from foxlib.harness.timelines import TimelineRun
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, claim_intervals
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
@@ -65,7 +66,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     accuracy_harness: dict[str, Any]
     same_function: dict[str, Equivalence | str]
     """strategy claimed equal -> its check, or why it could not run (stored as {"variant", "error"})."""
-    timelines: dict[str, Any] | None = None  # absent with timelines=False
+    timelines: dict[str, TimelineRun] | None = None  # absent with timelines=False
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +78,9 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
                                   for n, rs in d["accuracy_runs"].items()},
                 "floors": Floors.from_dict(d["floors"]), "claim_runs": ClaimRuns.from_dict(d["claim_runs"]),
                 "same_function": {n: e["error"] if "error" in e else Equivalence.from_dict(e)
-                                  for n, e in d["same_function"].items()}}
+                                  for n, e in d["same_function"].items()},
+                "timelines": None if d.get("timelines") is None else {n: TimelineRun.from_dict(t)
+                                                                       for n, t in d["timelines"].items()}}
 
     def plain_parts(self) -> dict[str, Any]:
         return {"strategies": {n: s.to_dict() for n, s in self.strategies.items()},
@@ -87,7 +90,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
                 "accuracy_runs": {n: [r.to_dict() for r in rs] for n, rs in self.accuracy_runs.items()},
                 "claim_runs": self.claim_runs.to_dict(),
                 "same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
-                                  for n, e in self.same_function.items()}}
+                                  for n, e in self.same_function.items()}} | (
+            {} if self.timelines is None else {"timelines": {n: t.to_dict() for n, t in self.timelines.items()}})
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None,
                                                   MemoryProfile | GraphedProfile]]:
