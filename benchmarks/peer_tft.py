@@ -53,6 +53,7 @@ import torch  # noqa: E402
 from benchmarks.peer import best as best_row, compiled, configuration as conf, data, models, others  # noqa: E402
 from foxlib.core import provenance  # noqa: E402
 from foxlib.core.config import env_flag  # noqa: E402
+from foxlib.core.figures import mb_text  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
@@ -316,7 +317,7 @@ def run_notes(out: dict[str, Any], device, best: dict[str, Any], best_cfg, chose
         ws = {n: v["memory"]["workspace_bytes"] for n, v in out["variants"].items()}
         notes.append("CUDA peaks are model peaks: the row's own tensors (the allocator's max_memory_allocated less "
                      "the bytes allocated at the step's start that belong to none of its tensors, cuBLAS workspaces, "
-                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {fig.mb(f)} MB" for n, f in ws.items()) + ".")
+                     "reported apart as workspace_bytes): " + ", ".join(f"{n} {mb_text(f)}" for n, f in ws.items()) + ".")
     return notes
 
 

@@ -9,7 +9,8 @@
 - `cpp_wrapper` (with `compile`): inductor's C++ wrapper launches the compiled kernels from C++ instead of Python,
   and combo kernels fuse independent kernels side by side (fewer launches): for an eager step, which the host's
   time per launch bounds (scripts/diagnose_eager_step.py; reports/h200/batched-vsn/README.md). Inductor compiles
-  C++ besides Triton then: a longer warm-up (162 s against 6 s on the H200 machine at c5c08ef).
+  C++ besides Triton then: a longer warm-up (85.7 s for the C++ wrapper with combo kernels on the H200 machine at
+  c5c08ef, against 6.4 s for torch.compile alone with its cache warm: reports/h200/batched-vsn/eager-cpp-combo.json).
 `backends(options)` holds TF32, cuDNN and inductor's options while the step runs or is captured. The defaults are
 the plain step.
 """

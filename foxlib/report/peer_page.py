@@ -107,8 +107,7 @@ def best_step(res: dict[str, Any]) -> str:
 
 def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
     v = res["variants"].get(name)
-    row: dict[str, Any] = {"name": name, "label": fig.label(res, name), "measured": v is not None,
-                           "target": fig.TARGETS.get(name)}
+    row: dict[str, Any] = {"name": name, "label": fig.label(res, name), "measured": v is not None}
     if v is None:
         return {**row, "reason": res["not_run"][name]}
     r, checked = res["ratios"][name], fig.stored_checks(res, name)
