@@ -5,6 +5,7 @@ import pytest
 
 from foxlib.core.config import MB
 from foxlib.waves.wave_8_11 import analysis, records, tables
+from tests.conftest import committed_measurement
 
 # two of the four models (the TFT, whose fp16 peak is checked, and the cheapest other): every model given
 # is profiled in every precision, and only those (the loop is the same for four)
@@ -72,8 +73,7 @@ COMMITTED = ("cpu", "h200")
 
 
 def _committed(device):
-    from foxlib.core.config import ROOT
-    return records.Measurement.from_dict(json.loads((ROOT / "reports" / device / "wave-8.11" / "measurement.json").read_text()))
+    return committed_measurement(device, "8.11")
 
 
 @pytest.mark.parametrize("device", COMMITTED)

@@ -247,16 +247,15 @@ def test_the_committed_measurements_load(path):
 
 
 @pytest.mark.parametrize("device", ["cpu", "h200"])
-def test_the_committed_measurement_reads_typed_and_writes_back_the_same(device):
+def test_the_committed_measurement_reads_typed(device):
     """measurement.json's profiles (a CUDA graph's: GraphedProfile), step times, floors and same-function checks are
-    records once read; to_dict writes back the file's data, key for key and in its order."""
+    records once read (that to_dict writes the file back is test_validation's check over every committed file)."""
     from foxlib.harness.equivalence import Equivalence
     from foxlib.harness.floors import Floors
     from foxlib.memory.cuda_graph import GraphedProfile
     from foxlib.memory.profile import MemoryProfile
     data = committed(device, "8.12")
     m = records.Measurement.from_dict(data)
-    assert json.dumps(m.to_dict()) == json.dumps(data)
     kinds = {type(p) for p in m.memory.values()}
     assert kinds == ({MemoryProfile, GraphedProfile} if device == "h200" else {MemoryProfile})
     assert all(isinstance(t, Timing) for t in m.timing.values()) and isinstance(m.floors, Floors)

@@ -13,6 +13,7 @@ from foxlib.memory.profile import MemoryProfile
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_13 import analysis, measuring, nvml, records, tft
 from foxlib.waves.wave_8_13.cap import account_training
+from tests.conftest import committed
 
 TINY_8_13 = {"preset": "small", "steps": 2, "inference_repeats": 3, "device": "cpu"}
 RECOMMENDED = {"precision": "bf16", "tft_overrides": {"checkpointing": "blocks", "memory_efficient": True}}
@@ -204,9 +205,7 @@ from foxlib.core.config import ROOT  # noqa: E402
 def test_the_committed_measurements_load_as_records_and_give_their_checks(device):
     """The committed files load; the checks computed from the measurement are the committed results' checks;
     to_dict / from_dict is a round trip."""
-    folder = ROOT / "reports" / device / "wave-8.13"
-    raw = json.loads((folder / "measurement.json").read_text())
-    committed = json.loads((folder / "results.json").read_text())
+    raw, published = committed(device, "8.13"), committed(device, "8.13", "results.json")
     r = records.Measurement.from_dict(raw)
     assert r.order == tuple(raw["order"])
     assert r.cap.card_bytes == raw["cap"]["card_bytes"] and r.training.peak_bytes == raw["training"]["peak_bytes"]
@@ -215,7 +214,7 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
     again = records.Measurement.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again == r
     got = {c.name: c for c in analysis.checks(r, load_budgets())}
-    for c in committed["checks"]:
+    for c in published["checks"]:
         assert (got[c["name"]].measured, got[c["name"]].limit, got[c["name"]].passed) == \
                (c["measured"], c["limit"], c["passed"])
     if r.nvml.applicable:  # sampled: checked against the card
@@ -237,28 +236,26 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
 
 
 @pytest.mark.parametrize("folder", ["cpu/wave-8.13", "h200/wave-8.13", "h200/variants/wave-8.13-card_class-fp16"])
-def test_every_committed_measurement_types_its_parts_and_writes_back_its_file(folder, tmp_path):
+def test_every_committed_measurement_types_its_parts(folder):
     """Each committed 8.13 measurement reads into its records (the TFT, each model, the contexts, the warm-up, the
-    card class) and to_dict writes measurement.json back byte for byte, as notebook_cells.finish writes it."""
-    from foxlib.core import results
+    card class); that it writes back byte for byte is test_validation's check over every committed measurement."""
     path = ROOT / "reports" / folder / "measurement.json"
     m = records.Measurement.from_dict(json.loads(path.read_text()), str(path))
     assert isinstance(m.tft, records.TftRun) and isinstance(m.card_class, records.ClassFacts)
     assert all(isinstance(v, records.ModelRun) for v in m.models.values()) and list(m.models) == list(m.order)
     assert isinstance(m.warmup, records.Warmup) == isinstance(m.context, records.Context) == m.enforced
     assert m.step_profiles is None if m.enforced else all(isinstance(p, MemoryProfile) for p in m.step_profiles.values())
-    assert results.write_json(tmp_path / "m.json", m.to_dict()).read_bytes() == path.read_bytes()
     with pytest.raises(ValueError, match="malformed .*bogus"):  # a part's unknown key is refused, not carried
         records.Measurement.from_dict({**m.to_dict(), "tft": {**m.tft.to_dict(), "bogus": 1}})
 
 
 def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():
-    raw = json.loads((ROOT / "reports" / "cpu" / "wave-8.13" / "measurement.json").read_text())
+    raw = committed("cpu", "8.13")
     cpu = records.Measurement.from_dict(raw)
     peaks = analysis.model_peaks(cpu)
     assert peaks == {n: p["peak"] for n, p in raw["step_profiles"].items()}  # profile_step's peak, model by model
     assert analysis.workspace_bytes(cpu) == 0 and analysis.process_figure(cpu) == sum(peaks.values())
-    now = json.loads((ROOT / "reports" / "h200" / "wave-8.13" / "measurement.json").read_text())
+    now = committed("h200", "8.13")
     r = records.Measurement.from_dict(now)  # measured after the warm-up: what it left allocated is the workspaces
     ctx = max(now["cap"]["context_bytes"], now["training"]["context_end_bytes"], now["inference"]["context_end_bytes"])
     assert analysis.workspace_bytes(r) == now["warmup"]["allocated_after_bytes"] > 0
