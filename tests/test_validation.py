@@ -297,3 +297,25 @@ def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
     total, what = preflight.predicted_peak("8.13", params, torch.device("cpu"))
     assert "four training steps" in what and len(seen) == 4 and total == 10_000_000
     assert sorted(p for _, p in seen) == ["bf16", "fp32", "fp32", "fp32"]
+
+
+def test_typed_parts_keep_absent_and_none_as_they_are():
+    """core.schema.typed, the one rule Sparse records and 8.13's measurement type their parts by: a part absent stays
+    absent, a None (a record per model, too) stays None, a list becomes a tuple of records."""
+    import dataclasses as dc
+    from foxlib.core.schema import Record, Sparse, typed
+
+    @dc.dataclass(frozen=True)
+    class P(Record):
+        x: int
+
+    @dc.dataclass(frozen=True)
+    class S(Sparse):
+        one: P | None = None
+        each: dict[str, P] | None = None
+        PARTS = {"one": P}
+        MANY = {"each": P}
+
+    assert typed({"one": P}, {"each": P}, {"one": [{"x": 1}], "each": None}) == {"one": (P(1),), "each": None}
+    assert S.from_dict({"each": None}) == S() and S.from_dict({"each": {"a": {"x": 2}}}).each == {"a": P(2)}
+    assert S().to_dict() == {} and S(P(3)).to_dict() == {"one": {"x": 3}}

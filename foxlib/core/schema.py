@@ -102,12 +102,21 @@ class Record:
 
 
 def plain(value: Any) -> Any:
-    """A record, or a dict, list or tuple of them, as plain data: each record through its own to_dict."""
-    if isinstance(value, Record):
+    """A record (a dataclass with a to_dict), or a dict, list or tuple of them, as plain data: each record through its
+    own to_dict."""
+    if dataclasses.is_dataclass(value) and hasattr(value, "to_dict"):
         return value.to_dict()
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def typed(parts: dict[str, Any], many: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `d` that `parts` (one record each; a list: a tuple of them) and `many` (a record per name) name,
+    typed through their records' from_dict; a key absent stays absent, a None stays None."""
+    return {k: None if d[k] is None else tuple(map(part.from_dict, d[k])) if isinstance(d[k], list)
+            else part.from_dict(d[k]) for k, part in parts.items() if k in d} | {
+        k: None if d[k] is None else {n: part.from_dict(v) for n, v in d[k].items()} for k, part in many.items() if k in d}
 
 
 class Sparse(Record):
@@ -118,9 +127,7 @@ class Sparse(Record):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
-        return cls(**d | {k: tuple(map(part.from_dict, d[k])) if isinstance(d[k], list) else part.from_dict(d[k])
-                          for k, part in cls.PARTS.items() if d.get(k) is not None} | {
-            k: {n: part.from_dict(v) for n, v in d[k].items()} for k, part in cls.MANY.items() if k in d})
+        return cls(**d | typed(cls.PARTS, cls.MANY, d))
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, Sparse, WaveMeasurement
+from foxlib.core.schema import Record, Sparse, WaveMeasurement, plain, typed
 from foxlib.memory.profile import MemoryProfile
 
 
@@ -356,15 +356,11 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         if missing:  # the cap's tables and risks read them: refused here, not a TypeError at render
             raise KeyError(f"a run under an enforced cap lacks {', '.join(missing)}")
         return {"order": tuple(d["order"]), "steps": int(d["steps"]),
-                "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])} | {
-            k: None if d[k] is None else part.from_dict(d[k]) for k, part in cls.PARTS.items()} | {
-            k: None if d[k] is None else {n: part.from_dict(v) for n, v in d[k].items()} for k, part in cls.MANY.items()}
+                "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])} | typed(cls.PARTS, cls.MANY, d)
 
     def plain_parts(self) -> dict[str, Any]:
         return {"order": list(self.order), "depends_on": self.citations()} | {
-            k: None if getattr(self, k) is None else getattr(self, k).to_dict() for k in self.PARTS} | {
-            k: None if getattr(self, k) is None else {n: r.to_dict() for n, r in getattr(self, k).items()}
-            for k in self.MANY}
+            k: plain(getattr(self, k)) for k in [*self.PARTS, *self.MANY]}
 
     def citations(self) -> list[dict[str, Any]]:
         """depends_on as foxlib.core.provenance.verify takes it."""
