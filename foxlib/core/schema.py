@@ -137,8 +137,8 @@ class Sparse(Record):
 @dataclasses.dataclass(frozen=True)
 class WaveMeasurement:
     """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
-    (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records through typed_parts /
-    plain_parts. from_dict runs check_plain: every field present (but one with a default, which an absent key
+    (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and
+    written by plain() (plain_parts: a wave's exceptions). from_dict runs check_plain: every field present (but one with a default, which an absent key
     reads as; to_dict leaves it out when it holds that default), null only where Optional, no other key."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
@@ -182,7 +182,7 @@ class WaveMeasurement:
         return ""
 
     def plain_parts(self) -> dict[str, Any]:
-        """typed_parts' fields as plain data."""
+        """Fields that plain() would not write as the file holds them (a wave's own exceptions); none by default."""
         return {}
 
     @classmethod
@@ -202,4 +202,4 @@ class WaveMeasurement:
         defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
         names = [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)
         names = [k for k in names if k not in defaults or getattr(self, k) != defaults[k]]
-        return {k: getattr(self, k) for k in names} | self.plain_parts()
+        return {k: plain(getattr(self, k)) for k in names} | self.plain_parts()

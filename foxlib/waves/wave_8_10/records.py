@@ -76,9 +76,3 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
                 "second_opinion": None if d["second_opinion"] is None else SecondOpinion.from_dict(d["second_opinion"]),
                 "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
                 "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}}
-
-    def plain_parts(self) -> dict[str, Any]:
-        return {"theory": self.theory.to_dict(),
-                "second_opinion": None if self.second_opinion is None else self.second_opinion.to_dict(),
-                "tft": self.tft.to_dict(), "ensemble": {k: v.to_dict() for k, v in self.ensemble.items()},
-                "target_state": {k: v.to_dict() for k, v in self.target_state.items()}}

@@ -45,13 +45,6 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
                 "accuracy_runs": [TrainResult.from_dict(r) for r in d["accuracy_runs"]],
                 "accuracy": [Degradation.from_dict(r) for r in d["accuracy"]]}
 
-    def plain_parts(self) -> dict[str, Any]:
-        return {"memory": {n: {p: prof.to_dict() for p, prof in per.items()} for n, per in self.memory.items()},
-                "predicted": {n: {p: x.to_dict() for p, x in per.items()} for n, per in self.predicted.items()},
-                "timing": {p: t.to_dict() for p, t in self.timing.items()},
-                "accuracy_runs": [r.to_dict() for r in self.accuracy_runs],
-                "accuracy": [r.to_dict() for r in self.accuracy]}
-
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""
         return {f"{name} {precision}": (self.predicted.get(name, {}).get(precision), prof)

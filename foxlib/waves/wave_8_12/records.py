@@ -82,16 +82,9 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
                 "timelines": None if d.get("timelines") is None else {n: TimelineRun.from_dict(t)
                                                                        for n, t in d["timelines"].items()}}
 
-    def plain_parts(self) -> dict[str, Any]:
-        return {"strategies": {n: s.to_dict() for n, s in self.strategies.items()},
-                "memory": {n: p.to_dict() for n, p in self.memory.items()},
-                "predicted": {n: x.to_dict() for n, x in self.predicted.items()},
-                "timing": {n: t.to_dict() for n, t in self.timing.items()}, "floors": self.floors.to_dict(),
-                "accuracy_runs": {n: [r.to_dict() for r in rs] for n, rs in self.accuracy_runs.items()},
-                "claim_runs": self.claim_runs.to_dict(),
-                "same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
-                                  for n, e in self.same_function.items()}} | (
-            {} if self.timelines is None else {"timelines": {n: t.to_dict() for n, t in self.timelines.items()}})
+    def plain_parts(self) -> dict[str, Any]:  # a check that could not run is held as its reason
+        return {"same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
+                                  for n, e in self.same_function.items()}}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None,
                                                   MemoryProfile | GraphedProfile]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, Sparse, WaveMeasurement, plain, typed
+from foxlib.core.schema import Record, Sparse, WaveMeasurement, typed
 from foxlib.memory.profile import MemoryProfile
 
 
@@ -357,10 +357,6 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
             raise KeyError(f"a run under an enforced cap lacks {', '.join(missing)}")
         return {"order": tuple(d["order"]), "steps": int(d["steps"]),
                 "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])} | typed(cls.PARTS, cls.MANY, d)
-
-    def plain_parts(self) -> dict[str, Any]:
-        return {"order": list(self.order), "depends_on": self.citations()} | {
-            k: plain(getattr(self, k)) for k in [*self.PARTS, *self.MANY]}
 
     def citations(self) -> list[dict[str, Any]]:
         """depends_on as foxlib.core.provenance.verify takes it."""
