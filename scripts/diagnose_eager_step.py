@@ -8,7 +8,6 @@ ratios to the plain step paired by round); then per phase (a sync between phases
 scripts/h200.sh runs it): python3 scripts/diagnose_eager_step.py [--rounds N] [--out FILE.json] > FILE.txt"""
 import argparse
 import contextlib
-import dataclasses
 import json
 import statistics
 import time
@@ -23,13 +22,14 @@ from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.strategies import BATCHED
 
 # name: (the step's options: foxlib.harness.step_options, as wave 8.12's strategies take them; inductor options
-# beyond them, given to torch.compile and held while the first steps compile; compiled autograd on: the backward,
-# with its gradient accumulation, traced and compiled as one graph instead of run by autograd's engine node by node)
+# of a variant the strategies lack, given to torch.compile here (its options then leave compile off, so the model is
+# compiled once) and held while the first steps compile; compiled autograd on: the backward, with its gradient
+# accumulation, traced and compiled as one graph instead of run by autograd's engine node by node)
 FUSED, COMPILED = StepOptions(adam="fused"), StepOptions(adam="fused", compile=True)
 VARIANTS = {
     "batched": (FUSED, {}, False),
     "batched, torch.compile": (COMPILED, {}, False),
-    "batched, torch.compile, C++ wrapper": (COMPILED, {"cpp_wrapper": True}, False),
+    "batched, torch.compile, C++ wrapper": (FUSED, {"cpp_wrapper": True}, False),
     # wave 8.12's "+ torch.compile (C++ wrapper)" strategy: CPP_WRAPPER's C++ wrapper and combo kernels
     "batched, torch.compile, C++ wrapper, combo kernels": (StepOptions(adam="fused", compile=True, cpp_wrapper=True),
                                                            {}, False),
@@ -92,7 +92,8 @@ def main():
             continue
         try:
             b = build_step(StepRecipe("tft", cfg, "bf16", 0, options), dev)
-            if inductor:  # given to torch.compile too: another backend, so compiled anew, not dynamo's cached graph
+            if inductor:  # another backend, so compiled anew, not given dynamo's cached graph of another variant
+                assert not options.compile, f"{name}: compiled by build_step and again here"
                 b.model.compile(options={"fallback_random": True, **inductor})
             t = time.perf_counter()
             # held while the first steps compile the forward and, lazily, the backward: options given to

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from foxlib.harness.equivalence import TOLERANCE_REL, compare, reference_run, same_function
+from foxlib.harness.step_options import StepOptions
 from foxlib.models import MODELS
 from tests.conftest import committed
 
@@ -62,6 +63,8 @@ def test_claims_and_arguments_are_checked(reference):
         same_function(SMALL, SMALL, precision="bf16", reference=reference)
     with pytest.raises(ValueError, match="valid precisions"):
         same_function(SMALL, SMALL, precision="fp8")
+    with pytest.raises(ValueError, match="the options tf32 change the numbers"):
+        same_function(SMALL, SMALL, options=StepOptions(tf32=True), reference=reference)
 
 
 @pytest.mark.cuda
@@ -91,3 +94,16 @@ def test_wave_8_12_checks_every_strategy_claimed_equal():
     m = records.Measurement.from_dict({**committed("cpu", "8.12"), "same_function": out})  # typed, as a render reads it
     table = tables.same_function_table(*records.same_function_figures(m.same_function)).set_index("strategy")
     assert table.loc["efficient + bf16", "same function"] and "error" in table.columns
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("options", [StepOptions(compile=True), StepOptions(adam="fused", compile=True, cpp_wrapper=True)],
+                         ids=["torch.compile", "C++ wrapper"])
+def test_a_compiled_step_computes_the_same_function_on_cuda(options):
+    """Wave 8.12's compiled strategies, as same_function_checks passes them (the strategy's StepOptions)."""
+    ref = reference_run(SMALL, precision="bf16", device="cuda")
+    e = same_function(SMALL, dataclasses.replace(SMALL, memory_efficient=True, vsn_batched=True), precision="bf16",
+                      device="cuda", options=options, reference=ref)
+    assert e.same, e
+    assert "torch.compile" in e.variant and ("C++ wrapper" in e.variant) == options.cpp_wrapper

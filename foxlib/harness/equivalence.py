@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from foxlib.core.schema import Record
-from foxlib.harness.step_options import compile_in_place, inductor_options
+from foxlib.harness.step_options import StepOptions, backends, compile_in_place
 from foxlib.memory.step import autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
@@ -127,17 +127,20 @@ def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch
 
 
 def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
-                  seed: int = 0, cuda_graph: bool = False, compiled: bool = False, cpp_wrapper: bool = False,
-                  name: str = "",
+                  seed: int = 0, cuda_graph: bool = False, options: StepOptions = StepOptions(), name: str = "",
                   variant_seed: int | None = None, tolerance_rel: float | None = None,
                   reference: dict[str, Any] | None = None) -> Equivalence:
-    """The TFT of `variant_cfg` (`cuda_graph`: its step as one CUDA graph; `compiled`: compiled by torch.compile,
-    foxlib.harness.step_options.compile_in_place, with inductor's C++ wrapper if `cpp_wrapper`) against the plain step of
-    `reference_cfg`, both with dropout 0, the weights of `seed` and one batch, in `precision`. `variant_seed`:
-    another seed's weights (a different function, to test the test). `reference`: reference_run's, to reuse."""
+    """The TFT of `variant_cfg` (`cuda_graph`: its step as one CUDA graph; `options`: the step's options, e.g.
+    compiled by torch.compile, foxlib.harness.step_options.compile_in_place, with inductor's C++ wrapper) against
+    the plain step of `reference_cfg`, both with dropout 0, the weights of `seed` and one batch, in `precision`.
+    Options that change the numbers (StepOptions.numeric_changes) are refused: they compute another function.
+    `variant_seed`: another seed's weights (a different function, to test the test). `reference`: reference_run's,
+    to reuse."""
     check_precision(precision)
     device = torch.device(device)
     _check_claim(reference_cfg, variant_cfg)
+    if options.changes_numerics:
+        raise ValueError(f"the options {', '.join(options.numeric_changes)} change the numbers: another function")
     if cuda_graph and device.type != "cuda":
         raise ValueError(f"a CUDA graph needs a CUDA device, not {device}")
     if reference is None:
@@ -150,20 +153,17 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
     variant = MODELS["tft"].build(var_cfg).to(device)
     if variant_seed is None:
         variant.load_state_dict(reference["weights"])
-    if compiled:
-        compile_in_place(variant, cpp_wrapper)
+    if options.compile:
+        compile_in_place(variant, options.cpp_wrapper)
     batch = {k: v.clone() for k, v in reference["batch"].items()}  # a graph refills its inputs: a copy
-    with inductor_options(compiled and cpp_wrapper):
+    with backends(options):
         run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
-    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, compiled, cpp_wrapper),
-                   precision=precision,
+    return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, options), precision=precision,
                    device=str(device), tolerance_rel=tolerance_rel)
 
 
-def _describe(cfg, cuda_graph: bool, compiled: bool, cpp_wrapper: bool) -> str:
+def _describe(cfg, cuda_graph: bool, options: StepOptions) -> str:
     parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}",
-             f"vsn_chunk={cfg.vsn_chunk}"]
-    if cfg.vsn_batched:
-        parts.append("vsn_batched=True")
-    return ", ".join(parts) + (", CUDA graph" if cuda_graph else "") + (", torch.compile" if compiled else "") + \
-        (" (C++ wrapper)" if compiled and cpp_wrapper else "")
+             f"vsn_chunk={cfg.vsn_chunk}"] + (["vsn_batched=True"] if cfg.vsn_batched else []) + \
+        (["CUDA graph"] if cuda_graph else []) + ([options.label()] if not options.is_default else [])
+    return ", ".join(parts)

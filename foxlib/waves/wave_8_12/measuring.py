@@ -225,8 +225,7 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
             if s.precision not in references:
                 references[s.precision] = reference_run(base, precision=s.precision, device=device, seed=seed)
             e = same_function(base, configure(base, s.overrides), precision=s.precision, device=device, seed=seed,
-                              cuda_graph=s.cuda_graph, compiled=s.options.compile,
-                              cpp_wrapper=s.options.cpp_wrapper, name=s.name,
+                              cuda_graph=s.cuda_graph, options=s.options, name=s.name,
                               reference=references[s.precision])
             out[s.name] = e.to_dict()
         except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
