@@ -163,3 +163,24 @@ def graphed_profile(**kw):
                 gradients=10 * MB, optimizer_state=10 * MB, batch=10 * MB, peak=10 * MB, workspace_bytes=0, loss=0.0,
                 peak_method="test", warmup_steps=3, cuda={})
     return GraphedProfile(**base | kw)
+
+
+def recorded_training_steps(monkeypatch, module) -> list:
+    """Every TrainingStep (foxlib.memory.step) that `module` makes from now on, each with `losses`: the loss
+    (a float) of each of its calls."""
+    from foxlib.memory.step import TrainingStep
+    made = []
+
+    class Recorded(TrainingStep):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.losses = []
+            made.append(self)
+
+        def __call__(self, *args, **kwargs):
+            loss = super().__call__(*args, **kwargs)
+            self.losses.append(loss.item())
+            return loss
+
+    monkeypatch.setattr(module, "TrainingStep", Recorded)
+    return made

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from foxlib.models import mamba2 as m
+from tests.conftest import recorded_training_steps
 
 
 def _ssd_inputs(b, l, h, p, g, n, seed=0):
@@ -152,9 +153,13 @@ def test_parameter_count_matches_theory():
     assert sum(p.numel() for p in m.build(cfg).parameters()) == m.parameter_count_total_theory(cfg)
 
 
-def test_training_lowers_the_loss():
+def test_training_lowers_the_loss(monkeypatch):
+    made = recorded_training_steps(monkeypatch, m)
     history = m.train(m.PRESETS["small"], steps=120, seed=0)
     assert len(history) == 120 and all(np.isfinite(history))
+    # every step one call of one TrainingStep (foxlib.memory.step), fp32, clipped to norm 1: its losses
+    (step,) = made
+    assert step.losses == history and step.clip == 1.0 and step.precision == "fp32" and step.scaler is None
     first, last = np.mean(history[:30]), np.mean(history[-30:])
     # measured (seed 0): first 30 steps ~2.06, last 30 ~1.06
     assert last < 0.75 * first, (first, last)

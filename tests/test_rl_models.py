@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from foxlib.memory.step import TrainingStep
 from foxlib.models import dqn, ppo
 from foxlib.models.card import seeded
+from tests.conftest import recorded_training_steps
 
 SMALL_DQN = dqn.PRESETS["small"]
 SMALL_PPO = ppo.PRESETS["small"]
@@ -47,11 +49,10 @@ def test_dqn_optimizer_leaves_the_target_alone(dqn_batch):
     model = dqn.build(SMALL_DQN)
     target = [p.clone() for p in model.target_network.parameters()]
     online = [p.clone() for p in model.q_network.parameters()]
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)  # the profiler's way: all parameters
+    # the profiler's way: Adam over all parameters
+    step = TrainingStep(model, dqn_batch, dqn.loss, torch.optim.Adam(model.parameters(), lr=1e-2))
     for _ in range(3):
-        optimizer.zero_grad()
-        dqn.loss(model, dqn_batch).backward()
-        optimizer.step()
+        step()
     assert all(p.grad is None for p in model.target_network.parameters())
     assert all(torch.equal(a, b) for a, b in zip(target, model.target_network.parameters()))
     assert not any(torch.equal(a, b) for a, b in zip(online, model.q_network.parameters()))
@@ -218,6 +219,24 @@ def test_dqn_training_improves_on_a_fixed_seed():
     # greedy in-sample mean reward per day: from about 0 (an untrained network) to clearly positive
     assert history[-1] > history[0] + 0.04
     assert min(history[2:]) > history[0] + 0.02
+
+
+@pytest.mark.parametrize("module,cfg,steps,updates,evaluations", [
+    # updates at the even environment steps after learning_starts: 10, 12, 14, 16, 18
+    (dqn, dataclasses.replace(SMALL_DQN, learning_starts=8), 20, 5, 1),
+    # one rollout of 1,024 transitions: 4 epochs x 4 minibatches of 256
+    (ppo, SMALL_PPO, SMALL_PPO.rollout_size, 16, 2)])
+def test_training_runs_the_one_training_step(monkeypatch, module, cfg, steps, updates, evaluations):
+    """train() makes one TrainingStep (foxlib.memory.step), fp32, over the trained parameters, clipped as the
+    config says (DQN: not at all), and runs every update through it."""
+    made = recorded_training_steps(monkeypatch, module)
+    history = module.train(cfg, steps=steps, seed=0)
+    assert len(history) == evaluations and len(made) == 1
+    step = made[0]
+    assert step.precision == "fp32" and step.scaler is None and step.clip == getattr(cfg, "max_grad_norm", None)
+    trained = step.model.q_network if module is dqn else step.model
+    assert [id(p) for g in step.optimizer.param_groups for p in g["params"]] == [id(p) for p in trained.parameters()]
+    assert len(step.losses) == updates and all(np.isfinite(step.losses))
 
 
 def test_ppo_training_improves_on_a_fixed_seed():

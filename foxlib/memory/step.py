@@ -1,9 +1,9 @@
 """The training step, written once: zero_grad, forward + loss under autocast, backward, optimizer step (fp16
-through a GradScaler). Profiling, prediction, timing, CUDA-graph capture, the second opinion and training all run
-this one `TrainingStep`, adding what they need in its hooks, so they measure the same statements in the same
-order with the same lifetimes. Hooks, in order: `tracker` (a context around forward + loss), `check` (a
-non-finite loss stops there), `on_forward_end(loss)`, `clip` (the gradients' joint norm, unscaled first under
-fp16), `before_step()`.
+through a GradScaler). Profiling, prediction, timing, CUDA-graph capture, the second opinion, training and the
+models' own short runs (their `train`) all run this one `TrainingStep`, adding what they need in its hooks, so
+they measure the same statements in the same order with the same lifetimes. Hooks, in order: `tracker` (a
+context around forward + loss), `check` (a non-finite loss stops there), `on_forward_end(loss)`, `clip` (the
+gradients' joint norm, unscaled first under fp16), `before_step()`.
 """
 from __future__ import annotations
 

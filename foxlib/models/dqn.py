@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from foxlib.data.trading_env import N_ACTIONS, EnvConfig, greedy_policy
+from foxlib.memory.step import TrainingStep
 from foxlib.models.card import ModelCard, seeded
 
 BUFFER_DEVICES = ("host", "device")
@@ -189,12 +190,14 @@ def buffers(batch: DQNBatch) -> dict:
 
 
 def train(cfg: DQNConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
-    """A short CleanRL-style run of `steps` environment steps on the train split: the objective
-    (trading_env.OBJECTIVE) before training and every cfg.eval_every steps."""
+    """A short CleanRL-style run of `steps` environment steps on the train split, each update one TrainingStep
+    (foxlib.memory.step) on a fresh minibatch: the objective (trading_env.OBJECTIVE) before training and every
+    cfg.eval_every steps."""
     device = torch.device(device)
     rng = np.random.default_rng(seed)
     model = seeded(build, cfg, seed, device)
     optimizer = torch.optim.Adam(model.q_network.parameters(), lr=cfg.learning_rate)
+    update = TrainingStep(model, None, lambda m, data: td_loss(m, data, cfg), optimizer)
     replay = ReplayBuffer(cfg.buffer_size, cfg.obs_dim, "host" if cfg.buffer_device == "host" else device)
     env = cfg.env(cfg.n_envs, seed)
     history = [cfg.objective(model, device)]
@@ -207,10 +210,7 @@ def train(cfg: DQNConfig, steps: int, device: str | torch.device = "cpu", seed: 
             actions = greedy_policy(model, device)(obs)
         obs = replay.step(env, obs, actions)
         if global_step > cfg.learning_starts and global_step % cfg.train_frequency == 0:
-            loss_value = td_loss(model, replay.sample(cfg.batch_size, rng, device), cfg)
-            optimizer.zero_grad()
-            loss_value.backward()
-            optimizer.step()
+            update(replay.sample(cfg.batch_size, rng, device))
         if global_step % cfg.target_network_frequency == 0:
             model.sync_target(cfg.tau)
         if (global_step + 1) % cfg.eval_every == 0:

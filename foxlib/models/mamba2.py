@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from foxlib.data.market import TARGET_SCALE, market_features
+from foxlib.memory.step import TrainingStep
 from foxlib.models.card import ModelCard
 
 # Initialisation ranges of the reference implementation (mamba_ssm, Mamba2 defaults).
@@ -312,22 +313,14 @@ def loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def train(cfg: Mamba2Config, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
-    """A short training run (Adam at cfg.lr, gradients clipped to norm 1, a fresh seeded batch each step): the
-    loss of every step. On "small" (seed 0) it falls from about 2.1 to about 1.1 within 120 steps, below the
-    variance of next-day returns: the model fits the training period; it says nothing of skill after it."""
+    """A short training run, each step one TrainingStep (foxlib.memory.step: Adam at cfg.lr, gradients clipped to
+    norm 1) on a fresh seeded batch: the loss of every step. On "small" (seed 0) it falls from about 2.1 to about
+    1.1 within 120 steps, below the variance of next-day returns: the model fits the training period; it says
+    nothing of skill after it."""
     torch.manual_seed(seed)
     model = build(cfg).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    history = []
-    for step in range(steps):
-        batch = example_batch(cfg, device=device, seed=seed * 1_000_003 + step)
-        value = loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        value.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        history.append(value.item())
-    return history
+    run = TrainingStep(model, None, loss, torch.optim.Adam(model.parameters(), lr=cfg.lr), clip=1.0)
+    return [run(example_batch(cfg, device=device, seed=seed * 1_000_003 + step)).item() for step in range(steps)]
 
 
 CARD = ModelCard(name="mamba2", title="Mamba-2", presets=PRESETS, build=build,

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from foxlib.data.trading_env import N_ACTIONS, EnvConfig
+from foxlib.memory.step import TrainingStep
 from foxlib.models.card import ModelCard, seeded
 
 BUFFER_DEVICES = ("device", "host")
@@ -247,12 +248,14 @@ def buffers(batch: PPOBatch) -> dict:
 
 def train(cfg: PPOConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
     """A short CleanRL-style run of `steps` environment steps (CleanRL's total_timesteps, rounded up to whole
-    rollouts) on the train split: the objective (trading_env.OBJECTIVE) before training and every
-    cfg.eval_every iterations."""
+    rollouts) on the train split, each minibatch update one TrainingStep (foxlib.memory.step, gradients clipped to
+    cfg.max_grad_norm): the objective (trading_env.OBJECTIVE) before training and every cfg.eval_every
+    iterations."""
     device = torch.device(device)
     store = device if cfg.buffer_device == "device" else torch.device("cpu")
     agent = seeded(build, cfg, seed, device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    update = TrainingStep(agent, None, lambda m, mb: ppo_loss(m, mb, cfg), optimizer, clip=cfg.max_grad_norm)
     rollout = RolloutBuffer(cfg.n_steps, cfg.n_envs, cfg.obs_dim, store)
     collector = Collector(cfg, device, seed)
     rng = np.random.default_rng(seed)
@@ -265,12 +268,7 @@ def train(cfg: PPOConfig, steps: int, device: str | torch.device = "cpu", seed: 
         for _ in range(cfg.update_epochs):
             order = rng.permutation(cfg.rollout_size)
             for start in range(0, cfg.rollout_size, cfg.batch_size):
-                mb = minibatch(rollout, torch.as_tensor(order[start:start + cfg.batch_size]), device)
-                loss_value = ppo_loss(agent, mb, cfg)
-                optimizer.zero_grad()
-                loss_value.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
-                optimizer.step()
+                update(minibatch(rollout, torch.as_tensor(order[start:start + cfg.batch_size]), device))
         if (iteration + 1) % cfg.eval_every == 0:
             history.append(cfg.objective(agent, device))
     return history
