@@ -362,3 +362,17 @@ def test_an_accounting_oom_and_a_phase_without_nvml_write_back_as_produced():
         "nvml_end": {"available": False, "note": "pynvml is not installed"}}
     again = records.Training.from_dict(no_nvml)
     assert again.context_end_bytes is None and again.to_dict() == no_nvml and list(again.to_dict()) == list(no_nvml)
+
+
+def test_the_cap_writes_null_where_nothing_is_capped_and_leaves_out_what_was_not_reserved():
+    """records.Cap through Sparse's rule, as the committed files hold it: on CUDA every figure; on the CPU fraction
+    and device memory null (no default: a missing key is refused), reserved_at_cap_bytes absent."""
+    gpu, cpu = committed("h200", "8.13")["cap"], committed("cpu", "8.13")["cap"]
+    assert records.Cap.from_dict(gpu).to_dict() == gpu and list(records.Cap.from_dict(gpu).to_dict()) == list(gpu)
+    assert records.Cap.from_dict(gpu).reserved_at_cap_bytes == 379_584_512
+    typed = records.Cap.from_dict(cpu)
+    assert typed.fraction is None and typed.reserved_at_cap_bytes is None
+    assert list(typed.to_dict()) == list(cpu) and list(cpu)[-2:] == ["fraction", "device_total_bytes"]
+    assert "reserved_at_cap_bytes" not in cpu and cpu["fraction"] is None
+    with pytest.raises(TypeError, match="fraction"):
+        records.Cap.from_dict({k: v for k, v in cpu.items() if k != "fraction"})

@@ -22,8 +22,10 @@ class Citation(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Cap(Record):
-    """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against."""
+class Cap(Sparse):
+    """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against;
+    on CUDA the fraction of device memory set, the device's memory and what was reserved when the cap was set
+    (the CPU: fraction and device memory null, reserved_at_cap_bytes absent)."""
     card_bytes: int
     context_bytes: int
     cap_bytes: int
@@ -31,15 +33,9 @@ class Cap(Record):
     enforced: bool
     override: bool
     how: str
-    fraction: float | None = None
-    device_total_bytes: int | None = None
+    fraction: float | None
+    device_total_bytes: int | None
     reserved_at_cap_bytes: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        if out["reserved_at_cap_bytes"] is None:  # none on the CPU
-            del out["reserved_at_cap_bytes"]
-        return out
 
 
 @dataclasses.dataclass(frozen=True)
