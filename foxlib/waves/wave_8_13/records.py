@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from foxlib.core.schema import Record, Sparse, WaveMeasurement, typed
+from foxlib.memory.cuda import BareContext
 from foxlib.memory.profile import MemoryProfile
 
 
@@ -257,14 +258,10 @@ class ModelRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Context(Record):
-    """The CUDA context (bytes) as cap.measure_context measured it: NVML's process figure − the allocator's
-    reserve, what the first product left allocated (cuBLAS's workspace), how."""
-    process_used_bytes: int | None
-    reserved_bytes: int
+class Context(BareContext):
+    """The CUDA context (bytes) as cap.measure_context measured it: foxlib.memory.cuda.bare_context's figures, the
+    context always given (without NVML's process figure: the device's use − the allocator's reserve), and how."""
     context_bytes: int
-    note: str | None
-    cublas_workspace_bytes: int
     how: str
 
 
