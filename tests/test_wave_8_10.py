@@ -217,6 +217,27 @@ def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
             k: v for k, v in cpu_data["target_state_kernels"].items() if k != "reason"}}, "m.json")
 
 
+def test_a_model_writes_source_and_note_only_where_its_step_was_predicted_not_run():
+    """harness.measure_step.ModelMeasurement through Sparse's rule, as the CPU's committed 8.10 holds it: a measured
+    model has neither source nor note (their defaults), a target-state model predicted instead has both; its stored
+    prediction typed (a profile, or why it failed); an unknown key is refused."""
+    from foxlib.harness.measure_step import ModelMeasurement
+    from foxlib.memory.profile import MemoryProfile
+    from foxlib.memory.tolerances import FailedPrediction
+    data = committed("cpu", "8.10")
+    measured, instead = data["ensemble"]["dqn"], data["target_state"]["tft"]
+    m, p = ModelMeasurement.from_dict(measured), ModelMeasurement.from_dict(instead)
+    assert (m.source, m.note, m.learning_rate) == ("measured", "", 0.00025) and isinstance(m.predicted, MemoryProfile)
+    assert list(m.to_dict()) == ["model", "title", "config", "learning_rate", "profile", "predicted", "second_opinion"]
+    assert m.to_dict() == measured and p.to_dict() == instead and p.predicted_only and p.predicted is None
+    assert list(p.to_dict())[-2:] == ["source", "note"] and p.note.startswith("this CPU has no fp16 matrix-product")
+    failed = ModelMeasurement.from_dict({**measured, "predicted": {"error": "prediction failed: boom"}})
+    assert failed.predicted == FailedPrediction("prediction failed: boom")
+    assert failed.to_dict()["predicted"] == {"error": "prediction failed: boom"}
+    with pytest.raises(TypeError, match="bogus"):
+        ModelMeasurement.from_dict({**measured, "bogus": 1})
+
+
 def test_a_record_of_a_newer_schema_or_another_wave_is_refused():
     import pytest
     for wave, device in COMMITTED[:2]:
