@@ -3,6 +3,7 @@ only from independent runs that agree, and the runs themselves (foxlib.waves.wav
 import pytest
 
 from foxlib.core import seed_claims as sc
+from foxlib.harness.fresh_process import FailedRun
 from foxlib.waves.wave_8_12 import claim_runs as cr
 from tests.conftest import committed, committed_measurement
 
@@ -90,9 +91,10 @@ def test_a_verdict_needs_the_pooled_interval_on_one_side_of_an_edge():
     assert sc.interval_verdict(1.05, 1.15, sc.speed_band(1.0)) == "inconclusive"  # across the upper edge 1.1
 
 
-def _run(base_samples, other_samples):
-    return {"variants": {"fp32 (baseline)": {"step_s_samples": base_samples},
-                         "batch ÷4": {"step_s_samples": other_samples}}}
+def _run(base_samples, other_samples):  # a fresh process's output, as the H200's claim runs hold it
+    return {"variants": {n: {"profile": None, "step_s_samples": s, "step_s_median": sorted(s)[len(s) // 2]}
+                         for n, s in (("fp32 (baseline)", base_samples), ("batch ÷4", other_samples))},
+            "cublas_workspace_config": None, "env": {}}
 
 
 def test_claim_intervals_are_per_run_and_per_training_window():
@@ -103,11 +105,18 @@ def test_claim_intervals_are_per_run_and_per_training_window():
     assert list(got) == ["batch ÷4"] and len(got["batch ÷4"]) == 2
     assert got["batch ÷4"][0].median == pytest.approx(2.0)  # half the step time, four times the steps
     assert got["batch ÷4"][1].median == pytest.approx(1.0)
-    failed = cr.ClaimRuns.from_dict({**data, "runs": [{"error": "exit 1: boom"}]})
-    assert cr.claim_intervals(failed) == {} and "run 1 failed: exit 1: boom" in failed.error
+    failed = cr.ClaimRuns.from_dict({**data, "runs": [data["runs"][0], {"error": "exit 1: boom", "env": {}}]})
+    assert cr.claim_intervals(failed) == {} and failed.error == "independent run 2 failed: exit 1: boom"
+    assert failed.runs[1] == FailedRun("exit 1: boom", {}) and failed.runs[0].variants["batch ÷4"].step_s_median == 0.5
     assert cr.claim_intervals(cr.ClaimRuns.from_dict({"skipped_all": "not asked"})) == {}
-    assert cr.ClaimRuns.from_dict(data).to_dict() == data
+    assert cr.ClaimRuns.from_dict(data).to_dict() == data and failed.to_dict()["runs"][1] == {"error": "exit 1: boom",
+                                                                                              "env": {}}
     assert cr.ClaimRuns(skipped_all="not asked").to_dict() == {"skipped_all": "not asked"}
+    assert cr.ClaimRuns.from_dict({"skipped_all": "not asked"}).error is None
+    with pytest.raises(TypeError, match="step_s_median"):  # a process's output lacking a key is refused
+        cr.ClaimRuns.from_dict({**data, "runs": [{**_run([1.0], [1.0]), "variants": {"fp32": {"step_s_samples": []}}}]})
+    with pytest.raises(TypeError, match="surprise"):
+        cr.ClaimRuns.from_dict({**data, "runs": [{**_run([1.0], [1.0]), "surprise": 1}]})
 
 
 def test_the_claim_strategies_are_those_a_seed_guess_names():
@@ -178,6 +187,7 @@ def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
     assert len(sets) == 5
     verdicts = []
     for data in sets:
+        assert cr.ClaimRuns.from_dict(data).to_dict() == data  # each set read as typed and written back as it is
         intervals = cr.claim_intervals(cr.ClaimRuns.from_dict(data))
         runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in intervals.items()}
         spread = sc.run_spread(runs.values())

@@ -362,3 +362,36 @@ def test_an_accounting_oom_and_a_phase_without_nvml_write_back_as_produced():
         "nvml_end": {"available": False, "note": "pynvml is not installed"}}
     again = records.Training.from_dict(no_nvml)
     assert again.context_end_bytes is None and again.to_dict() == no_nvml and list(again.to_dict()) == list(no_nvml)
+
+
+def test_the_cap_writes_null_where_nothing_is_capped_and_leaves_out_what_was_not_reserved():
+    """records.Cap through Sparse's rule, as the committed files hold it: on CUDA every figure; on the CPU fraction
+    and device memory null (no default: a missing key is refused), reserved_at_cap_bytes absent."""
+    gpu, cpu = committed("h200", "8.13")["cap"], committed("cpu", "8.13")["cap"]
+    assert records.Cap.from_dict(gpu).to_dict() == gpu and list(records.Cap.from_dict(gpu).to_dict()) == list(gpu)
+    assert records.Cap.from_dict(gpu).reserved_at_cap_bytes == 379_584_512
+    typed = records.Cap.from_dict(cpu)
+    assert typed.fraction is None and typed.reserved_at_cap_bytes is None
+    assert list(typed.to_dict()) == list(cpu) and list(cpu)[-2:] == ["fraction", "device_total_bytes"]
+    assert "reserved_at_cap_bytes" not in cpu and cpu["fraction"] is None
+    with pytest.raises(TypeError, match="fraction"):
+        records.Cap.from_dict({k: v for k, v in cpu.items() if k != "fraction"})
+
+
+def test_the_context_is_8_10s_bare_context_and_how_measured(monkeypatch):
+    """cap.measure_context (CUDA; here bare_context and the CUDA calls stubbed with the H200's figures): with NVML's
+    process figure it is bare_context's record and how, as the committed H200 run wrote it before its warm-up (the
+    same figures as 8.10's bare context); without it, the device's use less the allocator's reserve, why said."""
+    from foxlib.memory.cuda import BareContext
+    bare = BareContext.from_dict(committed("h200", "8.10")["bare_context"])
+    monkeypatch.setattr(cap, "bare_context", lambda device: bare)
+    got = cap.measure_context(torch.device("cuda"))
+    assert isinstance(got, records.Context) and got.to_dict() == committed("h200", "8.13")["context_before_warmup"]
+    blind = BareContext(None, 2_097_152, None, "pynvml (nvidia-ml-py) is not installed", 33_553_920)
+    monkeypatch.setattr(cap, "bare_context", lambda device: blind)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (H200 - 700_000_000, H200))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 2_097_152)
+    got = cap.measure_context(torch.device("cuda")).to_dict()
+    assert list(got) == list(committed("h200", "8.13")["context"]) and got["process_used_bytes"] is None
+    assert got["context_bytes"] == 700_000_000 - 2_097_152
+    assert got["how"].endswith("NVML's per-process figure is unavailable (pynvml (nvidia-ml-py) is not installed)")

@@ -16,7 +16,7 @@ from foxlib.core.config import ROOT
 from foxlib.core.parameters import ParameterError, read_parameters, resolve
 from foxlib.core.critical_path import WAVES
 
-from tests.conftest import committed, committed_path
+from tests.conftest import committed, committed_measurement, committed_path
 
 
 def _snapshot(folder):
@@ -319,3 +319,24 @@ def test_typed_parts_keep_absent_and_none_as_they_are():
     assert typed({"one": P}, {"each": P}, {"one": [{"x": 1}], "each": None}) == {"one": (P(1),), "each": None}
     assert S.from_dict({"each": None}) == S() and S.from_dict({"each": {"a": {"x": 2}}}).each == {"a": P(2)}
     assert S().to_dict() == {} and S(P(3)).to_dict() == {"one": {"x": 3}}
+
+
+def test_one_rule_leaves_out_a_field_that_holds_its_default():
+    """core.schema.written, the rule Sparse records and every wave's measurement are written by: a field that holds
+    its default is absent (an absent key reads as it), any other value written, None included where it is no default."""
+    import dataclasses as dc
+    from foxlib.core.schema import Sparse, written
+
+    @dc.dataclass(frozen=True)
+    class S(Sparse):
+        kept: int | None
+        level: int = 1
+        note: str | None = None
+
+    assert S(None).to_dict() == {"kept": None} and S.from_dict({"kept": None}) == S(None)
+    assert S(2, 3, "x").to_dict() == {"kept": 2, "level": 3, "note": "x"}
+    assert written(S(2, 3), ["level", "kept"]) == {"level": 3, "kept": 2}
+    cpu = committed_measurement("cpu", "8.12")  # 8.12's schema_version (default 1) is absent, as its file has it
+    assert cpu.schema_version == 1 and cpu.resumed is None and "timelines" in cpu.to_dict()
+    assert "schema_version" not in cpu.to_dict() and "resumed" not in cpu.to_dict()
+    assert "schema_version" not in committed("cpu", "8.12")

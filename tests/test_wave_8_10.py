@@ -192,6 +192,52 @@ def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
             assert (p.workspace_bytes > 0) == (device == "h200")
 
 
+def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
+    """bare_context (foxlib.memory.cuda.BareContext: the H200's) and target_state_kernels (records.SlowKernels: the
+    CPU's, without fp16 kernels) typed on load, None where not measured, and read by the tables by attribute."""
+    from foxlib.memory.cuda import BareContext
+    _, gpu_data, gpu = _record("8.10", "h200")
+    _, cpu_data, cpu = _record("8.10", "cpu")
+    assert gpu.bare_context == BareContext(641_728_512, 2_097_152, 639_631_360,
+                                           "this process found in NVML's process list", 33_553_920)
+    assert gpu.bare_context.to_dict() == gpu_data["bare_context"] and gpu.target_state_kernels is None
+    assert cpu.bare_context is None and isinstance(cpu.target_state_kernels, records.SlowKernels)
+    assert cpu.target_state_kernels.to_dict() == cpu_data["target_state_kernels"]
+    assert (cpu.target_state_kernels.precision, cpu.target_state_kernels.fast) == ("fp16", False)
+    rows = tables.cuda_reconciliation(gpu).set_index("quantity")
+    assert rows.loc["bare CUDA context at start", "MB"] == round(639_631_360 / MB, 1)
+    assert "bare cuBLAS workspace of one stream measured at start: 33.6 MB" in rows["how"].str.cat()
+    assert tables.target_state_note(cpu).startswith("**Predicted, not run**: this CPU has no fp16 matrix-product "
+                                                    "kernels (ATen capability AVX512): a fp16 product took 33x")
+    assert "(33x ≥ 4x)" in tables.target_state_note(cpu) and tables.target_state_note(gpu) == ""
+    with pytest.raises(ValueError, match="m.json: .*malformed .*bogus"):  # a part's unknown key: refused, the file named
+        records.Measurement.from_dict({**gpu_data, "bare_context": {**gpu_data["bare_context"], "bogus": 1}}, "m.json")
+    with pytest.raises(ValueError, match="m.json: .*malformed .*reason"):  # a missing key, too
+        records.Measurement.from_dict({**cpu_data, "target_state_kernels": {
+            k: v for k, v in cpu_data["target_state_kernels"].items() if k != "reason"}}, "m.json")
+
+
+def test_a_model_writes_source_and_note_only_where_its_step_was_predicted_not_run():
+    """harness.measure_step.ModelMeasurement through Sparse's rule, as the CPU's committed 8.10 holds it: a measured
+    model has neither source nor note (their defaults), a target-state model predicted instead has both; its stored
+    prediction typed (a profile, or why it failed); an unknown key is refused."""
+    from foxlib.harness.measure_step import ModelMeasurement
+    from foxlib.memory.profile import MemoryProfile
+    from foxlib.memory.tolerances import FailedPrediction
+    data = committed("cpu", "8.10")
+    measured, instead = data["ensemble"]["dqn"], data["target_state"]["tft"]
+    m, p = ModelMeasurement.from_dict(measured), ModelMeasurement.from_dict(instead)
+    assert (m.source, m.note, m.learning_rate) == ("measured", "", 0.00025) and isinstance(m.predicted, MemoryProfile)
+    assert list(m.to_dict()) == ["model", "title", "config", "learning_rate", "profile", "predicted", "second_opinion"]
+    assert m.to_dict() == measured and p.to_dict() == instead and p.predicted_only and p.predicted is None
+    assert list(p.to_dict())[-2:] == ["source", "note"] and p.note.startswith("this CPU has no fp16 matrix-product")
+    failed = ModelMeasurement.from_dict({**measured, "predicted": {"error": "prediction failed: boom"}})
+    assert failed.predicted == FailedPrediction("prediction failed: boom")
+    assert failed.to_dict()["predicted"] == {"error": "prediction failed: boom"}
+    with pytest.raises(TypeError, match="bogus"):
+        ModelMeasurement.from_dict({**measured, "bogus": 1})
+
+
 def test_a_record_of_a_newer_schema_or_another_wave_is_refused():
     import pytest
     for wave, device in COMMITTED[:2]:
@@ -249,7 +295,9 @@ def test_the_target_state_is_predicted_on_a_cpu_without_fp16_kernels_unless_aske
         slow = measuring.slow_target(torch.device(device), choice)
         assert bool(slow) == predicted
         if predicted:
-            assert slow["ratio"] == 31.9 and "no fp16 matrix-product kernels" in slow["reason"]
+            assert slow.ratio == 31.9 and "no fp16 matrix-product kernels" in slow.reason
+            assert slow.to_dict() == {"precision": "fp16", "ratio": 31.9, "capability": "AVX2", "fast": False,
+                                      "slow_path_ratio": 4.0, "reason": slow.reason}  # as kernel_speed gives it
 
 
 @pytest.mark.parametrize("choice, source", [("predict", "predicted"), ("measure", "measured")])

@@ -119,9 +119,18 @@ def typed(parts: dict[str, Any], many: dict[str, Any], d: dict[str, Any]) -> dic
         k: None if d[k] is None else {n: part.from_dict(v) for n, v in d[k].items()} for k, part in many.items() if k in d}
 
 
+def written(record: Any, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The dataclass `record`'s fields (those of `names`, in that order; default: all) as plain data, each through
+    plain(); a field that holds its default is left out, as an absent key reads as that default."""
+    fields = {f.name: f for f in dataclasses.fields(record)}
+    return {k: plain(getattr(record, k)) for k in (fields if names is None else names)
+            if fields[k].default is dataclasses.MISSING or getattr(record, k) != fields[k].default}
+
+
 class Sparse(Record):
-    """A Record whose fields that default to None are absent from its dict while they hold None. PARTS names its
-    fields that are a record (a list of them: a tuple of records), MANY those that are a record per model."""
+    """A Record whose fields that hold their default (None in every record so far) are absent from its dict
+    (written). PARTS names its fields that are a record (a list of them: a tuple of records), MANY those that are a
+    record per model."""
     PARTS: ClassVar[dict[str, Any]] = {}
     MANY: ClassVar[dict[str, Any]] = {}
 
@@ -130,16 +139,16 @@ class Sparse(Record):
         return cls(**d | typed(cls.PARTS, cls.MANY, d))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.default is not None or getattr(self, f.name) is not None}
+        return written(self)
 
 
 @dataclasses.dataclass(frozen=True)
 class WaveMeasurement:
     """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
     (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and
-    written by plain() (plain_parts: a wave's exceptions). from_dict runs check_plain: every field present (but one with a default, which an absent key
-    reads as; to_dict leaves it out when it holds that default), null only where Optional, no other key."""
+    written by plain() (plain_parts: a wave's exceptions). from_dict runs check_plain: every field present (but one
+    with a default, which an absent key reads as; to_dict leaves it out when it holds that default: written, Sparse's
+    rule), null only where Optional, no other key."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
@@ -199,7 +208,5 @@ class WaveMeasurement:
                              f"({type(exc).__name__}: {exc})") from None
 
     def to_dict(self) -> dict[str, Any]:
-        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
-        names = [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)
-        names = [k for k in names if k not in defaults or getattr(self, k) != defaults[k]]
-        return {k: plain(getattr(self, k)) for k in names} | self.plain_parts()
+        return written(self, [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)) \
+            | self.plain_parts()

@@ -8,7 +8,8 @@ JSON on stdin: {"device", "profile", "steps", "variants": {name: {"preset", "ove
 the waves do in-process ("profile": true; foxlib.harness.recipe's BuiltStep.profile, or
 foxlib.harness.measure_step.profile_graphed for a captured step; eager ones first), then builds them all and times them
 alternating (foxlib.harness.timing), `steps` rounds after WARMUP_STEPS untimed ones. It returns
-{"variants": {name: {"profile", "step_s_samples", "step_s_median"}}, "cublas_workspace_config"}.
+{"variants": {name: {"profile", "step_s_samples", "step_s_median"}}, "cublas_workspace_config"}; with the
+environment it was given, that is a ProcessRun on load (a FailedRun where the child failed).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from foxlib.core.schema import Record, Sparse
 from foxlib.harness.measure_step import profile_graphed
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
@@ -40,6 +42,36 @@ def measure_in_fresh_process(spec: dict[str, Any], env: dict[str, str] | None = 
         return {"error": f"exit {run.returncode}: " + " | ".join((run.stderr or run.stdout).strip().splitlines()[-3:]),
                 "env": env or {}}
     return {**json.loads(run.stdout.strip().splitlines()[-1]), "env": env or {}}
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantRun(Record):
+    """One variant in the child: its profile (None: not asked), each timed round's step (seconds), their median."""
+    profile: dict[str, Any] | None
+    step_s_samples: list[float]
+    step_s_median: float
+
+
+@dataclasses.dataclass(frozen=True)
+class FailedRun(Record):
+    """measure_in_fresh_process where the child failed: why (its last output lines), the environment it was given."""
+    error: str
+    env: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessRun(Sparse):
+    """measure_in_fresh_process's result, typed: each variant's run, CUBLAS_WORKSPACE_CONFIG as the child saw it
+    (None: unset), the environment it was given."""
+    variants: dict[str, VariantRun]
+    cublas_workspace_config: str | None
+    env: dict[str, str]
+    MANY = {"variants": VariantRun}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ProcessRun | FailedRun":
+        """The result in `d`; a FailedRun where it holds the child's error."""
+        return FailedRun.from_dict(d) if "error" in d else super().from_dict(d)
 
 
 def variant_spec(cfg: Any, preset: str, precision: str, seed: int, device: torch.device, cuda_graph: bool = False,

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import torch
 
+from foxlib.core.schema import Sparse
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
@@ -78,47 +79,31 @@ def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = 
 
 
 @dataclass(frozen=True)
-class ModelMeasurement:
-    """measure_model's data, typed: one model's measured step (and its prediction, second opinion)."""
+class ModelMeasurement(Sparse):
+    """measure_model's data, typed: one model's measured step (and its prediction, second opinion); as Sparse writes
+    it, a field that holds its default is absent."""
     model: str
     title: str
     config: dict[str, Any]
+    learning_rate: float | None
+    """Adam's learning rate of the step (the card's)."""
     profile: MemoryProfile
+    source: str = "measured"
+    """"measured", or "predicted": `profile` is predict_step's, not run (predict_instead's `why` in `note`)."""
+    note: str = ""
     predicted: MemoryProfile | FailedPrediction | None = None
     """predict_step's profile, or why it failed (stored as {"error": ...}); None when not predicted."""
     second_opinion: SecondOpinion | None = None
     """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
-    learning_rate: float | None = None
-    """Adam's learning rate of the step (the card's); None in measurements made before foxlib.harness.recipe."""
-    source: str = "measured"
-    """"measured", or "predicted": `profile` is predict_step's, not run (predict_instead's `why` in `note`)."""
-    note: str = ""
+    PARTS = {"profile": MemoryProfile, "second_opinion": SecondOpinion}
 
     @property
     def predicted_only(self) -> bool:
         return self.source == "predicted"
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"model": self.model, "title": self.title, "config": self.config,
-                             "learning_rate": self.learning_rate, "profile": self.profile.to_dict()}
-        if self.source != "measured":
-            d |= {"source": self.source, "note": self.note}
-        if self.predicted is not None:
-            d["predicted"] = self.predicted.to_dict()
-        if self.second_opinion is not None:
-            d["second_opinion"] = self.second_opinion.to_dict()
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelMeasurement":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown ModelMeasurement field(s) {unknown}; valid: {', '.join(sorted(names))}")
-        return cls(**{**d, "profile": MemoryProfile.from_dict(d["profile"]),
-                      "predicted": predicted_profile(d.get("predicted")),
-                      "second_opinion": None if d.get("second_opinion") is None
-                      else SecondOpinion.from_dict(d["second_opinion"])})
+        return super().from_dict(d | {"predicted": predicted_profile(d.get("predicted"))})
 
 
 def profile_graphed(recipe: StepRecipe, device: torch.device,

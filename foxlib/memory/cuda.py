@@ -5,11 +5,14 @@ has reserved; the allocator's `allocated` is what tensors use: NVML ≈ context 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any
 
 import torch
+
+from foxlib.core.schema import Record
 
 
 def allocator_stats(device: torch.device) -> dict[str, int]:
@@ -81,9 +84,20 @@ def nvml_view(device: torch.device) -> dict[str, Any]:
             pass
 
 
-def bare_context(device: torch.device) -> dict[str, Any] | None:
+@dataclasses.dataclass(frozen=True)
+class BareContext(Record):
+    """bare_context's figures (bytes): NVML's usage of this process (None: NVML gave none, `note` says why), the
+    allocator's reserve, the context (the one less the other), what the first matrix product left allocated."""
+    process_used_bytes: int | None
+    reserved_bytes: int
+    context_bytes: int | None
+    note: str | None
+    cublas_workspace_bytes: int
+
+
+def bare_context(device: torch.device) -> BareContext | None:
     """NVML's usage of this process with almost nothing allocated (the context), and what the first matrix
-    product leaves allocated (cuBLAS's workspace)."""
+    product leaves allocated (cuBLAS's workspace); None off CUDA."""
     if device.type != "cuda":
         return None
     x = torch.ones(8, 8, device=device)  # creates the context
@@ -95,9 +109,7 @@ def bare_context(device: torch.device) -> dict[str, Any] | None:
     (x @ x).sum().item()
     workspace = torch.cuda.memory_allocated(device) - before - 512  # the product's result: one 512 B block
     del x
-    return {"process_used_bytes": used, "reserved_bytes": reserved,
-            "context_bytes": None if used is None else used - reserved, "note": nvml.get("note"),
-            "cublas_workspace_bytes": max(workspace, 0)}
+    return BareContext(used, reserved, None if used is None else used - reserved, nvml.get("note"), max(workspace, 0))
 
 
 CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"

@@ -51,7 +51,7 @@ def ensemble_totals(m: Measurement, target_state: bool = False) -> EnsembleTotal
     context_bytes = 0
     if m.on_cuda:
         context_bytes = (max(p.context_bytes for p in profiles.values())
-                         or int((m.bare_context or {}).get("context_bytes") or 0))
+                         or int(m.bare_context and m.bare_context.context_bytes or 0))
     return EnsembleTotals(
         model_peaks={k: p.peak for k, p in profiles.items()},
         workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes,

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from foxlib.core.progress import progress
+from foxlib.core.schema import plain
 from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
 from foxlib.memory import theory
@@ -15,7 +16,7 @@ from foxlib.memory.cpu_support import kernel_speed
 from foxlib.memory.cuda import bare_context
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import ENSEMBLE, MODELS
-from foxlib.waves.wave_8_10.records import SCHEMA_VERSION
+from foxlib.waves.wave_8_10.records import SCHEMA_VERSION, SlowKernels
 
 TARGET_PRECISION = "fp16"
 """The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
@@ -24,15 +25,15 @@ TARGET_PRECISION = "fp16"
 TARGET_SLOW_CHOICES = ("predict", "measure")
 
 
-def slow_target(device, choice: str) -> dict[str, Any] | None:
-    """kernel_speed's data for TARGET_PRECISION where the target state is predicted rather than run (a CPU
+def slow_target(device, choice: str) -> SlowKernels | None:
+    """kernel_speed's probe of TARGET_PRECISION where the target state is predicted rather than run (a CPU
     without its kernels, `choice` "predict"); None where it is measured."""
     if choice not in TARGET_SLOW_CHOICES:
         raise ValueError(f"target_state_slow must be one of {', '.join(TARGET_SLOW_CHOICES)}, got {choice!r}")
     if device.type != "cpu" or choice == "measure":
         return None
     speed = kernel_speed(TARGET_PRECISION)
-    return None if speed.fast else speed.to_dict() | {"reason": speed.reason()}
+    return None if speed.fast else SlowKernels(**speed.to_dict(), reason=speed.reason())
 
 
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
@@ -47,8 +48,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "device": describe(dev), "environment": environment(),
-                           "bare_context": context, "snapshot": snapshot_path if dev.type == "cuda" else "",
-                           "target_state_kernels": slow, "second_opinion": None, "target_state": {},
+                           "bare_context": plain(context), "snapshot": snapshot_path if dev.type == "cuda" else "",
+                           "target_state_kernels": plain(slow), "second_opinion": None, "target_state": {},
                            "depends_on": []}
     with progress(1 + second_opinion + len(others) + (len(others) + 1) * target_state, "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")
@@ -75,7 +76,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 model_cfg = (dataclasses.replace(cfg, checkpointing="all") if name == "tft" else
                              MODELS[name].preset(ensemble_preset))
                 out["target_state"][name] = (
-                    predict_instead(name, model_cfg, dev, TARGET_PRECISION, seed, slow["reason"]) if slow else
+                    predict_instead(name, model_cfg, dev, TARGET_PRECISION, seed, slow.reason) if slow else
                     measure_model(name, model_cfg, dev, TARGET_PRECISION, seed, predict=False))
                 bar.advance()
     out["theory"] = theory.training_step("tft", cfg, out["tft"]["profile"]["n_parameters"], precision, dev.type)

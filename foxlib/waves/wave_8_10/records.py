@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import Record, WaveMeasurement
+from foxlib.core.schema import Record, WaveMeasurement, typed
 from foxlib.harness.measure_step import ModelMeasurement
+from foxlib.memory.cuda import BareContext
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.memory.tolerances import FailedPrediction
@@ -30,6 +31,19 @@ class Theory(Record):
 
 
 @dataclass(frozen=True)
+class SlowKernels(Record):
+    """Why the target state was predicted, not run (measuring.slow_target): foxlib.memory.cpu_support's probe of the
+    target precision on a CPU without its kernels (its product's time over fp32's, ATen's capability, fast or not,
+    the ratio from which it is slow: SLOW_PATH_RATIO) and its reason."""
+    precision: str
+    ratio: float
+    capability: str
+    fast: bool
+    slow_path_ratio: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     """Wave 8.10's measurement (measure()'s data, with the runner's header)."""
     WRITTEN_LAST = ("tft", "ensemble", "target_state")
@@ -42,9 +56,9 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     depends_on: list[dict[str, Any]]
     second_opinion: SecondOpinion | None
     """torch.profiler's categories of the TFT's step (None: not measured)."""
-    bare_context: dict[str, Any] | None
+    bare_context: BareContext | None
     """CUDA: the context and the first cuBLAS workspace measured at the start (bare_context()); None on the CPU."""
-    target_state_kernels: dict[str, Any] | None
+    target_state_kernels: SlowKernels | None
     """Where the target state was predicted, not run: the fp16 kernel probe (measuring.slow_target); else None."""
 
     def snapshot_file(self) -> str:
@@ -72,7 +86,6 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {"theory": Theory.from_dict(d["theory"]), "tft": ModelMeasurement.from_dict(d["tft"]),
-                "second_opinion": None if d["second_opinion"] is None else SecondOpinion.from_dict(d["second_opinion"]),
-                "ensemble": {k: ModelMeasurement.from_dict(v) for k, v in d["ensemble"].items()},
-                "target_state": {k: ModelMeasurement.from_dict(v) for k, v in d["target_state"].items()}}
+        return typed({"theory": Theory, "tft": ModelMeasurement, "second_opinion": SecondOpinion,
+                      "bare_context": BareContext, "target_state_kernels": SlowKernels},
+                     {"ensemble": ModelMeasurement, "target_state": ModelMeasurement}, d)

@@ -68,7 +68,7 @@ def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
     cuda = p.cuda
     if not cuda:
         return None
-    nvml = cuda["nvml"]
+    nvml, bare = cuda["nvml"], m.bare_context
     used = nvml.get("process_used_bytes")
     owned = p.parameters + p.gradients + p.optimizer_state + p.batch
     rows = [
@@ -79,7 +79,7 @@ def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
         ("      of which parameters, gradients, Adam state, batch", owned, "counted from the tensors"),
         ("      of which cuBLAS workspaces (workspace_bytes)", p.workspace_bytes,
          "allocated at the step's start, no tensor of the step's; bare cuBLAS workspace of one stream measured at "
-         f"start: {to_mb((m.bare_context or {}).get('cublas_workspace_bytes'))} MB"),
+         f"start: {to_mb(bare and bare.cublas_workspace_bytes)} MB"),
         ("    + cached, free for reuse", cuda["reserved_bytes"] - cuda["allocated_bytes"],
          "kept by the allocator, invisible to tensors"),
         ("allocator reserved, peak", cuda["reserved_peak_bytes"], "largest reserve during the step"),
@@ -89,7 +89,7 @@ def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
         (PROCESS_PEAK, p.process_peak, "model peak + workspaces + CUDA context"),
         ("fragmentation (inactive split blocks)", cuda["inactive_split_bytes"],
          f"{100 * cuda['fragmentation']:.1f} % of reserved"),
-        ("bare CUDA context at start", (m.bare_context or {}).get("context_bytes"),
+        ("bare CUDA context at start", bare and bare.context_bytes,
          "NVML with one tiny tensor allocated"),
         ("device memory used, all processes", nvml.get("device_used_bytes"), "NVML device view"),
     ]
@@ -100,7 +100,7 @@ def seed_explanations(m: Measurement) -> pd.DataFrame:
     """Each seed figure, ours beside it, and why they differ — numbers from the measurement."""
     p, th = m.tft.profile, m.theory
     cuda = p.cuda or {}
-    ctx = p.context_bytes or (m.bare_context or {}).get("context_bytes")
+    ctx = p.context_bytes or (m.bare_context and m.bare_context.context_bytes)
     reserved_peak = cuda.get("reserved_peak_bytes")
     smi = (f"on this GPU nvidia-smi would have shown ≈ context {to_mb(ctx)} MB + allocator reserve "
            f"{to_mb(reserved_peak)} MB at the peak = {to_mb((ctx or 0) + (reserved_peak or 0))} MB"
@@ -236,9 +236,9 @@ def target_state_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> 
 def target_state_note(m: Measurement) -> str:
     """Why the target state was predicted, not run (measuring.slow_target), as Markdown; "" where it was run."""
     k = m.target_state_kernels
-    if not k:
+    if k is None:
         return ""
-    return (f"**Predicted, not run**: {k['reason']} ({k['ratio']:,.0f}x ≥ {k['slow_path_ratio']:g}x). Each step is "
+    return (f"**Predicted, not run**: {k.reason} ({k.ratio:,.0f}x ≥ {k.slow_path_ratio:g}x). Each step is "
             "predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: "
             f"{PEAK_TOLERANCE_PCT:g} % on the "
             "peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")

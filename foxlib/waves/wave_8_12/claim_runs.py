@@ -11,15 +11,15 @@ time per training window to fp32's per run, with its bootstrap interval over tha
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from foxlib.core.progress import progress
-from foxlib.core.schema import Record
+from foxlib.core.schema import Sparse
 from foxlib.core.seed_claims import MIN_RUNS
-from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
+from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cpu_support import kernel_speed
 from foxlib.models import MODELS
@@ -67,27 +67,23 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
 
 
 @dataclass(frozen=True)
-class ClaimRuns(Record):
+class ClaimRuns(Sparse):
     """measure_claim_runs' data, typed: the strategies timed (fp32 among them), their batch sizes, the timed rounds
-    per run, each fresh process's output ("variants": per strategy its "step_s_samples"; or {"error": why}) and
-    the strategies skipped; or, where no run was made, only why (skipped_all)."""
-    strategies: list[str] = field(default_factory=list)
-    batch_sizes: dict[str, int] = field(default_factory=dict)
-    steps: int = 0
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
+    per run, each fresh process's output (a ProcessRun, or a FailedRun) and the strategies skipped; or, where no
+    run was made, only why (skipped_all; every other field None, so absent from its dict, as Sparse leaves it)."""
+    strategies: list[str] | None = None
+    batch_sizes: dict[str, int] | None = None
+    steps: int | None = None
+    runs: tuple[ProcessRun | FailedRun, ...] | None = None
+    skipped: dict[str, str] | None = None
     skipped_all: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:  # as measure_claim_runs writes it: skipped_all alone, or the other fields
-        if self.skipped_all is not None:
-            return {"skipped_all": self.skipped_all}
-        return {k: v for k, v in super().to_dict().items() if k != "skipped_all"}
+    PARTS = {"runs": ProcessRun}
 
     @property
     def error(self) -> str | None:
         """Why the runs have no intervals although they were made: the first failed process's error."""
-        return next((f"independent run {i + 1} failed: {run['error']}" for i, run in enumerate(self.runs)
-                     if "error" in run), None)
+        return next((f"independent run {i + 1} failed: {run.error}" for i, run in enumerate(self.runs or ())
+                     if isinstance(run, FailedRun)), None)
 
 
 def claim_intervals(data: ClaimRuns) -> dict[str, tuple[RatioInterval, ...]]:
@@ -102,8 +98,7 @@ def claim_intervals(data: ClaimRuns) -> dict[str, tuple[RatioInterval, ...]]:
             continue
         per_run = []
         for run in data.runs:
-            v = run["variants"]
-            step = interval_of_samples(v[name]["step_s_samples"], v[BASELINE]["step_s_samples"])
+            step = interval_of_samples(run.variants[name].step_s_samples, run.variants[BASELINE].step_s_samples)
             per_run.append(step.scaled(base_bs / data.batch_sizes[name]))
         out[name] = tuple(per_run)
     return out

@@ -11,6 +11,7 @@ import torch
 
 from foxlib.core.config import MB
 from foxlib.memory.cuda import allocator_stats, bare_context, nvml_view
+from foxlib.waves.wave_8_13.records import Context
 
 NOT_ENFORCED = "not enforced (accounting)"
 
@@ -21,17 +22,17 @@ def reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def measure_context(device: torch.device) -> dict[str, Any]:
+def measure_context(device: torch.device) -> Context:
     """The CUDA context (wave 8.10's bare_context: NVML process usage minus the allocator's reserve).
     Without NVML's per-process figure: device used minus reserved (all processes: an overestimate)."""
-    ctx = bare_context(device) or {}
-    if ctx.get("context_bytes") is not None:
-        return {**ctx, "how": "NVML process used − allocator reserved, with one tiny tensor allocated"}
+    ctx = bare_context(device)
+    if ctx.context_bytes is not None:
+        return Context(**ctx.to_dict(), how="NVML process used − allocator reserved, with one tiny tensor allocated")
     free, total = torch.cuda.mem_get_info(device)
     reserved = torch.cuda.memory_reserved(device)
-    return {**ctx, "context_bytes": int(total - free - reserved),
-            "how": f"device used − allocator reserved (cudaMemGetInfo; every process on the GPU, an "
-                   f"overestimate): NVML's per-process figure is unavailable ({ctx.get('note')})"}
+    return Context(**ctx.to_dict() | {"context_bytes": int(total - free - reserved)},
+                   how=f"device used − allocator reserved (cudaMemGetInfo; every process on the GPU, an "
+                       f"overestimate): NVML's per-process figure is unavailable ({ctx.note})")
 
 
 def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int,

@@ -166,16 +166,17 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
     with progress(units, "wave 8.13") as bar, contextlib.ExitStack() as stack:
         if is_cuda:
             bar.describe("warming up every library the run uses, then measuring the CUDA context")
-            out["context_before_warmup"] = measure_context(dev)
+            out["context_before_warmup"] = measure_context(dev).to_dict()
             reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
             stack.callback(reader.close)
             out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
-            out["context"] = measure_context(dev)
+            context = measure_context(dev)
+            out["context"] = context.to_dict()
             total = torch.cuda.get_device_properties(dev).total_memory
-            arith = cap_arithmetic(card, out["context"]["context_bytes"], total, cap_bytes)
+            arith = cap_arithmetic(card, context.context_bytes, total, cap_bytes)
             out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
                           "how": f"torch.cuda.set_per_process_memory_fraction({arith['fraction']:.6f}) = cap / "
-                                 f"device memory; the CUDA context ({out['context']['how']}, after the warm-up) "
+                                 f"device memory; the CUDA context ({context.how}, after the warm-up) "
                                  "is outside the cap"}
             torch.cuda.set_per_process_memory_fraction(arith["fraction"], dev)
             sampler = Sampler(reader)

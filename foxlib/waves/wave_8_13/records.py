@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from foxlib.core.schema import Record, Sparse, WaveMeasurement, typed
+from foxlib.memory.cuda import BareContext
 from foxlib.memory.profile import MemoryProfile
 
 
@@ -22,8 +23,10 @@ class Citation(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Cap(Record):
-    """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against."""
+class Cap(Sparse):
+    """The allocator cap (bytes): cap = card − CUDA context (or cap_bytes), the limit the run is checked against;
+    on CUDA the fraction of device memory set, the device's memory and what was reserved when the cap was set
+    (the CPU: fraction and device memory null, reserved_at_cap_bytes absent)."""
     card_bytes: int
     context_bytes: int
     cap_bytes: int
@@ -31,15 +34,9 @@ class Cap(Record):
     enforced: bool
     override: bool
     how: str
-    fraction: float | None = None
-    device_total_bytes: int | None = None
+    fraction: float | None
+    device_total_bytes: int | None
     reserved_at_cap_bytes: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        if out["reserved_at_cap_bytes"] is None:  # none on the CPU
-            del out["reserved_at_cap_bytes"]
-        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,14 +258,10 @@ class ModelRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Context(Record):
-    """The CUDA context (bytes) as cap.measure_context measured it: NVML's process figure − the allocator's
-    reserve, what the first product left allocated (cuBLAS's workspace), how."""
-    process_used_bytes: int | None
-    reserved_bytes: int
+class Context(BareContext):
+    """The CUDA context (bytes) as cap.measure_context measured it: foxlib.memory.cuda.bare_context's figures, the
+    context always given (without NVML's process figure: the device's use − the allocator's reserve), and how."""
     context_bytes: int
-    note: str | None
-    cublas_workspace_bytes: int
     how: str
 
 
