@@ -138,7 +138,7 @@ class Sparse(Record):
 class WaveMeasurement:
     """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
     (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and
-    written by plain() (plain_parts: a wave's exceptions). from_dict runs check_plain: every field present (but one with a default, which an absent key
+    written by plain(). from_dict runs check_plain: every field present (but one with a default, which an absent key
     reads as; to_dict leaves it out when it holds that default), null only where Optional, no other key."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
@@ -181,10 +181,6 @@ class WaveMeasurement:
         measured; "" where none was taken)."""
         return ""
 
-    def plain_parts(self) -> dict[str, Any]:
-        """Fields that plain() would not write as the file holds them (a wave's own exceptions); none by default."""
-        return {}
-
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong, a malformed part
@@ -202,4 +198,4 @@ class WaveMeasurement:
         defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
         names = [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)
         names = [k for k in names if k not in defaults or getattr(self, k) != defaults[k]]
-        return {k: plain(getattr(self, k)) for k in names} | self.plain_parts()
+        return {k: plain(getattr(self, k)) for k in names}
