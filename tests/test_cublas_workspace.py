@@ -11,7 +11,6 @@ from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.memory import cuda as cuda_mem
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, workspace
-from foxlib.waves.wave_8_12 import workspace
 from foxlib.waves.wave_8_13 import deployment
 from foxlib.waves.wave_8_13.records import TftRun
 from foxlib.waves.wave_8_13.tft import resolve_tft
@@ -70,11 +69,13 @@ def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     failed = _knob()
     failed["runs"]["small"][1] = {"error": "exit 1: CUDA error", "env": {}}
     assert typed(_measurement(failed)).workspace_knob == ()
-    assert "small workspace failed: exit 1" in workspace.knob_error(failed)
+    assert typed(_measurement(failed)).knob_absent.startswith("a process at the small workspace failed: exit 1")
     assert typed(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
+    assert typed(_measurement({"skipped": workspace.SKIPPED_CPU})).knob_absent == workspace.SKIPPED_CPU
     assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
-    assert workspace.knob_absent_reason(failed).startswith("a process at the small")
-    assert workspace.knob_absent_reason({"skipped": workspace.SKIPPED_CPU}) == workspace.SKIPPED_CPU
+    assert workspace.knob_runs(_knob()).absent_reason is None
+    assert workspace.knob_runs(failed).to_dict() == failed  # written back as measured
+    assert _measurement(failed).to_dict()["cublas_workspace"] == failed
 
 
 def test_use_cublas_workspace_checks_the_setting():
@@ -126,6 +127,6 @@ def test_the_knob_measured_in_fresh_processes_lowers_the_allocator_peak_not_the_
     s = strategies.STRATEGIES["efficient + bf16 + CUDA graph + fused Adam"]
     cfg = strategies.configure(MODELS["tft"].preset("small"), s.overrides)
     knob = workspace.measure_knob([s], {s.name: cfg}, "small", torch.device("cuda"), 0, rounds=2, steps=3)
-    [k] = workspace.knob_results(knob)
+    [k] = workspace.knob_results(workspace.knob_runs(knob))
     assert k.small_allocator_peak_bytes < k.allocator_peak_bytes
     assert abs(k.small_model_peak_bytes - k.model_peak_bytes) <= 0.01 * k.model_peak_bytes

@@ -5,7 +5,7 @@ import pytest
 
 from foxlib.core.config import MB
 from foxlib.waves.wave_8_11 import analysis, records, tables
-from tests.conftest import committed_measurement
+from tests.conftest import committed, committed_measurement
 
 # two of the four models (the TFT, whose fp16 peak is checked, and the cheapest other): every model given
 # is profiled in every precision, and only those (the loop is the same for four)
@@ -126,3 +126,16 @@ def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limi
     caption, alt = tables.accuracy_figure_text(rows, limit)
     assert "does not start at 0" in caption and f"{limit['limit_quantile_loss']:.4f}" in alt
     plt.close(fig)
+
+
+@pytest.mark.parametrize("device", COMMITTED)
+def test_the_harness_table_reads_the_typed_harness(device):
+    from foxlib.harness.training import HarnessSettings
+    m = _committed(device)
+    assert isinstance(m.accuracy_harness, HarnessSettings) and m.accuracy_harness.concurrent_runs is None
+    table = tables.harness_table(m).set_index("setting")["value"]
+    stored = committed(device, "8.11")["accuracy_harness"]
+    assert table["step budget"] == str(m.accuracy_harness.max_steps) == str(stored["max_steps"])
+    assert table["validation windows"] == str(stored["val_windows"]) and table["target"] == stored["target"]
+    assert table["skill needed (%)"] == "2.0" and table["gradient clip (norm)"] == "1.0"
+    assert f"hidden_size={m.accuracy_harness.tft_config['hidden_size']}" in table["TFT config"]

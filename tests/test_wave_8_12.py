@@ -11,6 +11,8 @@ from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.floors import floors
 from foxlib.harness.timing import RatioInterval, Timing
+from foxlib.harness.training import harness_config
+from foxlib.models import MODELS
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
 from tests.conftest import committed, step_profile
@@ -27,7 +29,9 @@ def hand_measurement(rows):
          "device": {"type": "cpu", "name": "test", "short": "cpu"}, "environment": {"torch": "test"},
          "base_config": {"batch_size": 32, "encoder_length": 60},
          "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
-         "accuracy_source": {}, "accuracy_harness": {}, "claim_runs": {"skipped_all": "not asked"},
+         "accuracy_source": {}, "claim_runs": {"skipped_all": "not asked"},
+         "accuracy_harness": harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1,
+                                            val_windows=8),
          "cublas_workspace": {"skipped": "not asked"}, "accuracy_preset": "seed", "same_function": {},
          "floors": floors(1_000_000, None, "test").to_dict()}
     for name, precision, peak, step, loss, own in rows:
@@ -248,10 +252,13 @@ def test_the_committed_measurements_load(path):
 
 @pytest.mark.parametrize("device", ["cpu", "h200"])
 def test_the_committed_measurement_reads_typed(device):
-    """measurement.json's profiles (a CUDA graph's: GraphedProfile), step times, floors and same-function checks are
-    records once read (that to_dict writes the file back is test_validation's check over every committed file)."""
-    from foxlib.harness.equivalence import Equivalence
+    """measurement.json's profiles (a CUDA graph's: GraphedProfile), step times, floors, same-function checks, the
+    cuBLAS workspace knob, the accuracy harness and where the run resumed are records once read (that to_dict writes
+    the file back is test_validation's check over every committed file)."""
+    from foxlib.harness.equivalence import Equivalence, FailedCheck
     from foxlib.harness.floors import Floors
+    from foxlib.harness.training import HarnessSettings
+    from foxlib.waves.wave_8_12.workspace import KnobRuns, KnobSkipped
     from foxlib.memory.cuda_graph import GraphedProfile
     from foxlib.memory.profile import MemoryProfile
     data = committed(device, "8.12")
@@ -261,8 +268,49 @@ def test_the_committed_measurement_reads_typed(device):
     assert all(isinstance(t, Timing) for t in m.timing.values()) and isinstance(m.floors, Floors)
     assert m.same_function and all(isinstance(e, Equivalence) for e in m.same_function.values())
     why = {**data, "same_function": {"CUDA graph": {"variant": "CUDA graph", "error": "needs a CUDA device"}}}
-    assert records.Measurement.from_dict(why).same_function == {"CUDA graph": "needs a CUDA device"}
+    assert records.Measurement.from_dict(why).same_function == {"CUDA graph": FailedCheck("CUDA graph",
+                                                                                          "needs a CUDA device")}
     assert records.Measurement.from_dict(why).to_dict()["same_function"] == why["same_function"]
+    h = data["accuracy_harness"]
+    assert isinstance(m.accuracy_harness, HarnessSettings) and m.accuracy_harness.target == h["target"]
+    assert m.accuracy_harness.concurrent_runs == h["concurrent_runs"] and m.accuracy_harness.min_skill == 0.02
+    if device == "h200":  # the knob measured in fresh processes, and a resumed run
+        assert isinstance(m.cublas_workspace, KnobRuns) and m.cublas_workspace.setting == ":16:8"
+        assert m.cublas_workspace.absent_reason is None and len(m.cublas_workspace.runs["small"]) == 3
+        assert m.resumed == records.Resumed(data["resumed"]["parts"], data["resumed"]["measured_at"])
+    else:  # the CPU has no cuBLAS; the run was not resumed
+        assert m.cublas_workspace == KnobSkipped("skipped: the cuBLAS workspace is a CUDA knob")
+        assert m.cublas_workspace.absent_reason == m.cublas_workspace.skipped and m.resumed is None
+
+
+def _bogus(d):
+    return {**d, "bogus": 1}
+
+
+def _without(key):
+    return lambda d: {k: v for k, v in d.items() if k != key}
+
+
+@pytest.mark.parametrize("part, broken", [
+    ("cublas_workspace", _bogus), ("cublas_workspace", _without("runs")), ("accuracy_harness", _bogus),
+    ("accuracy_harness", _without("target")), ("resumed", _bogus), ("resumed", _without("measured_at")),
+    ("same_function", lambda d: {**d, "CUDA graph": {"error": "needs a CUDA device"}}),  # without its variant
+])
+def test_a_part_with_a_key_too_many_or_too_few_is_refused_naming_the_file(part, broken):
+    data = committed("h200", "8.12")
+    with pytest.raises(ValueError, match="h200.json: a part of this wave 8.12 measurement is malformed"):
+        records.Measurement.from_dict({**data, part: broken(data[part])}, "h200.json")
+
+
+def test_the_accuracy_harness_writes_back_its_optional_settings_only_where_held():
+    from foxlib.harness.training import HarnessSettings
+    h = committed("h200", "8.12")["accuracy_harness"]
+    older = _without("concurrent_runs")(h)  # made before the runs sharing the device were recorded
+    assert HarnessSettings.from_dict(older).concurrent_runs is None
+    assert HarnessSettings.from_dict(older).to_dict() == older
+    fused = {**older, "step_options": {"adam": "fused"}, "concurrent_runs": 2}
+    assert HarnessSettings.from_dict(fused).step_options == {"adam": "fused"}
+    assert list(HarnessSettings.from_dict(fused).to_dict().items()) == list(fused.items())
 
 
 def test_the_chart_reads_the_record():

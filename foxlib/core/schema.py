@@ -146,9 +146,9 @@ class Sparse(Record):
 class WaveMeasurement:
     """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
     (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and
-    written by plain() (plain_parts: a wave's exceptions). from_dict runs check_plain: every field present (but one
-    with a default, which an absent key reads as; to_dict leaves it out when it holds that default: written, Sparse's
-    rule), null only where Optional, no other key."""
+    written by plain(). from_dict runs check_plain: every field present (but one with a default, which an absent key
+    reads as; to_dict leaves it out when it holds that default: written, Sparse's rule), null only where Optional,
+    no other key."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
@@ -190,10 +190,6 @@ class WaveMeasurement:
         measured; "" where none was taken)."""
         return ""
 
-    def plain_parts(self) -> dict[str, Any]:
-        """Fields that plain() would not write as the file holds them (a wave's own exceptions); none by default."""
-        return {}
-
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong, a malformed part
@@ -208,5 +204,4 @@ class WaveMeasurement:
                              f"({type(exc).__name__}: {exc})") from None
 
     def to_dict(self) -> dict[str, Any]:
-        return written(self, [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST)) \
-            | self.plain_parts()
+        return written(self, [k for k in self.keys() if k not in self.WRITTEN_LAST] + list(self.WRITTEN_LAST))

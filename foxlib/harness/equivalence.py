@@ -43,6 +43,13 @@ class Equivalence(Record):
     same: bool
 
 
+@dataclass(frozen=True)
+class FailedCheck(Record):
+    """A same-function check that could not run (the variant cannot run on this device, say): why."""
+    variant: str
+    error: str
+
+
 def _check_claim(reference_cfg, variant_cfg) -> None:
     ref, var = dataclasses.asdict(reference_cfg), dataclasses.asdict(variant_cfg)
     other = sorted(k for k in ref if k not in EQUIVALENT_FIELDS and ref[k] != var[k])

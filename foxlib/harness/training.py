@@ -26,7 +26,7 @@ from foxlib.memory.step import TrainingStep, autocast, check_precision
 from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 from foxlib.core.progress import progress
-from foxlib.core.schema import Record
+from foxlib.core.schema import Record, Sparse
 from foxlib.harness.recipe import StepRecipe, optimizer_for
 from foxlib.harness.step_options import StepOptions, backends
 
@@ -139,6 +139,25 @@ def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: i
             "patience": patience, "val_windows": val_windows, "grad_clip": grad_clip, "min_skill": min_skill,
             "selection": "best validation quantile loss among the evaluations (early stopping)",
             "naive_forecast": "climatology: the training windows' empirical quantiles of the target"}
+
+
+@dataclass(frozen=True)
+class HarnessSettings(Sparse):
+    """harness_config's settings as a wave stores its accuracy runs' (accuracy_harness), typed: the step options
+    where not the defaults (train_tft), the runs sharing the device (foxlib.harness.parallel_training; absent in
+    a measurement made before it recorded them)."""
+    target: str
+    tft_config: dict[str, Any]
+    max_steps: int
+    eval_every: int
+    patience: int
+    val_windows: int
+    grad_clip: float
+    min_skill: float
+    selection: str
+    naive_forecast: str
+    step_options: dict[str, Any] | None = None
+    concurrent_runs: int | None = None
 
 
 @torch.no_grad()

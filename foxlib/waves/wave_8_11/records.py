@@ -7,7 +7,7 @@ from typing import Any
 
 from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.timing import Timing
-from foxlib.harness.training import Degradation, TrainResult
+from foxlib.harness.training import Degradation, HarnessSettings, TrainResult
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 
@@ -32,7 +32,7 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
     accuracy_runs: list[TrainResult]
     accuracy: list[Degradation]
     """foxlib.harness.training.degradation's rows: per precision and metric, against fp32."""
-    accuracy_harness: dict[str, Any]
+    accuracy_harness: HarnessSettings
     """The accuracy harness's configuration as run (foxlib.harness.training.HARNESS, resolved)."""
 
     @classmethod
@@ -43,7 +43,8 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
                               for n, per in d["predicted"].items()},
                 "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()},
                 "accuracy_runs": [TrainResult.from_dict(r) for r in d["accuracy_runs"]],
-                "accuracy": [Degradation.from_dict(r) for r in d["accuracy"]]}
+                "accuracy": [Degradation.from_dict(r) for r in d["accuracy"]],
+                "accuracy_harness": HarnessSettings.from_dict(d["accuracy_harness"])}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""

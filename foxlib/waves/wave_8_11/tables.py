@@ -105,15 +105,15 @@ def skill_table(m: Measurement) -> pd.DataFrame:
 def harness_table(m: Measurement) -> pd.DataFrame:
     """The accuracy harness's configuration as run: what the skill and the degradation were measured with."""
     h = m.accuracy_harness
-    cfg = h["tft_config"]
-    rows = {"target": h["target"], "TFT preset": m.accuracy_preset,
+    cfg = h.tft_config
+    rows = {"target": h.target, "TFT preset": m.accuracy_preset,
             "TFT config": ", ".join(f"{k}={cfg[k]}" for k in ("hidden_size", "num_heads", "n_observed",
                                                               "encoder_length", "decoder_length", "batch_size",
                                                               "dropout", "lr", "memory_efficient")),
-            "step budget": h["max_steps"], "validation every (steps)": h["eval_every"],
-            "early-stopping patience (evaluations)": h["patience"], "validation windows": h["val_windows"],
-            "gradient clip (norm)": h["grad_clip"], "checkpoint kept": h["selection"],
-            "naive forecast": h["naive_forecast"], "skill needed (%)": 100 * h["min_skill"]}
+            "step budget": h.max_steps, "validation every (steps)": h.eval_every,
+            "early-stopping patience (evaluations)": h.patience, "validation windows": h.val_windows,
+            "gradient clip (norm)": h.grad_clip, "checkpoint kept": h.selection,
+            "naive forecast": h.naive_forecast, "skill needed (%)": 100 * h.min_skill}
     return pd.DataFrame([{"setting": k, "value": str(v)} for k, v in rows.items()])
 
 

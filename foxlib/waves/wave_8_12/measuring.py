@@ -19,7 +19,7 @@ import torch
 from foxlib.core import results
 from foxlib.core.progress import progress
 from foxlib.core.provenance import git_revision
-from foxlib.harness.equivalence import reference_run, same_function
+from foxlib.harness.equivalence import FailedCheck, reference_run, same_function
 from foxlib.harness.measure_step import measure_model, profile_graphed
 from foxlib.harness.floors import floors, step_flops
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
@@ -229,7 +229,7 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
                               reference=references[s.precision])
             out[s.name] = e.to_dict()
         except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
-            out[s.name] = {"variant": s.name, "error": str(exc)}
+            out[s.name] = FailedCheck(s.name, str(exc)).to_dict()
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()

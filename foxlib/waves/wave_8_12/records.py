@@ -1,17 +1,18 @@
 """Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
-profiles, predictions, step times, accuracy and claim runs, floors and same-function checks as records), and made into
-`Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap
-interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
-(`Measurement812.from_measurement`) and the one thing every decision, table, chart and the notebook read."""
+profiles, predictions, step times, accuracy runs and their harness, claim runs, floors, the cuBLAS workspace knob's
+runs, same-function checks and where it resumed as records), and made into `Measurement812`, one `StrategyResult` per
+strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap interval over the alternating rounds
+(foxlib.harness.timing.ratio_interval), computed once here (`Measurement812.from_measurement`) and the one thing every
+decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from foxlib.core.schema import Sparse, WaveMeasurement, readable_version
+from foxlib.core.schema import Record, Sparse, WaveMeasurement, readable_version, typed
 from foxlib.harness import training
-from foxlib.harness.equivalence import Equivalence
+from foxlib.harness.equivalence import Equivalence, FailedCheck
 from foxlib.harness.floors import Floors
 from foxlib.harness.timelines import TimelineRun
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
@@ -20,7 +21,7 @@ from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
-from foxlib.waves.wave_8_12.workspace import KnobResult, knob_absent_reason, knob_results
+from foxlib.waves.wave_8_12.workspace import KnobResult, KnobRuns, KnobSkipped, knob_results, knob_runs
 
 
 SCHEMA_VERSION = 4  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
@@ -41,6 +42,14 @@ class StrategyRun(Sparse):
     """foxlib.harness.step_options.StepOptions as a dict; absent (None) where every option is the default."""
 
 
+@dataclass(frozen=True)
+class Resumed(Record):
+    """The parts a run took from an earlier, stopped run's checkpoint (measuring.Checkpoint), and when that run
+    started."""
+    parts: list[str]
+    measured_at: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class Measurement(WaveMeasurement, wave="8.12", version=1):
     """Wave 8.12's measurement.json: measure()'s data with the runner's header, checked on load and its records typed
@@ -49,7 +58,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     base_config: dict[str, Any]
     strategies: dict[str, StrategyRun]
     skipped: dict[str, str]
-    resumed: dict[str, Any] | None = None  # absent in a run not resumed
+    resumed: Resumed | None = None  # absent in a run not resumed
     memory: dict[str, MemoryProfile | GraphedProfile]
     """strategy -> its step's profile, in the order they were taken (eager steps first); a CUDA graph's: GraphedProfile."""
     predicted: dict[str, MemoryProfile | FailedPrediction]
@@ -58,33 +67,30 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     """strategy -> its step's samples (seconds), alternating in one run."""
     claim_runs: ClaimRuns
     floors: Floors
-    cublas_workspace: dict[str, Any]
+    cublas_workspace: KnobRuns | KnobSkipped
     accuracy_preset: str
     accuracy_runs: dict[str, list[training.TrainResult]]
     """set of runs (the strategy they were run for) -> its runs, one per seed."""
     accuracy_source: dict[str, str]
-    accuracy_harness: dict[str, Any]
-    same_function: dict[str, Equivalence | str]
-    """strategy claimed equal -> its check, or why it could not run (stored as {"variant", "error"})."""
+    accuracy_harness: training.HarnessSettings
+    same_function: dict[str, Equivalence | FailedCheck]
+    """strategy claimed equal -> its check, or why it could not run."""
     timelines: dict[str, TimelineRun] | None = None  # absent with timelines=False
+
+    PARTS: ClassVar[dict[str, Any]] = {"claim_runs": ClaimRuns, "floors": Floors,  # one record each
+                                       "accuracy_harness": training.HarnessSettings, "resumed": Resumed}
+    MANY: ClassVar[dict[str, Any]] = {"strategies": StrategyRun, "timing": Timing, "timelines": TimelineRun}  # per name
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {"strategies": {n: StrategyRun.from_dict(s) for n, s in d["strategies"].items()},
-                "memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
-                "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
-                "timing": {n: Timing.from_dict(t) for n, t in d["timing"].items()},
-                "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]
-                                  for n, rs in d["accuracy_runs"].items()},
-                "floors": Floors.from_dict(d["floors"]), "claim_runs": ClaimRuns.from_dict(d["claim_runs"]),
-                "same_function": {n: e["error"] if "error" in e else Equivalence.from_dict(e)
-                                  for n, e in d["same_function"].items()},
-                "timelines": None if d.get("timelines") is None else {n: TimelineRun.from_dict(t)
-                                                                       for n, t in d["timelines"].items()}}
-
-    def plain_parts(self) -> dict[str, Any]:  # a check that could not run is held as its reason
-        return {"same_function": {n: {"variant": n, "error": e} if isinstance(e, str) else e.to_dict()
-                                  for n, e in self.same_function.items()}}
+        return typed(cls.PARTS, cls.MANY, d) | {
+            "memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
+            "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
+            "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]
+                              for n, rs in d["accuracy_runs"].items()},
+            "cublas_workspace": knob_runs(d["cublas_workspace"]),
+            "same_function": {n: (FailedCheck if "error" in e else Equivalence).from_dict(e)
+                              for n, e in d["same_function"].items()}}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None,
                                                   MemoryProfile | GraphedProfile]]:
@@ -116,10 +122,11 @@ class AccuracyRun:
                    float(r.harness["min_skill"]))
 
 
-def same_function_figures(checks: dict[str, Equivalence | str]) -> tuple[dict[str, Equivalence], dict[str, str]]:
+def same_function_figures(checks: dict[str, Equivalence | FailedCheck]
+                          ) -> tuple[dict[str, Equivalence], dict[str, str]]:
     """Measurement.same_function apart: the checks that ran, and why each of the others could not."""
     return ({n: e for n, e in checks.items() if isinstance(e, Equivalence)},
-            {n: e for n, e in checks.items() if isinstance(e, str)})
+            {n: e.error for n, e in checks.items() if isinstance(e, FailedCheck)})
 
 
 @dataclass(frozen=True)
@@ -188,7 +195,7 @@ class Measurement812:
     same_function: dict[str, Equivalence] = field(default_factory=dict)  # per strategy claimed equal, checked
     same_function_errors: dict[str, str] = field(default_factory=dict)  # why a claimed strategy was not checked
     floors: Floors = field(kw_only=True)  # foxlib.harness.floors' figures (required, in its place in to_dict)
-    knob_absent: str | None = None  # why workspace_knob is empty (workspace.knob_absent_reason)
+    knob_absent: str | None = None  # why workspace_knob is empty (the knob's absent_reason, workspace.py)
 
     def knob(self, name: str) -> KnobResult | None:
         """The strategy measured at both cuBLAS workspace sizes, or None."""
@@ -249,7 +256,7 @@ class Measurement812:
                    claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
                    accuracy_preset=m.accuracy_preset, accuracy_runs=runs, same_function=same,
                    same_function_errors=errors, floors=m.floors,
-                   knob_absent=knob_absent_reason(m.cublas_workspace))
+                   knob_absent=m.cublas_workspace.absent_reason)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -8,7 +8,8 @@ from the first, takes the size asked, the knob is measured in fresh processes
 ratio small/default is paired by round (foxlib.harness.timing.interval_of_samples over the rounds'
 medians). CUDA only: a CPU has no cuBLAS.
 
-`measure_knob` returns plain data; `knob_results` types it (KnobResult); records.py keeps them.
+`measure_knob` returns plain data, `knob_runs` types it (KnobRuns, or KnobSkipped) on load; `knob_results` makes
+each strategy's KnobResult of it.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
+from foxlib.core.schema import Record
 from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
@@ -102,31 +104,49 @@ class KnobResult:
                       "ratio": RatioInterval.from_dict(d["ratio"])})
 
 
-def knob_results(knob: dict[str, Any]) -> tuple[KnobResult, ...]:
-    """measure_knob's data typed; () when it was skipped or a process failed (knob_error says why)."""
-    if knob_absent_reason(knob):
+@dataclass(frozen=True)
+class KnobRuns(Record):
+    """measure_knob's data where the processes ran, typed: the small setting, the strategies, the rounds, the timed
+    steps per process, and per size ("default", "small") each round's process's output
+    (foxlib.harness.fresh_process; {"error": why, "env"} for a failed one)."""
+    setting: str
+    strategies: list[str]
+    rounds: int
+    steps: int
+    runs: dict[str, list[dict[str, Any]]]
+
+    @property
+    def absent_reason(self) -> str | None:
+        """Why there are no results although the processes ran: the first failed process's error."""
+        return next((f"a process at the {setting} workspace failed: {r['error']}"
+                     for setting, rs in self.runs.items() for r in rs if "error" in r), None)
+
+
+@dataclass(frozen=True)
+class KnobSkipped(Record):
+    """measure_knob's data where no process ran: why."""
+    skipped: str
+
+    @property
+    def absent_reason(self) -> str:
+        return self.skipped
+
+
+def knob_runs(d: dict[str, Any]) -> KnobRuns | KnobSkipped:
+    """measure_knob's data, typed; its to_dict() writes it back as measured."""
+    return (KnobSkipped if "skipped" in d else KnobRuns).from_dict(d)
+
+
+def knob_results(knob: KnobRuns | KnobSkipped) -> tuple[KnobResult, ...]:
+    """Each strategy's KnobResult; () when the knob was skipped or a process failed (absent_reason says why)."""
+    if knob.absent_reason:
         return ()
-    runs = knob["runs"]
-    out = []
-    for name in knob["strategies"]:
+    out, runs = [], knob.runs
+    for name in knob.strategies:
         first = {k: profile_from_dict(runs[k][0]["variants"][name]["profile"]) for k in ("default", "small")}
         rounds = {k: [r["variants"][name]["step_s_median"] for r in runs[k]] for k in ("default", "small")}
         out.append(KnobResult(
-            name, knob["setting"], int(first["default"].peak), int(first["default"].peak) + own_workspace(first["default"]),
+            name, knob.setting, int(first["default"].peak), int(first["default"].peak) + own_workspace(first["default"]),
             int(first["small"].peak), int(first["small"].peak) + own_workspace(first["small"]),
             tuple(rounds["default"]), tuple(rounds["small"]), interval_of_samples(rounds["small"], rounds["default"])))
     return tuple(out)
-
-
-def knob_error(knob: dict[str, Any]) -> str | None:
-    """Why the knob has no results although it ran: the first failed process's error."""
-    for setting, rs in knob.get("runs", {}).items():
-        for r in rs:
-            if "error" in r:
-                return f"a process at the {setting} workspace failed: {r['error']}"
-    return None
-
-
-def knob_absent_reason(knob: dict[str, Any]) -> str | None:
-    """Why measure_knob's data has no results: skipped (as it says) or a failed process."""
-    return knob.get("skipped") or knob_error(knob)
