@@ -9,6 +9,7 @@ import torch
 
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
+from foxlib.harness.fresh_process import FailedRun
 from foxlib.memory import cuda as cuda_mem
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, workspace
 from foxlib.waves.wave_8_13 import deployment
@@ -22,7 +23,8 @@ NAME = "light and fast"
 
 def _child(step_s: float, peak_mb: float, workspace_mb: float, profile: bool) -> dict:
     prof = step_profile(peak=peak_mb * MB, workspace_bytes=workspace_mb * MB).to_dict() if profile else None
-    return {"variants": {NAME: {"profile": prof, "step_s_median": step_s, "step_s_samples": [step_s] * 3}}}
+    return {"variants": {NAME: {"profile": prof, "step_s_samples": [step_s] * 3, "step_s_median": step_s}},
+            "cublas_workspace_config": None, "env": {}}  # measure_in_fresh_process's shape
 
 
 def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010)):
@@ -75,6 +77,9 @@ def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
     assert workspace.knob_runs(_knob()).absent_reason is None
     assert workspace.knob_runs(failed).to_dict() == failed  # written back as measured
+    assert isinstance(workspace.knob_runs(failed).runs["small"][1], FailedRun)
+    with pytest.raises(TypeError, match="cublas_workspace_config"):  # a process's output missing a key
+        workspace.knob_runs({**failed, "runs": {"default": [{"variants": {}, "env": {}}], "small": []}})
     assert _measurement(failed).to_dict()["cublas_workspace"] == failed
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
-from foxlib.core.schema import Record
-from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
+from foxlib.core.schema import Record, Sparse
+from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
 from foxlib.memory.cuda_graph import own_workspace, profile_from_dict
@@ -105,21 +105,25 @@ class KnobResult:
 
 
 @dataclass(frozen=True)
-class KnobRuns(Record):
+class KnobRuns(Sparse):
     """measure_knob's data where the processes ran, typed: the small setting, the strategies, the rounds, the timed
     steps per process, and per size ("default", "small") each round's process's output
-    (foxlib.harness.fresh_process; {"error": why, "env"} for a failed one)."""
+    (foxlib.harness.fresh_process: a ProcessRun, or a FailedRun)."""
     setting: str
     strategies: list[str]
     rounds: int
     steps: int
-    runs: dict[str, list[dict[str, Any]]]
+    runs: dict[str, tuple[ProcessRun | FailedRun, ...]]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "KnobRuns":
+        return cls(**d | {"runs": {k: tuple(map(ProcessRun.from_dict, rs)) for k, rs in d["runs"].items()}})
 
     @property
     def absent_reason(self) -> str | None:
         """Why there are no results although the processes ran: the first failed process's error."""
-        return next((f"a process at the {setting} workspace failed: {r['error']}"
-                     for setting, rs in self.runs.items() for r in rs if "error" in r), None)
+        return next((f"a process at the {setting} workspace failed: {r.error}"
+                     for setting, rs in self.runs.items() for r in rs if isinstance(r, FailedRun)), None)
 
 
 @dataclass(frozen=True)
@@ -143,8 +147,8 @@ def knob_results(knob: KnobRuns | KnobSkipped) -> tuple[KnobResult, ...]:
         return ()
     out, runs = [], knob.runs
     for name in knob.strategies:
-        first = {k: profile_from_dict(runs[k][0]["variants"][name]["profile"]) for k in ("default", "small")}
-        rounds = {k: [r["variants"][name]["step_s_median"] for r in runs[k]] for k in ("default", "small")}
+        first = {k: profile_from_dict(runs[k][0].variants[name].profile) for k in ("default", "small")}
+        rounds = {k: [r.variants[name].step_s_median for r in runs[k]] for k in ("default", "small")}
         out.append(KnobResult(
             name, knob.setting, int(first["default"].peak), int(first["default"].peak) + own_workspace(first["default"]),
             int(first["small"].peak), int(first["small"].peak) + own_workspace(first["small"]),
