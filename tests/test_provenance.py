@@ -117,6 +117,15 @@ def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
     assert not any(tmp_path.iterdir())  # nothing measured, nothing logged
 
 
+
+def test_the_gpu_script_runs_every_gpu_test_file():
+    """Every test file with a CUDA-marked test is in scripts/h200.sh's GPU tests: a file left out is never run."""
+    gpu_files = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if "@pytest.mark.cuda" in p.read_text())
+    script = (ROOT / "scripts" / "h200.sh").read_text()
+    start = script.index('stamp "GPU tests"')
+    listed = script[start:script.index("CPU_TESTS", start)]
+    assert len(gpu_files) >= 8 and [f for f in gpu_files if f"tests/{f}" not in listed] == []
+
 def _git(root, *args):
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
                    capture_output=True)
