@@ -3,6 +3,7 @@ at, the files it depends on (which must still be the ones read); the first scree
 import dataclasses
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -120,7 +121,8 @@ def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
 
 def test_the_gpu_script_runs_every_gpu_test_file():
     """Every test file with a CUDA-marked test is in scripts/h200.sh's GPU tests: a file left out is never run."""
-    gpu_files = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if "@pytest.mark.cuda" in p.read_text())
+    gpu_files = sorted(p.name for p in (ROOT / "tests").glob("test_*.py")
+                       if re.search(r"^(@pytest\.mark\.cuda$|pytestmark = .*pytest\.mark\.cuda)", p.read_text(), re.M))
     script = (ROOT / "scripts" / "h200.sh").read_text()
     start = script.index('stamp "GPU tests"')
     listed = script[start:script.index("CPU_TESTS", start)]
