@@ -119,7 +119,7 @@ class AccuracyRun:
     def from_run(cls, r: training.TrainResult) -> "AccuracyRun":
         return cls(r.seed, *(float(r.metrics[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
                                                            "coverage_10_90", "naive_coverage_10_90")),
-                   float(r.harness["min_skill"]))
+                   float(r.harness.min_skill))
 
 
 def same_function_figures(checks: dict[str, Equivalence | FailedCheck]
