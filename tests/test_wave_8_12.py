@@ -10,6 +10,7 @@ import torch
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.floors import floors
+from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import RatioInterval, Timing
 from foxlib.harness.training import harness_config
 from foxlib.models import MODELS
@@ -242,6 +243,9 @@ def test_the_committed_measurements_load(path):
     for s in rec.strategies:
         assert s.peak_bytes == m.memory[s.name].peak
         assert s.step_samples_s == m.timing[s.name].samples
+        # the options typed (StepOptions), stated as results.json holds them: {} where all are the defaults
+        assert s.options == StepOptions.from_dict(m.strategies[s.name].options)
+        assert s.stated_options == ({} if m.strategies[s.name].options is None else s.options.to_dict())
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
