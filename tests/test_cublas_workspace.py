@@ -10,6 +10,7 @@ import torch
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.fresh_process import FailedRun
+from foxlib.harness.step_options import StepOptions
 from foxlib.memory import cuda as cuda_mem
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, workspace
 from foxlib.waves.wave_8_13 import deployment
@@ -118,11 +119,11 @@ def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_pa
     with pytest.raises(ValueError, match="cublas_workspace must be a string"):
         resolve_tft('{"cublas_workspace": 16}', "small", "cpu", tmp_path)
     class R:  # what deployment.pinned_tft_config reads of the measurement
-        tft = TftRun("bf16", {"memory_efficient": True}, "8.12", True, cuda_graph=True, options={"adam": "fused"},
-                     cublas_workspace=":16:8")
+        tft = TftRun("bf16", {"memory_efficient": True}, "8.12", True, cuda_graph=True,
+                     options=StepOptions(adam="fused"), cublas_workspace=":16:8")
     pinned = json.loads(deployment.pinned_tft_config(R))
-    assert pinned == {"precision": "bf16", "memory_efficient": True, "cuda_graph": True, "options": {"adam": "fused"},
-                      "cublas_workspace": ":16:8"}
+    assert pinned == {"precision": "bf16", "memory_efficient": True, "cuda_graph": True,
+                      "options": StepOptions(adam="fused").to_dict(), "cublas_workspace": ":16:8"}
 
 
 @pytest.mark.cuda

@@ -5,7 +5,9 @@ import torch
 
 from foxlib.data.market import MarketWindows
 from foxlib.models import MODELS
-from foxlib.harness.training import HARNESS, accuracy_config, climatology, evaluate, train_tft
+from foxlib.harness.step_options import StepOptions
+from foxlib.harness.training import (HARNESS, HarnessSettings, TrainResult, accuracy_config, climatology, evaluate,
+                                     harness_config, train_tft)
 
 
 class _Constant(torch.nn.Module):
@@ -41,10 +43,22 @@ def test_a_run_records_its_skill_and_its_harness():
     assert m["skill_score"] == pytest.approx(1 - m["quantile_loss"] / m["naive_quantile_loss"])
     assert 0 < m["naive_coverage_10_90"] < 1 and all("val_skill_score" in h for h in r.history)
     assert r.has_skill == (m["skill_score"] >= 0.05)
-    d = r.to_dict()
-    assert d["has_skill"] == r.has_skill and d["harness"]["target"] == "abs_return"
-    assert d["harness"]["min_skill"] == 0.05 and d["harness"]["max_steps"] == 6
-    assert d["harness"]["tft_config"]["batch_size"] == 8 and d["harness"]["tft_config"]["memory_efficient"] is True
+    assert isinstance(r.harness, HarnessSettings) and r.harness.target == "abs_return"
+    assert r.harness.min_skill == 0.05 and r.harness.max_steps == 6 and r.harness.step_options is None
+    assert r.harness.tft_config["batch_size"] == 8 and r.harness.tft_config["memory_efficient"] is True
+    d = r.to_dict()  # as measurement.json holds it: has_skill beside, the harness's unset settings absent
+    assert d["has_skill"] == r.has_skill and d["harness"]["min_skill"] == 0.05
+    assert "step_options" not in d["harness"] and "concurrent_runs" not in d["harness"]
+    assert TrainResult.from_dict(d).to_dict() == d and TrainResult.from_dict(d).harness.min_skill == 0.05
+
+
+def test_the_harness_states_the_step_options_where_not_the_defaults():
+    cfg = accuracy_config("small")
+    plain = harness_config(cfg, max_steps=6, eval_every=3, patience=2, val_windows=32)
+    fused = harness_config(cfg, max_steps=6, eval_every=3, patience=2, val_windows=32,
+                           options=StepOptions(adam="fused"))
+    assert plain.step_options is None and fused.step_options == StepOptions(adam="fused").to_dict()
+    assert list(fused.to_dict())[-1] == "step_options" and "step_options" not in plain.to_dict()
 
 
 def test_accuracy_config_applies_the_harness():

@@ -139,3 +139,16 @@ def test_the_harness_table_reads_the_typed_harness(device):
     assert table["validation windows"] == str(stored["val_windows"]) and table["target"] == stored["target"]
     assert table["skill needed (%)"] == "2.0" and table["gradient clip (norm)"] == "1.0"
     assert f"hidden_size={m.accuracy_harness.tft_config['hidden_size']}" in table["TFT config"]
+    # each run's own harness is the same record, its skill read through it
+    assert all(r.harness == m.accuracy_harness and r.has_skill == (r.metrics["skill_score"] >= r.harness.min_skill)
+               for r in m.accuracy_runs)
+
+
+@pytest.mark.parametrize("broken", [lambda h: {**h, "bogus": 1},
+                                    lambda h: {k: v for k, v in h.items() if k != "target"}],
+                         ids=["a key too many", "a key too few"])
+def test_a_run_whose_harness_is_malformed_is_refused_naming_the_file(broken):
+    data = committed("cpu", "8.11")
+    runs = [{**r, "harness": broken(r["harness"])} for r in data["accuracy_runs"]]
+    with pytest.raises(ValueError, match="cpu.json: a part of this wave 8.11 measurement is malformed"):
+        records.Measurement.from_dict({**data, "accuracy_runs": runs}, "cpu.json")

@@ -10,6 +10,7 @@ import torch
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
 from foxlib.harness.floors import floors
+from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import RatioInterval, Timing
 from foxlib.harness.training import harness_config
 from foxlib.models import MODELS
@@ -19,6 +20,8 @@ from tests.conftest import committed, step_profile
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 ROUNDS = 6
+HARNESS_SETTINGS = harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1,
+                                  val_windows=8).to_dict()
 
 
 def hand_measurement(rows):
@@ -30,8 +33,7 @@ def hand_measurement(rows):
          "base_config": {"batch_size": 32, "encoder_length": 60},
          "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
          "accuracy_source": {}, "claim_runs": {"skipped_all": "not asked"},
-         "accuracy_harness": harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1,
-                                            val_windows=8),
+         "accuracy_harness": HARNESS_SETTINGS,
          "cublas_workspace": {"skipped": "not asked"}, "accuracy_preset": "seed", "same_function": {},
          "floors": floors(1_000_000, None, "test").to_dict()}
     for name, precision, peak, step, loss, own in rows:
@@ -42,7 +44,7 @@ def hand_measurement(rows):
         if own:
             m["accuracy_runs"][name] = [{
                 "precision": precision, "seed": 0, "steps": 1, "best_step": 1, "stopped_early": False, "seconds": 1.0,
-                "history": [], "harness": {"min_skill": 0.02}, "metrics": {
+                "history": [], "harness": HARNESS_SETTINGS, "metrics": {
                     "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2,
                     "coverage_10_90": 0.8, "naive_coverage_10_90": 0.8}}]
         m["accuracy_source"][name] = name if own else BASELINE
@@ -241,6 +243,9 @@ def test_the_committed_measurements_load(path):
     for s in rec.strategies:
         assert s.peak_bytes == m.memory[s.name].peak
         assert s.step_samples_s == m.timing[s.name].samples
+        # the options typed (StepOptions), stated as results.json holds them: {} where all are the defaults
+        assert s.options == StepOptions.from_dict(m.strategies[s.name].options)
+        assert s.stated_options == ({} if m.strategies[s.name].options is None else s.options.to_dict())
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
@@ -274,6 +279,13 @@ def test_the_committed_measurement_reads_typed(device):
     h = data["accuracy_harness"]
     assert isinstance(m.accuracy_harness, HarnessSettings) and m.accuracy_harness.target == h["target"]
     assert m.accuracy_harness.concurrent_runs == h["concurrent_runs"] and m.accuracy_harness.min_skill == 0.02
+    # each run's own harness too: its step options where not the defaults (as stored), the record's min_skill
+    runs = [(n, r) for n, rs in m.accuracy_runs.items() for r in rs]
+    assert all(isinstance(r.harness, HarnessSettings) and r.harness.min_skill == 0.02 for _, r in runs)
+    assert {n: r.harness.step_options for n, r in runs} == {
+        n: rs[0]["harness"].get("step_options") for n, rs in data["accuracy_runs"].items()}
+    rec = typed(m)
+    assert all(a.min_skill == 0.02 for rs in rec.accuracy_runs.values() for a in rs)
     if device == "h200":  # the knob measured in fresh processes, and a resumed run
         assert isinstance(m.cublas_workspace, KnobRuns) and m.cublas_workspace.setting == ":16:8"
         assert m.cublas_workspace.absent_reason is None and len(m.cublas_workspace.runs["small"]) == 3
@@ -291,10 +303,17 @@ def _without(key):
     return lambda d: {k: v for k, v in d.items() if k != key}
 
 
+def _each_harness(runs, broken):
+    """Every accuracy run with its harness broken."""
+    return {n: [{**r, "harness": broken(r["harness"])} for r in rs] for n, rs in runs.items()}
+
+
 @pytest.mark.parametrize("part, broken", [
     ("cublas_workspace", _bogus), ("cublas_workspace", _without("runs")), ("accuracy_harness", _bogus),
     ("accuracy_harness", _without("target")), ("resumed", _bogus), ("resumed", _without("measured_at")),
     ("same_function", lambda d: {**d, "CUDA graph": {"error": "needs a CUDA device"}}),  # without its variant
+    ("accuracy_runs", lambda d: _each_harness(d, _bogus)),
+    ("accuracy_runs", lambda d: _each_harness(d, _without("min_skill"))),
 ])
 def test_a_part_with_a_key_too_many_or_too_few_is_refused_naming_the_file(part, broken):
     data = committed("h200", "8.12")

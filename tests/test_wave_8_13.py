@@ -9,6 +9,7 @@ import torch
 
 from foxlib.report import index
 from foxlib.core.config import MB
+from foxlib.harness.step_options import StepOptions
 from foxlib.memory.profile import MemoryProfile
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_13 import analysis, measuring, nvml, records, tft
@@ -247,6 +248,14 @@ def test_every_committed_measurement_types_its_parts(folder):
     assert m.step_profiles is None if m.enforced else all(isinstance(p, MemoryProfile) for p in m.step_profiles.values())
     with pytest.raises(ValueError, match="malformed .*bogus"):  # a part's unknown key is refused, not carried
         records.Measurement.from_dict({**m.to_dict(), "tft": {**m.tft.to_dict(), "bogus": 1}})
+    # the TFT's step options typed where the run had them (absent on the CPU: 8.12 recommended an eager step there)
+    assert (m.tft.options is None) == (folder == "cpu/wave-8.13")
+    if m.tft.options is not None:
+        assert isinstance(m.tft.options, StepOptions) and m.tft.options.cudnn
+        assert m.tft.options.compile == (folder == "h200/wave-8.13")
+        bogus = {**m.to_dict(), "tft": {**m.tft.to_dict(), "options": {**m.tft.options.to_dict(), "bogus": True}}}
+        with pytest.raises(ValueError, match=f"{path}: a part .* malformed .*unknown step option.*bogus"):
+            records.Measurement.from_dict(bogus, str(path))
 
 
 def test_model_peaks_are_each_steps_own_tensors_and_the_process_figure_adds_up():
@@ -320,7 +329,7 @@ def test_deployment_says_what_a_compiled_tft_costs_at_start_up():
     compiled = records.Measurement.from_dict(json.loads((reports / "wave-8.13/measurement.json").read_text()))
     plain = records.Measurement.from_dict(json.loads(
         (reports / "variants/wave-8.13-card_class-fp16/measurement.json").read_text()))
-    assert compiled.tft.options["compile"] and not (plain.tft.options or {}).get("compile")
+    assert compiled.tft.options.compile and plain.tft.options is not None and plain.tft.options.is_default
     [line] = [r for r in deployment.risks(compiled, load_budgets()) if r.startswith("**Start-up.**")]
     assert f"took {compiled.warmup.seconds:,.1f} s on NVIDIA H200" in line
     assert not any(r.startswith("**Start-up.**") for r in deployment.risks(plain, load_budgets()))

@@ -1,6 +1,7 @@
 """results.json, the machine-readable outcome of a wave (build), and measurement.json beside it."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -18,7 +19,10 @@ SCHEMA_VERSION = 2  # 2: measured_at_revision, rendered_at_revision, depends_on
 
 
 def json_safe(obj: Any) -> Any:
-    """JSON-safe, as a file holds it: NaN and infinities become null, tuples lists, numpy scalars Python numbers."""
+    """JSON-safe, as a file holds it: NaN and infinities become null, tuples lists, numpy scalars Python numbers, a
+    record (foxlib.core.schema) its to_dict()."""
+    if dataclasses.is_dataclass(obj) and hasattr(obj, "to_dict"):
+        return json_safe(obj.to_dict())
     if isinstance(obj, dict):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

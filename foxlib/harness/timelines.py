@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import torch
 
 from foxlib.core.figures import slug
-from foxlib.core.schema import Record
+from foxlib.core.schema import Record, typed
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
@@ -76,9 +76,7 @@ class TimelineRun(Record):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TimelineRun":
-        d = dict(d)
-        d["series"] = MemoryTimeline.from_dict(d["series"]) if d.get("series") else None
-        return cls(**d)
+        return cls(**d | typed({"series": MemoryTimeline}, {}, d))
 
 
 def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequence[TimelineCase] = CASES, *,

@@ -128,10 +128,6 @@ class RatioInterval(Record):
     def __str__(self) -> str:
         return self.format()
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "RatioInterval":
-        return cls(float(d["median"]), float(d["low"]), float(d["high"]), float(d.get("confidence", CONFIDENCE)))
-
 
 def median_interval(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                     seed: int = SEED) -> tuple[float, float, float]:

@@ -80,10 +80,10 @@ def has_skill(metrics: dict[str, Any], min_skill: float = DEFAULT_MIN_SKILL) -> 
     return metrics.get("skill_score") is not None and metrics["skill_score"] >= min_skill
 
 
-def powered_seeds(runs: list[dict[str, Any]], baseline: str = "fp32",
+def powered_seeds(runs: Sequence[TrainResult], baseline: str = "fp32",
                   min_skill: float = DEFAULT_MIN_SKILL) -> list[int]:
-    """The seeds whose `baseline` run (a TrainResult.to_dict()) has skill: where a comparison has power."""
-    return sorted(r["seed"] for r in runs if r["precision"] == baseline and has_skill(r["metrics"], min_skill))
+    """The seeds whose `baseline` run has skill: where a comparison has power."""
+    return sorted(r.seed for r in runs if r.precision == baseline and has_skill(r.metrics, min_skill))
 
 
 class _Quiet:
@@ -107,45 +107,11 @@ def accuracy_config(preset: str, *, batch_size: int = HARNESS["batch_size"], lr:
 
 
 @dataclass(frozen=True)
-class TrainResult:
-    precision: str
-    seed: int
-    steps: int
-    best_step: int
-    stopped_early: bool
-    seconds: float
-    history: list[dict[str, float]]
-    metrics: dict[str, float]
-    harness: dict[str, Any] | None = None
-
-    @property
-    def has_skill(self) -> bool:
-        return has_skill(self.metrics, (self.harness or {}).get("min_skill", DEFAULT_MIN_SKILL))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "has_skill": self.has_skill}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainResult":
-        """From to_dict()'s data (has_skill, derived, left out)."""
-        return cls(**{k: v for k, v in d.items() if k != "has_skill"})
-
-
-def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
-                   val_windows: int, grad_clip: float = 1.0,
-                   min_skill: float = DEFAULT_MIN_SKILL) -> dict[str, Any]:
-    """Every setting an accuracy run depends on, as plain data (the report states it)."""
-    return {"target": target, "tft_config": asdict(cfg), "max_steps": max_steps, "eval_every": eval_every,
-            "patience": patience, "val_windows": val_windows, "grad_clip": grad_clip, "min_skill": min_skill,
-            "selection": "best validation quantile loss among the evaluations (early stopping)",
-            "naive_forecast": "climatology: the training windows' empirical quantiles of the target"}
-
-
-@dataclass(frozen=True)
 class HarnessSettings(Sparse):
-    """harness_config's settings as a wave stores its accuracy runs' (accuracy_harness), typed: the step options
-    where not the defaults (train_tft), the runs sharing the device (foxlib.harness.parallel_training; absent in
-    a measurement made before it recorded them)."""
+    """Every setting an accuracy run depends on (harness_config), as each run and a wave's accuracy_harness store
+    them: the step options where not the defaults (train_tft; a dict, as stored: a measurement made before cudnn,
+    compile and cpp_wrapper existed names three), the runs sharing the device (foxlib.harness.parallel_training;
+    absent in a measurement made before it recorded them)."""
     target: str
     tft_config: dict[str, Any]
     max_steps: int
@@ -158,6 +124,43 @@ class HarnessSettings(Sparse):
     naive_forecast: str
     step_options: dict[str, Any] | None = None
     concurrent_runs: int | None = None
+
+
+def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
+                   val_windows: int, grad_clip: float = 1.0, min_skill: float = DEFAULT_MIN_SKILL,
+                   options: StepOptions = StepOptions()) -> HarnessSettings:
+    """Every setting an accuracy run depends on (the report states it)."""
+    return HarnessSettings(target, asdict(cfg), max_steps, eval_every, patience, val_windows, grad_clip, min_skill,
+                           "best validation quantile loss among the evaluations (early stopping)",
+                           "climatology: the training windows' empirical quantiles of the target",
+                           None if options.is_default else options.to_dict())
+
+
+@dataclass(frozen=True)
+class TrainResult(Sparse):
+    """One accuracy run (train_tft): as measurement.json holds it with has_skill, derived, beside (to_dict), which
+    from_dict leaves out."""
+    precision: str
+    seed: int
+    steps: int
+    best_step: int
+    stopped_early: bool
+    seconds: float
+    history: list[dict[str, float]]
+    metrics: dict[str, float]
+    harness: HarnessSettings
+    PARTS = {"harness": HarnessSettings}
+
+    @property
+    def has_skill(self) -> bool:
+        return has_skill(self.metrics, self.harness.min_skill)
+
+    def to_dict(self) -> dict[str, Any]:
+        return super().to_dict() | {"has_skill": self.has_skill}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainResult":
+        return super().from_dict({k: v for k, v in d.items() if k != "has_skill"})
 
 
 @torch.no_grad()
@@ -206,9 +209,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     device = torch.device(device)
     card = MODELS["tft"]
     harness = harness_config(cfg, target=target, max_steps=max_steps, eval_every=eval_every, patience=patience,
-                             val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill)
-    if not options.is_default:
-        harness["step_options"] = options.to_dict()
+                             val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill, options=options)
     train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train", target=target)
     val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation", target=target)
     levels = climatology(train, cfg.quantiles)
@@ -256,12 +257,8 @@ def compare_precisions(cfg, precisions: Iterable[str] = ("fp32", "fp16", "bf16")
     return [train_tft(cfg, precision=p, seed=s, **kwargs) for s in seeds for p in precisions]
 
 
-def _as_dicts(runs) -> list[dict[str, Any]]:
-    return [r.to_dict() if isinstance(r, TrainResult) else r for r in runs]
-
-
-def _min_skill(runs: list[dict[str, Any]]) -> float:
-    return ((runs[0].get("harness") or {}) if runs else {}).get("min_skill", DEFAULT_MIN_SKILL)
+def _min_skill(runs: Sequence[TrainResult]) -> float:
+    return runs[0].harness.min_skill if runs else DEFAULT_MIN_SKILL
 
 
 def skill_row(metrics: Sequence[Mapping[str, Any]], seeds: Sequence[int], min_skill: float) -> dict[str, Any]:
@@ -288,36 +285,34 @@ def skill_columns(row: Mapping[str, Any]) -> dict[str, Any]:
             f"seeds with skill ≥ {100 * row['min_skill']:g} %": f"{row['with_skill']} of {len(row['seeds'])}"}
 
 
-def skill_summary(runs, group: str = "precision") -> list[dict[str, Any]]:
-    """skill_row per precision (or another key of the runs, TrainResults or their dicts)."""
-    runs = _as_dicts(runs)
+def skill_summary(runs: Sequence[TrainResult], group: str = "precision") -> list[dict[str, Any]]:
+    """skill_row per precision (or another field of the runs)."""
     threshold = _min_skill(runs)
-    by: dict[Any, list[dict[str, Any]]] = {}
+    by: dict[Any, list[TrainResult]] = {}
     for r in runs:
-        by.setdefault(r[group], []).append(r)
-    return [{group: key, **skill_row([r["metrics"] for r in rs], [r["seed"] for r in rs], threshold)}
+        by.setdefault(getattr(r, group), []).append(r)
+    return [{group: key, **skill_row([r.metrics for r in rs], [r.seed for r in rs], threshold)}
             for key, rs in by.items()]
 
 
-def accuracy_gate(runs, candidate: str, baseline: str = "fp32") -> dict[str, Any]:
+def accuracy_gate(runs: Sequence[TrainResult], candidate: str, baseline: str = "fp32") -> dict[str, Any]:
     """The candidate's validation quantile loss against the baseline's over the seeds whose baseline run has
     skill (powered_seeds). `powered` False: no baseline run has skill, and the degradation (over every
     seed, for the record) says nothing."""
-    runs = _as_dicts(runs)
     threshold = _min_skill(runs)
     seeds = powered_seeds(runs, baseline, threshold)
-    used = seeds or sorted({r["seed"] for r in runs if r["precision"] == baseline})
+    used = seeds or sorted({r.seed for r in runs if r.precision == baseline})
 
     def mean_loss(precision: str) -> float:
-        return statistics.fmean(r["metrics"]["quantile_loss"] for r in runs
-                                if r["precision"] == precision and r["seed"] in used)
+        return statistics.fmean(r.metrics["quantile_loss"] for r in runs
+                                if r.precision == precision and r.seed in used)
 
     base, cand = mean_loss(baseline), mean_loss(candidate)
-    base_runs = [r for r in runs if r["precision"] == baseline]
+    base_runs = [r for r in runs if r.precision == baseline]
     return {"candidate": candidate, "baseline": baseline, "min_skill": threshold, "powered": bool(seeds),
             "powered_seeds": seeds, "seeds_compared": used, "baseline_quantile_loss": base,
             "candidate_quantile_loss": cand, "degradation_pct": 100 * (cand - base) / base,
-            "baseline_skill_scores": {r["seed"]: r["metrics"]["skill_score"] for r in base_runs},
+            "baseline_skill_scores": {r.seed: r.metrics["skill_score"] for r in base_runs},
             "reason": (f"compared on the {len(seeds)} seed(s) whose {baseline} run beats climatology by "
                        f"≥ {100 * threshold:g} %" if seeds else
                        f"no power: no {baseline} run beats climatology by ≥ {100 * threshold:g} % "

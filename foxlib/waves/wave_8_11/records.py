@@ -3,9 +3,9 @@ load): profiles per model and precision, the TFT's step times, the accuracy runs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from foxlib.core.schema import WaveMeasurement
+from foxlib.core.schema import WaveMeasurement, typed
 from foxlib.harness.timing import Timing
 from foxlib.harness.training import Degradation, HarnessSettings, TrainResult
 from foxlib.memory.profile import MemoryProfile
@@ -29,22 +29,21 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
     """precision -> the TFT step's alternating samples (seconds)."""
     accuracy_preset: str
     accuracy_config: dict[str, Any]
-    accuracy_runs: list[TrainResult]
-    accuracy: list[Degradation]
+    accuracy_runs: tuple[TrainResult, ...]
+    accuracy: tuple[Degradation, ...]
     """foxlib.harness.training.degradation's rows: per precision and metric, against fp32."""
     accuracy_harness: HarnessSettings
     """The accuracy harness's configuration as run (foxlib.harness.training.HARNESS, resolved)."""
 
+    PARTS: ClassVar[dict[str, Any]] = {"accuracy_runs": TrainResult, "accuracy": Degradation,
+                                       "accuracy_harness": HarnessSettings}
+    MANY: ClassVar[dict[str, Any]] = {"timing": Timing}
+
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {"memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()}
-                           for n, per in d["memory"].items()},
-                "predicted": {n: {p: predicted_profile(x) for p, x in per.items()}
-                              for n, per in d["predicted"].items()},
-                "timing": {p: Timing.from_dict(t) for p, t in d["timing"].items()},
-                "accuracy_runs": [TrainResult.from_dict(r) for r in d["accuracy_runs"]],
-                "accuracy": [Degradation.from_dict(r) for r in d["accuracy"]],
-                "accuracy_harness": HarnessSettings.from_dict(d["accuracy_harness"])}
+        return typed(cls.PARTS, cls.MANY, d) | {
+            "memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()} for n, per in d["memory"].items()},
+            "predicted": {n: {p: predicted_profile(x) for p, x in per.items()} for n, per in d["predicted"].items()}}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""

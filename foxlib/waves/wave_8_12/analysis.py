@@ -24,7 +24,7 @@ from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass | None = None) -> list[StrategyResult]:
     return [s for s in rec.strategies if (cuda_graph is None or s.cuda_graph == cuda_graph)
-            and (card_class is None or card_class.allows(s.precision, s.options))]
+            and (card_class is None or card_class.allows(s.precision, s.stated_options))]
 
 
 def pareto(rec: Measurement812) -> list[str]:
@@ -60,7 +60,7 @@ def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
             "time_per_window_ratio": s.window_ratio.median, "time_per_window_interval": s.window_ratio.to_dict(),
             "interval": interval_text(s), "accuracy_impact_pct": s.accuracy_impact_pct,
             "floor_bytes": rec.floor_bytes, "peak_over_floor": s.peak_bytes / rec.floor_bytes,
-            "cuda_graph": s.cuda_graph, "options": dict(s.options),
+            "cuda_graph": s.cuda_graph, "options": s.stated_options,
             "allocator_peak_bytes": s.allocator_peak_bytes}
 
 

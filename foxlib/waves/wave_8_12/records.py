@@ -10,10 +10,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, Sparse, WaveMeasurement, readable_version, typed
+from foxlib.core.schema import Record, Sparse, WaveMeasurement, plain, readable_version, typed
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence, FailedCheck
 from foxlib.harness.floors import Floors
+from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import TimelineRun
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
 from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, claim_intervals
@@ -39,7 +40,9 @@ class StrategyRun(Sparse):
     changes_numerics: bool
     cuda_graph: bool
     options: dict[str, Any] | None = None
-    """foxlib.harness.step_options.StepOptions as a dict; absent (None) where every option is the default."""
+    """foxlib.harness.step_options.StepOptions as a dict, as stored (a measurement made before cudnn, compile and
+    cpp_wrapper existed names three: the H200 fp32-baseline-memory variant); absent (None) where every option is
+    the default. Measurement812 reads it typed (StrategyResult.options)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
 
 
 @dataclass(frozen=True)
-class AccuracyRun:
+class AccuracyRun(Record):
     """One accuracy run (foxlib.harness.training's, its history left out) as the report reads it: validation
     quantile loss, climatology's, the skill score, both 10-90 coverages, and whether it beats climatology by
     min_skill (has_skill)."""
@@ -119,7 +122,7 @@ class AccuracyRun:
     def from_run(cls, r: training.TrainResult) -> "AccuracyRun":
         return cls(r.seed, *(float(r.metrics[k]) for k in ("quantile_loss", "naive_quantile_loss", "skill_score",
                                                            "coverage_10_90", "naive_coverage_10_90")),
-                   float(r.harness["min_skill"]))
+                   float(r.harness.min_skill))
 
 
 def same_function_figures(checks: dict[str, Equivalence | FailedCheck]
@@ -130,7 +133,7 @@ def same_function_figures(checks: dict[str, Equivalence | FailedCheck]
 
 
 @dataclass(frozen=True)
-class StrategyResult:
+class StrategyResult(Record):
     """One strategy as measured: raw bytes and seconds, its ratios to fp32 with their intervals, its accuracy."""
     name: str
     precision: str
@@ -147,8 +150,10 @@ class StrategyResult:
     seed_guess: str | None = None
     changes_numerics: bool = False
     cuda_graph: bool = False
-    options: dict[str, Any] = field(default_factory=dict)  # the step's non-default options (step_options)
+    options: StepOptions = StepOptions()  # the step's options (results.json: {} where all are the defaults)
     workspace_bytes: int | None = None  # cuBLAS workspaces beside the step's tensors (None: not measured)
+    PARTS: ClassVar[dict[str, Any]] = {"step_ratio": RatioInterval, "window_ratio": RatioInterval,
+                                       "options": StepOptions}
 
     @property
     def allocator_peak_bytes(self) -> int | None:
@@ -159,17 +164,18 @@ class StrategyResult:
     def timing(self) -> Timing:
         return Timing(self.name, self.step_samples_s)
 
+    @property
+    def stated_options(self) -> dict[str, Any]:
+        """The options as results.json states them: every option, or {} where all are the defaults."""
+        return {} if self.options.is_default else self.options.to_dict()
+
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["step_samples_s"] = list(self.step_samples_s)
-        d["step_ratio"], d["window_ratio"] = self.step_ratio.to_dict(), self.window_ratio.to_dict()
-        return d
+        return super().to_dict() | {"options": self.stated_options}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
-        return cls(**{**d, "step_samples_s": tuple(d["step_samples_s"]),
-                      "step_ratio": RatioInterval.from_dict(d["step_ratio"]),
-                      "window_ratio": RatioInterval.from_dict(d["window_ratio"])})
+        """typed() makes the records; the samples, a list in JSON, are a tuple again."""
+        return cls(**d | typed(cls.PARTS, {}, d) | {"step_samples_s": tuple(d["step_samples_s"])})
 
 
 @dataclass(frozen=True)
@@ -248,7 +254,7 @@ class Measurement812:
                 step_samples_s=m.timing[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
-                cuda_graph=info.cuda_graph, options=info.options or {},
+                cuda_graph=info.cuda_graph, options=StepOptions.from_dict(info.options),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m.base_config), dict(m.device),
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
@@ -259,25 +265,17 @@ class Measurement812:
                    knob_absent=m.cublas_workspace.absent_reason)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["strategies"] = [s.to_dict() for s in self.strategies]
-        d["workspace_knob"] = [k.to_dict() for k in self.workspace_knob]
-        d["claim_runs"] = {n: [r.to_dict() for r in rs] for n, rs in self.claim_runs.items()}
-        d["accuracy_runs"] = {n: [dataclasses.asdict(r) for r in rs] for n, rs in self.accuracy_runs.items()}
-        d["same_function"] = {n: e.to_dict() for n, e in self.same_function.items()}
-        d["floors"] = self.floors.to_dict()
-        return d
+        """Every field, each record through its own to_dict (plain: a strategy's options as results.json states
+        them)."""
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
+        """From to_dict()'s data: the records typed (typed(); claim_runs and accuracy_runs, a list of records per
+        name, here)."""
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        return cls(**{**d,
-                      "strategies": tuple(StrategyResult.from_dict(s) for s in d["strategies"]),
-                      "workspace_knob": tuple(KnobResult.from_dict(k) for k in d["workspace_knob"]),
-                      "claim_runs": {n: tuple(RatioInterval.from_dict(r) for r in rs)
-                                     for n, rs in d["claim_runs"].items()},
-                      "accuracy_runs": {n: tuple(AccuracyRun(**r) for r in rs)
-                                        for n, rs in d["accuracy_runs"].items()},
-                      "same_function": {n: Equivalence.from_dict(e) for n, e in d["same_function"].items()},
-                      "floors": Floors.from_dict(d["floors"])})
+        return cls(**d | typed({"strategies": StrategyResult, "workspace_knob": KnobResult, "floors": Floors},
+                               {"same_function": Equivalence}, d) | {
+            n: {k: tuple(map(part.from_dict, rs)) for k, rs in d[n].items()}
+            for n, part in (("claim_runs", RatioInterval), ("accuracy_runs", AccuracyRun))})
 

@@ -187,7 +187,7 @@ def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> p
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
         t = fl.time_floor_s or {}
-        arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.get("tf32") else "fp32"))
+        arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.tf32 else "fp32"))
         floor_s = None if arithmetic is None else max(arithmetic, fl.traffic_floor_s or 0)
         rows += [
             {"strategy": name, "quantity": "model peak (MB)", "measured": to_mb(s.peak_bytes),

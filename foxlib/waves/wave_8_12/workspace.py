@@ -13,7 +13,6 @@ each strategy's KnobResult of it.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +64,7 @@ def measure_knob(chosen, configs: dict[str, Any], preset: str, device: torch.dev
 
 
 @dataclass(frozen=True)
-class KnobResult:
+class KnobResult(Record):
     """One strategy at the default workspace and at `setting`: raw bytes, seconds (each round's median
     step), and the step-time ratio small/default paired by round with its bootstrap interval."""
     name: str
@@ -93,15 +92,11 @@ class KnobResult:
         (three rounds give tight intervals: a 0.3 % difference can be "shown", and is no cost)."""
         return self.ratio.high > 1.0 + MAX_SLOWDOWN
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["step_s"], d["small_step_s"], d["ratio"] = list(self.step_s), list(self.small_step_s), self.ratio.to_dict()
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "KnobResult":
-        return cls(**{**d, "step_s": tuple(d["step_s"]), "small_step_s": tuple(d["small_step_s"]),
-                      "ratio": RatioInterval.from_dict(d["ratio"])})
+        """From to_dict()'s data (Record's): the seconds, lists in JSON, are tuples again."""
+        return cls(**d | {"step_s": tuple(d["step_s"]), "small_step_s": tuple(d["small_step_s"]),
+                          "ratio": RatioInterval.from_dict(d["ratio"])})
 
 
 @dataclass(frozen=True)

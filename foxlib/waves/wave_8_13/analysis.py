@@ -207,7 +207,7 @@ def tft_text(r: Measurement) -> str:
     t = r.tft
     text = (f"TFT configuration: {t.source} — precision **{t.precision}**, overrides `{t.overrides}`"
             + (", the whole training step as one CUDA graph" if t.cuda_graph else "")
-            + (f", step options `{t.options}`" if t.options else "") + ".")
+            + (f", step options `{t.options.to_dict()}`" if t.options else "") + ".")
     ws = r.cublas_workspace
     if ws:
         text += (f" cuBLAS workspace `CUBLAS_WORKSPACE_CONFIG={ws.asked}` "

@@ -43,7 +43,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 def pinned_tft_config(m: Measurement) -> str:
     """The TFT configuration this run used, as a tft_config value that no longer depends on 8.12's report:
     its precision and overrides, and its CUDA graph, step options and cuBLAS workspace where it had them."""
-    extra = {k: getattr(m.tft, k) for k in ("cuda_graph", "options", "cublas_workspace") if getattr(m.tft, k)}
+    tft = m.tft.to_dict()
+    extra = {k: tft[k] for k in ("cuda_graph", "options", "cublas_workspace") if tft.get(k)}
     return json.dumps({"precision": m.tft.precision, **m.tft.overrides, **extra}, separators=(",", ":"))
 
 
@@ -129,7 +130,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
             out.append(f"Allocator fragmentation at the end of training: {mb(t.allocator_end.inactive_split_bytes)} "
                        "MB of inactive split blocks. Over long runs the reserve can creep up; watch NVML's process "
                        "figure in production.")
-    if (m.tft.options or {}).get("compile") and m.warmup:
+    if m.tft.options and m.tft.options.compile and m.warmup:
         out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
                    f"first steps and forwards, the TFT compiled, the graphs captured) took "
                    f"{m.warmup.seconds:,.1f} s on {m.device['name']}. The production machine needs what "

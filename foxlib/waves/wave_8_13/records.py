@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from foxlib.core.schema import Record, Sparse, WaveMeasurement, typed
+from foxlib.harness.step_options import StepOptions
 from foxlib.memory.cuda import BareContext
 from foxlib.memory.profile import MemoryProfile
 
@@ -242,10 +243,20 @@ class TftRun(Sparse):
     source: str
     recommended: bool
     cuda_graph: bool | None = None
-    options: dict[str, Any] | None = None
-    """foxlib.harness.step_options.StepOptions as a dict."""
+    options: StepOptions | None = None
     cublas_workspace: str | None = None
     """A CUBLAS_WORKSPACE_CONFIG value such as ":16:8"."""
+
+    PARTS = {"options": StepOptions}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TftRun":
+        """Sparse's; an unknown step option (StepOptions.from_dict's ValueError) is a TypeError, as another part's
+        unknown key is, which WaveMeasurement.from_dict refuses naming the file."""
+        try:
+            return super().from_dict(d)
+        except ValueError as exc:
+            raise TypeError(f"options: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True)
