@@ -57,8 +57,9 @@ def test_the_harness_states_the_step_options_where_not_the_defaults():
     plain = harness_config(cfg, max_steps=6, eval_every=3, patience=2, val_windows=32)
     fused = harness_config(cfg, max_steps=6, eval_every=3, patience=2, val_windows=32,
                            options=StepOptions(adam="fused"))
-    assert plain.step_options is None and fused.step_options == StepOptions(adam="fused").to_dict()
+    assert plain.step_options is None and fused.step_options == StepOptions(adam="fused")
     assert list(fused.to_dict())[-1] == "step_options" and "step_options" not in plain.to_dict()
+    assert fused.to_dict()["step_options"] == {**StepOptions().to_dict(), "adam": "fused"}  # every option, as stored
 
 
 def test_accuracy_config_applies_the_harness():

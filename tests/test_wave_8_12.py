@@ -244,7 +244,7 @@ def test_the_committed_measurements_load(path):
         assert s.peak_bytes == m.memory[s.name].peak
         assert s.step_samples_s == m.timing[s.name].samples
         # the options typed (StepOptions), stated as results.json holds them: {} where all are the defaults
-        assert s.options == StepOptions.from_dict(m.strategies[s.name].options)
+        assert s.options == (m.strategies[s.name].options or StepOptions())
         assert s.stated_options == ({} if m.strategies[s.name].options is None else s.options.to_dict())
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
@@ -279,11 +279,12 @@ def test_the_committed_measurement_reads_typed(device):
     h = data["accuracy_harness"]
     assert isinstance(m.accuracy_harness, HarnessSettings) and m.accuracy_harness.target == h["target"]
     assert m.accuracy_harness.concurrent_runs == h["concurrent_runs"] and m.accuracy_harness.min_skill == 0.02
-    # each run's own harness too: its step options where not the defaults (as stored), the record's min_skill
+    # each run's own harness too: its step options (typed) where not the defaults, the record's min_skill
     runs = [(n, r) for n, rs in m.accuracy_runs.items() for r in rs]
     assert all(isinstance(r.harness, HarnessSettings) and r.harness.min_skill == 0.02 for _, r in runs)
+    stored = {n: rs[0]["harness"].get("step_options") for n, rs in data["accuracy_runs"].items()}
     assert {n: r.harness.step_options for n, r in runs} == {
-        n: rs[0]["harness"].get("step_options") for n, rs in data["accuracy_runs"].items()}
+        n: o and StepOptions.from_dict(o) for n, o in stored.items()} and (device == "cpu" or any(stored.values()))
     rec = typed(m)
     assert all(a.min_skill == 0.02 for rs in rec.accuracy_runs.values() for a in rs)
     if device == "h200":  # the knob measured in fresh processes, and a resumed run
@@ -314,6 +315,7 @@ def _each_harness(runs, broken):
     ("same_function", lambda d: {**d, "CUDA graph": {"error": "needs a CUDA device"}}),  # without its variant
     ("accuracy_runs", lambda d: _each_harness(d, _bogus)),
     ("accuracy_runs", lambda d: _each_harness(d, _without("min_skill"))),
+    ("strategies", lambda d: {n: {**s, "options": {**(s.get("options") or {}), "bogus": True}} for n, s in d.items()}),
 ])
 def test_a_part_with_a_key_too_many_or_too_few_is_refused_naming_the_file(part, broken):
     data = committed("h200", "8.12")
@@ -327,8 +329,8 @@ def test_the_accuracy_harness_writes_back_its_optional_settings_only_where_held(
     older = _without("concurrent_runs")(h)  # made before the runs sharing the device were recorded
     assert HarnessSettings.from_dict(older).concurrent_runs is None
     assert HarnessSettings.from_dict(older).to_dict() == older
-    fused = {**older, "step_options": {"adam": "fused"}, "concurrent_runs": 2}
-    assert HarnessSettings.from_dict(fused).step_options == {"adam": "fused"}
+    fused = {**older, "step_options": StepOptions(adam="fused").to_dict(), "concurrent_runs": 2}
+    assert HarnessSettings.from_dict(fused).step_options == StepOptions(adam="fused")
     assert list(HarnessSettings.from_dict(fused).to_dict().items()) == list(fused.items())
 
 

@@ -193,13 +193,13 @@ class WaveMeasurement:
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong, a malformed part
-        (KeyError, TypeError) included."""
+        (a KeyError, a TypeError, a part's own ValueError) included."""
         names = cls.keys()
         nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
         check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), cls.required(), names, nullable, source)
         try:
             return cls(**d | cls.typed_parts(d))
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: a part of this wave {cls.WAVE} measurement is malformed "
                              f"({type(exc).__name__}: {exc})") from None
 

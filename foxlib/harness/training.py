@@ -109,8 +109,7 @@ def accuracy_config(preset: str, *, batch_size: int = HARNESS["batch_size"], lr:
 @dataclass(frozen=True)
 class HarnessSettings(Sparse):
     """Every setting an accuracy run depends on (harness_config), as each run and a wave's accuracy_harness store
-    them: the step options where not the defaults (train_tft; a dict, as stored: a measurement made before cudnn,
-    compile and cpp_wrapper existed names three), the runs sharing the device (foxlib.harness.parallel_training;
+    them: the step options where not the defaults (train_tft), the runs sharing the device (foxlib.harness.parallel_training;
     absent in a measurement made before it recorded them)."""
     target: str
     tft_config: dict[str, Any]
@@ -122,8 +121,9 @@ class HarnessSettings(Sparse):
     min_skill: float
     selection: str
     naive_forecast: str
-    step_options: dict[str, Any] | None = None
+    step_options: StepOptions | None = None
     concurrent_runs: int | None = None
+    PARTS = {"step_options": StepOptions}
 
 
 def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
@@ -133,7 +133,7 @@ def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: i
     return HarnessSettings(target, asdict(cfg), max_steps, eval_every, patience, val_windows, grad_clip, min_skill,
                            "best validation quantile loss among the evaluations (early stopping)",
                            "climatology: the training windows' empirical quantiles of the target",
-                           None if options.is_default else options.to_dict())
+                           None if options.is_default else options)
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,9 @@ class StrategyRun(Sparse):
     seed_guess: str | None
     changes_numerics: bool
     cuda_graph: bool
-    options: dict[str, Any] | None = None
-    """foxlib.harness.step_options.StepOptions as a dict, as stored (a measurement made before cudnn, compile and
-    cpp_wrapper existed names three: the H200 fp32-baseline-memory variant); absent (None) where every option is
-    the default. Measurement812 reads it typed (StrategyResult.options)."""
+    options: StepOptions | None = None
+    """Absent (None) where every option is the default."""
+    PARTS = {"options": StepOptions}
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ class Measurement812:
                 step_samples_s=m.timing[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
-                cuda_graph=info.cuda_graph, options=StepOptions.from_dict(info.options),
+                cuda_graph=info.cuda_graph, options=info.options or StepOptions(),
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m.base_config), dict(m.device),
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),

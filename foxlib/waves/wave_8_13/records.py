@@ -249,15 +249,6 @@ class TftRun(Sparse):
 
     PARTS = {"options": StepOptions}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TftRun":
-        """Sparse's; an unknown step option (StepOptions.from_dict's ValueError) is a TypeError, as another part's
-        unknown key is, which WaveMeasurement.from_dict refuses naming the file."""
-        try:
-            return super().from_dict(d)
-        except ValueError as exc:
-            raise TypeError(f"options: {exc}") from None
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelRun(Record):
