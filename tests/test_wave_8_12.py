@@ -25,7 +25,7 @@ HARNESS_SETTINGS = harness_config(MODELS["tft"].preset("small"), max_steps=1, ev
 
 
 def hand_measurement(rows):
-    """A typed, checked measurement (records.Measurement, the runner's header included) with strategies (name,
+    """A typed, checked measurement (records.Measurement, the header included) with strategies (name,
     precision, peak MB, step s, quantile loss, own runs?); every round's step takes the same time (so each ratio's
     interval is that ratio, exactly)."""
     m = {"wave": "8.12", "measured_at": "2026-01-01T00:00:00+00:00", "measure_parameters": {"preset": "seed"},
@@ -426,9 +426,10 @@ def test_a_stopped_measurement_resumes_from_its_checkpoint(tmp_path, monkeypatch
     assert list(kept) == ["memory", "timing", "claim_runs", "floors", "cublas_workspace"]
     monkeypatch.undo()
     m = measuring.measure(**tiny, checkpoint_path=str(path))
-    assert m["timing"] == kept["timing"] and m["memory"] == kept["memory"]["memory"]
-    assert m["resumed"]["parts"] == list(kept)
-    assert set(m["accuracy_runs"]) == {"fp32 (baseline)"} and m["same_function"] == {}
+    d = json.loads(json.dumps(m.to_dict()))
+    assert d["timing"] == kept["timing"] and d["memory"] == kept["memory"]["memory"]
+    assert m.resumed.parts == list(kept)
+    assert set(m.accuracy_runs) == {"fp32 (baseline)"} and m.same_function == {}
     assert list(json.loads(path.read_text())["parts"])[-2:] == ["accuracy", "same_function"]
     with pytest.raises(ValueError, match="parameters differ"):
         measuring.measure(**{**tiny, "timing_repeats": 3}, checkpoint_path=str(path))
