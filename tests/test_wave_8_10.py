@@ -315,7 +315,7 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
     m = measuring.measure(**params)
     assert type(m) is records.Measurement  # typed and checked, with the header
-    assert (m.wave, m.measure_parameters, m.device["type"], m.device["short"]) == ("8.10", params, "cpu", "cpu")
+    assert (m.wave, m.measure_parameters, m.device.type, m.device.short) == ("8.10", params, "cpu", "cpu")
     assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
     assert all(v.profile.peak > 0 for v in m.target_state.values())
     predicted = source == "predicted"

@@ -41,10 +41,8 @@ def measured_revision(measurement: Mapping[str, Any] | WaveMeasurement) -> str |
     """The revision a measurement was made at: a results or benchmark file's measured_at_revision, else its
     environment's git_revision (a measurement.json, as data or typed: WaveMeasurement, which holds only that)."""
     if isinstance(measurement, WaveMeasurement):
-        stated, environment = None, measurement.environment
-    else:
-        stated, environment = measurement.get("measured_at_revision"), measurement.get("environment")
-    return stated or (environment or {}).get("git_revision")
+        return measurement.environment.git_revision
+    return measurement.get("measured_at_revision") or (measurement.get("environment") or {}).get("git_revision")
 
 
 def measures(record: type[M]) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., M]]:

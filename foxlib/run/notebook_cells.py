@@ -71,7 +71,7 @@ def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] 
     from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
-    return kind(wave_id, params, measurement.measure_parameters, measurement.device["type"])
+    return kind(wave_id, params, measurement.measure_parameters, measurement.device.type)
 
 
 def _value(v: Any) -> str:
@@ -133,7 +133,7 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
     return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
             f'<h2 style="color:{colour};margin:0">Verdict: {v}</h2>'
             f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
-            f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}, <code>{html.escape(dev.get('short', ''))}"
+            f"<b>{html.escape(dev.name)}</b> ({html.escape(dev.type)}, <code>{html.escape(dev.short)}"
             f"</code>) · {measurement.measured_at} · measured at revision "
             f"<code>{measured_html}</code>, rendered at <code>{rendered_html}</code></p>"
             + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, Sparse, WaveMeasurement, plain, readable_version, typed
+from foxlib.core.schema import Device, Record, Sparse, WaveMeasurement, plain, readable_version, typed
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence, FailedCheck
 from foxlib.harness.floors import Floors
@@ -185,7 +185,7 @@ class Measurement812:
     Built from the typed measurement (`from_measurement`) or read back from its own JSON (`from_dict`)."""
     strategies: tuple[StrategyResult, ...]
     base_config: dict[str, Any]
-    device: dict[str, Any]
+    device: Device
     n_parameters: int  # of the fp32 baseline's model
     skipped: dict[str, str] = field(default_factory=dict)
     baseline: str = BASELINE
@@ -257,7 +257,7 @@ class Measurement812:
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
                 cuda_graph=info.cuda_graph, options=StepOptions.from_dict(info.options),
                 workspace_bytes=workspaces[name]))
-        return cls(tuple(out), dict(m.base_config), dict(m.device),
+        return cls(tuple(out), dict(m.base_config), m.device,
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),
                    claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
@@ -275,7 +275,8 @@ class Measurement812:
         """From to_dict()'s data: the records typed (typed(); claim_runs and accuracy_runs, a list of records per
         name, here)."""
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        return cls(**d | typed({"strategies": StrategyResult, "workspace_knob": KnobResult, "floors": Floors},
+        return cls(**d | typed({"device": Device, "strategies": StrategyResult, "workspace_knob": KnobResult,
+                                "floors": Floors},
                                {"same_function": Equivalence}, d) | {
             n: {k: tuple(map(part.from_dict, rs)) for k, rs in d[n].items()}
             for n, part in (("claim_runs", RatioInterval), ("accuracy_runs", AccuracyRun))})
