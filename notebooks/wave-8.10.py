@@ -81,7 +81,7 @@ display(Markdown(f"Configuration: `{m.tft.config}`, Adam at learning rate {m.tft
 # %%
 notebook.figure(charts.breakdown(profile, budgets["tft"], f"TFT training step, {params['precision']}, "
                                        f"batch {m.tft.config['batch_size']}, sequence {m.tft.config['encoder_length']} "
-                                       f"— {m.device['name']}"))
+                                       f"— {m.device.name}"))
 
 # %% [markdown]
 # ## Where the activations go
@@ -99,8 +99,8 @@ notebook.figure(charts.activations_by_module(profile.activations_by_module,
 
 # %%
 pairs = m.prediction_pairs()
-display(notebook.table(prediction.compare(*pairs["tft"], m.device["type"])))
-predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
+display(notebook.table(prediction.compare(*pairs["tft"], m.device.type)))
+predicted = prediction.summary(pairs, m.device.type)  # measured against predicted, per category
 display(notebook.table(predicted))
 
 # %% [markdown]
@@ -152,7 +152,7 @@ if m.ensemble:
     totals = analysis.ensemble_totals(m)
     profiles = {k: v.profile for k, v in m.models.items()}
     notebook.figure(charts.ensemble(profiles, totals, budgets["ensemble"]["card_mb"],
-                                    f"Ensemble training memory — {m.device['name']}"))
+                                    f"Ensemble training memory — {m.device.name}"))
 else:
     display(Markdown("The ensemble was not profiled in this run (`ensemble=False`)."))
 

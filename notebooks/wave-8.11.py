@@ -88,7 +88,7 @@ if m.accuracy_preset != m.measure_parameters.get("preset", "seed"):
 display(notebook.table(tables.memory_table(m)))
 notebook.figure(charts.precision_memory(m.memory["tft"], budgets["tft"]["peak_training_mb"],
                                         {"fp16": seed_claims.FP16_EXPECTED_PEAK_MB},
-                                        f"TFT training step by precision — {m.device['name']}"))
+                                        f"TFT training step by precision — {m.device.name}"))
 
 # %% [markdown]
 # ### Why mixed precision does not halve the memory
@@ -110,7 +110,7 @@ display(notebook.table(tables.models_table(m)))
 
 # %%
 pairs = m.prediction_pairs()
-predicted = prediction.summary(pairs, m.device["type"])  # measured against predicted, per category
+predicted = prediction.summary(pairs, m.device.type)  # measured against predicted, per category
 display(notebook.table(predicted))
 
 # %% [markdown]
@@ -119,7 +119,7 @@ display(notebook.table(predicted))
 # %%
 display(notebook.table(tables.speed_table(m)))
 ratios = analysis.speed_ratios(m)
-notebook.figure(charts.step_time_ratios(ratios, f"TFT training step time relative to fp32 — {m.device['name']}"),
+notebook.figure(charts.step_time_ratios(ratios, f"TFT training step time relative to fp32 — {m.device.name}"),
                 *tables.speed_figure_text(ratios))
 
 # %% [markdown]

@@ -157,7 +157,7 @@ front = analysis.pareto(record)
 display(Markdown("Pareto front (no other strategy is both lighter and faster per training window, by median): "
                  + ", ".join(front)))
 notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"], budgets["speed"]["max_slowdown"],
-                              recommended["strategy"], f"TFT strategies — {record.device['name']}"))
+                              recommended["strategy"], f"TFT strategies — {record.device.name}"))
 
 # %% [markdown]
 # ## Where the peak is: live memory through one step
@@ -179,7 +179,7 @@ runs = m.timelines or {}
 own = own_timelines(runs)
 shown = [s for s in own.values() if s is not None]
 if shown:
-    tf = timeline_chart(shown, f"TFT step, its own live memory — {record.device['name']}",
+    tf = timeline_chart(shown, f"TFT step, its own live memory — {record.device.name}",
                         budget_bytes=int(budgets["tft"]["peak_training_mb"] * 10**6))
     display(HTML(tf.to_html()))
     import matplotlib.pyplot as plt
@@ -199,7 +199,7 @@ else:
 
 # %%
 pairs = m.prediction_pairs()
-predicted = prediction.summary(pairs, record.device["type"])  # measured against predicted, per category
+predicted = prediction.summary(pairs, record.device.type)  # measured against predicted, per category
 display(notebook.table(predicted))
 
 # %%

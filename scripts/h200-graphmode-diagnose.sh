@@ -43,7 +43,7 @@ if v == "uncapped":
     torch.cuda.set_per_process_memory_fraction = lambda *a, **k: None
 try:
     out = measure(tft_config=os.environ["TFT"], steps=3, inference_repeats=5)
-    print(v, "ok:", out.get("graph_mode"), "training oom", out["training"]["oom"], "inference oom", out["inference"]["oom"])
+    print(v, "ok:", out.graph_mode, "training oom", out.training.oom, "inference oom", out.inference.oom)
 except Exception as exc:  # noqa: BLE001 - the point is to see it
     print(v, "FAILED:", type(exc).__name__, str(exc)[:200])
     print("".join(traceback.format_exc().splitlines(True)[-16:]))

@@ -21,9 +21,8 @@ CAP = 5_000_000  # bytes: a few of the small ensemble's steps fit, Mamba-2's doe
 
 
 def _measure(**params):
-    """measurement.json's data of a tiny run (measuring.measure, stamped as a notebook stamps it)."""
-    from foxlib.run import notebook_cells
-    return notebook_cells.measure("8.13", {**TINY, **params}).to_dict()
+    """measurement.json's data of a tiny run (measuring.measure's record, as written)."""
+    return measuring.measure(**TINY, **params).to_dict()
 
 
 def _typed(m):

@@ -63,16 +63,17 @@ def test_finish_writes_the_run_kind(m, clean, tmp_path):
 
 def test_banner_shows_revisions_and_device(m, clean):
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
-    assert (f"measured at revision <code>{m.environment['git_revision']}</code>, rendered at <code>feed123</code>"
+    assert (f"measured at revision <code>{m.environment.git_revision}</code>, rendered at <code>feed123</code>"
             in banner)
-    assert m.device["name"] in banner and f" · {m.measured_at} · " in banner and "<code>cpu</code>" in banner
+    assert m.device.name == "AMD EPYC" and m.device.name in banner
+    assert f" · {m.measured_at} · " in banner and "<code>cpu</code>" in banner
     assert "uncommitted" not in banner and "Variant" not in banner
 
 
 def test_banner_names_the_measured_revision_results_json_names(m, clean, monkeypatch):
     """One definition of the revision a measurement was made at (results.measured_revision), for the typed
     measurement the banner reads as for the data results.json is built from."""
-    m = dataclasses.replace(m, environment={**m.environment, "git_revision": "cafe456"})
+    m = dataclasses.replace(m, environment=dataclasses.replace(m.environment, git_revision="cafe456"))
     assert results.measured_revision(m) == results.measured_revision(m.to_dict()) == "cafe456"
     assert "measured at revision <code>cafe456</code>" in notebook.verdict_banner("8.10", [], m)
     monkeypatch.setattr(results, "measured_revision", lambda measurement: "0ne0def")

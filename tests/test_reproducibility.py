@@ -13,17 +13,16 @@ PROFILE_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "pe
 def test_second_run_gives_the_same_figures_and_verdict(tiny_8_10):
     """The measurement made again, here, with the parameters the notebook measured with (its
     measure_parameters): the same figures, checks and verdict as the notebook's run wrote. The second
-    measurement is the one the notebook makes (notebook_cells.measure), in this process rather than in a
+    measurement is the one the notebook makes (the wave's measure()), in this process rather than in a
     second papermill run (the notebook's path is tiny_8_10's)."""
     from foxlib.core import results
     from foxlib.core.budgets import load_budgets, verdict
-    from foxlib.run import notebook_cells
-    from foxlib.waves.wave_8_10 import analysis, records
+    from foxlib.waves.wave_8_10 import analysis, measuring, records
     first = json.loads((tiny_8_10 / "results.json").read_text())
     m1 = json.loads((tiny_8_10 / "measurement.json").read_text())
     assert m1["measure_parameters"] == {**m1["measure_parameters"], **TINY_8_10}
-    again = notebook_cells.measure("8.10", m1["measure_parameters"])
-    assert type(again) is records.Measurement
+    again = measuring.measure(**m1["measure_parameters"])
+    assert type(again) is records.Measurement and again.measure_parameters == m1["measure_parameters"]
     checks = analysis.checks(again, load_budgets())
     second = json.loads(json.dumps(results.build("8.10", first["parameters"], again.to_dict(), checks)))
     assert first["checks"] == second["checks"]

@@ -136,6 +136,8 @@ def _edit(data, path, value):
     (("tft",), KeyError, "lacks tft"),
     (("tft", "profile", "activations_by_module"), KeyError, "malformed (TypeError: MemoryProfile.__init__() missing"),
     (("environment",), KeyError, "lacks environment"),
+    (("environment", "torch"), KeyError, "malformed (TypeError: Environment.__init__() missing 1 required keyword"),
+    (("device", "memory"), 1, "malformed (TypeError: Device.__init__() got an unexpected keyword argument 'memory'"),
     (("wave",), "8.11", "is not a wave 8.10 measurement"),
     (("measure_parameters", "batch_size"), "lots", "must be int"),
     (("measure_parameters", "batch_size"), -3, "'batch_size' must be at least 1"),
@@ -162,7 +164,7 @@ def test_every_committed_measurement_passes():
     assert len(paths) >= 10  # 4 waves on 2 devices, and the H200's variants
     for path in paths:
         wave = path.parent.name.removeprefix("wave-")[:4]
-        assert preflight.check_measurement(wave, path)["wave"] == wave, path
+        assert preflight.check_measurement(wave, path).wave == wave, path
 
 
 def test_every_committed_measurement_is_in_its_records_form(tmp_path):

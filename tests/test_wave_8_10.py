@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+from foxlib.core import results
 from foxlib.core.config import MB, ROOT
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_10 import analysis, measuring, records, tables
@@ -309,12 +310,12 @@ def test_target_state_is_predicted_only_where_the_cpu_has_no_fp16_kernels(monkey
     from foxlib.core.budgets import load_budgets
     from foxlib.memory.cpu_support import KernelSpeed
     from foxlib.report import ledger
-    from foxlib.run import notebook_cells
     from foxlib.waves.wave_8_10 import measuring
     monkeypatch.setattr(measuring, "kernel_speed", lambda p: KernelSpeed(p, 31.9, "AVX2"))
     params = {**TINY_8_10, "second_opinion": False, "target_state_slow": choice}
-    m = notebook_cells.measure("8.10", params)
-    assert type(m) is records.Measurement  # typed and checked
+    m = measuring.measure(**params)
+    assert type(m) is records.Measurement  # typed and checked, with the header
+    assert (m.wave, m.measure_parameters, m.device.type, m.device.short) == ("8.10", params, "cpu", "cpu")
     assert {v.source for v in m.target_state.values()} == {source} and set(m.target_state) == set(m.models)
     assert all(v.profile.peak > 0 for v in m.target_state.values())
     predicted = source == "predicted"
@@ -347,15 +348,20 @@ def test_measure_keeps_a_measurement_it_cannot_read_back_and_names_it(tmp_path, 
     from foxlib.run.cli import main
     data = committed("cpu", "8.10")
     monkeypatch.setenv("FOXLIB_ALLOW_DIRTY", "1")
-    header = ("wave", "measured_at", "measure_parameters")  # the runner's (notebook_cells.measure)
-    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in data.items() if k not in header}
-                        | {"tft": None})
+    header = ("wave", "measured_at", "measure_parameters")  # results.measures'
+    measures = results.measures(records.Measurement)  # the wave's data, as its measure() is made of it
+    monkeypatch.setattr(measuring, "measure", measures(lambda **kw: {k: v for k, v in data.items() if k not in header}
+                                                       | {"tft": None}))
     out = tmp_path / "wave-8.10.json"
     assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 2
-    assert str(out) in capsys.readouterr().err and json.loads(out.read_text())["tft"] is None
+    kept = json.loads(out.read_text())
+    assert str(out) in capsys.readouterr().err and kept["tft"] is None
+    assert kept["wave"] == "8.10" and kept["measure_parameters"]["preset"] == "small"  # with its header
     # a measurement that reads back is written as its record writes it (to_dict: measurement.json's order)
-    monkeypatch.setattr(measuring, "measure", lambda **kw: {k: v for k, v in data.items() if k not in header})
+    monkeypatch.setattr(measuring, "measure", measures(lambda **kw: {k: v for k, v in data.items() if k not in header}))
     assert main(["measure", "--wave", "8.10", "-p", "preset=small", "--out", str(out), "--force"]) == 0
     written = json.loads(out.read_text())
     assert list(written) == list(data) and {k: v for k, v in written.items() if k not in header} == {
         k: v for k, v in data.items() if k not in header}
+    assert written["measure_parameters"] == kept["measure_parameters"]
+    assert "measurements" not in kept["measure_parameters"]  # the runner's own parameters are not the wave's

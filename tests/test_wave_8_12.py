@@ -9,6 +9,7 @@ import torch
 
 from foxlib.core.budgets import load_budgets
 from foxlib.core.config import MB
+from foxlib.core.schema import Device
 from foxlib.harness.floors import floors
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import RatioInterval, Timing
@@ -25,11 +26,13 @@ HARNESS_SETTINGS = harness_config(MODELS["tft"].preset("small"), max_steps=1, ev
 
 
 def hand_measurement(rows):
-    """A typed, checked measurement (records.Measurement, the runner's header included) with strategies (name,
+    """A typed, checked measurement (records.Measurement, the header included) with strategies (name,
     precision, peak MB, step s, quantile loss, own runs?); every round's step takes the same time (so each ratio's
     interval is that ratio, exactly)."""
     m = {"wave": "8.12", "measured_at": "2026-01-01T00:00:00+00:00", "measure_parameters": {"preset": "seed"},
-         "device": {"type": "cpu", "name": "test", "short": "cpu"}, "environment": {"torch": "test"},
+         "device": {"type": "cpu", "name": "test", "short": "cpu"},
+         "environment": {"python": "3.11.7", "torch": "test", "cuda": None, "platform": "test",
+                         "git_revision": "abc1234"},
          "base_config": {"batch_size": 32, "encoder_length": 60},
          "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
          "accuracy_source": {}, "claim_runs": {"skipped_all": "not asked"},
@@ -160,7 +163,8 @@ def _run(seed, loss, skill=0.1):
 
 def _record(*strategies):
     return records.Measurement812(strategies=(_sr(BASELINE, 1200, (1.0, 1.0, 1.0)), *strategies),
-                               base_config={"batch_size": 32, "encoder_length": 60}, device={"type": "cpu"},
+                               base_config={"batch_size": 32, "encoder_length": 60},
+                               device=Device("cpu", "test", "cpu"),
                                n_parameters=1_000_000, accuracy_runs={BASELINE: (_run(0, 1.0), _run(1, 1.02))},
                                floors=floors(1_000_000, None, "test"))
 
@@ -428,9 +432,10 @@ def test_a_stopped_measurement_resumes_from_its_checkpoint(tmp_path, monkeypatch
     assert list(kept) == ["memory", "timing", "claim_runs", "floors", "cublas_workspace"]
     monkeypatch.undo()
     m = measuring.measure(**tiny, checkpoint_path=str(path))
-    assert m["timing"] == kept["timing"] and m["memory"] == kept["memory"]["memory"]
-    assert m["resumed"]["parts"] == list(kept)
-    assert set(m["accuracy_runs"]) == {"fp32 (baseline)"} and m["same_function"] == {}
+    d = json.loads(json.dumps(m.to_dict()))
+    assert d["timing"] == kept["timing"] and d["memory"] == kept["memory"]["memory"]
+    assert m.resumed.parts == list(kept)
+    assert set(m.accuracy_runs) == {"fp32 (baseline)"} and m.same_function == {}
     assert list(json.loads(path.read_text())["parts"])[-2:] == ["accuracy", "same_function"]
     with pytest.raises(ValueError, match="parameters differ"):
         measuring.measure(**{**tiny, "timing_repeats": 3}, checkpoint_path=str(path))

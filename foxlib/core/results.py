@@ -1,13 +1,15 @@
-"""results.json, the machine-readable outcome of a wave (build), and measurement.json beside it."""
+"""results.json, the machine-readable outcome of a wave (build), and measurement.json beside it (a wave's measure():
+measures)."""
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.critical_path import WAVES
@@ -16,6 +18,7 @@ from foxlib.core.schema import WaveMeasurement
 RESULTS_FILE = "results.json"
 MEASUREMENT_FILE = "measurement.json"
 SCHEMA_VERSION = 2  # 2: measured_at_revision, rendered_at_revision, depends_on
+M = TypeVar("M", bound=WaveMeasurement)
 
 
 def json_safe(obj: Any) -> Any:
@@ -38,10 +41,30 @@ def measured_revision(measurement: Mapping[str, Any] | WaveMeasurement) -> str |
     """The revision a measurement was made at: a results or benchmark file's measured_at_revision, else its
     environment's git_revision (a measurement.json, as data or typed: WaveMeasurement, which holds only that)."""
     if isinstance(measurement, WaveMeasurement):
-        stated, environment = None, measurement.environment
-    else:
-        stated, environment = measurement.get("measured_at_revision"), measurement.get("environment")
-    return stated or (environment or {}).get("git_revision")
+        return measurement.environment.git_revision
+    return measurement.get("measured_at_revision") or (measurement.get("environment") or {}).get("git_revision")
+
+
+def measures(record: type[M]) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., M]]:
+    """Makes a wave's data-producing function (its parameters by keyword, returning measurement.json's data but the
+    header) the wave's measure(**parameters, keep=None): `record` (its records.Measurement) of the header (wave,
+    measured_at, measure_parameters: the parameters as given) and that data, checked as its file is read (json_safe:
+    NaN null), so that measured now and loaded read alike. keep: where the data is written as measured if the check
+    refuses it (`python -m foxlib measure`: a long GPU run is not lost, and the error names the file)."""
+    def decorate(produce: Callable[..., dict[str, Any]]) -> Callable[..., M]:
+        @functools.wraps(produce)
+        def measure(*, keep: Path | None = None, **parameters: Any) -> M:
+            started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+            data = json_safe({"wave": record.WAVE, "measured_at": started, "measure_parameters": parameters,
+                              **produce(**parameters)})
+            try:
+                return record.from_dict(data, str(keep or "the measurement"))
+            except ValueError:
+                if keep:
+                    write_json(keep, data)
+                raise
+        return measure
+    return decorate
 
 
 def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], checks: list[Check],

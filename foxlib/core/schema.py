@@ -143,12 +143,35 @@ class Sparse(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Device(Sparse):
+    """Where a wave was measured (foxlib.memory.devices.describe): its type (one of DEVICE_TYPES), name and the short
+    name its reports are filed under; a GPU's memory and compute capability, or the CPU's torch threads."""
+    type: str
+    name: str
+    short: str
+    total_memory_bytes: int | None = None  # CUDA only
+    capability: str | None = None  # CUDA only: "major.minor"
+    threads: int | None = None  # the CPU only
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Environment(Sparse):
+    """What a wave was measured with (foxlib.memory.devices.environment): versions, platform and revision."""
+    python: str
+    torch: str
+    cuda: str | None  # torch's CUDA version; None in a CPU build
+    platform: str
+    driver: str | None = None  # the GPU driver (NVML): absent where there is no GPU or NVML does not say
+    git_revision: str | None  # foxlib.core.provenance.git_revision; None if unknown
+
+
+@dataclasses.dataclass(frozen=True)
 class WaveMeasurement:
-    """A wave's measurement.json, typed: the runner's header, then the fields a subclass declares
-    (`class Measurement(WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and
-    written by plain(). from_dict runs check_plain: every field present (but one with a default, which an absent key
-    reads as; to_dict leaves it out when it holds that default: written, Sparse's rule), null only where Optional,
-    no other key."""
+    """A wave's measurement.json, typed: the header (wave, measured_at and measure_parameters: foxlib.core.results
+    .measures; device and environment: records), then the fields a subclass declares (`class Measurement(
+    WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and written by plain().
+    from_dict runs check_plain: every field present (but one with a default, which an absent key reads as; to_dict
+    leaves it out when it holds that default: written, Sparse's rule), null only where Optional, no other key."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
@@ -156,8 +179,8 @@ class WaveMeasurement:
     wave: str
     measured_at: str
     measure_parameters: dict[str, Any]
-    device: dict[str, Any]
-    environment: dict[str, Any]
+    device: Device
+    environment: Environment
     schema_version: int
 
     def __init_subclass__(cls, wave: str = "", version: int = 0, **kwargs: Any) -> None:
@@ -198,7 +221,8 @@ class WaveMeasurement:
         nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
         check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), cls.required(), names, nullable, source)
         try:
-            return cls(**d | cls.typed_parts(d))
+            return cls(**d | {"device": Device.from_dict(d["device"]),
+                              "environment": Environment.from_dict(d["environment"])} | cls.typed_parts(d))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: a part of this wave {cls.WAVE} measurement is malformed "
                              f"({type(exc).__name__}: {exc})") from None

@@ -54,7 +54,9 @@ def environment() -> dict:
            "cuda": torch.version.cuda, "platform": platform.platform()}
     if torch.cuda.is_available():
         from foxlib.memory.cuda import nvml_view
-        env["driver"] = nvml_view(torch.device("cuda")).get("driver")
+        driver = nvml_view(torch.device("cuda")).get("driver")
+        if driver:  # absent where NVML does not say (foxlib.core.schema.Environment)
+            env["driver"] = driver
     from foxlib.core.provenance import git_revision
     env["git_revision"] = git_revision()  # FOXLIB_GIT_REVISION on a copy of the tree without .git
     return env

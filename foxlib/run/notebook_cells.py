@@ -1,7 +1,6 @@
 """The few calls every wave notebook makes, so notebooks stay thin."""
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import html
 from pathlib import Path
@@ -72,7 +71,7 @@ def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] 
     from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
-    return kind(wave_id, params, measurement.measure_parameters, measurement.device["type"])
+    return kind(wave_id, params, measurement.measure_parameters, measurement.device.type)
 
 
 def _value(v: Any) -> str:
@@ -80,21 +79,12 @@ def _value(v: Any) -> str:
 
 
 def measure(wave_id: str, params: dict[str, Any], keep: Path | None = None) -> WaveMeasurement:
-    """Run the wave's measurement here with the notebook's parameters (the imports settled first: settle_imports):
-    its records.Measurement of the runner's header (wave, measured_at, measure_parameters) and the wave's data,
-    checked as its file is read (json_safe: NaN null), so that measured now and loaded read alike. `keep`: where the data
-    is written as measured if the check refuses it (`foxlib measure`: a GPU run is not lost, and the error names it)."""
+    """The wave's measure() with the notebook's parameters but the runner's own (RUN_PARAMETERS), the imports settled
+    first (settle_imports): its records.Measurement, checked, the data kept at `keep` if refused
+    (foxlib.core.results.measures)."""
     settle_imports()
     kwargs = {k: v for k, v in params.items() if k not in RUN_PARAMETERS}
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    data = results.json_safe({"wave": wave_id, "measured_at": started, "measure_parameters": kwargs,
-                              **get_wave(wave_id).part("measuring").measure(**kwargs)})
-    try:
-        return get_wave(wave_id).part("records").Measurement.from_dict(data, str(keep or "the measurement"))
-    except ValueError:
-        if keep:
-            results.write_json(keep, data)
-        raise
+    return get_wave(wave_id).part("measuring").measure(keep=keep, **kwargs)
 
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> WaveMeasurement:
@@ -143,7 +133,7 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
     return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
             f'<h2 style="color:{colour};margin:0">Verdict: {v}</h2>'
             f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
-            f"<b>{html.escape(dev['name'])}</b> ({html.escape(dev['type'])}, <code>{html.escape(dev.get('short', ''))}"
+            f"<b>{html.escape(dev.name)}</b> ({html.escape(dev.type)}, <code>{html.escape(dev.short)}"
             f"</code>) · {measurement.measured_at} · measured at revision "
             f"<code>{measured_html}</code>, rendered at <code>{rendered_html}</code></p>"
             + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")

@@ -14,6 +14,7 @@ from typing import Any
 from foxlib.core import results
 from foxlib.core.budgets import load_budgets
 from foxlib.core.critical_path import get_wave
+from foxlib.core.schema import WaveMeasurement
 from foxlib.memory.step import check_precision
 from foxlib.models import MODELS
 
@@ -123,11 +124,11 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
 
 # ----------------------------------------------------------------------------- measurement files
 
-def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> None:
-    """ValueError unless `data` is a wave `wave_id` measurement this code can render: its type's own check
-    (the wave's Measurement.from_dict), then the parameters it was made with and the
+def check_measurement_data(wave_id: str, data: Any, source: str = "the measurement") -> WaveMeasurement:
+    """The wave's records.Measurement of `data`; a ValueError unless it is a wave `wave_id` measurement this code can
+    render: its type's own check (the wave's Measurement.from_dict), then the parameters it was made with and the
     files it cites."""
-    get_wave(wave_id).part("records").Measurement.from_dict(data, source)
+    measurement = get_wave(wave_id).part("records").Measurement.from_dict(data, source)
     mp = data.get("measure_parameters") or {}
     if not isinstance(mp, dict):
         raise ValueError(f"{source}: measure_parameters must be an object of the wave's parameters")
@@ -140,17 +141,16 @@ def check_measurement_data(wave_id: str, data: Any, source: str = "the measureme
     if data.get("depends_on"):
         from foxlib.core import provenance
         provenance.verify(data["depends_on"])
+    return measurement
 
 
-def check_measurement(wave_id: str, path: str | Path) -> dict[str, Any]:
-    """The measurement file at `path`, read and checked (check_measurement_data)."""
+def check_measurement(wave_id: str, path: str | Path) -> WaveMeasurement:
+    """The measurement file at `path`, read, checked and typed (check_measurement_data)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"measurement file {path} not found (make one with `python -m foxlib measure "
                          f"--wave {wave_id} --out FILE`)")
-    data = results.read_json(path)
-    check_measurement_data(wave_id, data, str(path))
-    return data
+    return check_measurement_data(wave_id, results.read_json(path), str(path))
 
 
 # ----------------------------------------------------------------------------- memory

@@ -113,13 +113,13 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
         path = Path(first["measurements"]).expanduser().resolve()
         overrides["measurements"] = str(path)
         measurement = preflight.check_measurement(wave.id, path)
-        device_type, device = measurement["device"]["type"], measurement["device"]["short"]
+        device_type, device = measurement.device.type, measurement.device.short
     else:
         dev = resolve_device(first.get("device", "auto"))
         device_type, device = dev.type, short_name(dev)
     params = resolve(declared, overrides, device_defaults(wave.id, device_type))
     preflight.check(wave.id, params)
-    kind = run_kind(wave.id, params, measurement["measure_parameters"] if measurement else None, device_type)
+    kind = run_kind(wave.id, params, measurement.measure_parameters if measurement else None, device_type)
     return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve())
 
 

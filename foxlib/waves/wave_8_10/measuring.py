@@ -1,4 +1,4 @@
-"""Wave 8.10's measurement on a device (plain data, bytes): the TFT's training step profiled (torch.profiler's
+"""Wave 8.10's measurement on a device (records.Measurement, bytes): the TFT's training step profiled (torch.profiler's
 categories as a second opinion), the other models beside it, and the seed's target state (every model in fp16,
 the TFT checkpointed). On a CPU without fp16 matrix-product kernels a checkpointed fp16 TFT step takes minutes:
 there the target state, a memory claim, is predicted on fake tensors by default (`target_state_slow`)."""
@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from foxlib.core.progress import progress
+from foxlib.core.results import measures
 from foxlib.core.schema import plain
 from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
@@ -16,7 +17,7 @@ from foxlib.memory.cpu_support import kernel_speed
 from foxlib.memory.cuda import bare_context
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import ENSEMBLE, MODELS
-from foxlib.waves.wave_8_10.records import SCHEMA_VERSION, SlowKernels
+from foxlib.waves.wave_8_10.records import SCHEMA_VERSION, Measurement, SlowKernels
 
 TARGET_PRECISION = "fp16"
 """The seed's target state: "FP16 + Checkpointing" (DQN 3, PPO 73, Mamba-2 82, TFT 774 MB)."""
@@ -36,6 +37,7 @@ def slow_target(device, choice: str) -> SlowKernels | None:
     return None if speed.fast else SlowKernels(**speed.to_dict(), reason=speed.reason())
 
 
+@measures(Measurement)
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60,
             precision: str = "fp32", device: str = "auto", seed: int = 0, ensemble: bool = True,
             ensemble_preset: str = "seed", snapshot_path: str = "", second_opinion: bool = True,

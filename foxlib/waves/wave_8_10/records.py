@@ -45,7 +45,7 @@ class SlowKernels(Record):
 
 @dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
-    """Wave 8.10's measurement (measure()'s data, with the runner's header)."""
+    """Wave 8.10's measurement (measure()'s data, with its header: foxlib.core.results.measures)."""
     WRITTEN_LAST = ("tft", "ensemble", "target_state")
     tft: ModelMeasurement
     theory: Theory

@@ -1,4 +1,4 @@
-"""Wave 8.11's measurement on a device (plain data, bytes and seconds): every model profiled in each precision,
+"""Wave 8.11's measurement on a device (records.Measurement, bytes and seconds): every model profiled in each precision,
 the TFT's step timed with the precisions alternating, and the TFT trained per precision and seed by the accuracy
 harness (foxlib.harness.training)."""
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
+from foxlib.core.results import measures
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.recipe import timed_step
 from foxlib.harness.timing import time_alternating
@@ -16,7 +17,7 @@ from foxlib.harness.training import HARNESS, accuracy_config, check_target, comp
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.memory.step import PRECISIONS, check_precision
 from foxlib.models import MODELS
-from foxlib.waves.wave_8_11.records import SCHEMA_VERSION
+from foxlib.waves.wave_8_11.records import SCHEMA_VERSION, Measurement
 
 
 def _split(text: str, valid, what: str) -> list[str]:
@@ -35,6 +36,7 @@ def check_precisions(precisions: list[str], candidate: str) -> None:
                          f"got {','.join(precisions)}")
 
 
+@measures(Measurement)
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, precisions: str = "fp32,fp16,bf16",
             candidate: str = "fp16", models: str = "tft,dqn,ppo,mamba2", device: str = "auto", seed: int = 0,
             timing_repeats: int = 15, accuracy_preset: str = "auto", accuracy_seeds: int = 3,

@@ -108,7 +108,7 @@ def recommend_per_class(rec: Measurement812, budgets: dict[str, dict[str, float]
     answers for (foxlib.core.card_classes.classes_for: a GPU's run answers for every GPU class, in memory; its
     speeds are the GPU's own)."""
     return {c.name: {**recommend(rec, budgets, card_class=c), "card_class": c.name, "card_class_title": c.title}
-            for c in classes_for(rec.device["type"])}
+            for c in classes_for(rec.device.type)}
 
 
 def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 alternating in one run (foxlib.harness.timing), one set of accuracy runs per distinct function
 (foxlib.harness.training), the same-function claims checked as numbers (foxlib.harness.equivalence),
 and live-memory timelines of the seed TFT's step (foxlib.harness.timelines). `measure(...)` returns
-plain data (JSON-able, bytes and seconds); records.py types it."""
+records.Measurement (bytes and seconds)."""
 from __future__ import annotations
 
 import dataclasses
@@ -32,10 +32,12 @@ from foxlib.memory.cuda_graph import GraphedStep
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.claim_runs import measure_claim_runs
+from foxlib.waves.wave_8_12.records import Measurement
 from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
 from foxlib.waves.wave_8_12.workspace import measure_knob
 
 
+@results.measures(Measurement)
 def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int = 60, strategies: str = "all",
             device: str = "auto", seed: int = 0, timing_repeats: int = 10, timing_warmup: int = 2,
             accuracy_preset: str = "auto", accuracy_seeds: int = 2, accuracy_steps: int = HARNESS["max_steps"],

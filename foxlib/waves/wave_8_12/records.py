@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, Sparse, WaveMeasurement, plain, readable_version, typed
+from foxlib.core.schema import Device, Record, Sparse, WaveMeasurement, plain, readable_version, typed
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence, FailedCheck
 from foxlib.harness.floors import Floors
@@ -54,8 +54,9 @@ class Resumed(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Measurement(WaveMeasurement, wave="8.12", version=1):
-    """Wave 8.12's measurement.json: measure()'s data with the runner's header, checked on load and its records typed
-    (WaveMeasurement.from_dict); `Measurement812.from_measurement` makes the decisions' record of it."""
+    """Wave 8.12's measurement.json: measure()'s data with its header (foxlib.core.results.measures), checked on load
+    and its records typed (WaveMeasurement.from_dict); `Measurement812.from_measurement` makes the decisions' record
+    of it."""
     schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
     base_config: dict[str, Any]
     strategies: dict[str, StrategyRun]
@@ -183,7 +184,7 @@ class Measurement812:
     Built from the typed measurement (`from_measurement`) or read back from its own JSON (`from_dict`)."""
     strategies: tuple[StrategyResult, ...]
     base_config: dict[str, Any]
-    device: dict[str, Any]
+    device: Device
     n_parameters: int  # of the fp32 baseline's model
     skipped: dict[str, str] = field(default_factory=dict)
     baseline: str = BASELINE
@@ -255,7 +256,7 @@ class Measurement812:
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
                 cuda_graph=info.cuda_graph, options=info.options or StepOptions(),
                 workspace_bytes=workspaces[name]))
-        return cls(tuple(out), dict(m.base_config), dict(m.device),
+        return cls(tuple(out), dict(m.base_config), m.device,
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),
                    claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
@@ -273,7 +274,8 @@ class Measurement812:
         """From to_dict()'s data: the records typed (typed(); claim_runs and accuracy_runs, a list of records per
         name, here)."""
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        return cls(**d | typed({"strategies": StrategyResult, "workspace_knob": KnobResult, "floors": Floors},
+        return cls(**d | typed({"device": Device, "strategies": StrategyResult, "workspace_knob": KnobResult,
+                                "floors": Floors},
                                {"same_function": Equivalence}, d) | {
             n: {k: tuple(map(part.from_dict, rs)) for k, rs in d[n].items()}
             for n, part in (("claim_runs", RatioInterval), ("accuracy_runs", AccuracyRun))})

@@ -272,6 +272,6 @@ def claim_runs_text(rec: Measurement812, claim_runs: int) -> str:
     text = f"Reading: {seed_claims.SPEED_READING}."
     if rec.claim_runs:
         return text
-    cpu = ", the CPU's default: each run costs minutes on two cores" if rec.device["type"] == "cpu" else ""
+    cpu = ", the CPU's default: each run costs minutes on two cores" if rec.device.type == "cpu" else ""
     return (text + f"\n\nNot measured in this run (`claim_runs={claim_runs}`{cpu}): each claim rests on the one "
             "alternating run above, and the index calls it inconclusive.")

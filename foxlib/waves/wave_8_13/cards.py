@@ -293,7 +293,7 @@ class Overheads:
 
 def measured_overheads(m: Measurement) -> Overheads:
     """The context (the larger of the two phases'), workspace and allocator cache of a measurement; 0 on the CPU."""
-    device = m.device["name"]
+    device = m.device.name
     if not m.cap.enforced:
         return Overheads(0, 0, 0, 0, device)
 
@@ -313,7 +313,7 @@ def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:
     return Footprint(configuration, "measured", int(analysis.figure(m, "training")),
                      int(analysis.figure(m, "inference")), precisions, card_bytes=int(m.cap.card_bytes),
                      training_ran=not m.training.oom, serving_ran=not m.inference.oom,
-                     note=f"wave 8.13 on {m.device['name']}, {analysis.how(m)}")
+                     note=f"wave 8.13 on {m.device.name}, {analysis.how(m)}")
 
 
 def configuration_name(members: Mapping[str, tuple[Any, str]], preset: str = "seed") -> str:

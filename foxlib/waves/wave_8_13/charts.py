@@ -47,7 +47,7 @@ def training_chart(r: Measurement):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")  # a small model's step and the card on one chart
     ax.set_ylabel("MB (10^6 bytes), log scale")
-    ax.set_title(f"Ensemble training under the cap — {r.device['name']} — {how(r)}", fontsize=9)
+    ax.set_title(f"Ensemble training under the cap — {r.device.name} — {how(r)}", fontsize=9)
     ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
     return fig

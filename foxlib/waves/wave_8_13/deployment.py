@@ -52,7 +52,7 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
     """The exact commands that reproduce this report, by purpose."""
     used = dict(m.measure_parameters or {k: v for k, v in params.items()
                                                   if k not in ("measurements", "output_dir", "budgets_file")})
-    used["device"] = m.device["type"]
+    used["device"] = m.device.type
     pinned = dict(used, tft_config=pinned_tft_config(m))
 
     def flags(values: dict[str, Any]) -> str:
@@ -107,8 +107,8 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
                 if ends else ", not measurable at the end (NVML gave no per-process figure)")
         env = m.environment
         out.append(f"The CUDA context was {mb(ctx0)} MB at the start (after warming up every library the run "
-                   f"uses){grew}, on {m.device['name']} with torch "
-                   f"{env.get('torch')}, CUDA {env.get('cuda')}, driver {env.get('driver')}. On the production card "
+                   f"uses){grew}, on {m.device.name} with torch "
+                   f"{env.torch}, CUDA {env.cuda}, driver {env.driver}. On the production card "
                    "it will differ (driver, compute capability, CUDA_MODULE_LOADING): measure it there "
                    "(wave 8.10's bare context) and compare with this one before relying on the headroom.")
         largest = analysis.largest_context_bytes(m)
@@ -133,7 +133,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
     if m.tft.options and m.tft.options.compile and m.warmup:
         out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
                    f"first steps and forwards, the TFT compiled, the graphs captured) took "
-                   f"{m.warmup.seconds:,.1f} s on {m.device['name']}. The production machine needs what "
+                   f"{m.warmup.seconds:,.1f} s on {m.device.name}. The production machine needs what "
                    "inductor needs (Triton and a C compiler) and compiles again in each new process (inductor's on-disk "
                    "caches shorten a repeat; not measured here).")
     if m.tft.source == "the tft_config parameter":
@@ -175,7 +175,7 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         out.append("Host memory is not on the card and not checked here: "
                    + ", ".join(f"{n} {mb(v)} MB" for n, v in host.items()) + " of replay/rollout storage in RAM.")
     where = ("on the CPU; they say nothing about a GPU's" if not cap.enforced else
-             f"on {m.device['name']}; a 4 GB card is slower")
+             f"on {m.device.name}; a 4 GB card is slower")
     out.append(f"Latencies ({i.mode}) were measured {where}. p99 is over {i.repeats} rounds"
                + (" (fewer than 100: close to the maximum)." if i.repeats < 100 else "."))
     return out
@@ -194,7 +194,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         f"# Ensemble deployment — wave {WAVE} → {DEPLOYMENT}: **{'GO' if v == 'GO' else 'NO-GO'}**",
         "",
         f"Generated {now} from the wave {WAVE} measurement of {(m.measured_at or '?')} on "
-        f"**{m.device['name']}** ({m.device['type']}), torch {env.get('torch')}, git {measured_revision(m)}. "
+        f"**{m.device.name}** ({m.device.type}), torch {env.torch}, git {measured_revision(m)}. "
         "Memory in MB = 10^6 bytes.",
         "",
         analysis.depends_on_text(m),

@@ -1,4 +1,4 @@
-"""`measure()`, the wave's one entry that runs models, returning plain data (bytes). On CUDA every
+"""`measure()`, the wave's one entry that runs models, returning records.Measurement (bytes). On CUDA every
 library is warmed up (`warm_up`), the context measured and the cap set, the ensemble trained interleaved
 (`train_cuda`) and served all at once (serve.py) with NVML sampled; on the CPU the run is accounted (`train_cpu`)."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 
 from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
 from foxlib.core.progress import progress
+from foxlib.core.results import measures
 from foxlib.harness.measure_step import measure_model
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import Timing, sync_device
@@ -25,7 +26,7 @@ from foxlib.waves.wave_8_13.cap import (NOT_ENFORCED, account_training, cap_arit
                                         measure_context, one_line, reset_peak)
 from foxlib.waves.wave_8_13.members import Member, free_members, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
-from foxlib.waves.wave_8_13.records import SCHEMA_VERSION
+from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Measurement
 from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_input
 from foxlib.waves.wave_8_13.tft import resolve_tft
 
@@ -118,6 +119,7 @@ def check_parameters(params: dict[str, Any]) -> None:
     _checked(**{k: params[k] for k in PARAMETERS})
 
 
+@measures(Measurement)
 def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, card_gb: float = 4.0,
             cap_bytes: int = 0, inference_repeats: int = 100, inference_batch: int = 0,
             inference_mode: str = "auto", ensemble_precision: str = "fp32", device: str = "auto",

@@ -312,7 +312,7 @@ class ClassFacts(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
-    """What `measure` returns, with the runner's header."""
+    """What `measure` returns (its data with the header: foxlib.core.results.measures)."""
     order: tuple[str, ...]
     steps: int
     tft: TftRun
