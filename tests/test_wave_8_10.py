@@ -193,6 +193,16 @@ def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
             assert (p.workspace_bytes > 0) == (device == "h200")
 
 
+
+def test_a_citation_is_a_record_and_a_malformed_one_is_refused_naming_the_file():
+    from foxlib.core.provenance import Citation
+    data = committed("h200", "8.10")
+    cited = {"path": "reports/h200/wave-8.12/results.json", "revision": "abc1234", "sha256": "0" * 64}
+    m = records.Measurement.from_dict({**data, "depends_on": [cited]})
+    assert m.depends_on == (Citation(**cited),) and m.to_dict()["depends_on"] == [cited]
+    with pytest.raises(ValueError, match="x.json: a part of this wave 8.10 measurement is malformed"):
+        records.Measurement.from_dict({**data, "depends_on": [{"path": "p", "revision": None}]}, "x.json")
+
 def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
     """bare_context (foxlib.memory.cuda.BareContext: the H200's) and target_state_kernels (records.SlowKernels: the
     CPU's, without fp16 kernels) typed on load, None where not measured, and read by the tables by attribute."""

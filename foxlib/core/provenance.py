@@ -10,10 +10,12 @@ import hashlib
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foxlib.core import config
+from foxlib.core.schema import Record
 
 DIRTY = "+dirty"
 
@@ -100,6 +102,14 @@ def display_path(path: Path) -> str:
         except ValueError:
             continue
     return str(path)
+
+
+@dataclass(frozen=True)
+class Citation(Record):
+    """A results file a measurement read (cite): path, revision, sha256 of its bytes."""
+    path: str
+    revision: str | None
+    sha256: str
 
 
 def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -176,6 +176,10 @@ class WaveMeasurement:
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
     """Fields to_dict writes after schema_version (where the wave's measurement.json has them)."""
+    PARTS: ClassVar[dict[str, Any]] = {}
+    """The wave's fields that are one record each (a list: a tuple of them), typed on load (typed())."""
+    MANY: ClassVar[dict[str, Any]] = {}
+    """The wave's fields that are a record per name."""
     wave: str
     measured_at: str
     measure_parameters: dict[str, Any]
@@ -200,7 +204,7 @@ class WaveMeasurement:
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        """The fields of `d` that are typed records, typed."""
+        """The fields of `d` that are typed records in a way PARTS and MANY cannot say, typed."""
         return {}
 
     def prediction_pairs(self) -> dict[str, tuple[Any, Any]]:
@@ -221,8 +225,8 @@ class WaveMeasurement:
         nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
         check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), cls.required(), names, nullable, source)
         try:
-            return cls(**d | {"device": Device.from_dict(d["device"]),
-                              "environment": Environment.from_dict(d["environment"])} | cls.typed_parts(d))
+            return cls(**d | typed({"device": Device, "environment": Environment} | cls.PARTS, cls.MANY, d)
+                       | cls.typed_parts(d))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: a part of this wave {cls.WAVE} measurement is malformed "
                              f"({type(exc).__name__}: {exc})") from None

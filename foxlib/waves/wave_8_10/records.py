@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from foxlib.core.schema import Record, WaveMeasurement, typed
+from foxlib.core.provenance import Citation
+from foxlib.core.schema import Record, WaveMeasurement
 from foxlib.harness.measure_step import ModelMeasurement
 from foxlib.memory.cuda import BareContext
 from foxlib.memory.profile import MemoryProfile
@@ -53,7 +54,7 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     target_state: dict[str, ModelMeasurement]
     """The seed's target configuration (TARGET_PRECISION, the TFT checkpointed), each model; empty if not measured."""
     snapshot: str
-    depends_on: list[dict[str, Any]]
+    depends_on: tuple[Citation, ...]
     second_opinion: SecondOpinion | None
     """torch.profiler's categories of the TFT's step (None: not measured)."""
     bare_context: BareContext | None
@@ -84,8 +85,6 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     def on_cuda(self) -> bool:
         return self.tft.profile.cuda is not None
 
-    @classmethod
-    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return typed({"theory": Theory, "tft": ModelMeasurement, "second_opinion": SecondOpinion,
-                      "bare_context": BareContext, "target_state_kernels": SlowKernels},
-                     {"ensemble": ModelMeasurement, "target_state": ModelMeasurement}, d)
+    PARTS = {"theory": Theory, "tft": ModelMeasurement, "second_opinion": SecondOpinion, "bare_context": BareContext,
+             "target_state_kernels": SlowKernels, "depends_on": Citation}
+    MANY = {"ensemble": ModelMeasurement, "target_state": ModelMeasurement}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from foxlib.core.schema import WaveMeasurement, typed
+from foxlib.core.schema import WaveMeasurement
 from foxlib.harness.timing import Timing
 from foxlib.harness.training import Degradation, HarnessSettings, TrainResult
 from foxlib.memory.profile import MemoryProfile
@@ -41,7 +41,7 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return typed(cls.PARTS, cls.MANY, d) | {
+        return {
             "memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()} for n, per in d["memory"].items()},
             "predicted": {n: {p: predicted_profile(x) for p, x in per.items()} for n, per in d["predicted"].items()}}
 

@@ -86,7 +86,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return typed(cls.PARTS, cls.MANY, d) | {
+        return {
             "memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
             "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
             "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Record, Sparse, WaveMeasurement, typed
+from foxlib.core.provenance import Citation
+from foxlib.core.schema import Record, Sparse, WaveMeasurement
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory.cuda import BareContext
 from foxlib.memory.profile import MemoryProfile
@@ -13,14 +14,6 @@ from foxlib.memory.profile import MemoryProfile
 
 SCHEMA_VERSION = 2
 """2: the warm-up before the context, NVML's per-process figure sampled through the run, depends_on."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Citation(Record):
-    """A results file this measurement read (foxlib.core.provenance.cite): path, revision, sha256 of its bytes."""
-    path: str
-    revision: str | None
-    sha256: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +333,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
     PARTS: ClassVar[dict[str, Any]] = {
         "tft": TftRun, "cap": Cap, "training": Training, "inference": Inference, "nvml": NvmlSeries, "context": Context,
         "context_before_warmup": Context, "warmup": Warmup, "graph_mode": GraphMode,
-        "cublas_workspace": CublasWorkspace, "card_class": ClassFacts}
+        "cublas_workspace": CublasWorkspace, "card_class": ClassFacts, "depends_on": Citation}
     """The parts that are one record each (None where absent)."""
     MANY: ClassVar[dict[str, Any]] = {"models": ModelRun, "step_profiles": MemoryProfile}
     """The parts that are a record per model (None where absent)."""
@@ -350,8 +343,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         missing = [k for k in cls.CUDA_PARTS if d["cap"]["enforced"] and d[k] is None]
         if missing:  # the cap's tables and risks read them: refused here, not a TypeError at render
             raise KeyError(f"a run under an enforced cap lacks {', '.join(missing)}")
-        return {"order": tuple(d["order"]), "steps": int(d["steps"]),
-                "depends_on": tuple(Citation.from_dict(c) for c in d["depends_on"])} | typed(cls.PARTS, cls.MANY, d)
+        return {"order": tuple(d["order"]), "steps": int(d["steps"])}
 
     def citations(self) -> list[dict[str, Any]]:
         """depends_on as foxlib.core.provenance.verify takes it."""
