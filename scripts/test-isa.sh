@@ -15,12 +15,13 @@
 #
 #   scripts/test-isa.sh                 # with .venv/bin/python (the Makefile's), else python3
 #   PYTHON=/path/to/python scripts/test-isa.sh [extra pytest arguments]
+#   ISA_TESTS=tests/x.py::y scripts/test-isa.sh   # other tests than the prediction and profiler files
 set -u
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
 export CUDA_VISIBLE_DEVICES=
-FILES="tests/test_predict.py tests/test_profiler.py tests/test_prediction_table.py tests/test_precision.py"
+FILES="${ISA_TESTS:-tests/test_predict.py tests/test_profiler.py tests/test_prediction_table.py tests/test_precision.py}"
 if ! plan=$("$PYTHON" -m foxlib.memory.cpu_support caps); then
   echo "test-isa: could not read this CPU's instruction sets"; exit 1
 fi

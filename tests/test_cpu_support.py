@@ -88,13 +88,15 @@ def test_kernel_speed_measures_a_positive_ratio_here():
 def test_the_script_runs_the_caps_the_environment_allows_and_says_why_it_skips():
     """scripts/test-isa.sh under an AVX2 ceiling (as an AVX2-only CPU, or its emulation): the AVX2 cap runs,
     the AVX-512 cap is skipped with its reason; a failing pytest run under a cap fails the script."""
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "PYTHON": sys.executable}
-    test = "tests/test_cpu_support.py::test_flags_are_read_from_cpuinfo_text"
-    ok = subprocess.run(["bash", "scripts/test-isa.sh", test], cwd=ROOT, env=env, capture_output=True, text=True)
+    test = "tests/test_cpu_support.py::test_flags_are_read_from_cpuinfo_text"  # one quick test, not the files
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "PYTHON": sys.executable,
+           "ISA_TESTS": test}
+    ok = subprocess.run(["bash", "scripts/test-isa.sh"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "=== ISA cap: DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2" in ok.stdout
     assert "AVX512_CORE_BF16 ATEN_CPU_CAPABILITY=avx512: SKIPPED, above the environment's own cap" in ok.stdout
     assert "test-isa: passed under: AVX2; skipped: AVX512_CORE_BF16" in ok.stdout
-    bad = subprocess.run(["bash", "scripts/test-isa.sh", test, "-k", "no_test_has_this_name"], cwd=ROOT, env=env,
+    assert "1 passed" in ok.stdout  # the one test asked for, under the cap
+    bad = subprocess.run(["bash", "scripts/test-isa.sh", "-k", "no_test_has_this_name"], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "test-isa: failed under: AVX2" in bad.stdout
