@@ -245,7 +245,7 @@ def measure(args, revision: str | None) -> dict[str, Any]:
                 memory = profile_step(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
                                       live["precision"]).to_dict()
             body = live["model"].model if name in fig.COMPILED else live["model"]
-        log(f"  {name}: peak {fig.mb(memory['peak'])} MB, activations {fig.mb(memory['activations'])} MB, "
+        log(f"  {name}: peak {mb_text(memory['peak'])}, activations {mb_text(memory['activations'])}, "
             f"{time.perf_counter() - t:.1f} s")
         out["variants"][name] = {"label": fig.ROWS[name], "precision": live["precision"],
                                  **models.parameter_summary(body), "memory": memory}

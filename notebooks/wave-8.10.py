@@ -42,6 +42,7 @@ budgets_file: str = ""  # budgets TOML; empty: the project's budgets.toml
 # %%
 from IPython.display import HTML, Markdown, display
 
+from foxlib.core.figures import mb_text
 from foxlib.report import reading
 from foxlib.report import charts
 from foxlib.run import notebook_cells as notebook
@@ -130,7 +131,7 @@ if table is None:
 else:
     display(notebook.table(table))
     display(Markdown(f"Unexplained at the peak: **{100 * analysis.unexplained_fraction(m.second_opinion):.1f} %** of "
-                     f"{m.second_opinion.peak_bytes / 1e6:,.1f} MB. Every model:"))
+                     f"{mb_text(m.second_opinion.peak_bytes)}. Every model:"))
     display(notebook.table(tables.unexplained_by_model(m)))
 
 # %% [markdown]

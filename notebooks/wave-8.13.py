@@ -162,9 +162,9 @@ display(Markdown(doc.read_text().split("\n", 1)[1]))  # its title is this sectio
 # %%
 from foxlib.core.figures import as_dict
 
-res = notebook.finish("8.13", params, m, checks, card_class=m.card_class.to_dict(), deployment=deployment.FILE,
+res = notebook.finish("8.13", params, m, checks, card_class=m.card_class, deployment=deployment.FILE,
                       deployment_verdict={"wave": "8.14", "verdict": verdict(checks)},
-                      enforced=m.cap.enforced, tft_config=m.tft.to_dict(),
+                      enforced=m.cap.enforced, tft_config=m.tft,
                       figures=as_dict(analysis.named_figures(m)))
 display(Markdown(notebook.footer(res)))
 

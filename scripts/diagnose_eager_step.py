@@ -35,6 +35,7 @@ VARIANTS = {
                                                            {}, False),
     "batched, torch.compile, compiled autograd": (COMPILED, {}, True),
 }
+assert not any(o.compile for o, inductor, _ in VARIANTS.values() if inductor), "a variant would be compiled twice"
 
 
 def held(compiled_autograd: bool):
@@ -93,7 +94,6 @@ def main():
         try:
             b = build_step(StepRecipe("tft", cfg, "bf16", 0, options), dev)
             if inductor:  # another backend, so compiled anew, not given dynamo's cached graph of another variant
-                assert not options.compile, f"{name}: compiled by build_step and again here"
                 b.model.compile(options={"fallback_random": True, **inductor})
             t = time.perf_counter()
             # held while the first steps compile the forward and, lazily, the backward: options given to

@@ -26,7 +26,7 @@ def test_the_cpu_and_unknown_gpus():
 def test_what_each_class_runs():
     fp16, bf16 = cc.get_class("fp16"), cc.get_class("bf16")
     assert fp16.allows("fp32") and fp16.allows("fp16") and not fp16.allows("bf16")
-    assert not fp16.allows("fp32", {"tf32": True}) and bf16.allows("fp32", {"tf32": True}) and bf16.allows("bf16")
+    assert not fp16.allows("fp32", tf32=True) and bf16.allows("fp32", tf32=True) and bf16.allows("bf16")
     assert [c.name for c in cc.classes_for("cuda")] == ["bf16", "fp16"] and cc.classes_for("cpu")[0].name == "cpu"
 
 
@@ -39,7 +39,7 @@ def test_8_12_recommends_per_class_among_what_the_class_runs():
     fp16 = rec[per["fp16"]["strategy"]]
     assert fp16.precision in ("fp32", "fp16") and not fp16.options.tf32
     # the fp16 class's pick is the recommendation among exactly the strategies it runs
-    allowed = {s.name for s in rec.strategies if cc.get_class("fp16").allows(s.precision, s.stated_options)}
+    allowed = {s.name for s in rec.strategies if cc.get_class("fp16").allows(s.precision, s.options.tf32)}
     assert per["fp16"]["strategy"] in allowed and len(allowed) < len(rec.strategies)
     table = tables.per_class_table(per)
     assert list(table["configuration to ship"]) == [per["bf16"]["strategy"], per["fp16"]["strategy"]]

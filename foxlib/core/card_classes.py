@@ -6,7 +6,6 @@ in speed (SM count, clocks) nor in the CUDA context (another card's driver and k
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,9 +17,9 @@ class CardClass:
     tf32: bool
     min_capability: tuple[int, int] | None  # compute capability from which a GPU is in the class
 
-    def allows(self, precision: str, options: dict[str, Any] | None = None) -> bool:
-        """Whether a step in `precision` with these step options (foxlib.harness.step_options) runs on the class."""
-        return precision in self.precisions and (self.tf32 or not (options or {}).get("tf32"))
+    def allows(self, precision: str, tf32: bool = False) -> bool:
+        """Whether a step in `precision` (with TF32 matmuls: foxlib.harness.step_options) runs on the class."""
+        return precision in self.precisions and (self.tf32 or not tf32)
 
 
 CLASSES = (

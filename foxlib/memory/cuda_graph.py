@@ -165,15 +165,14 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     return out
 
 
-def own_workspace(profile: MemoryProfile | GraphedProfile) -> int | None:
+def own_workspace(profile: MemoryProfile | GraphedProfile) -> int:
     """The cuBLAS workspaces of a profiled step's own streams, for its allocator peak (model peak + these):
     for a captured step its capture stream's (profile_graphed_step's workspace less what the process held
     before the step existed: the same whatever ran before it in the process), for an eager step what was
     allocated at its start that is not its tensors (profile eager steps before any graph: a graph's capture
     stream keeps its workspace for the life of the process)."""
     own = (profile.cuda or {}).get("workspace_of_capture_stream_bytes")
-    own = own if own is not None else profile.workspace_bytes
-    return None if own is None else int(own)
+    return int(profile.workspace_bytes if own is None else own)
 
 
 def own_workspaces(profiles: dict[str, MemoryProfile | GraphedProfile]) -> dict[str, int | None]:

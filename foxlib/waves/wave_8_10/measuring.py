@@ -9,7 +9,6 @@ from typing import Any
 
 from foxlib.core.progress import progress
 from foxlib.core.results import measures
-from foxlib.core.schema import plain
 from foxlib.harness.measure_step import measure_model, predict_instead
 from foxlib.harness.measure_step import second_opinion as profiler_categories
 from foxlib.memory import theory
@@ -50,8 +49,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "device": describe(dev), "environment": environment(),
-                           "bare_context": plain(context), "snapshot": snapshot_path if dev.type == "cuda" else "",
-                           "target_state_kernels": plain(slow), "second_opinion": None, "target_state": {},
+                           "bare_context": context, "snapshot": snapshot_path if dev.type == "cuda" else "",
+                           "target_state_kernels": slow, "second_opinion": None, "target_state": {},
                            "depends_on": []}
     with progress(1 + second_opinion + len(others) + (len(others) + 1) * target_state, "wave 8.10") as bar:
         bar.describe(f"profiling tft/{preset} {precision} on {dev}")

@@ -3,7 +3,6 @@ on load), read by every check, table and figure of the wave."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from foxlib.core.provenance import Citation
 from foxlib.core.schema import Record, WaveMeasurement

@@ -80,6 +80,6 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                                  eval_every=accuracy_eval_every, patience=accuracy_patience,
                                  val_windows=accuracy_val_windows, target=accuracy_target,
                                  min_skill=accuracy_min_skill_pct / 100)
-    out.update(accuracy_runs=[r.to_dict() for r in results], accuracy=degradation(results),
+    out.update(accuracy_runs=list(results), accuracy=degradation(results),
                accuracy_harness=results[0].harness)
     return out

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from foxlib.core import seed_claims
-from foxlib.core.config import MB, to_mb
+from foxlib.core.config import to_mb
 from foxlib.harness.training import Degradation, skill_columns, skill_summary
 from foxlib.waves.wave_8_11.analysis import speed_ratios
 from foxlib.waves.wave_8_11.records import Measurement

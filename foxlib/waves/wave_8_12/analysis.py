@@ -24,7 +24,7 @@ from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass | None = None) -> list[StrategyResult]:
     return [s for s in rec.strategies if (cuda_graph is None or s.cuda_graph == cuda_graph)
-            and (card_class is None or card_class.allows(s.precision, s.stated_options))]
+            and (card_class is None or card_class.allows(s.precision, s.options.tf32))]
 
 
 def pareto(rec: Measurement812) -> list[str]:

@@ -230,10 +230,9 @@ def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFi
     """ModelFigures from one training step's MemoryProfile (predict_step's). Serving is weights + the batch less
     its device buffers (the RL models' replay and rollout buffers, which inference does not need) + the training
     forward's increment, which holds what autograd saves for backward: an upper bound of a no-grad forward."""
-    device_buffers = sum(int(b.get("device_bytes", 0)) for b in (profile.buffers or {}).values())
     live = int(profile.live_before_step)
     forward = max(0, int(profile.forward_peak) - live)
-    serve = int(profile.parameters) + max(0, int(profile.batch) - device_buffers) + forward
+    serve = int(profile.parameters) + max(0, int(profile.batch) - profile.device_buffers) + forward
     return ModelFigures(model, precision, int(profile.peak), live, int(profile.optimizer_state), serve)
 
 

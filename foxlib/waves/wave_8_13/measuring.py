@@ -55,10 +55,10 @@ def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensem
     """What the run enforces of the class's limits, and what it cannot emulate; ValueError where the TFT or the
     ensemble asks for what the class lacks (bf16 on a GPU without it)."""
     own = class_of(describe(dev).get("capability"), dev.type)
-    for what, precision, opts in (("the TFT", tft["precision"], tft.get("options") or {}),
-                                  ("DQN, PPO and Mamba-2", ensemble_precision, {})):
-        if not chosen.allows(precision, opts):
-            raise ValueError(f"{what} in {precision}{' with TF32' if opts.get('tf32') else ''} cannot run on the "
+    for what, precision, tf32 in (("the TFT", tft["precision"], StepOptions.from_dict(tft.get("options")).tf32),
+                                  ("DQN, PPO and Mamba-2", ensemble_precision, False)):
+        if not chosen.allows(precision, tf32):
+            raise ValueError(f"{what} in {precision}{' with TF32' if tf32 else ''} cannot run on the "
                              f"{chosen.name} class ({chosen.title}): it runs {', '.join(chosen.precisions)}"
                              + ("" if chosen.tf32 else ", no TF32"))
     enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft['precision']}, the others "
@@ -168,12 +168,12 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
     with progress(units, "wave 8.13") as bar, contextlib.ExitStack() as stack:
         if is_cuda:
             bar.describe("warming up every library the run uses, then measuring the CUDA context")
-            out["context_before_warmup"] = measure_context(dev).to_dict()
+            out["context_before_warmup"] = measure_context(dev)
             reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
             stack.callback(reader.close)
             out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
             context = measure_context(dev)
-            out["context"] = context.to_dict()
+            out["context"] = context
             total = torch.cuda.get_device_properties(dev).total_memory
             arith = cap_arithmetic(card, context.context_bytes, total, cap_bytes)
             out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
