@@ -65,7 +65,7 @@ def test_banner_shows_revisions_and_device(m, clean):
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
     assert (f"measured at revision <code>{m.environment.git_revision}</code>, rendered at <code>feed123</code>"
             in banner)
-    assert m.device.name == "AMD EPYC" and m.device.name in banner
+    assert m.device.name and m.device.name in banner
     assert f" · {m.measured_at} · " in banner and "<code>cpu</code>" in banner
     assert "uncommitted" not in banner and "Variant" not in banner
 
@@ -119,15 +119,15 @@ def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
     assert not any(tmp_path.iterdir())  # nothing measured, nothing logged
 
 
-
 def test_the_gpu_script_runs_every_gpu_test_file():
     """Every test file with a CUDA-marked test is in scripts/h200.sh's GPU tests: a file left out is never run."""
     gpu_files = sorted(p.name for p in (ROOT / "tests").glob("test_*.py")
-                       if re.search(r"^(@pytest\.mark\.cuda$|pytestmark = .*pytest\.mark\.cuda)", p.read_text(), re.M))
+                       if re.search(r"\bpytest\.mark\.cuda\b", p.read_text()))  # this file's own text has none
     script = (ROOT / "scripts" / "h200.sh").read_text()
     start = script.index('stamp "GPU tests"')
     listed = script[start:script.index("CPU_TESTS", start)]
     assert len(gpu_files) >= 8 and [f for f in gpu_files if f"tests/{f}" not in listed] == []
+
 
 def _git(root, *args):
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,

@@ -140,7 +140,7 @@ def test_the_harness_table_reads_the_typed_harness(device):
     assert table["skill needed (%)"] == "2.0" and table["gradient clip (norm)"] == "1.0"
     assert f"hidden_size={m.accuracy_harness.tft_config['hidden_size']}" in table["TFT config"]
     # each run's own harness is the same record, its skill read through it
-    assert all(r.harness == m.accuracy_harness and r.has_skill == (r.metrics["skill_score"] >= r.harness.min_skill)
+    assert all(r.harness == m.accuracy_harness and r.has_skill == (r.metrics["skill_score"] >= 0.02)
                for r in m.accuracy_runs)
 
 
