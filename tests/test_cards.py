@@ -4,7 +4,7 @@ import pytest
 from foxlib.waves.wave_8_13 import cards
 from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
 from foxlib.waves.wave_8_13.records import Measurement
-from tests.conftest import committed, committed_measurement
+from tests.conftest import committed, committed_measurement, step_profile
 
 HEADROOM = 500 * 10**6
 
@@ -93,9 +93,8 @@ def test_predicted_footprint_sums_as_8_13_accounts():
 
 
 def test_model_figures_from_a_profile():
-    from types import SimpleNamespace  # the fields of a MemoryProfile that model_figures reads
-    prof = SimpleNamespace(peak=900, live_before_step=300, optimizer_state=100, parameters=50, batch=120,
-                           forward_peak=700, buffers={"rollout": {"device_bytes": 100, "host_bytes": 0}})
+    prof = step_profile(peak=900, live_before_step=300, optimizer_state=100, parameters=50, batch=120,
+                        forward_peak=700, buffers={"rollout": {"device_bytes": 100, "host_bytes": 0}})
     m = cards.model_figures("ppo", "fp32", prof)
     assert (m.step_peak_bytes, m.kept_bytes, m.optimizer_state_bytes) == (900, 300, 100)
     assert m.serve_bytes == 50 + 20 + 400
