@@ -91,11 +91,15 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
 
 class Record:
     """A dataclass that is plain data field for field: to_dict is dataclasses.asdict (nested records included),
-    from_dict makes it from its keys (a missing or unknown one: a TypeError)."""
+    from_dict makes it from its keys (a missing or unknown one: a TypeError), typing the fields PARTS names (one
+    record each; a list: a tuple of them) and MANY names (a record, or a list of them, per name). A part is a record
+    class or a function of the stored value (e.g. one that tells a failure from a result)."""
+    PARTS: ClassVar[dict[str, Any]] = {}
+    MANY: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
-        return cls(**d)
+        return cls(**d | typed(cls.PARTS, cls.MANY, d))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -112,11 +116,13 @@ def plain(value: Any) -> Any:
 
 
 def typed(parts: dict[str, Any], many: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
-    """The keys of `d` that `parts` (one record each; a list: a tuple of them) and `many` (a record per name) name,
-    typed through their records' from_dict; a key absent stays absent, a None stays None."""
-    return {k: None if d[k] is None else tuple(map(part.from_dict, d[k])) if isinstance(d[k], list)
-            else part.from_dict(d[k]) for k, part in parts.items() if k in d} | {
-        k: None if d[k] is None else {n: part.from_dict(v) for n, v in d[k].items()} for k, part in many.items() if k in d}
+    """The keys of `d` that `parts` (one record each) and `many` (a record per name) name, typed through their
+    records' from_dict (or the function given); a list: a tuple of them; a key absent stays absent, a None None."""
+    def one(part: Any, value: Any) -> Any:
+        make = getattr(part, "from_dict", part)
+        return tuple(map(make, value)) if isinstance(value, list) else make(value)
+    return {k: None if d[k] is None else one(part, d[k]) for k, part in parts.items() if k in d} | {
+        k: None if d[k] is None else {n: one(part, v) for n, v in d[k].items()} for k, part in many.items() if k in d}
 
 
 def written(record: Any, names: Iterable[str] | None = None) -> dict[str, Any]:
@@ -128,15 +134,7 @@ def written(record: Any, names: Iterable[str] | None = None) -> dict[str, Any]:
 
 
 class Sparse(Record):
-    """A Record whose fields that hold their default (None in every record so far) are absent from its dict
-    (written). PARTS names its fields that are a record (a list of them: a tuple of records), MANY those that are a
-    record per model."""
-    PARTS: ClassVar[dict[str, Any]] = {}
-    MANY: ClassVar[dict[str, Any]] = {}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]):
-        return cls(**d | typed(cls.PARTS, cls.MANY, d))
+    """A Record whose fields that hold their default are absent from its dict (written)."""
 
     def to_dict(self) -> dict[str, Any]:
         return written(self)
@@ -169,7 +167,8 @@ class Environment(Sparse):
 class WaveMeasurement:
     """A wave's measurement.json, typed: the header (wave, measured_at and measure_parameters: foxlib.core.results
     .measures; device and environment: records), then the fields a subclass declares (`class Measurement(
-    WaveMeasurement, wave="8.10", version=2)`), those that are records typed by typed_parts and written by plain().
+    WaveMeasurement, wave="8.10", version=2)`), those that are records typed by PARTS / MANY (typed()) and what they
+    cannot say by typed_parts, written by written().
     from_dict runs check_plain: every field present (but one with a default, which an absent key reads as; to_dict
     leaves it out when it holds that default: written, Sparse's rule), null only where Optional, no other key."""
     WAVE: ClassVar[str]

@@ -50,6 +50,11 @@ class FailedCheck(Record):
     error: str
 
 
+def check_from_dict(d: dict[str, Any]) -> Equivalence | FailedCheck:
+    """A stored same-function check typed: why it could not run (its "error" key), else its figures."""
+    return (FailedCheck if "error" in d else Equivalence).from_dict(d)
+
+
 def _check_claim(reference_cfg, variant_cfg) -> None:
     ref, var = dataclasses.asdict(reference_cfg), dataclasses.asdict(variant_cfg)
     other = sorted(k for k in ref if k not in EQUIVALENT_FIELDS and ref[k] != var[k])

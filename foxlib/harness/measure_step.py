@@ -95,15 +95,11 @@ class ModelMeasurement(Sparse):
     """predict_step's profile, or why it failed (stored as {"error": ...}); None when not predicted."""
     second_opinion: SecondOpinion | None = None
     """torch.profiler's categories of the same step (foxlib.memory.second_opinion), when measured."""
-    PARTS = {"profile": MemoryProfile, "second_opinion": SecondOpinion}
+    PARTS = {"profile": MemoryProfile, "second_opinion": SecondOpinion, "predicted": predicted_profile}
 
     @property
     def predicted_only(self) -> bool:
         return self.source == "predicted"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ModelMeasurement":
-        return super().from_dict(d | {"predicted": predicted_profile(d.get("predicted"))})
 
 
 def profile_graphed(recipe: StepRecipe, device: torch.device,

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import torch
 
 from foxlib.core.figures import slug
-from foxlib.core.schema import Record, typed
+from foxlib.core.schema import Record
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step
@@ -74,9 +74,7 @@ class TimelineRun(Record):
     """CUDA: bytes allocated at the step's start that are not the step's (workspaces, earlier computations'
     memory): in the series, not in profile_peak_bytes."""
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TimelineRun":
-        return cls(**d | typed({"series": MemoryTimeline}, {}, d))
+    PARTS = {"series": MemoryTimeline}
 
 
 def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequence[TimelineCase] = CASES, *,

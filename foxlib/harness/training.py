@@ -109,8 +109,8 @@ def accuracy_config(preset: str, *, batch_size: int = HARNESS["batch_size"], lr:
 @dataclass(frozen=True)
 class HarnessSettings(Sparse):
     """Every setting an accuracy run depends on (harness_config), as each run and a wave's accuracy_harness store
-    them: the step options where not the defaults (train_tft), the runs sharing the device (foxlib.harness.parallel_training;
-    absent in a measurement made before it recorded them)."""
+    them: the step options where not the defaults (harness_config), the runs sharing the device
+    (foxlib.harness.parallel_training; absent in a measurement made before it recorded them)."""
     target: str
     tft_config: dict[str, Any]
     max_steps: int

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from foxlib.core.schema import Device, Record, Sparse, WaveMeasurement, plain, readable_version, typed
 from foxlib.harness import training
-from foxlib.harness.equivalence import Equivalence, FailedCheck
+from foxlib.harness.equivalence import Equivalence, FailedCheck, check_from_dict
 from foxlib.harness.floors import Floors
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import TimelineRun
@@ -63,7 +63,8 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     skipped: dict[str, str]
     resumed: Resumed | None = None  # absent in a run not resumed
     memory: dict[str, MemoryProfile | GraphedProfile]
-    """strategy -> its step's profile, in the order they were taken (eager steps first); a CUDA graph's: GraphedProfile."""
+    """strategy -> its step's profile, in the order they were taken (eager steps first); a CUDA graph's:
+    GraphedProfile."""
     predicted: dict[str, MemoryProfile | FailedPrediction]
     """strategy -> predict_step's profile, or why there is none (stored as {"error": ...})."""
     timing: dict[str, Timing]
@@ -72,7 +73,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     floors: Floors
     cublas_workspace: KnobRuns | KnobSkipped
     accuracy_preset: str
-    accuracy_runs: dict[str, list[training.TrainResult]]
+    accuracy_runs: dict[str, tuple[training.TrainResult, ...]]
     """set of runs (the strategy they were run for) -> its runs, one per seed."""
     accuracy_source: dict[str, str]
     accuracy_harness: training.HarnessSettings
@@ -81,19 +82,11 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     timelines: dict[str, TimelineRun] | None = None  # absent with timelines=False
 
     PARTS: ClassVar[dict[str, Any]] = {"claim_runs": ClaimRuns, "floors": Floors,  # one record each
-                                       "accuracy_harness": training.HarnessSettings, "resumed": Resumed}
-    MANY: ClassVar[dict[str, Any]] = {"strategies": StrategyRun, "timing": Timing, "timelines": TimelineRun}  # per name
-
-    @classmethod
-    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "memory": {n: profile_from_dict(p) for n, p in d["memory"].items()},
-            "predicted": {n: predicted_profile(x) for n, x in d["predicted"].items()},
-            "accuracy_runs": {n: [training.TrainResult.from_dict(r) for r in rs]
-                              for n, rs in d["accuracy_runs"].items()},
-            "cublas_workspace": knob_runs(d["cublas_workspace"]),
-            "same_function": {n: (FailedCheck if "error" in e else Equivalence).from_dict(e)
-                              for n, e in d["same_function"].items()}}
+                                       "accuracy_harness": training.HarnessSettings, "resumed": Resumed,
+                                       "cublas_workspace": knob_runs}
+    MANY: ClassVar[dict[str, Any]] = {  # per name
+        "strategies": StrategyRun, "timing": Timing, "timelines": TimelineRun, "memory": profile_from_dict,
+        "predicted": predicted_profile, "accuracy_runs": training.TrainResult, "same_function": check_from_dict}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None,
                                                   MemoryProfile | GraphedProfile]]:
@@ -174,8 +167,8 @@ class StrategyResult(Record):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
-        """typed() makes the records; the samples, a list in JSON, are a tuple again."""
-        return cls(**d | typed(cls.PARTS, {}, d) | {"step_samples_s": tuple(d["step_samples_s"])})
+        """Record's, the samples (a list in JSON) a tuple again."""
+        return super().from_dict(d | {"step_samples_s": tuple(d["step_samples_s"])})
 
 
 @dataclass(frozen=True)
@@ -271,12 +264,10 @@ class Measurement812:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
-        """From to_dict()'s data: the records typed (typed(); claim_runs and accuracy_runs, a list of records per
-        name, here)."""
+        """From to_dict()'s data: the records typed (typed())."""
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
         return cls(**d | typed({"device": Device, "strategies": StrategyResult, "workspace_knob": KnobResult,
                                 "floors": Floors},
-                               {"same_function": Equivalence}, d) | {
-            n: {k: tuple(map(part.from_dict, rs)) for k, rs in d[n].items()}
-            for n, part in (("claim_runs", RatioInterval), ("accuracy_runs", AccuracyRun))})
+                               {"same_function": Equivalence, "claim_runs": RatioInterval,
+                                "accuracy_runs": AccuracyRun}, d))
 

@@ -76,6 +76,7 @@ class KnobResult(Record):
     step_s: tuple[float, ...]  # per round, at the default size
     small_step_s: tuple[float, ...]
     ratio: RatioInterval  # small over default
+    PARTS = {"ratio": RatioInterval}
 
     @property
     def saved_bytes(self) -> int:
@@ -94,9 +95,8 @@ class KnobResult(Record):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "KnobResult":
-        """From to_dict()'s data (Record's): the seconds, lists in JSON, are tuples again."""
-        return cls(**d | {"step_s": tuple(d["step_s"]), "small_step_s": tuple(d["small_step_s"]),
-                          "ratio": RatioInterval.from_dict(d["ratio"])})
+        """Record's, the seconds (lists in JSON) tuples again."""
+        return super().from_dict(d | {"step_s": tuple(d["step_s"]), "small_step_s": tuple(d["small_step_s"])})
 
 
 @dataclass(frozen=True)
@@ -109,10 +109,7 @@ class KnobRuns(Sparse):
     rounds: int
     steps: int
     runs: dict[str, tuple[ProcessRun | FailedRun, ...]]
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "KnobRuns":
-        return cls(**d | {"runs": {k: tuple(map(ProcessRun.from_dict, rs)) for k, rs in d["runs"].items()}})
+    MANY = {"runs": ProcessRun}
 
     @property
     def absent_reason(self) -> str | None:
