@@ -63,7 +63,7 @@ class Step(Record):
         return self.peak_bytes - self.start_bytes
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Oom(Sparse):
     """An out-of-memory error as data: cap.cuda_oom (the allocator's figures when it failed, bytes) or, on the
     CPU, cap.accounting_oom (without them). needed: reserved + the failed request (CPU: what would be live)."""
@@ -72,7 +72,6 @@ class Oom(Sparse):
     step: int | None
     error: str
     requested_bytes: int | None
-    _: dataclasses.KW_ONLY
     allocated_bytes: int | None = None
     reserved_bytes: int | None = None
     peak_allocated_bytes: int | None = None
@@ -89,11 +88,10 @@ class Oom(Sparse):
         return f"during inference ({self.model})" if self.model else "during inference"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NvmlView(Sparse):
     """foxlib.memory.cuda.nvml_view at a phase's end (bytes): the device's and this process's use, or why not."""
     available: bool
-    _: dataclasses.KW_ONLY
     device_used_bytes: int | None = None
     device_total_bytes: int | None = None
     driver: str | None = None
@@ -197,7 +195,7 @@ class Served(Sparse):
     PARTS = {"alone": Latency, "together": Latency}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Inference(Sparse):
     """Every model resident (serve.infer), each alone then all at once in `mode`: each model, the round, the
     figures the checks use (bytes); what an out-of-memory error stopped is absent; the ends as in Training."""
@@ -207,7 +205,6 @@ class Inference(Sparse):
     models: dict[str, Served]
     how: str
     memory_how: str
-    _: dataclasses.KW_ONLY
     resident_bytes: int | None = None
     accounted_bytes: int | None = None
     round: Latency | None = None
