@@ -25,6 +25,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 FOXLIB_PROGRESS=1
 LOG="$OUT/run.log"
+failed=""
 if ! [[ "${FOXLIB_GIT_REVISION:-}" =~ ^[0-9a-f]{40}$ ]]; then  # the full hash: a short or mistyped one cannot be checked
   echo "set FOXLIB_GIT_REVISION=<the clean commit this tree is, all 40 hex digits: git rev-parse HEAD>" >&2; exit 2; fi
 if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU image lacks (arch, pytorch-forecasting, darts: benchmarks/README.md), carried as wheels
@@ -82,10 +83,12 @@ if [ "${GPU_TESTS:-1}" = 1 ]; then
   stamp "GPU tests"
   python3 -m pytest -q -rs -p no:cacheprovider -m cuda tests/test_gpu_profile.py tests/test_memory_cap.py \
     tests/test_cuda_graph.py tests/test_memory_timelines.py tests/test_parallel_training.py tests/test_cublas_workspace.py \
-    tests/test_peer_best.py tests/test_peer_benchmark.py tests/test_equivalence.py 2>&1 | tail -n 40 | tee -a "$LOG"
+    tests/test_peer_best.py tests/test_peer_benchmark.py tests/test_equivalence.py 2>&1 | tail -n 40 | tee -a "$LOG" || failed="$failed GPU-tests"
 fi
 if [ "${CPU_TESTS:-1}" = 1 ]; then
   stamp "CPU prediction and profiler tests, CUDA hidden ($(grep -o -m1 -E 'amx_bf16|avx512_bf16' /proc/cpuinfo | head -1))"
-  CUDA_VISIBLE_DEVICES= bash scripts/test-isa.sh 2>&1 | tail -n 30 | tee -a "$LOG"
+  CUDA_VISIBLE_DEVICES= bash scripts/test-isa.sh 2>&1 | tail -n 30 | tee -a "$LOG" || failed="$failed CPU-tests"
 fi
 stamp done
+# a failed test stage fails the script (pipefail carries pytest's status through tail and tee)
+if [ -n "$failed" ]; then echo "FAILED:$failed" | tee -a "$LOG"; exit 1; fi

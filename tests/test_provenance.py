@@ -5,6 +5,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -117,6 +119,15 @@ def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
     r = subprocess.run(["bash", "scripts/h200.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "all 40 hex digits" in r.stderr
     assert not any(tmp_path.iterdir())  # nothing measured, nothing logged
+
+
+def test_a_failed_test_stage_fails_the_gpu_script(tmp_path):
+    """scripts/h200.sh pipes pytest through tail and tee: a failing GPU test must still fail the script."""
+    env = {**os.environ, "OUT": str(tmp_path), "FOXLIB_GIT_REVISION": "a" * 40, "WAVES": "none", "PEER": "0",
+           "DIAG_EAGER": "0", "CPU_TESTS": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTEST_ADDOPTS": "--no-such-option"}  # pytest refuses to start: the stage fails
+    r = subprocess.run(["bash", "scripts/h200.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "FAILED: GPU-tests" in r.stdout
 
 
 def test_the_gpu_script_runs_every_gpu_test_file():
