@@ -89,10 +89,10 @@ def margin(check: dict[str, Any]) -> str:
     return f"{check['name']}: {check_value(measured, unit)} vs limit {check_value(limit, unit)} ({result}{off})"
 
 
-def headline(res: dict[str, Any], most: int = 3) -> list[str]:
-    """The failing checks first, then the rest, each with its margin."""
+def headline(res: dict[str, Any]) -> list[str]:
+    """At most three checks, the failing ones first, each with its margin."""
     checks = sorted(res.get("checks", []), key=lambda c: c.get("passed", False))
-    return [margin(c) for c in checks[:most]]
+    return [margin(c) for c in checks[:3]]
 
 
 def tightest(res: dict[str, Any]) -> str:
