@@ -136,11 +136,6 @@ def test_show_figure_displays_one_bundle_and_closes(monkeypatch):
     assert base64.b64decode(data["image/png"])[:4] == b"\x89PNG"
 
 
-def test_figures_dir_matches_render():
-    from foxlib.report import render
-    assert captioned.FIGURES_DIR == render.FIGURES_DIR
-
-
 def test_describe_reads_bars_axes_and_series():
     fig, ax = plt.subplots()
     ax.bar(["fp32", "fp16"], [1009.4, 930.0], label="peak")

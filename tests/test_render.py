@@ -68,8 +68,8 @@ def test_text_cells_left_numbers_right_in_a_browser(rendered):
 
 def test_the_markdown_refers_to_the_figure_file(rendered):
     out, _, md = rendered
-    figures = sorted((out / render.FIGURES_DIR).iterdir())
+    figures = sorted((out / captioned.FIGURES_DIR).iterdir())
     assert len(figures) == 1 and figures[0].read_bytes() == PNG
-    assert f"![A dot: one pixel.]({render.FIGURES_DIR}/{figures[0].name})" in md
+    assert f"![A dot: one pixel.]({captioned.FIGURES_DIR}/{figures[0].name})" in md
     assert "*Figure: The smallest chart*" in md and "# Wave 0.0 — hand-made" in md
     assert "secret_call" not in md and "Executing: 50%" not in md

@@ -150,6 +150,8 @@ def _fake_papermill(monkeypatch, fail_render=None):
     """papermill.execute_notebook writing what a wave's notebook writes, without a kernel."""
     import papermill
 
+    from foxlib.report import render as render_module
+
     def execute(source, output, parameters, **kwargs):
         out = Path(parameters["output_dir"])
         (out / "results.json").write_text(json.dumps({"wave": "8.10", "verdict": "GO", "device": {"name": "cpu"},
@@ -162,7 +164,7 @@ def _fake_papermill(monkeypatch, fail_render=None):
         if fail_render:
             raise fail_render
         (out_dir / "report.html").write_text("new")
-    monkeypatch.setattr(runner, "render", render)
+    monkeypatch.setattr(render_module, "render", render)
 
 
 def _canonical(tmp_path):

@@ -19,7 +19,7 @@ import nbformat
 from foxlib.core.figures import slug
 
 META = "foxlib_figure"
-FIGURES_DIR = "figures"  # the folder beside report.md (foxlib.report.render.FIGURES_DIR)
+FIGURES_DIR = "figures"  # the folder beside report.md (foxlib.report.render writes it)
 DPI = 110
 # alt text an exporter writes into an <img> that has none, describing nothing: nbconvert's HTMLExporter (7.x,
 # exporters/html.py) writes this one into every <img> without alt (a bare matplotlib PNG) and warns "Alternative
@@ -129,8 +129,8 @@ def markdown_figure(path: str, alt: str, caption: str) -> str:
     return f"![{alt_md}]({path})\n\n*Figure: {caption.strip()}*\n"
 
 
-def for_markdown(nb: nbformat.NotebookNode, figures_dir: str = FIGURES_DIR) -> nbformat.NotebookNode:
-    """A copy of `nb` for MarkdownExporter(output_files_dir=figures_dir): every show_figure output becomes
+def for_markdown(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of `nb` for MarkdownExporter(output_files_dir=FIGURES_DIR): every show_figure output becomes
     text/markdown with its PNG, named in its "filename" metadata (a slug of the caption + a hash of the image,
     unique in the notebook). An output with both HTML and its own Markdown (reading's blocks) keeps the
     Markdown; other outputs are untouched."""
@@ -152,8 +152,7 @@ def for_markdown(nb: nbformat.NotebookNode, figures_dir: str = FIGURES_DIR) -> n
                 name = f"{_slug(info['caption'])}-{digest}-{k}"
             used.add(name)
             out["metadata"]["filename"] = f"{name}.png"
-            path = f"{figures_dir}/{name}.png" if figures_dir else f"{name}.png"
-            out["data"] = {"text/markdown": markdown_figure(path, info["alt"], info["caption"]),
+            out["data"] = {"text/markdown": markdown_figure(f"{FIGURES_DIR}/{name}.png", info["alt"], info["caption"]),
                            "image/png": out["data"]["image/png"]}
     return nb
 

@@ -12,6 +12,7 @@ from foxlib.core import config, results, seed_claims
 from foxlib.core.card_classes import class_of, classes_for
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
+from foxlib.report.reading import check_value
 
 PEER_PAGES = ("peer-benchmark*.html", "throughput-benchmark*.html")  # the benchmarks' pages, per device folder
 
@@ -84,17 +85,14 @@ def margin(check: dict[str, Any]) -> str:
     result = "PASS" if check.get("passed") else "FAIL"
     if measured is None or limit is None:
         return f"{check['name']}: {result}"
-
-    def shown(value):
-        return display(value, unit) if unit in ("bytes", "s") else f"{value:,.3g} {unit}".strip()
     off = f", {abs(100 * (measured - limit) / limit):.1f} % {'over' if measured > limit else 'under'}" if limit else ""
-    return f"{check['name']}: {shown(measured)} vs limit {shown(limit)} ({result}{off})"
+    return f"{check['name']}: {check_value(measured, unit)} vs limit {check_value(limit, unit)} ({result}{off})"
 
 
-def headline(res: dict[str, Any], most: int = 3) -> list[str]:
-    """The failing checks first, then the rest, each with its margin."""
+def headline(res: dict[str, Any]) -> list[str]:
+    """At most three checks, the failing ones first, each with its margin."""
     checks = sorted(res.get("checks", []), key=lambda c: c.get("passed", False))
-    return [margin(c) for c in checks[:most]]
+    return [margin(c) for c in checks[:3]]
 
 
 def tightest(res: dict[str, Any]) -> str:

@@ -41,8 +41,8 @@ def _v(figs: dict[str, dict[str, Any]], key: str) -> Any:
     return figs[found[0]]["value"] if found else None
 
 
-def _within(ours: float, theirs_mb: float, tolerance: float = 0.10) -> bool:
-    return abs(ours / MB - theirs_mb) <= tolerance * max(theirs_mb, 1)
+def _within(ours: float, theirs_mb: float) -> bool:
+    return abs(ours / MB - theirs_mb) <= 0.10 * max(theirs_mb, 1)
 
 
 def _category(quantity: str, seed_mb: float):
@@ -213,7 +213,7 @@ def rows(found: dict[str, dict[str, dict[str, Any]]], devices: list[str]) -> lis
             res = found.get(claim.wave, {}).get(d)
             judged = claim.judge((res or {}).get("figures") or {}) if res else None
             if judged is None:
-                cells[d] = Cell("not measured", None, None)
+                cells[d] = Cell("not measured")
             else:
                 cells[d] = Cell(judged[0], judged[1], f"{res['_dir']}/report.html")
         out.append({"claim": claim.name, "seed": claim.seed, "wave": claim.wave, "cells": cells})

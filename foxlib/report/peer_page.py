@@ -176,13 +176,8 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
 
 def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
     """The page's HTML for a results dict (nothing written); ValueError where it lacks keys (check_results)."""
-    check_results(res)
-    return html(res, cites)
-
-
-def html(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
-    """The page's HTML for results that pass check_results."""
     import jinja2
+    check_results(res)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
@@ -207,4 +202,4 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     res["measured_at_revision"] = measured_revision(res)
     res["rendered_at_revision"] = revision
     write_json(json_path, res)
-    return write_text(Path(html_path) if html_path else json_path.with_suffix(".html"), html(res, cites))
+    return write_text(Path(html_path) if html_path else json_path.with_suffix(".html"), render(res, cites))

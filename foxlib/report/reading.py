@@ -56,6 +56,12 @@ def format_difference(delta: float, unit: str) -> str:
     return ("+" if delta >= 0 else MINUS) + format_value(abs(delta), unit)
 
 
+def check_value(value: float, unit: str) -> str:
+    """A check's value or limit as the verdict banner, the checks table and the index's headlines write it: bytes in
+    MB and seconds in ms (foxlib.core.figures.display), any other unit to 3 significant figures, the unit after."""
+    return display(value, unit) if unit in ("bytes", "s") else f"{value:,.3g} {unit}".strip()
+
+
 def _field(check: Any, name: str) -> Any:
     return check[name] if isinstance(check, Mapping) else getattr(check, name)
 
@@ -85,7 +91,8 @@ def check_sentence(check: Any) -> str:
     return f"{head}; it would pass at ≤ {bound} ({format_difference(limit - measured, unit)})"
 
 
-def _answer_parts(checks: Iterable[Any], wave: str | None) -> tuple[str, str]:
+def answer_block(checks: Iterable[Any], wave: str | None = None) -> Block:
+    """A report's opening sentence: the verdict, how many checks passed, each check_sentence."""
     checks = list(checks)
     if not checks:
         raise ValueError("answer_block needs at least one check (results.json's \"checks\": name, measured, "
@@ -93,12 +100,7 @@ def _answer_parts(checks: Iterable[Any], wave: str | None) -> tuple[str, str]:
     passed = sum(bool(_field(c, "passed")) for c in checks)
     verdict = "GO" if passed == len(checks) else "NO-GO"
     lead = f"Wave {wave}: {verdict}" if wave else verdict
-    return lead, f", {passed} of {len(checks)} checks passed. " + "; ".join(check_sentence(c) for c in checks) + "."
-
-
-def answer_block(checks: Iterable[Any], wave: str | None = None) -> Block:
-    """A report's opening sentence: the verdict, how many checks passed, each check_sentence."""
-    lead, rest = _answer_parts(checks, wave)
+    rest = f", {passed} of {len(checks)} checks passed. " + "; ".join(check_sentence(c) for c in checks) + "."
     return Block(f'<p class="foxlib-answer"><b>{html.escape(lead)}</b>{html.escape(rest)}</p>', f"**{lead}**{rest}")
 
 

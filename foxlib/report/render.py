@@ -8,10 +8,9 @@ from nbconvert import HTMLExporter, MarkdownExporter
 
 from foxlib.report import captioned, reading
 
-FIGURES_DIR = "figures"
 
 def _for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop what a reader should not see: stderr (progress bars, warnings) and empty code cells."""
+    """Drop what a reader should not see: the code cells' stderr (progress bars, warnings)."""
     nb = nbformat.from_dict(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -31,7 +30,7 @@ def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple
 
     md_exporter = MarkdownExporter(exclude_input=True)
     body, resources = md_exporter.from_notebook_node(captioned.for_markdown(nb),
-                                                     resources={"output_files_dir": FIGURES_DIR})
+                                                     resources={"output_files_dir": captioned.FIGURES_DIR})
     for name, data in resources.get("outputs", {}).items():
         path = out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -83,10 +83,9 @@ def _run(args) -> int:
     if args.command == "index":
         print(index.write_index(args.reports_dir))
         return 0
-    from foxlib.core.config import env_flag
     from foxlib.run.runner import run_wave
-    allow_dirty = args.allow_dirty or env_flag("FOXLIB_ALLOW_DIRTY")
-    force = args.force or env_flag("FOXLIB_FORCE")
+    allow_dirty = args.allow_dirty or config.env_flag("FOXLIB_ALLOW_DIRTY")
+    force = args.force or config.env_flag("FOXLIB_FORCE")
     overrides = parse_assignments(split_parameters(args.parameters) + args.parameter)
     if args.command == "measure":
         return _measure(args.wave, overrides, args.out, allow_dirty, force)

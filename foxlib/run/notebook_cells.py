@@ -13,6 +13,7 @@ from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
 from foxlib.core.schema import WaveMeasurement
+from foxlib.report.reading import check_value
 
 # the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
 _RUN: dict[str, Any] = {}
@@ -109,8 +110,8 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
     colour = "#1a7f37" if v == "GO" else "#cf222e"
     dev = measurement.device
     failed = [c for c in checks if not c.passed]
-    lines = "".join(f"<li>{html.escape(c.name)}: {_fmt(c.measured, c.unit)} &gt; limit {_fmt(c.limit, c.unit)}</li>"
-                    for c in failed)
+    lines = "".join(f"<li>{html.escape(c.name)}: {check_value(c.measured, c.unit)} &gt; limit "
+                    f"{check_value(c.limit, c.unit)}</li>" for c in failed)
     measured, rendered = results.measured_revision(measurement), provenance.git_revision()
     measured_html, rendered_html = html.escape(measured or "unknown"), html.escape(rendered or "unknown")
     notes = []
@@ -139,15 +140,10 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
             + "".join(notes) + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
 
 
-def _fmt(value: float, unit: str) -> str:
-    if unit == "bytes":
-        return f"{value / 1e6:,.1f} MB"
-    return f"{value:,.3g} {unit}"
-
-
 def checks_table(checks: list[Check]) -> pd.DataFrame:
-    return pd.DataFrame([{"check": c.name, "measured": _fmt(c.measured, c.unit), "limit": _fmt(c.limit, c.unit),
-                          "result": "PASS" if c.passed else "FAIL", "note": c.note} for c in checks])
+    return pd.DataFrame([{"check": c.name, "measured": check_value(c.measured, c.unit),
+                          "limit": check_value(c.limit, c.unit), "result": "PASS" if c.passed else "FAIL",
+                          "note": c.note} for c in checks])
 
 
 def finish(wave_id: str, params: dict[str, Any], measurement: WaveMeasurement, checks: list[Check],

@@ -31,12 +31,6 @@ from foxlib.run import preflight
 log = logging.getLogger("foxlib")
 
 
-def render(*args, **kwargs):
-    """foxlib.report.render.render, imported only to render: a bare GPU machine measures without nbconvert."""
-    from foxlib.report.render import render as render_notebook
-    return render_notebook(*args, **kwargs)
-
-
 class WaveFailed(RuntimeError):
     """A wave's notebook raised; the previous report is untouched."""
 
@@ -212,6 +206,8 @@ def _execute(p: Plan, progress: bool) -> dict[str, Any]:
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
+
+    from foxlib.report.render import render  # imported only to render: a bare GPU machine measures without nbconvert
 
     work = Path(tempfile.mkdtemp(prefix=f".{p.label}.", suffix=".partial", dir=p.device_dir))
     params = {**p.params, "output_dir": str(work)}
