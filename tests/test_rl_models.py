@@ -114,7 +114,7 @@ def test_ppo_shapes_and_parameter_count(ppo_batch):
     for name in ppo.RolloutBuffer.FIELDS[1:]:
         assert getattr(r, name).shape == (cfg.n_steps, cfg.n_envs)
     assert r.next_done.all()  # 64-step rollouts of 64-day episodes: every episode ends with it
-    assert cfg.minibatches == cfg.rollout_size // cfg.batch_size == 4
+    assert cfg.rollout_size == 4 * cfg.batch_size  # 4 minibatches per epoch
 
 
 def test_ppo_rollout_comes_from_the_initial_policy(ppo_batch):

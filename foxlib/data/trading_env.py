@@ -54,18 +54,14 @@ class TradingEnv:
         if n_envs < 1 or window < 1 or episode_length < 1:
             raise ValueError("n_envs, window and episode_length must be at least 1")
         features = market_features(n_features)
-        self.n_envs, self.window, self.n_features = n_envs, window, n_features
-        self.episode_length, self.split, self.cost = episode_length, split, cost
+        self.n_envs, self.window, self.episode_length, self.cost = n_envs, window, episode_length, cost
         self.obs_dim = window * n_features
-        self.n_actions = N_ACTIONS
-        self.train_end = features.train_end
         self._observed = features.observed                                  # (S, N, F) float32
         self._returns = features.next_return                                # (S, N) float64
         # an episode starting at t0 is rewarded with the returns of days t0 .. t0+L-1, the last ending on t0+L
         self.first_start, self.last_start = first, end - episode_length
         if self.last_start < first:
             raise ValueError(f"no {split} episodes of length {episode_length} with window {window}")
-        self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._series = np.zeros(n_envs, dtype=np.int64)
         self._day = np.zeros(n_envs, dtype=np.int64)
@@ -90,7 +86,7 @@ class TradingEnv:
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start every sub-environment afresh; re-seed first when `seed` is given."""
         if seed is not None:
-            self.seed, self._rng = seed, np.random.default_rng(seed)
+            self._rng = np.random.default_rng(seed)
         self._start(np.arange(self.n_envs))
         self._started = True
         return self._observe(self._series, self._day)

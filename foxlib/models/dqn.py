@@ -141,9 +141,6 @@ class ReplayBuffer:
         rows = rng.integers(0, len(self), size=batch_size)
         return {name: torch.as_tensor(getattr(self, name)[rows]).to(device) for name in self.FIELDS}
 
-    def arrays(self) -> dict:
-        return {name: getattr(self, name) for name in self.FIELDS}
-
 
 @dataclass
 class DQNBatch:
@@ -186,7 +183,7 @@ def loss(model: DQN, batch: DQNBatch) -> torch.Tensor:
 
 
 def buffers(batch: DQNBatch) -> dict:
-    return batch.replay.arrays()
+    return {name: getattr(batch.replay, name) for name in ReplayBuffer.FIELDS}
 
 
 def train(cfg: DQNConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
