@@ -109,10 +109,6 @@ class ReplayBuffer:
                 setattr(self, name, torch.zeros(shape, dtype=getattr(torch, dtype), device=on))
         self.pos, self.full = 0, False
 
-    @staticmethod
-    def bytes_per_transition(obs_dim: int) -> int:
-        return 2 * 4 * obs_dim + 8 + 4 + 4
-
     def __len__(self) -> int:
         return self.capacity if self.full else self.pos
 

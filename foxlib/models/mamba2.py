@@ -272,20 +272,6 @@ class Mamba2Forecaster(nn.Module):
         return self.head(self.norm_f(h)).squeeze(-1)
 
 
-def parameter_count_theory(cfg: Mamba2Config) -> int:
-    """Parameters of one Mamba2Block: D(2ED + 2GN + H) in_proj + (ED + 2GN)(K+1) conv weight and bias + 3H
-    (dt_bias, A_log, D) + ED gated-norm weight + ED·D out_proj. D=256, N=64, P=64, E=2, G=1, K=4: 431,768."""
-    D, ED, H, G, N, K = cfg.d_model, cfg.d_inner, cfg.nheads, cfg.ngroups, cfg.d_state, cfg.d_conv
-    return D * (2 * ED + 2 * G * N + H) + (ED + 2 * G * N) * (K + 1) + 3 * H + ED + ED * D
-
-
-def parameter_count_total_theory(cfg: Mamba2Config) -> int:
-    """The whole forecaster's: blocks, pre-norms (D each), input Linear (F·D + D), final norm (D), head (D + 1)."""
-    D = cfg.d_model
-    return (cfg.n_layers * (parameter_count_theory(cfg) + D)
-            + cfg.n_features * D + D + D + D + 1)
-
-
 def build(cfg: Mamba2Config) -> Mamba2Forecaster:
     return Mamba2Forecaster(cfg)
 

@@ -114,10 +114,6 @@ class RolloutBuffer:
         self.next_obs = torch.zeros((n_envs, obs_dim), device=device)
         self.next_done = torch.zeros(n_envs, device=device)
 
-    @staticmethod
-    def bytes_per_transition(obs_dim: int) -> int:
-        return 4 * obs_dim + 8 + 6 * 4
-
     def flat(self, name: str) -> torch.Tensor:
         """A field with steps and environments merged into one axis (a view)."""
         t = getattr(self, name)
