@@ -224,4 +224,4 @@ PRESETS = {
 }
 
 CARD = ModelCard(name="dqn", title="DQN (CleanRL-style, trading env)", presets=PRESETS, build=build,
-                 example_batch=example_batch, loss=loss, buffers=buffers, train=train)
+                 example_batch=example_batch, loss=loss, buffers=buffers)

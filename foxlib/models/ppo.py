@@ -278,4 +278,4 @@ PRESETS = {
 }
 
 CARD = ModelCard(name="ppo", title="PPO (CleanRL-style, trading env)", presets=PRESETS, build=build,
-                 example_batch=example_batch, loss=loss, buffers=buffers, train=train)
+                 example_batch=example_batch, loss=loss, buffers=buffers)
