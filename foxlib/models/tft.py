@@ -2,15 +2,10 @@
 interpretable multi-horizon time series forecasting", Int. J. Forecasting 37(4), 2021), paper-faithful,
 one attention layer, and its model card (CARD: presets, build, example_batch, the quantile loss);
 "Eq. n" and "Sec. n" refer to the paper. The blocks are in foxlib/models/tft_blocks.py, the config
-in foxlib/models/tft_config.py. Switches that leave the parameters (and so
-the state dict) unchanged: `checkpointing`, gradient checkpointing at one of the granularities of
-CHECKPOINTING (Chen et al. 2016); `memory_efficient`, the per-variable GRNs of a VSN as batched ops
-over chunks of `vsn_chunk` variables, the real-valued embeddings folded into the first layers
-(tft_blocks.py) and attention through fused `scaled_dot_product_attention` (weights computed on the
-side); `vsn_batched` (with memory_efficient), the VSNs and the static covariate encoder in fewer, larger
-kernels (batched products over every variable, or over chunks of `vsn_chunk`; 0: all). The plain path
-(memory_efficient=False, checkpointing not CHUNKED) is the reference:
-embeddings materialised, a loop over the per-variable GRNs, explicit attention."""
+in foxlib/models/tft_config.py; its switches (checkpointing, memory_efficient, vsn_chunk, vsn_batched)
+leave the parameters, and so the state dict, unchanged. The plain path (memory_efficient=False,
+checkpointing not CHUNKED) is the reference: embeddings materialised, a loop over the per-variable
+GRNs, explicit attention."""
 from __future__ import annotations
 
 from functools import lru_cache
