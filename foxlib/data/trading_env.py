@@ -1,5 +1,5 @@
 """A vectorised trading environment over the real market data (foxlib.data.market), gymnasium-like without
-the dependency, and what every agent trained in it shares (EnvConfig, greedy_policy, OBJECTIVE).
+the dependency, and what every agent trained in it shares (EnvConfig, greedy_policy).
 
 Each of `n_envs` sub-environments trades one index (drawn per episode) over `episode_length` days from a
 random start. The observation at day t is the last `window` days (t-window+1 .. t) of the index's first
@@ -31,8 +31,6 @@ POSITIONS = np.array([-1.0, 0.0, 1.0])
 """Position taken by each action: 0 short, 1 flat, 2 long."""
 REWARD_SCALE = 100.0
 SPLITS = ("train", "evaluation")
-OBJECTIVE = ("mean reward per day (percent) of the greedy policy over every train-split day of both "
-             "indices (trading_env.backtest); higher is better")
 
 
 def _split_days(split: str, window: int, n_features: int) -> tuple[int, int]:
@@ -163,6 +161,7 @@ class EnvConfig:
                           episode_length=self.episode_length, split=split, seed=seed, cost=self.cost)
 
     def objective(self, model: torch.nn.Module, device: str | torch.device) -> float:
-        """OBJECTIVE of `model`, in sample: it shows that the agent learns what its training data rewards
+        """Mean reward per day (percent) of `model`'s greedy policy over every train-split day of both indices
+        (backtest); higher is better. In sample: it shows that the agent learns what its training data rewards
         (chiefly the S&P 500's short-term reversal in 2000-2014), not that it would trade well after 2015."""
         return backtest(greedy_policy(model, device), self.window, self.n_features, "train", self.cost)

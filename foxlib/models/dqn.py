@@ -184,7 +184,7 @@ def buffers(batch: DQNBatch) -> dict:
 
 def train(cfg: DQNConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
     """A short CleanRL-style run of `steps` environment steps on the train split, each update one TrainingStep
-    (foxlib.memory.step) on a fresh minibatch: the objective (trading_env.OBJECTIVE) before training and every
+    (foxlib.memory.step) on a fresh minibatch: the objective (EnvConfig.objective) before training and every
     cfg.eval_every steps."""
     device = torch.device(device)
     rng = np.random.default_rng(seed)

@@ -237,7 +237,7 @@ def buffers(batch: PPOBatch) -> dict:
 def train(cfg: PPOConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
     """A short CleanRL-style run of `steps` environment steps (CleanRL's total_timesteps, rounded up to whole
     rollouts) on the train split, each minibatch update one TrainingStep (foxlib.memory.step, gradients clipped to
-    cfg.max_grad_norm): the objective (trading_env.OBJECTIVE) before training and every cfg.eval_every
+    cfg.max_grad_norm): the objective (EnvConfig.objective) before training and every cfg.eval_every
     iterations."""
     device = torch.device(device)
     store = device if cfg.buffer_device == "device" else torch.device("cpu")
