@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from foxlib.data.market import N_KNOWN
+from foxlib.data.market import N_KNOWN, SERIES
 from foxlib.memory.accounting import SavedTensorTracker
 from foxlib.memory.timeline import cpu_allocations
 from foxlib.models import MODELS
-from foxlib.models import tft
-from foxlib.models.tft import CARD, PRESETS, TFTConfig, build, example_batch, parameter_count_theory, quantile_loss
+from foxlib.models.tft import CARD, PRESETS, build, example_batch, quantile_loss
+from foxlib.models.tft_config import CHECKPOINTING, TFTConfig
 
 SMALL = PRESETS["small"]
 M_ENC = N_KNOWN + SMALL.n_observed  # 13 encoder variables
@@ -128,7 +128,7 @@ def test_checkpointing_equals_plain(batch, efficient):
     ref = make(ref_cfg, dtype=torch.float64).train()
     (ref_out, _), ref_g = forward_backward(ref, b, return_attention=True)
     saved_counts, saved = {}, {}
-    for mode in tft.CHECKPOINTING:
+    for mode in CHECKPOINTING:
         model = make(dataclasses.replace(ref_cfg, checkpointing=mode), dtype=torch.float64).train()
         model.load_state_dict(ref.state_dict())
         (out, _), g = forward_backward(model, b, return_attention=True)
@@ -260,6 +260,25 @@ def test_card_loss_and_example_batch():
     assert a["observed"].shape == (SMALL.batch_size, SMALL.encoder_length, SMALL.n_observed)
     loss = CARD.loss(CARD.build(SMALL), a)
     assert loss.shape == () and torch.isfinite(loss)
+
+
+def parameter_count_theory(cfg: TFTConfig) -> int:
+    """Parameters by formula, exact for the blocks foxlib/models/tft.py builds."""
+    d, H, nq = cfg.hidden_size, cfg.num_heads, len(cfg.quantiles)
+    g = 4 * d * d + 6 * d  # one GRN(d -> d) without context; with context + d²
+
+    def vsn(m: int, context: bool = True) -> int:
+        # m·g per-variable GRNs; flattened GRN(m·d -> d -> m) with skip Linear(m·d, m) and context
+        total = m * g + m * d * d + m * m * d + 2 * d * d + 2 * m * d + 2 * d + 5 * m
+        return total if context else total - d * d  # W3 of the flattened GRN
+
+    # core: static encoders 4g, two LSTMs 2(8d²+8d), three gates 3(2d²+4d), enrichment g+d²,
+    # positionwise g, attention 2d²+2d²/H+3d+d/H, output d·nq+nq; 67d + d/H includes the biases
+    # of Q (d), K (d), V (d/H) and W_H (d).
+    core = 49 * d * d + 2 * d * d // H + 67 * d + d // H + d * nq + nq
+    vsns = vsn(1, context=False) + vsn(N_KNOWN + cfg.n_observed) + vsn(N_KNOWN)
+    embeddings = 2 * d * (N_KNOWN + cfg.n_observed) + len(SERIES) * d  # Linear(1, d) each; Embedding(2, d)
+    return core + vsns + embeddings
 
 
 def test_seed_parameter_count():

@@ -1,5 +1,5 @@
 """A vectorised trading environment over the real market data (foxlib.data.market), gymnasium-like without
-the dependency, and what every agent trained in it shares (EnvConfig, greedy_policy, OBJECTIVE).
+the dependency, and what every agent trained in it shares (EnvConfig, greedy_policy).
 
 Each of `n_envs` sub-environments trades one index (drawn per episode) over `episode_length` days from a
 random start. The observation at day t is the last `window` days (t-window+1 .. t) of the index's first
@@ -31,8 +31,6 @@ POSITIONS = np.array([-1.0, 0.0, 1.0])
 """Position taken by each action: 0 short, 1 flat, 2 long."""
 REWARD_SCALE = 100.0
 SPLITS = ("train", "evaluation")
-OBJECTIVE = ("mean reward per day (percent) of the greedy policy over every train-split day of both "
-             "indices (trading_env.backtest); higher is better")
 
 
 def _split_days(split: str, window: int, n_features: int) -> tuple[int, int]:
@@ -54,18 +52,14 @@ class TradingEnv:
         if n_envs < 1 or window < 1 or episode_length < 1:
             raise ValueError("n_envs, window and episode_length must be at least 1")
         features = market_features(n_features)
-        self.n_envs, self.window, self.n_features = n_envs, window, n_features
-        self.episode_length, self.split, self.cost = episode_length, split, cost
+        self.n_envs, self.window, self.episode_length, self.cost = n_envs, window, episode_length, cost
         self.obs_dim = window * n_features
-        self.n_actions = N_ACTIONS
-        self.train_end = features.train_end
         self._observed = features.observed                                  # (S, N, F) float32
         self._returns = features.next_return                                # (S, N) float64
         # an episode starting at t0 is rewarded with the returns of days t0 .. t0+L-1, the last ending on t0+L
         self.first_start, self.last_start = first, end - episode_length
         if self.last_start < first:
             raise ValueError(f"no {split} episodes of length {episode_length} with window {window}")
-        self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._series = np.zeros(n_envs, dtype=np.int64)
         self._day = np.zeros(n_envs, dtype=np.int64)
@@ -90,7 +84,7 @@ class TradingEnv:
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start every sub-environment afresh; re-seed first when `seed` is given."""
         if seed is not None:
-            self.seed, self._rng = seed, np.random.default_rng(seed)
+            self._rng = np.random.default_rng(seed)
         self._start(np.arange(self.n_envs))
         self._started = True
         return self._observe(self._series, self._day)
@@ -167,6 +161,7 @@ class EnvConfig:
                           episode_length=self.episode_length, split=split, seed=seed, cost=self.cost)
 
     def objective(self, model: torch.nn.Module, device: str | torch.device) -> float:
-        """OBJECTIVE of `model`, in sample: it shows that the agent learns what its training data rewards
+        """Mean reward per day (percent) of `model`'s greedy policy over every train-split day of both indices
+        (backtest); higher is better. In sample: it shows that the agent learns what its training data rewards
         (chiefly the S&P 500's short-term reversal in 2000-2014), not that it would trade well after 2015."""
         return backtest(greedy_policy(model, device), self.window, self.n_features, "train", self.cost)

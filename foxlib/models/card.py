@@ -25,8 +25,6 @@ class ModelCard:
     """(model, batch) -> scalar loss; loss.backward() trains the model."""
     buffers: Callable[[Any], Mapping[str, Any]] = field(default=lambda batch: {})
     """batch -> named replay/rollout buffers (tensors or numpy arrays) to report on their own line."""
-    train: Callable[..., Any] | None = None
-    """Optional short training run: (config, steps, device="cpu", seed=0) -> list of objective values."""
 
     def preset(self, name: str):
         """The preset config `name`; ValueError naming the valid presets otherwise."""

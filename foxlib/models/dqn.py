@@ -109,10 +109,6 @@ class ReplayBuffer:
                 setattr(self, name, torch.zeros(shape, dtype=getattr(torch, dtype), device=on))
         self.pos, self.full = 0, False
 
-    @staticmethod
-    def bytes_per_transition(obs_dim: int) -> int:
-        return 2 * 4 * obs_dim + 8 + 4 + 4
-
     def __len__(self) -> int:
         return self.capacity if self.full else self.pos
 
@@ -140,9 +136,6 @@ class ReplayBuffer:
         """`batch_size` transitions drawn uniformly (with replacement) by `rng`, as tensors on `device`."""
         rows = rng.integers(0, len(self), size=batch_size)
         return {name: torch.as_tensor(getattr(self, name)[rows]).to(device) for name in self.FIELDS}
-
-    def arrays(self) -> dict:
-        return {name: getattr(self, name) for name in self.FIELDS}
 
 
 @dataclass
@@ -186,12 +179,12 @@ def loss(model: DQN, batch: DQNBatch) -> torch.Tensor:
 
 
 def buffers(batch: DQNBatch) -> dict:
-    return batch.replay.arrays()
+    return {name: getattr(batch.replay, name) for name in ReplayBuffer.FIELDS}
 
 
 def train(cfg: DQNConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
     """A short CleanRL-style run of `steps` environment steps on the train split, each update one TrainingStep
-    (foxlib.memory.step) on a fresh minibatch: the objective (trading_env.OBJECTIVE) before training and every
+    (foxlib.memory.step) on a fresh minibatch: the objective (EnvConfig.objective) before training and every
     cfg.eval_every steps."""
     device = torch.device(device)
     rng = np.random.default_rng(seed)
@@ -231,4 +224,4 @@ PRESETS = {
 }
 
 CARD = ModelCard(name="dqn", title="DQN (CleanRL-style, trading env)", presets=PRESETS, build=build,
-                 example_batch=example_batch, loss=loss, buffers=buffers, train=train)
+                 example_batch=example_batch, loss=loss, buffers=buffers)

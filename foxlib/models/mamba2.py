@@ -3,7 +3,7 @@ is the log return from day t to t+1, in percent, from the daily market features 
 
 The state space duality (SSD) layer runs in its chunked form (paper, section 6 and listing 1): inside a chunk
 of Q steps the output is a masked "attention" (C Bᵀ ∘ L) X, between chunks a small recurrence carries the
-state. `ssd_sequential`, the plain recurrence, is the reference the tests check it against.
+state. tests/test_mamba2.py checks it against the plain recurrence.
 
 Notation: D = d_model, E = expand, H = heads, P = headdim (E·D = H·P), N = d_state, G = ngroups, K = d_conv,
 Q = chunk_size. Under autocast the projections and contractions run in 16 bits, but the log-decays (dt·A), their
@@ -101,7 +101,12 @@ def segsum(a: torch.Tensor) -> torch.Tensor:
     return out.masked_fill(~lower, -math.inf)
 
 
-def _check_shapes(x, dt, A, B, C):
+def ssd_chunked(x, dt, A, B, C, chunk_size):
+    """The SSD recurrence h_t = exp(dt_t·A) h_{t-1} + dt_t x_t B_tᵀ, y_t = C_t h_t (head h reads group h // (H/G)),
+    from a zero state, in four steps over chunks of Q = chunk_size (numbered below). x (b, l, H, P), dt (b, l, H),
+    A (H,), B and C (b, l, G, N) -> y (b, l, H, P) and the final state (b, H, P, N). The sequence is zero-padded
+    to a multiple of Q (dt = 0 there: the final state is unchanged). Every contraction is an einsum of two
+    operands: no (b, c, l, l, h, n) broadcast is ever built."""
     b, l, h, p = x.shape
     g, n = B.shape[-2:]
     if dt.shape != (b, l, h) or A.shape != (h,) or B.shape != (b, l, g, n) or C.shape != B.shape:
@@ -109,33 +114,6 @@ def _check_shapes(x, dt, A, B, C):
                          f"B {tuple(B.shape)} C {tuple(C.shape)}")
     if h % g:
         raise ValueError(f"heads ({h}) must be a multiple of groups ({g})")
-    return b, l, h, p, g, n
-
-
-def ssd_sequential(x, dt, A, B, C, initial_state=None):
-    """The reference recurrence, per head (head h reads group h // (H/G)), the input discretised as dt_t·x_t:
-        h_t = a_t h_{t-1} + dt_t x_t B_tᵀ,   y_t = C_t h_t,   a_t = exp(dt_t · A).
-    x (b, l, H, P), dt (b, l, H), A (H,), B and C (b, l, G, N), initial_state (b, H, P, N) ->
-    y (b, l, H, P) and the final state (b, H, P, N)."""
-    b, l, h, p, g, n = _check_shapes(x, dt, A, B, C)
-    dtype = _compute_dtype(x)
-    x, dt, A = x.to(dtype), dt.to(dtype), A.to(dtype)
-    B = B.to(dtype).repeat_interleave(h // g, dim=2)  # (b, l, H, N)
-    C = C.to(dtype).repeat_interleave(h // g, dim=2)
-    state = x.new_zeros(b, h, p, n) if initial_state is None else initial_state.to(dtype)
-    ys = []
-    for t in range(l):
-        decay = torch.exp(dt[:, t] * A)                                        # (b, H)
-        state = decay[..., None, None] * state + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :]
-        ys.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]))
-    return torch.stack(ys, dim=1), state
-
-
-def ssd_chunked(x, dt, A, B, C, chunk_size, initial_state=None):
-    """`ssd_sequential`'s result in four steps over chunks of Q = chunk_size (numbered below). The sequence is
-    zero-padded to a multiple of Q (dt = 0 there: the final state is unchanged). Every contraction is an einsum
-    of two operands: no (b, c, l, l, h, n) broadcast is ever built."""
-    b, l, h, p, g, n = _check_shapes(x, dt, A, B, C)
     r = h // g  # heads per group
     q = chunk_size
     pad = (-l) % q
@@ -161,13 +139,9 @@ def ssd_chunked(x, dt, A, B, C, chunk_size, initial_state=None):
     decay_to_end = torch.exp(a_cum[:, :, -1:] - a_cum)              # (b, c, q, g, r)
     states = torch.einsum("bclgn,bclgrp->bcgrpn", B, X * decay_to_end.unsqueeze(-1))
 
-    # 3. across chunks, with the initial state as the end state of a chunk -1:
+    # 3. across chunks, with a zero state as the end state of a chunk -1:
     #    entering[z] = sum_{c<z} exp(total log-decay of chunks c+1 .. z-1) · end_state[c]
-    if initial_state is None:
-        init = states.new_zeros(b, 1, g, r, p, n)
-    else:
-        init = initial_state.reshape(b, 1, g, r, p, n).to(states.dtype)
-    states = torch.cat([init, states], dim=1)                       # (b, c+1, g, r, p, n)
+    states = torch.cat([states.new_zeros(b, 1, g, r, p, n), states], dim=1)  # (b, c+1, g, r, p, n)
     chunk_decay = F.pad(a_cum[:, :, -1].permute(0, 2, 3, 1), (1, 0))  # (b, g, r, c+1)
     across = torch.exp(segsum(chunk_decay))                         # (b, g, r, c+1, c+1)
     states = torch.einsum("bgrzc,bcgrpn->bzgrpn", across.to(states.dtype), states)
@@ -272,20 +246,6 @@ class Mamba2Forecaster(nn.Module):
         return self.head(self.norm_f(h)).squeeze(-1)
 
 
-def parameter_count_theory(cfg: Mamba2Config) -> int:
-    """Parameters of one Mamba2Block: D(2ED + 2GN + H) in_proj + (ED + 2GN)(K+1) conv weight and bias + 3H
-    (dt_bias, A_log, D) + ED gated-norm weight + ED·D out_proj. D=256, N=64, P=64, E=2, G=1, K=4: 431,768."""
-    D, ED, H, G, N, K = cfg.d_model, cfg.d_inner, cfg.nheads, cfg.ngroups, cfg.d_state, cfg.d_conv
-    return D * (2 * ED + 2 * G * N + H) + (ED + 2 * G * N) * (K + 1) + 3 * H + ED + ED * D
-
-
-def parameter_count_total_theory(cfg: Mamba2Config) -> int:
-    """The whole forecaster's: blocks, pre-norms (D each), input Linear (F·D + D), final norm (D), head (D + 1)."""
-    D = cfg.d_model
-    return (cfg.n_layers * (parameter_count_theory(cfg) + D)
-            + cfg.n_features * D + D + D + D + 1)
-
-
 def build(cfg: Mamba2Config) -> Mamba2Forecaster:
     return Mamba2Forecaster(cfg)
 
@@ -324,4 +284,4 @@ def train(cfg: Mamba2Config, steps: int, device: str | torch.device = "cpu", see
 
 
 CARD = ModelCard(name="mamba2", title="Mamba-2", presets=PRESETS, build=build,
-                 example_batch=example_batch, loss=loss, train=train)
+                 example_batch=example_batch, loss=loss)

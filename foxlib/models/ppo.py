@@ -54,16 +54,11 @@ class PPOConfig(EnvConfig):
         """Transitions per rollout: n_envs * n_steps (CleanRL's batch_size)."""
         return self.n_envs * self.n_steps
 
-    @property
-    def minibatches(self) -> int:
-        """Minibatches per epoch: ceil(rollout_size / batch_size) (CleanRL's num_minibatches)."""
-        return math.ceil(self.rollout_size / self.batch_size)
 
-
-def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
-    """Orthogonal weights with gain `std`, constant bias (CleanRL's layer_init)."""
+def layer_init(layer: nn.Linear, std: float = math.sqrt(2)) -> nn.Linear:
+    """Orthogonal weights with gain `std`, zero bias (CleanRL's layer_init)."""
     nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias_const)
+    nn.init.constant_(layer.bias, 0.0)
     return layer
 
 
@@ -77,10 +72,10 @@ def mlp(obs_dim: int, hidden: int, out: int, std: float) -> nn.Sequential:
 class Agent(nn.Module):
     """Separate actor and critic MLPs; output gains 0.01 and 1."""
 
-    def __init__(self, obs_dim: int, hidden: int = 64, n_actions: int = N_ACTIONS):
+    def __init__(self, obs_dim: int, hidden: int):
         super().__init__()
         self.critic = mlp(obs_dim, hidden, 1, std=1.0)
-        self.actor = mlp(obs_dim, hidden, n_actions, std=0.01)
+        self.actor = mlp(obs_dim, hidden, N_ACTIONS, std=0.01)
 
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x).float().squeeze(-1)
@@ -118,13 +113,6 @@ class RolloutBuffer:
         self.values, self.advantages, self.returns = z(), z(), z()
         self.next_obs = torch.zeros((n_envs, obs_dim), device=device)
         self.next_done = torch.zeros(n_envs, device=device)
-
-    @staticmethod
-    def bytes_per_transition(obs_dim: int) -> int:
-        return 4 * obs_dim + 8 + 6 * 4
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {name: getattr(self, name) for name in self.FIELDS}
 
     def flat(self, name: str) -> torch.Tensor:
         """A field with steps and environments merged into one axis (a view)."""
@@ -243,13 +231,13 @@ def loss(model: Agent, batch: PPOBatch) -> torch.Tensor:
 
 
 def buffers(batch: PPOBatch) -> dict:
-    return batch.rollout.tensors()
+    return {name: getattr(batch.rollout, name) for name in RolloutBuffer.FIELDS}
 
 
 def train(cfg: PPOConfig, steps: int, device: str | torch.device = "cpu", seed: int = 0) -> list[float]:
     """A short CleanRL-style run of `steps` environment steps (CleanRL's total_timesteps, rounded up to whole
     rollouts) on the train split, each minibatch update one TrainingStep (foxlib.memory.step, gradients clipped to
-    cfg.max_grad_norm): the objective (trading_env.OBJECTIVE) before training and every cfg.eval_every
+    cfg.max_grad_norm): the objective (EnvConfig.objective) before training and every cfg.eval_every
     iterations."""
     device = torch.device(device)
     store = device if cfg.buffer_device == "device" else torch.device("cpu")
@@ -290,4 +278,4 @@ PRESETS = {
 }
 
 CARD = ModelCard(name="ppo", title="PPO (CleanRL-style, trading env)", presets=PRESETS, build=build,
-                 example_batch=example_batch, loss=loss, buffers=buffers, train=train)
+                 example_batch=example_batch, loss=loss, buffers=buffers)

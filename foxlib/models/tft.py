@@ -2,15 +2,10 @@
 interpretable multi-horizon time series forecasting", Int. J. Forecasting 37(4), 2021), paper-faithful,
 one attention layer, and its model card (CARD: presets, build, example_batch, the quantile loss);
 "Eq. n" and "Sec. n" refer to the paper. The blocks are in foxlib/models/tft_blocks.py, the config
-in foxlib/models/tft_config.py (both re-exported here). Switches that leave the parameters (and so
-the state dict) unchanged: `checkpointing`, gradient checkpointing at one of the granularities of
-CHECKPOINTING (Chen et al. 2016); `memory_efficient`, the per-variable GRNs of a VSN as batched ops
-over chunks of `vsn_chunk` variables, the real-valued embeddings folded into the first layers
-(tft_blocks.py) and attention through fused `scaled_dot_product_attention` (weights computed on the
-side); `vsn_batched` (with memory_efficient), the VSNs and the static covariate encoder in fewer, larger
-kernels (batched products over every variable, or over chunks of `vsn_chunk`; 0: all). The plain path
-(memory_efficient=False, checkpointing not CHUNKED) is the reference:
-embeddings materialised, a loop over the per-variable GRNs, explicit attention."""
+in foxlib/models/tft_config.py; its switches (checkpointing, memory_efficient, vsn_chunk, vsn_batched)
+leave the parameters, and so the state dict, unchanged. The plain path (memory_efficient=False,
+checkpointing not CHUNKED) is the reference: embeddings materialised, a loop over the per-variable
+GRNs, explicit attention."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -22,15 +17,9 @@ from torch.utils.checkpoint import checkpoint
 
 from foxlib.data.market import N_KNOWN, SERIES, MarketWindows
 from foxlib.models.card import ModelCard
-from foxlib.models.tft_blocks import (GateAddNorm, GatedLinearUnit, GatedResidualNetwork,
-                                      InterpretableMultiHeadAttention, RealEmbedding, StaticCovariateEncoder,
-                                      VariableGRNs, VariableSelectionNetwork)
-from foxlib.models.tft_config import CHECKPOINTING, CHUNKED, TFTConfig
-
-__all__ = ["CARD", "CHECKPOINTING", "CHUNKED", "PRESETS", "GateAddNorm", "GatedLinearUnit", "GatedResidualNetwork",
-           "InterpretableMultiHeadAttention", "RealEmbedding", "StaticCovariateEncoder", "TFTConfig",
-           "TemporalFusionTransformer", "VariableGRNs", "VariableSelectionNetwork", "build", "device_loss",
-           "example_batch", "loss", "parameter_count_theory", "quantile_loss"]
+from foxlib.models.tft_blocks import (GateAddNorm, GatedResidualNetwork, InterpretableMultiHeadAttention,
+                                      RealEmbedding, StaticCovariateEncoder, VariableSelectionNetwork)
+from foxlib.models.tft_config import CHUNKED, TFTConfig
 
 
 class TemporalFusionTransformer(nn.Module):
@@ -171,28 +160,9 @@ def quantile_loss(pred, target, quantiles) -> torch.Tensor:
         return torch.maximum(q * e, (q - 1) * e).sum(-1).mean()
 
 
-def parameter_count_theory(cfg: TFTConfig) -> int:
-    """Parameters by formula, exact for the blocks built here (tests/test_tft.py checks it against the model)."""
-    d, H, nq = cfg.hidden_size, cfg.num_heads, len(cfg.quantiles)
-    g = 4 * d * d + 6 * d  # one GRN(d -> d) without context; with context + d²
-
-    def vsn(m: int, context: bool = True) -> int:
-        # m·g per-variable GRNs; flattened GRN(m·d -> d -> m) with skip Linear(m·d, m) and context
-        total = m * g + m * d * d + m * m * d + 2 * d * d + 2 * m * d + 2 * d + 5 * m
-        return total if context else total - d * d  # W3 of the flattened GRN
-
-    # core: static encoders 4g, two LSTMs 2(8d²+8d), three gates 3(2d²+4d), enrichment g+d²,
-    # positionwise g, attention 2d²+2d²/H+3d+d/H, output d·nq+nq; 67d + d/H includes the biases
-    # of Q (d), K (d), V (d/H) and W_H (d).
-    core = 49 * d * d + 2 * d * d // H + 67 * d + d // H + d * nq + nq
-    vsns = vsn(1, context=False) + vsn(N_KNOWN + cfg.n_observed) + vsn(N_KNOWN)
-    embeddings = 2 * d * (N_KNOWN + cfg.n_observed) + len(SERIES) * d  # Linear(1, d) each; Embedding(2, d)
-    return core + vsns + embeddings
-
-
 PRESETS = {
     # 72 MB of F32 parameters = 18.0 M. d = 256, H = 4:
-    # parameter_count_theory gives 17.80 M with 31 observed variables, 18.15 M with 32 and 20.6 M
+    # parameter_count_theory (tests/test_tft.py) gives 17.80 M with 31 observed variables, 18.15 M with 32 and 20.6 M
     # with 39 (m = 44 encoder variables); 32 -> 18,146,330 parameters = 72.59 MB (+0.8 %).
     "seed": TFTConfig(hidden_size=256, num_heads=4, n_observed=32, encoder_length=60, decoder_length=5,
                       batch_size=32, dropout=0.1, lr=1e-3),

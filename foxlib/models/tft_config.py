@@ -33,9 +33,9 @@ class TFTConfig:
     lr: float = 1e-3
     """Adam learning rate (paper: 1e-3 for electricity, traffic and retail)."""
     checkpointing: str = "none"
-    """Gradient checkpointing: none, vsn (the VSNs), blocks (every major block), all (the whole body),
-    variables (blocks, with the encoder and decoder VSNs in segments of vsn_chunk variables each) or
-    vsn_variables (only the encoder and decoder VSNs, in those segments: the rest keeps its activations)."""
+    """Gradient checkpointing (Chen et al. 2016): none, vsn (the VSNs), blocks (every major block), all (the
+    whole body), variables (blocks, with the encoder and decoder VSNs in segments of vsn_chunk variables each)
+    or vsn_variables (only the encoder and decoder VSNs, in those segments: the rest keeps its activations)."""
     memory_efficient: bool = False
     """Batched per-variable GRNs in chunks of vsn_chunk, folded embeddings, fused SDPA attention (on CPU
     only at dropout 0); same parameters."""
