@@ -23,12 +23,10 @@ from foxlib.harness.equivalence import FailedCheck, reference_run, same_function
 from foxlib.harness.measure_step import measure_model, profile_graphed
 from foxlib.harness.floors import floors, step_flops
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
-from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.parallel_training import train_many
 from foxlib.harness.training import HARNESS, accuracy_config, check_target
-from foxlib.memory.cuda_graph import GraphedStep
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.claim_runs import measure_claim_runs
@@ -162,9 +160,9 @@ def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out
     leaves `chosen` as _profile_all's do."""
     steps = {}
     for s in list(chosen):
+        recipe = StepRecipe("tft", configs[s.name], s.precision, seed, s.options)
         try:
-            steps[s.name] = (_graphed_step(configs[s.name], dev, s.precision, seed, s.options) if s.cuda_graph
-                             else build_step(StepRecipe("tft", configs[s.name], s.precision, seed, s.options), dev).step)
+            steps[s.name] = capture_step(recipe, dev)[1] if s.cuda_graph else build_step(recipe, dev).step
         except (RuntimeError, ValueError) as exc:
             if s.name == BASELINE:
                 raise
@@ -176,17 +174,13 @@ def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out
     return {n: t.to_dict() for n, t in timings.items()}
 
 
-TIMELINE_CASES = ALL_CASES
-"""Live memory through one step: plain, checkpointed (VSNs, blocks, all), memory-efficient, and the step
-as a CUDA graph (its capture: a replay allocates nothing; skipped on the CPU)."""
-
-
 def measure_timeline_cases(base, dev: torch.device, timeline_dir: str, seed: int) -> dict[str, Any]:
-    """The seed TFT's live-memory timelines (foxlib.harness.timelines) as plain data; snapshot files
-    in `timeline_dir` (a temporary folder if empty)."""
+    """The seed TFT's live-memory timelines (foxlib.harness.timelines) as plain data: plain, checkpointed (VSNs,
+    blocks, all), memory-efficient, and the step as a CUDA graph (its capture: a replay allocates nothing; skipped
+    on the CPU); snapshot files in `timeline_dir` (a temporary folder if empty)."""
     import tempfile
     runs = measure_timelines(base, dev, timeline_dir or tempfile.mkdtemp(prefix="foxlib-timelines-"),
-                             TIMELINE_CASES, seed=seed, max_points=1500, viewer_html=False)
+                             ALL_CASES, seed=seed, max_points=1500, viewer_html=False)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return {n: r.to_dict() for n, r in runs.items()}
@@ -249,10 +243,6 @@ def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, de
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def _graphed_step(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> GraphedStep:
-    return capture_step(StepRecipe("tft", cfg, precision, seed, options), device)[1]
 
 
 def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:
