@@ -150,7 +150,7 @@ def _profile_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, 
             except (RuntimeError, ValueError) as exc:  # one strategy that cannot run here: named, the rest go on
                 if s.name == BASELINE:
                     raise
-                _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}", dev)
+                _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
             bar.advance()
 
 
@@ -166,11 +166,10 @@ def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out
         except (RuntimeError, ValueError) as exc:
             if s.name == BASELINE:
                 raise
-            _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}", dev)
+            _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}")
     timings = time_alternating(steps, repeats=repeats, warmup=warmup, device=dev)
     del steps
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
     return {n: t.to_dict() for n, t in timings.items()}
 
 
@@ -181,8 +180,7 @@ def measure_timeline_cases(base, dev: torch.device, timeline_dir: str, seed: int
     import tempfile
     runs = measure_timelines(base, dev, timeline_dir or tempfile.mkdtemp(prefix="foxlib-timelines-"),
                              ALL_CASES, seed=seed, max_points=1500, viewer_html=False)
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()
     return {n: r.to_dict() for n, r in runs.items()}
 
 
@@ -227,13 +225,12 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
         except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
             out[s.name] = FailedCheck(s.name, str(exc)).to_dict()
         gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
     references.clear()
     return out
 
 
-def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, device: torch.device) -> None:
+def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str) -> None:
     """Take a strategy that failed out of the run, saying why (in "skipped")."""
     chosen.remove(s)
     out["strategies"].pop(s.name, None)
@@ -241,8 +238,7 @@ def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, de
     out.get("predicted", {}).pop(s.name, None)
     out["skipped"][s.name] = why
     gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()
 
 
 def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:
