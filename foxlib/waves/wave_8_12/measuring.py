@@ -30,7 +30,7 @@ from foxlib.harness.training import HARNESS, accuracy_config, check_target
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.claim_runs import measure_claim_runs
-from foxlib.waves.wave_8_12.records import Measurement
+from foxlib.waves.wave_8_12.records import Measurement, StrategyRun
 from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
 from foxlib.waves.wave_8_12.workspace import measure_knob
 
@@ -62,11 +62,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     configs = {s.name: configure(base, s.overrides) for s in chosen}
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(),
                            "base_config": dataclasses.asdict(base),
-                           "strategies": {s.name: {"precision": s.precision, "overrides": s.overrides,
-                                                   "seed_guess": s.seed_guess, "changes_numerics": s.changes_numerics,
-                                                   "cuda_graph": s.cuda_graph,
-                                                   **({"options": s.options.to_dict()} if not s.options.is_default
-                                                      else {})}
+                           "strategies": {s.name: StrategyRun(s.precision, s.overrides, s.seed_guess,
+                                                              s.changes_numerics, s.cuda_graph,
+                                                              None if s.options.is_default else s.options)
                                           for s in chosen},
                            "skipped": skipped}
     saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"], "parameters": params})
