@@ -1,9 +1,7 @@
-"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
-profiles, predictions, step times, accuracy runs and their harness, claim runs, floors, the cuBLAS workspace knob's
-runs, same-function checks and where it resumed as records), and made into `Measurement812`, one `StrategyResult` per
-strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap interval over the alternating rounds
-(foxlib.harness.timing.ratio_interval), computed once here (`Measurement812.from_measurement`) and the one thing every
-decision, table, chart and the notebook read."""
+"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`), made into
+`Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap
+interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
+(`Measurement812.from_measurement`): the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
