@@ -74,8 +74,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     timings = time_alternating(steps, repeats=timing_repeats, warmup=3, device=dev)
     out["timing"] = {p: t.to_dict() for p, t in timings.items()}
     del steps
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
     results = compare_precisions(acc_cfg, precs, range(accuracy_seeds), device=dev, max_steps=accuracy_steps,
                                  eval_every=accuracy_eval_every, patience=accuracy_patience,
                                  val_windows=accuracy_val_windows, target=accuracy_target,

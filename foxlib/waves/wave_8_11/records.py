@@ -37,13 +37,9 @@ class Measurement(WaveMeasurement, wave="8.11", version=SCHEMA_VERSION):
 
     PARTS: ClassVar[dict[str, Any]] = {"accuracy_runs": TrainResult, "accuracy": Degradation,
                                        "accuracy_harness": HarnessSettings}
-    MANY: ClassVar[dict[str, Any]] = {"timing": Timing}
-
-    @classmethod
-    def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "memory": {n: {p: MemoryProfile.from_dict(x) for p, x in per.items()} for n, per in d["memory"].items()},
-            "predicted": {n: {p: predicted_profile(x) for p, x in per.items()} for n, per in d["predicted"].items()}}
+    MANY: ClassVar[dict[str, Any]] = {  # timing per precision; memory and predicted per model, then precision
+        "timing": Timing, "memory": lambda per: {p: MemoryProfile.from_dict(x) for p, x in per.items()},
+        "predicted": lambda per: {p: predicted_profile(x) for p, x in per.items()}}
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """One per model and precision ("tft fp16")."""

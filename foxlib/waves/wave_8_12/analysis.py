@@ -59,7 +59,7 @@ def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:
             "step_time_ratio": s.step_ratio.median, "step_time_interval": s.step_ratio.to_dict(),
             "time_per_window_ratio": s.window_ratio.median, "time_per_window_interval": s.window_ratio.to_dict(),
             "interval": interval_text(s), "accuracy_impact_pct": s.accuracy_impact_pct,
-            "floor_bytes": rec.floor_bytes, "peak_over_floor": s.peak_bytes / rec.floor_bytes,
+            "floor_bytes": rec.floors.bytes_floor, "peak_over_floor": s.peak_bytes / rec.floors.bytes_floor,
             "cuda_graph": s.cuda_graph, "options": s.stated_options,
             "allocator_peak_bytes": s.allocator_peak_bytes}
 

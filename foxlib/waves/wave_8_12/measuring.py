@@ -23,16 +23,14 @@ from foxlib.harness.equivalence import FailedCheck, reference_run, same_function
 from foxlib.harness.measure_step import measure_model, profile_graphed
 from foxlib.harness.floors import floors, step_flops
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
-from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.parallel_training import train_many
 from foxlib.harness.training import HARNESS, accuracy_config, check_target
-from foxlib.memory.cuda_graph import GraphedStep
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.claim_runs import measure_claim_runs
-from foxlib.waves.wave_8_12.records import Measurement
+from foxlib.waves.wave_8_12.records import Measurement, StrategyRun
 from foxlib.waves.wave_8_12.strategies import BASELINE, Strategy, accuracy_key, configure, runnable, select
 from foxlib.waves.wave_8_12.workspace import measure_knob
 
@@ -64,11 +62,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     configs = {s.name: configure(base, s.overrides) for s in chosen}
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(),
                            "base_config": dataclasses.asdict(base),
-                           "strategies": {s.name: {"precision": s.precision, "overrides": s.overrides,
-                                                   "seed_guess": s.seed_guess, "changes_numerics": s.changes_numerics,
-                                                   "cuda_graph": s.cuda_graph,
-                                                   **({"options": s.options.to_dict()} if not s.options.is_default
-                                                      else {})}
+                           "strategies": {s.name: StrategyRun(s.precision, s.overrides, s.seed_guess,
+                                                              s.changes_numerics, s.cuda_graph,
+                                                              None if s.options.is_default else s.options)
                                           for s in chosen},
                            "skipped": skipped}
     saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"], "parameters": params})
@@ -152,7 +148,7 @@ def _profile_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, 
             except (RuntimeError, ValueError) as exc:  # one strategy that cannot run here: named, the rest go on
                 if s.name == BASELINE:
                     raise
-                _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}", dev)
+                _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
             bar.advance()
 
 
@@ -162,33 +158,27 @@ def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out
     leaves `chosen` as _profile_all's do."""
     steps = {}
     for s in list(chosen):
+        recipe = StepRecipe("tft", configs[s.name], s.precision, seed, s.options)
         try:
-            steps[s.name] = (_graphed_step(configs[s.name], dev, s.precision, seed, s.options) if s.cuda_graph
-                             else build_step(StepRecipe("tft", configs[s.name], s.precision, seed, s.options), dev).step)
+            steps[s.name] = capture_step(recipe, dev)[1] if s.cuda_graph else build_step(recipe, dev).step
         except (RuntimeError, ValueError) as exc:
             if s.name == BASELINE:
                 raise
-            _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}", dev)
+            _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}")
     timings = time_alternating(steps, repeats=repeats, warmup=warmup, device=dev)
     del steps
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
     return {n: t.to_dict() for n, t in timings.items()}
 
 
-TIMELINE_CASES = ALL_CASES
-"""Live memory through one step: plain, checkpointed (VSNs, blocks, all), memory-efficient, and the step
-as a CUDA graph (its capture: a replay allocates nothing; skipped on the CPU)."""
-
-
 def measure_timeline_cases(base, dev: torch.device, timeline_dir: str, seed: int) -> dict[str, Any]:
-    """The seed TFT's live-memory timelines (foxlib.harness.timelines) as plain data; snapshot files
-    in `timeline_dir` (a temporary folder if empty)."""
+    """The seed TFT's live-memory timelines (foxlib.harness.timelines) as plain data: plain, checkpointed (VSNs,
+    blocks, all), memory-efficient, and the step as a CUDA graph (its capture: a replay allocates nothing; skipped
+    on the CPU); snapshot files in `timeline_dir` (a temporary folder if empty)."""
     import tempfile
     runs = measure_timelines(base, dev, timeline_dir or tempfile.mkdtemp(prefix="foxlib-timelines-"),
-                             TIMELINE_CASES, seed=seed, max_points=1500, viewer_html=False)
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+                             ALL_CASES, seed=seed, max_points=1500, viewer_html=False)
+    torch.cuda.empty_cache()
     return {n: r.to_dict() for n, r in runs.items()}
 
 
@@ -233,13 +223,12 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
         except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
             out[s.name] = FailedCheck(s.name, str(exc)).to_dict()
         gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
     references.clear()
     return out
 
 
-def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, device: torch.device) -> None:
+def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str) -> None:
     """Take a strategy that failed out of the run, saying why (in "skipped")."""
     chosen.remove(s)
     out["strategies"].pop(s.name, None)
@@ -247,12 +236,7 @@ def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str, de
     out.get("predicted", {}).pop(s.name, None)
     out["skipped"][s.name] = why
     gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
-def _graphed_step(cfg, device: torch.device, precision: str, seed: int, options: StepOptions) -> GraphedStep:
-    return capture_step(StepRecipe("tft", cfg, precision, seed, options), device)[1]
+    torch.cuda.empty_cache()
 
 
 def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:

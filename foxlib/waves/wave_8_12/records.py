@@ -1,9 +1,7 @@
-"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`, its step
-profiles, predictions, step times, accuracy runs and their harness, claim runs, floors, the cuBLAS workspace knob's
-runs, same-function checks and where it resumed as records), and made into `Measurement812`, one `StrategyResult` per
-strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap interval over the alternating rounds
-(foxlib.harness.timing.ratio_interval), computed once here (`Measurement812.from_measurement`) and the one thing every
-decision, table, chart and the notebook read."""
+"""Wave 8.12's measurement: measure()'s data (measurement.json), typed and checked on load (`Measurement`), made into
+`Measurement812`, one `StrategyResult` per strategy with raw bytes, seconds and each ratio to fp32 with its bootstrap
+interval over the alternating rounds (foxlib.harness.timing.ratio_interval), computed once here
+(`Measurement812.from_measurement`): the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
 import dataclasses
@@ -146,7 +144,7 @@ class StrategyResult(Record):
     options: StepOptions = StepOptions()  # the step's options (results.json: {} where all are the defaults)
     workspace_bytes: int | None = None  # cuBLAS workspaces beside the step's tensors (None: not measured)
     PARTS: ClassVar[dict[str, Any]] = {"step_ratio": RatioInterval, "window_ratio": RatioInterval,
-                                       "options": StepOptions}
+                                       "options": StepOptions, "step_samples_s": float}  # a list: a tuple (typed())
 
     @property
     def allocator_peak_bytes(self) -> int | None:
@@ -164,11 +162,6 @@ class StrategyResult(Record):
 
     def to_dict(self) -> dict[str, Any]:
         return super().to_dict() | {"options": self.stated_options}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
-        """Record's, the samples (a list in JSON) a tuple again."""
-        return super().from_dict(d | {"step_samples_s": tuple(d["step_samples_s"])})
 
 
 @dataclass(frozen=True)
@@ -214,12 +207,6 @@ class Measurement812:
     def baseline_losses(self) -> tuple[float, ...]:
         """The baseline's accuracy runs' quantile losses, one per seed: its own spread."""
         return tuple(r.quantile_loss for r in self.accuracy_runs[self.baseline])
-
-    @property
-    def floor_bytes(self) -> int:
-        """fp32 weights, gradients and two Adam moments: what no strategy that keeps Adam in fp32 goes under (the
-        measured floors' own figure)."""
-        return self.floors.bytes_floor
 
     @classmethod
     def from_measurement(cls, m: Measurement, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,

@@ -5,13 +5,10 @@ function the model computes (checkpointing, the memory-efficient path and CUDA g
 The "+ CUDA graph" strategies run the whole step as one captured graph (foxlib.memory.cuda_graph):
 the same arithmetic without a launch per kernel. CUDA only (skipped on the CPU, and said so). They
 compete for the recommendation: wave 8.13 trains and serves a graphed recommendation with captured
-steps (its first H200 runs in graph mode, at 79e3cfb and b499286, stopped with "an illegal memory
-access was encountered": a captured inference forward kept its graph but not its input, which the
-warm-up freed; wave_8_13/serve.py's _captured keeps it, tests/test_cuda_graph.py; since bb33a65 the
-whole wave runs to the end in graph mode on the H200, scripts/h200-graphmode-diagnose.sh "all").
-The fast path's knobs (foxlib.harness.step_options: fused Adam, Adam applied in backward, TF32, the
-LSTMs without cuDNN) are strategies too; TF32, Adam in backward (its gradients clipped per parameter
-in the accuracy runs) and the LSTMs without cuDNN change the numbers, and get their own accuracy runs.
+steps (wave_8_13/serve.py). The fast path's knobs (foxlib.harness.step_options: fused Adam, Adam
+applied in backward, TF32, the LSTMs without cuDNN) are strategies too; TF32, Adam in backward (its
+gradients clipped per parameter in the accuracy runs) and the LSTMs without cuDNN change the numbers,
+and get their own accuracy runs.
 """
 from __future__ import annotations
 

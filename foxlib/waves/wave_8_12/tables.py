@@ -177,13 +177,10 @@ def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> p
     """The recommendation, the best of each kind (eager, CUDA graph) and the lightest at full speed beside the
     floors (foxlib.harness.floors: bytes per parameter; time from the step's FLOPs and the optimizer's traffic at
     the device's published peaks) and the fast path's targets, with how far each is."""
-    fl = rec.floors
-    names, rows = [], []
-    for r in (recommend(rec, budgets), *(recommend(rec, budgets, cuda_graph=kind) for kind in (False, True)),
-              lightest_at_full_speed(rec, budgets) or {"strategy": None}):
-        if r["strategy"] and r["strategy"] not in names:
-            names.append(r["strategy"])
-    for name in names:
+    fl, rows = rec.floors, []
+    picks = (recommend(rec, budgets), *(recommend(rec, budgets, cuda_graph=kind) for kind in (False, True)),
+             lightest_at_full_speed(rec, budgets) or {"strategy": None})
+    for name in dict.fromkeys(r["strategy"] for r in picks if r["strategy"]):  # each once, in that order
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
         t = fl.time_floor_s or {}

@@ -76,7 +76,7 @@ class KnobResult(Record):
     step_s: tuple[float, ...]  # per round, at the default size
     small_step_s: tuple[float, ...]
     ratio: RatioInterval  # small over default
-    PARTS = {"ratio": RatioInterval}
+    PARTS = {"ratio": RatioInterval, "step_s": float, "small_step_s": float}  # a list: a tuple (typed())
 
     @property
     def saved_bytes(self) -> int:
@@ -92,11 +92,6 @@ class KnobResult(Record):
         """Not shown within MAX_SLOWDOWN of the default size's step: the interval's upper end above it
         (three rounds give tight intervals: a 0.3 % difference can be "shown", and is no cost)."""
         return self.ratio.high > 1.0 + MAX_SLOWDOWN
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "KnobResult":
-        """Record's, the seconds (lists in JSON) tuples again."""
-        return super().from_dict(d | {"step_s": tuple(d["step_s"]), "small_step_s": tuple(d["small_step_s"])})
 
 
 @dataclass(frozen=True)
