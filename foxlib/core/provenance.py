@@ -118,7 +118,7 @@ def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
     if data is None:
         data = json.loads(path.read_text())
     from foxlib.core.results import measured_revision
-    return {"path": display_path(path), "revision": measured_revision(data), "sha256": sha256_of(path)}
+    return Citation(display_path(path), measured_revision(data), sha256_of(path)).to_dict()
 
 
 def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:
