@@ -8,6 +8,12 @@ from foxlib.waves.wave_8_12 import claim_runs as cr
 from tests.conftest import committed, committed_measurement
 
 
+def _verdict(runs, ratio, spread=None):
+    """A claim's verdict as wave 8.12 judges it (analysis.claim_verdicts): pooled_verdict on the pooled_interval."""
+    _, low, high = sc.pooled_interval(runs, spread)
+    return sc.pooled_verdict(len(runs), low, high, ratio)
+
+
 @pytest.mark.parametrize("text, ratio", [("+20% faster", 1 / 1.2), ("-40% slower", 1 / 0.6), ("-75% slower", 4.0),
                                          ("no change", 1.0), ("-40 % slower", 1 / 0.6)])
 def test_one_reading_of_faster_and_slower(text, ratio):
@@ -35,8 +41,8 @@ def test_the_runs_that_flipped_on_the_h200_straddle_the_band_and_say_so():
     their pooled interval crosses the band's lower edge (1.52), so the verdict is inconclusive, not holds in one
     set and wrong in another."""
     runs = [(1.39, 1.23, 1.69), (1.53, 1.43, 1.69), (1.45, 1.30, 1.60)]
-    assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "inconclusive"
-    assert sc.speed_verdict(runs[:2], sc.speed_ratio("-40% slower")) == "inconclusive"  # two runs are not enough
+    assert _verdict(runs, sc.speed_ratio("-40% slower")) == "inconclusive"
+    assert _verdict(runs[:2], sc.speed_ratio("-40% slower")) == "inconclusive"  # two runs are not enough
 
 
 def test_the_committed_h200_runs_of_checkpoint_variables_are_wrong_pooled():
@@ -47,7 +53,7 @@ def test_the_committed_h200_runs_of_checkpoint_variables_are_wrong_pooled():
     centre, low, high = sc.pooled_interval(runs)
     assert centre == pytest.approx((2.06 * 2.18 * 2.02) ** (1 / 3))
     assert low > sc.speed_band(sc.speed_ratio("-40% slower"))[1]
-    assert sc.speed_verdict(runs, sc.speed_ratio("-40% slower")) == "wrong"
+    assert _verdict(runs, sc.speed_ratio("-40% slower")) == "wrong"
 
 
 def test_the_pooled_interval_by_hand():
@@ -82,12 +88,12 @@ def test_the_spread_between_runs_is_pooled_over_the_claims_timed_together():
 def test_a_verdict_needs_the_pooled_interval_on_one_side_of_an_edge():
     apart = (2.5, 2.4, 2.6)
     inside = (1.0, 0.97, 1.03)
-    assert sc.speed_verdict([apart] * 3, 1.0) == "wrong"
-    assert sc.speed_verdict([inside] * 3, 1.0) == "holds"
-    assert sc.speed_verdict([inside, inside, apart], 1.0) == "inconclusive"  # the spread crosses the band
+    assert _verdict([apart] * 3, 1.0) == "wrong"
+    assert _verdict([inside] * 3, 1.0) == "holds"
+    assert _verdict([inside, inside, apart], 1.0) == "inconclusive"  # the spread crosses the band
     wide = (1.0, 0.5, 2.0)  # high / low = 4: confirms nothing
     assert sc.interval_verdict(wide[1], wide[2], sc.speed_band(1.0)) == "inconclusive"
-    assert sc.speed_verdict([wide] * 3, 1.0) == "inconclusive"
+    assert _verdict([wide] * 3, 1.0) == "inconclusive"
     assert sc.interval_verdict(1.05, 1.15, sc.speed_band(1.0)) == "inconclusive"  # across the upper edge 1.1
 
 
@@ -191,7 +197,7 @@ def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
         intervals = cr.claim_intervals(cr.ClaimRuns.from_dict(data))
         runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in intervals.items()}
         spread = sc.run_spread(runs.values())
-        verdicts.append({n: sc.speed_verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),
+        verdicts.append({n: _verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),
                                              spread) for n, t in runs.items()})
     in_ledger = {"fp16", "checkpoint blocks", "checkpoint variables", "batch ÷4", "sequence ÷2"}  # its speed rows
     assert all(in_ledger < set(v) for v in verdicts)

@@ -7,7 +7,7 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.models import MODELS
-from foxlib.harness.recipe import StepRecipe, build_step, optimizer_for, timed_step
+from foxlib.harness.recipe import StepRecipe, build_step, optimizer_for
 
 CPU = torch.device("cpu")
 
@@ -48,7 +48,7 @@ def test_measure_model_and_second_opinion_use_the_cards_learning_rate(model, ada
 def test_timed_and_ensemble_steps_use_the_cards_learning_rate(adam_rates):
     from foxlib.waves.wave_8_13 import members
     cfg = _small("dqn")
-    timed_step(MODELS["dqn"], cfg, CPU, "fp32")
+    build_step(StepRecipe("dqn", cfg), CPU)  # the step wave 8.11 times
     member = members.Member("dqn", cfg, "fp32")
     members.load_member(member, CPU, seed=0)
     assert adam_rates == [cfg.learning_rate] * 2

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foxlib.core import config
+from foxlib.core.critical_path import get_wave
+
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _CELL = re.compile(r"^# %%.*\btags=\[[^\]]*\"parameters\"[^\]]*\].*$", re.M)
@@ -147,14 +150,12 @@ def defaults_for(wave_id: str, declared: dict[str, Parameter], device_type: str)
 def _same(name: str, value: Any, default: Any) -> bool:
     if name == "strategies" and isinstance(value, str) and isinstance(default, str):
         # "all" and an explicit list of every strategy are one set: the wave that has strategies reads them
-        from foxlib.core.critical_path import get_wave
         select = get_wave("8.12").part("strategies").select
         try:
             return [s.name for s in select(value)] == [s.name for s in select(default)]
         except ValueError:
             return False
     if name == "budgets_file":
-        from foxlib.core import config
         norm = lambda v: str(Path(v).resolve()) if v else str(config.BUDGETS_FILE.resolve())  # noqa: E731
         return norm(value) == norm(default)
     return value == default and type(value) is type(default)
@@ -212,7 +213,6 @@ def run_kind(wave_id: str, params: dict[str, Any], measure_parameters: dict[str,
     """Canonical or variant: `params` as run, the measurement's own parameters (`measure_parameters`, a
     measurement file made elsewhere; None: measured in this run) taking precedence, against the defaults of
     `device_type`."""
-    from foxlib.core.critical_path import get_wave
     declared = read_parameters(get_wave(wave_id).notebook)
     values = {**params, **(measure_parameters or {})}
     return RunKind(device_type, device_defaults(wave_id, device_type),

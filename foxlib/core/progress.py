@@ -18,7 +18,8 @@ class Bar(tqdm):
         self.update(n)
 
 
-def progress(total: int, what: str) -> Bar:
-    """A bar of `total` steps, for a with block; FOXLIB_PROGRESS=0 silences it."""
-    return Bar(total=total, desc=what, file=sys.stderr, disable=os.environ.get("FOXLIB_PROGRESS", "1") == "0",
+def progress(total: int, what: str, show: bool = True) -> Bar:
+    """A bar of `total` steps, for a with block; `show` False or FOXLIB_PROGRESS=0 silences it."""
+    return Bar(total=total, desc=what, file=sys.stderr,
+               disable=not show or os.environ.get("FOXLIB_PROGRESS", "1") == "0",
                leave=True, dynamic_ncols=True, mininterval=1.0)

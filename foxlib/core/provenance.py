@@ -24,16 +24,15 @@ class ProvenanceError(ValueError):
     """A dirty tree where a clean one is needed, or a cited file that changed."""
 
 
-def git_revision(root: Path | None = None) -> str | None:
+def git_revision() -> str | None:
     """The tree's revision; FOXLIB_GIT_REVISION where set (a copy of the tree on a GPU machine); None if unknown."""
     if os.environ.get("FOXLIB_GIT_REVISION"):
         return os.environ["FOXLIB_GIT_REVISION"]
-    root = Path(root or config.ROOT)
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=10)
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=config.ROOT, capture_output=True,
+                             text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"],
-                               cwd=root, capture_output=True, text=True, timeout=10)
+                               cwd=config.ROOT, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     if rev.returncode != 0 or not rev.stdout.strip():
@@ -118,7 +117,7 @@ def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
     if data is None:
         data = json.loads(path.read_text())
     from foxlib.core.results import measured_revision
-    return {"path": display_path(path), "revision": measured_revision(data), "sha256": sha256_of(path)}
+    return Citation(display_path(path), measured_revision(data), sha256_of(path)).to_dict()
 
 
 def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:

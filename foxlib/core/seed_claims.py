@@ -120,12 +120,3 @@ def pooled_verdict(n_runs: int, low: float, high: float, ratio: float) -> str:
     """A claim's verdict on the pooled interval of `n_runs` runs (wave 8.12's table and the index's ledger):
     "inconclusive" with fewer than MIN_RUNS, else interval_verdict."""
     return "inconclusive" if n_runs < MIN_RUNS else interval_verdict(low, high, speed_band(ratio))
-
-
-def speed_verdict(runs: list[tuple[float, float, float]], ratio: float,
-                  spread: tuple[float, int] | None = None) -> str:
-    """pooled_verdict on the runs' pooled_interval."""
-    if len(runs) < MIN_RUNS:
-        return "inconclusive"
-    _, low, high = pooled_interval(runs, spread)
-    return pooled_verdict(len(runs), low, high, ratio)

@@ -100,10 +100,10 @@ def _graphed(model, batch, precision: str, device: torch.device) -> dict[str, An
     return _read(model, kept["pred"], loss)  # gradients and prediction of the replay, before its Adam update
 
 
-def compare(reference: dict[str, Any], variant: dict[str, Any], *, name: str, precision: str, device: str,
-            tolerance_rel: float | None = None) -> Equivalence:
+def compare(reference: dict[str, Any], variant: dict[str, Any], *, name: str, precision: str,
+            device: str) -> Equivalence:
     """Max |Δ| of two runs' predictions and gradients (as _eager returns them)."""
-    tol = TOLERANCE_REL[precision] if tolerance_rel is None else tolerance_rel
+    tol = TOLERANCE_REL[precision]
     out_diff = float((variant["pred"] - reference["pred"]).abs().max())
     out_ref = float(reference["pred"].abs().max())
     missing = sorted(set(reference["grads"]) ^ set(variant["grads"]))
@@ -140,8 +140,7 @@ def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch
 
 def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device: str | torch.device = "cpu",
                   seed: int = 0, cuda_graph: bool = False, options: StepOptions = StepOptions(), name: str = "",
-                  variant_seed: int | None = None, tolerance_rel: float | None = None,
-                  reference: dict[str, Any] | None = None) -> Equivalence:
+                  variant_seed: int | None = None, reference: dict[str, Any] | None = None) -> Equivalence:
     """The TFT of `variant_cfg` (`cuda_graph`: its step as one CUDA graph; `options`: the step's options, e.g.
     compiled by torch.compile, foxlib.harness.step_options.compile_in_place, with inductor's C++ wrapper) against
     the plain step of `reference_cfg`, both with dropout 0, the weights of `seed` and one batch, in `precision`.
@@ -171,7 +170,7 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
     with backends(options):
         run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
     return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, options), precision=precision,
-                   device=str(device), tolerance_rel=tolerance_rel)
+                   device=str(device))
 
 
 def _describe(cfg, cuda_graph: bool, options: StepOptions) -> str:

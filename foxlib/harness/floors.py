@@ -31,14 +31,6 @@ PUBLISHED_PEAKS = {
 }
 
 
-def published_peaks(device_name: str) -> dict[str, Any] | None:
-    """The published peaks of the device named (e.g. "NVIDIA H200"), or None for one not listed."""
-    for key, peaks in PUBLISHED_PEAKS.items():
-        if key in device_name:
-            return {"device": key, **peaks}
-    return None
-
-
 def step_flops(model: torch.nn.Module, batch: Any, loss_fn) -> int:
     """Floating-point operations of one forward + backward (FlopCounterMode's count: matrix products,
     convolutions, attention)."""
@@ -63,8 +55,9 @@ class Floors(Record):
 
 
 def floors(n_parameters: int, flops: int | None, device_name: str) -> Floors:
-    """The step's floors for `n_parameters` fp32 parameters and `flops` per step on the device named."""
-    peaks = published_peaks(device_name)
+    """The step's floors for `n_parameters` fp32 parameters and `flops` per step on the device named (e.g.
+    "NVIDIA H200"; no time floor for one PUBLISHED_PEAKS does not list)."""
+    peaks = next((p for key, p in PUBLISHED_PEAKS.items() if key in device_name), None)
     time_floor = traffic = None
     if peaks and flops is not None:
         time_floor = {p: flops / peaks[f"{p}_flops"] for p in ("fp32", "tf32", "bf16")}

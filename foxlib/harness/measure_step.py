@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -12,8 +13,8 @@ from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 from foxlib.models import MODELS
-from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.harness.step_options import StepOptions
+from foxlib.harness.recipe import StepRecipe, build_step, graph_parts
+from foxlib.harness.step_options import StepOptions, backends
 
 
 def predict_model(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0,
@@ -107,10 +108,6 @@ def profile_graphed(recipe: StepRecipe, device: torch.device,
     """The recipe's step profiled as one CUDA graph (foxlib.memory.cuda_graph.profile_graphed_step: the
     peak over its capture and first replay, as a dict), its options' backends (TF32, cuDNN) held while captured.
     on_built(built step) runs before the profile, e.g. to check the batch or keep the model."""
-    import gc
-
-    from foxlib.harness.recipe import graph_parts
-    from foxlib.harness.step_options import backends
     from foxlib.memory.cuda_graph import profile_graphed_step
     built, loss = graph_parts(recipe, device)
     if on_built is not None:

@@ -57,8 +57,6 @@ class OpCount:
     views: int = 0
     blocks: dict[str, collections.Counter] = field(default_factory=dict)
     ops: collections.Counter = field(default_factory=collections.Counter)
-    block_ops: collections.Counter = field(default_factory=collections.Counter)
-    """(block, phase, op name) -> count."""
 
     def add(self, block: str, phase: str, name: str) -> None:
         c = self.blocks.setdefault(block, collections.Counter())
@@ -69,7 +67,6 @@ class OpCount:
         self.matmuls += kind == "matmul"
         self.views += kind == "view"
         self.ops[name] += 1
-        self.block_ops[(block, phase, name)] += 1
 
     def per_block(self) -> dict[str, dict[str, int]]:
         """{block: {ops, fwd, bwd, matmuls, views}}."""

@@ -116,11 +116,6 @@ def build_step(recipe: StepRecipe, device: torch.device | str, **adam: Any) -> B
     return BuiltStep(recipe, model, batch, optimizer, step, device)
 
 
-def timed_step(card, cfg, device: torch.device, precision: str, seed: int = 0):
-    """A zero-argument callable running one full training step of the recipe (for timing)."""
-    return build_step(StepRecipe(card.name, cfg, precision, seed), device).step
-
-
 def graph_parts(recipe: StepRecipe, device: torch.device | str, loss=None):
     """The built step with Adam capturable=True, and a loss that copies nothing from the host (`loss`, else the
     TFT's device_loss): what a CUDA graph captures."""

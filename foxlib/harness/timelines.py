@@ -19,7 +19,7 @@ from foxlib.core.figures import slug
 from foxlib.core.schema import Record
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
-from foxlib.harness.recipe import StepRecipe, build_step
+from foxlib.harness.recipe import StepRecipe, build_step, graph_parts
 from foxlib.memory.profile import record_cuda_history
 
 HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
@@ -139,10 +139,8 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, write the
     snapshot; returns (the model peak over capture and replay, the outside bytes), as profile_graphed_step does."""
     from foxlib.memory.cuda_graph import GraphedStep, bytes_outside_step
-    from foxlib.models.tft import device_loss
 
-    step = build_step(recipe, device, capturable=True)
-    loss = device_loss(recipe.cfg, device)
+    step, loss = graph_parts(recipe, device)
 
     def marked_loss(model, batch):
         value = loss(model, batch)

@@ -106,9 +106,6 @@ class RatioInterval(Record):
         if not self.low <= self.high:
             raise ValueError(f"a ratio interval needs low <= high, got [{self.low}, {self.high}]")
 
-    def contains(self, x: float) -> bool:
-        return self.low <= x <= self.high
-
     def overlaps(self, other: "RatioInterval") -> bool:
         return self.low <= other.high and other.low <= self.high
 
@@ -122,20 +119,16 @@ class RatioInterval(Record):
             raise ValueError(f"a ratio interval scales by a positive factor, got {factor}")
         return RatioInterval(self.median * factor, self.low * factor, self.high * factor, self.confidence)
 
-    def format(self, digits: int = 2) -> str:
-        return f"{self.median:.{digits}f}x [{self.low:.{digits}f}, {self.high:.{digits}f}]"
-
     def __str__(self) -> str:
-        return self.format()
+        return f"{self.median:.2f}x [{self.low:.2f}, {self.high:.2f}]"
 
 
-def median_interval(samples, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-                    seed: int = SEED) -> tuple[float, float, float]:
+def median_interval(samples) -> tuple[float, float, float]:
     """(median, low, high) of one variant's step times: the median and its bootstrap percentile interval."""
     a = np.asarray(samples, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError("a median interval needs at least one sample")
-    median, low, high = bootstrap_median(a, confidence, resamples, seed)
+    median, low, high = bootstrap_median(a)
     return median, min(low, median), max(high, median)
 
 

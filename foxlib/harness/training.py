@@ -11,7 +11,6 @@ comparison with fp32 means something only for seeds whose fp32 run has skill (`p
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import statistics
 import time
@@ -84,13 +83,6 @@ def powered_seeds(runs: Sequence[TrainResult], baseline: str = "fp32",
                   min_skill: float = DEFAULT_MIN_SKILL) -> list[int]:
     """The seeds whose `baseline` run has skill: where a comparison has power."""
     return sorted(r.seed for r in runs if r.precision == baseline and has_skill(r.metrics, min_skill))
-
-
-class _Quiet:
-    """A progress bar that shows nothing."""
-
-    def advance(self, *a, **k):
-        pass
 
 
 def check_target(target: str) -> str:
@@ -225,9 +217,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
     started = time.perf_counter()
     step = 0
-    with backends(options), \
-            (progress(max_steps, f"train tft {precision} seed {seed}") if show_progress
-                 else contextlib.nullcontext(_Quiet())) as bar:
+    with backends(options), progress(max_steps, f"train tft {precision} seed {seed}", show_progress) as bar:
         while step < max_steps:
             batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)
             loss = run(batch, check=f"training step {step} (TFT, {precision}, seed {seed})")

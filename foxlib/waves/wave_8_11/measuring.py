@@ -11,7 +11,7 @@ import torch
 from foxlib.core.progress import progress
 from foxlib.core.results import measures
 from foxlib.harness.measure_step import measure_model
-from foxlib.harness.recipe import timed_step
+from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.training import HARNESS, accuracy_config, check_target, compare_precisions, degradation
 from foxlib.memory.devices import describe, environment, resolve_device
@@ -70,7 +70,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                 out["memory"].setdefault(name, {})[p] = r["profile"]
                 out.setdefault("predicted", {}).setdefault(name, {})[p] = r["predicted"]
                 bar.advance()
-    steps = {p: timed_step(tft, cfg, dev, p, seed) for p in precs}
+    steps = {p: build_step(StepRecipe("tft", cfg, p, seed), dev).step for p in precs}
     timings = time_alternating(steps, repeats=timing_repeats, warmup=3, device=dev)
     out["timing"] = {p: t.to_dict() for p, t in timings.items()}
     del steps

@@ -4,7 +4,7 @@ intervals narrower than the spread between runs of the same code: on the H200, "
 is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh processes
 (foxlib.harness.fresh_process: each builds the steps anew, warms up, then times them alternating), and a
 claim's verdict comes from the runs pooled: the interval of their mean holds the spread between them
-(foxlib.core.seed_claims.speed_verdict).
+(foxlib.core.seed_claims.pooled_verdict).
 
 `measure_claim_runs` returns plain data, `ClaimRuns` on load; `claim_intervals` makes it per strategy, one ratio of
 time per training window to fp32's per run, with its bootstrap interval over that run's rounds.
