@@ -14,7 +14,7 @@ import functools
 import gc
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
@@ -460,15 +460,6 @@ def _optimizer_label(optimizer: str, foreach: bool | None) -> str:
         return "SGD (no state)"
     kind = {None: "for-loop (torch's CPU default)", False: "for-loop", True: "multi-tensor (foreach)"}[foreach]
     return f"Adam, {kind} implementation"
-
-
-def build_fake(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module, FakeTensorMode]:
-    """build() under a fresh FakeTensorMode: the model with fake parameters (no memory), and the mode to run it
-    under. torch's global RNG is left as it was."""
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with torch.random.fork_rng(devices=[]), fake_mode:
-        model = build()
-    return model, fake_mode
 
 
 @contextlib.contextmanager

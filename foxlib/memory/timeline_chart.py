@@ -43,9 +43,6 @@ class TimelineFigure:
         return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(self.alt_text, quote=True)}" '
                 f'style="max-width:100%"><figcaption>{html.escape(self.caption)}</figcaption></figure>')
 
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
 
 def _short(text: str, n: int = OWNER_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
