@@ -22,7 +22,7 @@ PHASES = ("forward", "backward", "optimizer step")
 
 
 @dataclass(frozen=True)
-class Phase:
+class Phase(Record):
     """One part of the step on the series' x-axis (milliseconds since the step began)."""
     name: str
     start_ms: float
@@ -30,7 +30,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class PeakOwner:
+class PeakOwner(Record):
     """Allocations live at the peak that one place in the code made, and their bytes together."""
     name: str
     """CUDA: the innermost frame of the model's code (file:line function) and the torch function below it;
@@ -41,6 +41,7 @@ class PeakOwner:
     """The phase the largest of them was allocated in."""
     frames: tuple[str, ...] = ()
     """The largest one's stack (CUDA, torch and the runner's frames left out) or ops (CPU), innermost first."""
+    PARTS = {"frames": str}
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class MemoryTimeline(Record):
     """CUDA: the replay's live bytes at the end less the snapshot's allocated blocks (0: exact)."""
     forward_end_bytes: int | None = None
     """Bytes live when the forward (+ loss) ended: what it leaves for backward on top of start_bytes."""
+    PARTS = {"x_ms": float, "live_bytes": int, "phases": Phase, "owners": PeakOwner}
 
     def __post_init__(self):
         if len(self.x_ms) != len(self.live_bytes):
@@ -79,14 +81,6 @@ class MemoryTimeline(Record):
     @property
     def owner(self) -> PeakOwner | None:
         return self.owners[0] if self.owners else None
-
-    def phase_peak_bytes(self, name: str) -> int:
-        """The largest live bytes within one phase."""
-        ph = next((p for p in self.phases if p.name == name), None)
-        if ph is None:
-            raise ValueError(f"no phase {name!r}; phases: {', '.join(p.name for p in self.phases)}")
-        inside = [b for x, b in zip(self.x_ms, self.live_bytes) if ph.start_ms <= x <= ph.end_ms]
-        return max(inside) if inside else 0
 
     def without(self, outside_bytes: int) -> "MemoryTimeline":
         """The same step less `outside_bytes` live throughout that are not the step's (cuBLAS workspaces,
@@ -98,15 +92,6 @@ class MemoryTimeline(Record):
                        peak_bytes=self.peak_bytes - outside_bytes, start_bytes=self.start_bytes - outside_bytes,
                        forward_end_bytes=None if self.forward_end_bytes is None
                        else self.forward_end_bytes - outside_bytes)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MemoryTimeline":
-        d = dict(d)
-        d["x_ms"] = tuple(d["x_ms"])
-        d["live_bytes"] = tuple(d["live_bytes"])
-        d["phases"] = tuple(Phase(**p) for p in d["phases"])
-        d["owners"] = tuple(PeakOwner(**{**o, "frames": tuple(o.get("frames", ()))}) for o in d["owners"])
-        return cls(**d)
 
 
 def phase_at(phases: Sequence[Phase], x_ms: float) -> str:
