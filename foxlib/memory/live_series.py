@@ -138,7 +138,7 @@ class Replay:
 
 
 def finish_series(replay: Replay, *, label: str, device: str, phases: tuple[Phase, ...], phase_source: str,
-                  start_bytes: int, events: int, source: str, method: str, max_points: int, top: int = 5,
+                  start_bytes: int, events: int, source: str, method: str, max_points: int,
                   reconstruction_error_bytes: int | None = None) -> MemoryTimeline:
     peak_x = replay.x[replay.peak_i]
     forward_end_bytes = None
@@ -149,7 +149,7 @@ def finish_series(replay: Replay, *, label: str, device: str, phases: tuple[Phas
     return MemoryTimeline(
         label=label, device=device, x_ms=tuple(xs), live_bytes=tuple(ys), phases=phases,
         phase_source=phase_source, peak_bytes=replay.peak, peak_ms=peak_x, peak_phase=phase_at(phases, peak_x),
-        owners=tuple(group_owners(replay.at_peak.values(), phases, top)), start_bytes=start_bytes, events=events,
+        owners=tuple(group_owners(replay.at_peak.values(), phases)), start_bytes=start_bytes, events=events,
         source=source, method=method, reconstruction_error_bytes=reconstruction_error_bytes,
         forward_end_bytes=forward_end_bytes)
 
@@ -322,10 +322,10 @@ def user_frames(frames: Sequence[dict[str, Any]], n: int = 6) -> tuple[str, ...]
     return tuple(kept[:n]) if kept else tuple(frame_text(f) for f in frames[:n])
 
 
-def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", device_index: int | None = None,
-                       max_points: int = MAX_POINTS, loss_frame: str = "loss") -> MemoryTimeline:
-    """The series of a CUDA allocator snapshot (a dict or the path of its pickle); without the forward's mark,
-    its end is inferred (inferred_forward_end)."""
+def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", max_points: int = MAX_POINTS
+                       ) -> MemoryTimeline:
+    """The series of a CUDA allocator snapshot (a dict or the path of its pickle), of the device with the longest
+    trace; without the forward's mark, its end is inferred (inferred_forward_end)."""
     source = ""
     if isinstance(snapshot, str):
         source = snapshot
@@ -335,8 +335,7 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
     if not traces or not any(traces):
         raise ValueError("the snapshot has no allocation trace: record it with "
                          "torch.cuda.memory._record_memory_history() before the step")
-    if device_index is None:
-        device_index = max(range(len(traces)), key=lambda i: len(traces[i]))
+    device_index = max(range(len(traces)), key=lambda i: len(traces[i]))
     trace = traces[device_index]
     settings = snapshot.get("allocator_settings", {})
     exact = not settings.get("expandable_segments") and not any(
@@ -377,7 +376,7 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
     opt_end = next((x["time_us"] for x in opt if x["stage"] == "END"), None)
     phase_source = "annotations"
     if fwd is None:
-        fwd = inferred_forward_end(trace, loss_frame, opt_start)
+        fwd = inferred_forward_end(trace, "loss", opt_start)
         phase_source = ("forward end inferred from stacks (last allocation under the loss before the first "
                         "made by the autograd engine); backward end and optimizer step from the optimizer's "
                         "record_function range")

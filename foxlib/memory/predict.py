@@ -28,7 +28,6 @@ from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.memory.tolerances import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
-WARMUPS = ("optimizer", "full")
 DROPOUTS = ("cpu", "fused")
 PEAK_METHOD = ("predicted: model, autograd and optimizer on fake tensors (FakeTensorMode, no memory "
                "allocated); tensors live at the start + largest running sum of the storages that "
@@ -482,23 +481,20 @@ def fused_dropout():
 
 
 def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", optimizer: str = "adam",
-                       lr: float = 1e-3, foreach: bool | None = None, warmup: str = "optimizer",
-                       buffers: Mapping[str, Any] | None = None, dropout: str = "cpu",
-                       kernel_scratch: bool = True) -> MemoryProfile:
+                       lr: float = 1e-3, foreach: bool | None = None, buffers: Mapping[str, Any] | None = None,
+                       dropout: str = "cpu", kernel_scratch: bool = True) -> MemoryProfile:
     """Predict profile_step(build(), batch, loss_fn, <optimizer>, precision) without allocating.
 
     build: a zero-argument callable returning the model, run under FakeTensorMode. batch: real (small) data.
     foreach: None for torch's CPU choice (for-loop Adam), True for the multi-tensor one (CUDA's default).
-    warmup: what stands for profile_step's warm-up, whose lasting effect is the optimizer's state: "full", a
-    whole untracked step first; "optimizer" (about 40 % faster), an untracked optimizer step between the
-    tracked backward and optimizer step. Equal wherever the first forward leaves nothing behind; a model with a
-    lazy module gets "full". dropout: "cpu" (a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
+    profile_step's warm-up, whose lasting effect is the optimizer's state, stands as an untracked optimizer step
+    between the tracked backward and optimizer step ("optimizer"; about 40 % faster than a whole untracked step
+    first and equal wherever the first forward leaves nothing behind); a model with a lazy module gets the whole
+    step first ("full"). dropout: "cpu" (a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
     kernel_scratch: add what SCRATCH_OPS' CPU kernels hold inside themselves, probed here (False for CUDA)."""
     check_precision(precision)
     if dropout not in DROPOUTS:
         raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
-    if warmup not in WARMUPS:
-        raise ValueError(f"unknown warmup {warmup!r}; valid: {', '.join(WARMUPS)}")
     device = torch.device("cpu")
     batch_tensors = list(accounting.iter_tensors(batch))
     if any(t.device.type != "cpu" for t in batch_tensors):
@@ -512,8 +508,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         params = list(model.parameters())
         if not all(is_fake(p) for p in params):
             raise AssertionError("predict: the model was built with real parameters")
-        if any(isinstance(m, torch.nn.modules.lazy.LazyModuleMixin) for m in model.modules()):
-            warmup = "full"
+        lazy = any(isinstance(m, torch.nn.modules.lazy.LazyModuleMixin) for m in model.modules())
+        warmup = "full" if lazy else "optimizer"
         opt = make_optimizer(optimizer, params, lr, foreach)
         scaler = _AlwaysStepScaler(device.type) if precision == "fp16" else None
         model.train()
@@ -590,8 +586,8 @@ _PREDICTED: dict[tuple, MemoryProfile] = {}
 
 
 def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "adam",
-                 foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
-                 batch: Any = None, target: str = "cpu", kernel_scratch: bool | None = None) -> MemoryProfile:
+                 foreach: bool | None = None, seed: int = 0, batch: Any = None, target: str = "cpu",
+                 kernel_scratch: bool | None = None) -> MemoryProfile:
     """predict_model_step for `card` at `config` with Adam at the card's learning rate (as
     foxlib.harness.measure_step measures it): a MemoryProfile, device "predicted (cpu)", loss NaN.
 
@@ -605,14 +601,14 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     if target == "cuda" and foreach is None:
         foreach = True
     scratch = target == "cpu" if kernel_scratch is None else kernel_scratch
-    key = (card.name, id(card), repr(config), precision, optimizer, foreach, warmup, seed, target, scratch)
+    key = (card.name, id(card), repr(config), precision, optimizer, foreach, seed, target, scratch)
     if batch is None and key in _PREDICTED:
         return _PREDICTED[key]
     keep = batch is None and not torch._C._autograd._profiler_enabled()
     if batch is None:
         batch = card.example_batch(config, device="cpu", seed=seed)
     profile = predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
-                                 optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach, warmup=warmup,
+                                 optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach,
                                  buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu",
                                  kernel_scratch=scratch)
     if keep:
