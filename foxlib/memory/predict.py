@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import warnings
 import weakref
 from typing import Any, Iterable, Mapping
 
@@ -25,6 +24,7 @@ from torch.utils._pytree import tree_flatten
 from foxlib.memory import accounting
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.step import TrainingStep, check_precision
+from foxlib.memory.timeline import CpuTimeline, cpu_allocations
 from foxlib.memory.tolerances import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
@@ -366,7 +366,7 @@ _inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's C
 
 def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
     """For each (op, probe_spec of its arguments): the most bytes the real CPU kernel holds while it runs
-    (outputs and scratch), from the profiler's allocation events of one call on zeros after a warm-up call
+    (outputs and scratch), from the allocation events (cpu_allocations) of one call on zeros after a warm-up call
     (oneDNN caches its primitive), outside every mode and autocast; cached for the process (this CPU's ISA,
     threads, oneDNN). A failed probe, or inputs over PROBE_MAX_BYTES, count 0; nothing is probed (or cached)
     while another profiler runs."""
@@ -376,52 +376,26 @@ def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
             _inner_peak_bytes[k] = 0
     todo = sorted((k for k in keys if k not in _inner_peak_bytes), key=repr)
     if todo and not torch._C._autograd._profiler_enabled():
-        from torch._C._profiler import _EventType
-        from torch.profiler import ProfilerActivity, profile
-
         failed = set()
         with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False), \
-                warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                for key in todo:
-                    func, spec = key
-                    try:
-                        args = _probe_args(spec)
-                        func(*args)  # warm-up: oneDNN creates and caches its primitive
-                        with torch.profiler.record_function(_PROBE_MARK):
-                            out = func(*args)
-                        del out, args
-                    except Exception:  # an argument the zeros cannot stand for: count nothing
-                        failed.add(key)
-                        with torch.profiler.record_function(_PROBE_MARK):
-                            pass
-        peaks = []
-
-        def allocations(e, acc):
-            if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
-                acc.append((e.start_time_ns, e.extra_fields.alloc_size))
-            for c in e.children:
-                allocations(c, acc)
-            return acc
-
-        def walk(e):
-            if e.name == _PROBE_MARK:
-                total = best = 0
-                for _, size in sorted(allocations(e, [])):
-                    total += size
-                    best = max(best, total)
-                peaks.append((e.start_time_ns, best))
-                return
-            for c in e.children:
-                walk(c)
-
-        for root in prof.profiler.kineto_results.experimental_event_tree():
-            walk(root)
-        peaks.sort()
-        if len(peaks) == len(todo):
-            for key, (_, best) in zip(todo, peaks):
-                _inner_peak_bytes[key] = 0 if key in failed else best
+                cpu_allocations() as timeline:
+            for key in todo:
+                func, spec = key
+                try:
+                    args = _probe_args(spec)
+                    func(*args)  # warm-up: oneDNN creates and caches its primitive
+                    with torch.profiler.record_function(_PROBE_MARK):
+                        out = func(*args)
+                    del out, args
+                except Exception:  # an argument the zeros cannot stand for: count nothing
+                    failed.add(key)
+                    with torch.profiler.record_function(_PROBE_MARK):
+                        pass
+        marks = [(start, end) for name, start, end in timeline.ranges if name == _PROBE_MARK]
+        if len(marks) == len(todo):
+            for key, (start, end) in zip(todo, marks):
+                inside = [(t, d) for t, d, _, ops in timeline.allocations if start <= t <= end and _PROBE_MARK in ops]
+                _inner_peak_bytes[key] = 0 if key in failed else CpuTimeline(sorted(inside)).peak_delta()
     return {k: _inner_peak_bytes.get(k, 0) for k in keys}
 
 
