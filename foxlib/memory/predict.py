@@ -85,8 +85,6 @@ class LiveStorages(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self.marked_peak: int | None = None
-        self.ops = 0
-        self.accumulations_in_place = 0
         self._storages: dict[int, list] = {}  # StorageImpl address -> [weakref, nbytes]
         self._open = True
         self._between_nodes = False
@@ -126,9 +124,7 @@ class LiveStorages(TorchDispatchMode):
         if self._pending is not None:
             live_after, operand = self._pending
             self._pending = None
-            if operand() is None:
-                self.accumulations_in_place += 1
-            else:
+            if operand() is not None:
                 self.peak = max(self.peak, live_after)
 
     def _node_starts(self, *_):
@@ -171,7 +167,6 @@ class LiveStorages(TorchDispatchMode):
         tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         live_before = self.live
         out = func(*args, **kwargs)
-        self.ops += 1
         if func in SCRATCH_OPS and not kwargs:
             self.kernel_calls.append(((func, probe_spec(args)), live_before, self.marked_peak is None))
         if func is _LIFT_FRESH:
