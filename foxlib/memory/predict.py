@@ -389,8 +389,8 @@ def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
         marks = [(start, end) for name, start, end in timeline.ranges if name == _PROBE_MARK]
         if len(marks) == len(todo):
             for key, (start, end) in zip(todo, marks):
-                inside = [(t, d) for t, d, _, ops in timeline.allocations if start <= t <= end and _PROBE_MARK in ops]
-                _inner_peak_bytes[key] = 0 if key in failed else CpuTimeline(sorted(inside)).peak_delta()
+                inside = [a for a in timeline.allocations if start <= a[0] <= end and _PROBE_MARK in a[3]]
+                _inner_peak_bytes[key] = 0 if key in failed else CpuTimeline(allocations=inside).peak_delta()
     return {k: _inner_peak_bytes.get(k, 0) for k in keys}
 
 
