@@ -7,12 +7,13 @@ activations of hand-countable models) are asserted to the byte; what depends on 
 reports claim (foxlib.memory.tolerances.within). scripts/test-isa.sh runs this file under ISA caps."""
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from foxlib.memory import tolerances as prediction
 from foxlib.memory import profile_step
 from foxlib.memory.accounting import unique_bytes
-from foxlib.memory.predict import (SCRATCH_OPS, build_fake, is_fake, predict_model_step, predict_step,
-                                   probe_kernel_scratch, probe_spec, storage_id)
+from foxlib.memory.predict import (SCRATCH_OPS, is_fake, predict_model_step, predict_step, probe_kernel_scratch,
+                                   probe_spec, storage_id)
 from foxlib.models import MODELS
 from foxlib.harness.screening import largest_fitting
 
@@ -77,7 +78,8 @@ def test_16bit_prediction_matches_measurement(name, precision):
 def test_fake_built_model_holds_no_memory():
     # the seed TFT: 18,146,330 parameters, 72.6 MB of fp32 weights, none of it allocated
     cfg = MODELS["tft"].config("seed")
-    model, _ = build_fake(lambda: MODELS["tft"].build(cfg))
+    with torch.random.fork_rng(devices=[]), FakeTensorMode(allow_non_fake_inputs=True):
+        model = MODELS["tft"].build(cfg)
     params = list(model.parameters())
     assert params and all(is_fake(p) for p in params)
     assert sum(p.numel() for p in params) == 18_146_330

@@ -45,7 +45,7 @@ class GraphedStep:
 
     def __init__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor],
                  loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], optimizer: torch.optim.Optimizer,
-                 precision: str = "fp32", warmup: int = WARMUP_STEPS):
+                 precision: str = "fp32"):
         check_precision(precision)
         if precision == "fp16":
             raise ValueError("fp16 trains through a GradScaler, whose skip-or-step decision is made on the host "
@@ -65,7 +65,7 @@ class GraphedStep:
         self.stream = torch.cuda.Stream(device)  # warm-up and capture on one stream: one cuBLAS workspace
         self.stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(self.stream):
-            for _ in range(warmup):
+            for _ in range(WARMUP_STEPS):
                 self._step()
         torch.cuda.current_stream(device).wait_stream(self.stream)
         torch.cuda.synchronize(device)

@@ -22,7 +22,7 @@ PHASES = ("forward", "backward", "optimizer step")
 
 
 @dataclass(frozen=True)
-class Phase:
+class Phase(Record):
     """One part of the step on the series' x-axis (milliseconds since the step began)."""
     name: str
     start_ms: float
@@ -30,7 +30,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class PeakOwner:
+class PeakOwner(Record):
     """Allocations live at the peak that one place in the code made, and their bytes together."""
     name: str
     """CUDA: the innermost frame of the model's code (file:line function) and the torch function below it;
@@ -41,6 +41,7 @@ class PeakOwner:
     """The phase the largest of them was allocated in."""
     frames: tuple[str, ...] = ()
     """The largest one's stack (CUDA, torch and the runner's frames left out) or ops (CPU), innermost first."""
+    PARTS = {"frames": str}
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class MemoryTimeline(Record):
     """CUDA: the replay's live bytes at the end less the snapshot's allocated blocks (0: exact)."""
     forward_end_bytes: int | None = None
     """Bytes live when the forward (+ loss) ended: what it leaves for backward on top of start_bytes."""
+    PARTS = {"x_ms": float, "live_bytes": int, "phases": Phase, "owners": PeakOwner}
 
     def __post_init__(self):
         if len(self.x_ms) != len(self.live_bytes):
@@ -79,14 +81,6 @@ class MemoryTimeline(Record):
     @property
     def owner(self) -> PeakOwner | None:
         return self.owners[0] if self.owners else None
-
-    def phase_peak_bytes(self, name: str) -> int:
-        """The largest live bytes within one phase."""
-        ph = next((p for p in self.phases if p.name == name), None)
-        if ph is None:
-            raise ValueError(f"no phase {name!r}; phases: {', '.join(p.name for p in self.phases)}")
-        inside = [b for x, b in zip(self.x_ms, self.live_bytes) if ph.start_ms <= x <= ph.end_ms]
-        return max(inside) if inside else 0
 
     def without(self, outside_bytes: int) -> "MemoryTimeline":
         """The same step less `outside_bytes` live throughout that are not the step's (cuBLAS workspaces,
@@ -98,15 +92,6 @@ class MemoryTimeline(Record):
                        peak_bytes=self.peak_bytes - outside_bytes, start_bytes=self.start_bytes - outside_bytes,
                        forward_end_bytes=None if self.forward_end_bytes is None
                        else self.forward_end_bytes - outside_bytes)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MemoryTimeline":
-        d = dict(d)
-        d["x_ms"] = tuple(d["x_ms"])
-        d["live_bytes"] = tuple(d["live_bytes"])
-        d["phases"] = tuple(Phase(**p) for p in d["phases"])
-        d["owners"] = tuple(PeakOwner(**{**o, "frames": tuple(o.get("frames", ()))}) for o in d["owners"])
-        return cls(**d)
 
 
 def phase_at(phases: Sequence[Phase], x_ms: float) -> str:
@@ -153,7 +138,7 @@ class Replay:
 
 
 def finish_series(replay: Replay, *, label: str, device: str, phases: tuple[Phase, ...], phase_source: str,
-                  start_bytes: int, events: int, source: str, method: str, max_points: int, top: int = 5,
+                  start_bytes: int, events: int, source: str, method: str, max_points: int,
                   reconstruction_error_bytes: int | None = None) -> MemoryTimeline:
     peak_x = replay.x[replay.peak_i]
     forward_end_bytes = None
@@ -164,7 +149,7 @@ def finish_series(replay: Replay, *, label: str, device: str, phases: tuple[Phas
     return MemoryTimeline(
         label=label, device=device, x_ms=tuple(xs), live_bytes=tuple(ys), phases=phases,
         phase_source=phase_source, peak_bytes=replay.peak, peak_ms=peak_x, peak_phase=phase_at(phases, peak_x),
-        owners=tuple(group_owners(replay.at_peak.values(), phases, top)), start_bytes=start_bytes, events=events,
+        owners=tuple(group_owners(replay.at_peak.values(), phases)), start_bytes=start_bytes, events=events,
         source=source, method=method, reconstruction_error_bytes=reconstruction_error_bytes,
         forward_end_bytes=forward_end_bytes)
 
@@ -337,10 +322,10 @@ def user_frames(frames: Sequence[dict[str, Any]], n: int = 6) -> tuple[str, ...]
     return tuple(kept[:n]) if kept else tuple(frame_text(f) for f in frames[:n])
 
 
-def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", device_index: int | None = None,
-                       max_points: int = MAX_POINTS, loss_frame: str = "loss") -> MemoryTimeline:
-    """The series of a CUDA allocator snapshot (a dict or the path of its pickle); without the forward's mark,
-    its end is inferred (inferred_forward_end)."""
+def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", max_points: int = MAX_POINTS
+                       ) -> MemoryTimeline:
+    """The series of a CUDA allocator snapshot (a dict or the path of its pickle), of the device with the longest
+    trace; without the forward's mark, its end is inferred (inferred_forward_end)."""
     source = ""
     if isinstance(snapshot, str):
         source = snapshot
@@ -350,8 +335,7 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
     if not traces or not any(traces):
         raise ValueError("the snapshot has no allocation trace: record it with "
                          "torch.cuda.memory._record_memory_history() before the step")
-    if device_index is None:
-        device_index = max(range(len(traces)), key=lambda i: len(traces[i]))
+    device_index = max(range(len(traces)), key=lambda i: len(traces[i]))
     trace = traces[device_index]
     settings = snapshot.get("allocator_settings", {})
     exact = not settings.get("expandable_segments") and not any(
@@ -392,7 +376,7 @@ def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", devic
     opt_end = next((x["time_us"] for x in opt if x["stage"] == "END"), None)
     phase_source = "annotations"
     if fwd is None:
-        fwd = inferred_forward_end(trace, loss_frame, opt_start)
+        fwd = inferred_forward_end(trace, "loss", opt_start)
         phase_source = ("forward end inferred from stacks (last allocation under the loss before the first "
                         "made by the autograd engine); backward end and optimizer step from the optimizer's "
                         "record_function range")

@@ -12,9 +12,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import warnings
 import weakref
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
@@ -25,10 +24,10 @@ from torch.utils._pytree import tree_flatten
 from foxlib.memory import accounting
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.step import TrainingStep, check_precision
+from foxlib.memory.timeline import CpuTimeline, cpu_allocations
 from foxlib.memory.tolerances import LSTM_MARK
 
 OPTIMIZERS = ("adam", "sgd")
-WARMUPS = ("optimizer", "full")
 DROPOUTS = ("cpu", "fused")
 PEAK_METHOD = ("predicted: model, autograd and optimizer on fake tensors (FakeTensorMode, no memory "
                "allocated); tensors live at the start + largest running sum of the storages that "
@@ -86,8 +85,6 @@ class LiveStorages(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self.marked_peak: int | None = None
-        self.ops = 0
-        self.accumulations_in_place = 0
         self._storages: dict[int, list] = {}  # StorageImpl address -> [weakref, nbytes]
         self._open = True
         self._between_nodes = False
@@ -127,9 +124,7 @@ class LiveStorages(TorchDispatchMode):
         if self._pending is not None:
             live_after, operand = self._pending
             self._pending = None
-            if operand() is None:
-                self.accumulations_in_place += 1
-            else:
+            if operand() is not None:
                 self.peak = max(self.peak, live_after)
 
     def _node_starts(self, *_):
@@ -172,7 +167,6 @@ class LiveStorages(TorchDispatchMode):
         tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         live_before = self.live
         out = func(*args, **kwargs)
-        self.ops += 1
         if func in SCRATCH_OPS and not kwargs:
             self.kernel_calls.append(((func, probe_spec(args)), live_before, self.marked_peak is None))
         if func is _LIFT_FRESH:
@@ -367,7 +361,7 @@ _inner_peak_bytes: dict[tuple, int] = {}  # probe key -> bytes (this process's C
 
 def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
     """For each (op, probe_spec of its arguments): the most bytes the real CPU kernel holds while it runs
-    (outputs and scratch), from the profiler's allocation events of one call on zeros after a warm-up call
+    (outputs and scratch), from the allocation events (cpu_allocations) of one call on zeros after a warm-up call
     (oneDNN caches its primitive), outside every mode and autocast; cached for the process (this CPU's ISA,
     threads, oneDNN). A failed probe, or inputs over PROBE_MAX_BYTES, count 0; nothing is probed (or cached)
     while another profiler runs."""
@@ -377,52 +371,26 @@ def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
             _inner_peak_bytes[k] = 0
     todo = sorted((k for k in keys if k not in _inner_peak_bytes), key=repr)
     if todo and not torch._C._autograd._profiler_enabled():
-        from torch._C._profiler import _EventType
-        from torch.profiler import ProfilerActivity, profile
-
         failed = set()
         with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False), \
-                warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                for key in todo:
-                    func, spec = key
-                    try:
-                        args = _probe_args(spec)
-                        func(*args)  # warm-up: oneDNN creates and caches its primitive
-                        with torch.profiler.record_function(_PROBE_MARK):
-                            out = func(*args)
-                        del out, args
-                    except Exception:  # an argument the zeros cannot stand for: count nothing
-                        failed.add(key)
-                        with torch.profiler.record_function(_PROBE_MARK):
-                            pass
-        peaks = []
-
-        def allocations(e, acc):
-            if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
-                acc.append((e.start_time_ns, e.extra_fields.alloc_size))
-            for c in e.children:
-                allocations(c, acc)
-            return acc
-
-        def walk(e):
-            if e.name == _PROBE_MARK:
-                total = best = 0
-                for _, size in sorted(allocations(e, [])):
-                    total += size
-                    best = max(best, total)
-                peaks.append((e.start_time_ns, best))
-                return
-            for c in e.children:
-                walk(c)
-
-        for root in prof.profiler.kineto_results.experimental_event_tree():
-            walk(root)
-        peaks.sort()
-        if len(peaks) == len(todo):
-            for key, (_, best) in zip(todo, peaks):
-                _inner_peak_bytes[key] = 0 if key in failed else best
+                cpu_allocations() as timeline:
+            for key in todo:
+                func, spec = key
+                try:
+                    args = _probe_args(spec)
+                    func(*args)  # warm-up: oneDNN creates and caches its primitive
+                    with torch.profiler.record_function(_PROBE_MARK):
+                        out = func(*args)
+                    del out, args
+                except Exception:  # an argument the zeros cannot stand for: count nothing
+                    failed.add(key)
+                    with torch.profiler.record_function(_PROBE_MARK):
+                        pass
+        marks = [(start, end) for name, start, end in timeline.ranges if name == _PROBE_MARK]
+        if len(marks) == len(todo):
+            for key, (start, end) in zip(todo, marks):
+                inside = [a for a in timeline.allocations if start <= a[0] <= end and _PROBE_MARK in a[3]]
+                _inner_peak_bytes[key] = 0 if key in failed else CpuTimeline(allocations=inside).peak_delta()
     return {k: _inner_peak_bytes.get(k, 0) for k in keys}
 
 
@@ -462,15 +430,6 @@ def _optimizer_label(optimizer: str, foreach: bool | None) -> str:
     return f"Adam, {kind} implementation"
 
 
-def build_fake(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module, FakeTensorMode]:
-    """build() under a fresh FakeTensorMode: the model with fake parameters (no memory), and the mode to run it
-    under. torch's global RNG is left as it was."""
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with torch.random.fork_rng(devices=[]), fake_mode:
-        model = build()
-    return model, fake_mode
-
-
 @contextlib.contextmanager
 def fused_dropout():
     """F.dropout as on CUDA: the fused native_dropout, saving a 1-byte mask (the CPU composite saves the float
@@ -491,23 +450,20 @@ def fused_dropout():
 
 
 def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", optimizer: str = "adam",
-                       lr: float = 1e-3, foreach: bool | None = None, warmup: str = "optimizer",
-                       buffers: Mapping[str, Any] | None = None, dropout: str = "cpu",
-                       kernel_scratch: bool = True) -> MemoryProfile:
+                       lr: float = 1e-3, foreach: bool | None = None, buffers: Mapping[str, Any] | None = None,
+                       dropout: str = "cpu", kernel_scratch: bool = True) -> MemoryProfile:
     """Predict profile_step(build(), batch, loss_fn, <optimizer>, precision) without allocating.
 
     build: a zero-argument callable returning the model, run under FakeTensorMode. batch: real (small) data.
     foreach: None for torch's CPU choice (for-loop Adam), True for the multi-tensor one (CUDA's default).
-    warmup: what stands for profile_step's warm-up, whose lasting effect is the optimizer's state: "full", a
-    whole untracked step first; "optimizer" (about 40 % faster), an untracked optimizer step between the
-    tracked backward and optimizer step. Equal wherever the first forward leaves nothing behind; a model with a
-    lazy module gets "full". dropout: "cpu" (a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
+    profile_step's warm-up, whose lasting effect is the optimizer's state, stands as an untracked optimizer step
+    between the tracked backward and optimizer step ("optimizer"; about 40 % faster than a whole untracked step
+    first and equal wherever the first forward leaves nothing behind); a model with a lazy module gets the whole
+    step first ("full"). dropout: "cpu" (a float mask) or "fused" (CUDA's 1-byte mask: fused_dropout).
     kernel_scratch: add what SCRATCH_OPS' CPU kernels hold inside themselves, probed here (False for CUDA)."""
     check_precision(precision)
     if dropout not in DROPOUTS:
         raise ValueError(f"unknown dropout {dropout!r}; valid: {', '.join(DROPOUTS)}")
-    if warmup not in WARMUPS:
-        raise ValueError(f"unknown warmup {warmup!r}; valid: {', '.join(WARMUPS)}")
     device = torch.device("cpu")
     batch_tensors = list(accounting.iter_tensors(batch))
     if any(t.device.type != "cpu" for t in batch_tensors):
@@ -521,8 +477,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         params = list(model.parameters())
         if not all(is_fake(p) for p in params):
             raise AssertionError("predict: the model was built with real parameters")
-        if any(isinstance(m, torch.nn.modules.lazy.LazyModuleMixin) for m in model.modules()):
-            warmup = "full"
+        lazy = any(isinstance(m, torch.nn.modules.lazy.LazyModuleMixin) for m in model.modules())
+        warmup = "full" if lazy else "optimizer"
         opt = make_optimizer(optimizer, params, lr, foreach)
         scaler = _AlwaysStepScaler(device.type) if precision == "fp16" else None
         model.train()
@@ -599,8 +555,8 @@ _PREDICTED: dict[tuple, MemoryProfile] = {}
 
 
 def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "adam",
-                 foreach: bool | None = None, warmup: str = "optimizer", seed: int = 0,
-                 batch: Any = None, target: str = "cpu", kernel_scratch: bool | None = None) -> MemoryProfile:
+                 foreach: bool | None = None, seed: int = 0, batch: Any = None, target: str = "cpu",
+                 kernel_scratch: bool | None = None) -> MemoryProfile:
     """predict_model_step for `card` at `config` with Adam at the card's learning rate (as
     foxlib.harness.measure_step measures it): a MemoryProfile, device "predicted (cpu)", loss NaN.
 
@@ -614,14 +570,14 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     if target == "cuda" and foreach is None:
         foreach = True
     scratch = target == "cpu" if kernel_scratch is None else kernel_scratch
-    key = (card.name, id(card), repr(config), precision, optimizer, foreach, warmup, seed, target, scratch)
+    key = (card.name, id(card), repr(config), precision, optimizer, foreach, seed, target, scratch)
     if batch is None and key in _PREDICTED:
         return _PREDICTED[key]
     keep = batch is None and not torch._C._autograd._profiler_enabled()
     if batch is None:
         batch = card.example_batch(config, device="cpu", seed=seed)
     profile = predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
-                                 optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach, warmup=warmup,
+                                 optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach,
                                  buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu",
                                  kernel_scratch=scratch)
     if keep:

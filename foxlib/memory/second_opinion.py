@@ -27,13 +27,12 @@ class SecondOpinion(Sparse):
 
 
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,
-                            precision: str = "fp32", warmup: int = 1) -> dict[str, Any]:
-    """Per category: bytes at the step's peak and each category's own maximum, by torch's profiler."""
+                            precision: str = "fp32") -> dict[str, Any]:
+    """Per category: bytes at the step's peak and each category's own maximum, by torch's profiler (after a warm-up)."""
     check_precision(precision)
     device = next(model.parameters()).device
     step = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
-    for _ in range(warmup):
-        step()
+    step()
     optimizer.zero_grad(set_to_none=True)
     try:
         from torch.profiler import ProfilerActivity, profile

@@ -90,15 +90,11 @@ def activation_theory(cfg, precision: str = "fp32", device_type: str = "cpu") ->
     return None if blocks is None else sum(blocks.values())
 
 
-ACTIVATION_COUNTS = {"tft": activation_theory}  # model -> (cfg, precision, device_type) -> bytes
-
-
 def training_step(model: str, cfg: Any, n_parameters: int, precision: str = "fp32",
                   device_type: str = "cpu") -> dict[str, int | None]:
     """Theoretical bytes per category for one Adam training step of `model` built from `cfg`."""
     params = F32 * n_parameters
-    count = ACTIVATION_COUNTS.get(model)
-    activations = count(cfg, precision, device_type) if count else None
+    activations = activation_theory(cfg, precision, device_type) if model == "tft" else None  # the one hand count
     return {
         "parameters": params,
         "gradients": params,

@@ -22,7 +22,6 @@ _RANGE_PREFIXES = ("foxlib::", "Optimizer.")  # record_function ranges kept (pha
 @dataclass
 class CpuTimeline:
     """Allocation deltas of one region, in time order, and where a forward ended."""
-    deltas: list[tuple[int, int]] = field(default_factory=list)  # (time ns, bytes +/-)
     forward_end_ns: int | None = None
     allocations: list[tuple[int, int, int, tuple[str, ...]]] = field(default_factory=list)
     """(time ns, bytes +/-, address, names of the ops it was made in, innermost first), in time order."""
@@ -32,7 +31,7 @@ class CpuTimeline:
     def peak_delta(self, until_ns: int | None = None) -> int:
         """Largest rise of live bytes above the start, up to `until_ns` (whole region if None)."""
         total = best = 0
-        for t, d in self.deltas:
+        for t, d in sorted((t, d) for t, d, _, _ in self.allocations):
             if until_ns is not None and t > until_ns:
                 break
             total += d
@@ -58,11 +57,10 @@ def cpu_allocations():
         warnings.simplefilter("ignore")
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             yield timeline
-    events, allocations = [], []
+    allocations = []
 
     def walk(e):
         if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
-            events.append((e.start_time_ns, e.extra_fields.alloc_size))
             ops, p = [], e.parent
             while p is not None:
                 ops.append(p.name)
@@ -78,7 +76,6 @@ def cpu_allocations():
 
     for root in prof.profiler.kineto_results.experimental_event_tree():
         walk(root)
-    timeline.deltas = sorted(events)
     timeline.allocations = sorted(allocations, key=lambda a: a[0])
     timeline.ranges.sort(key=lambda r: r[1])
 

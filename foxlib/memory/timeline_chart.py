@@ -43,16 +43,13 @@ class TimelineFigure:
         return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(self.alt_text, quote=True)}" '
                 f'style="max-width:100%"><figcaption>{html.escape(self.caption)}</figcaption></figure>')
 
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
 
 def _short(text: str, n: int = OWNER_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes: int | None = None,
-                   budget_label: str = "peak budget", owners_shown: int = 2) -> TimelineFigure:
+def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes: int | None = None
+                   ) -> TimelineFigure:
     """One panel per series, side by side, sharing the y-axis (MB), each with its own time axis (ms)."""
     if not series:
         raise ValueError("timeline_chart needs at least one MemoryTimeline")
@@ -86,7 +83,7 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
         ax.set_xlim(0, span)
         ax.set_ylim(0, top)
         lines = [f"▼ peak {mb_text(s.peak_bytes)}; largest owners live at it:"]
-        for o in s.owners[:owners_shown]:
+        for o in s.owners[:2]:
             lines.append(f"  {mb_text(o.bytes)} ×{o.count}: {_short(o.name)}")
         if s.forward_end_bytes is not None:
             lines.append(f"◆ left for backward at forward end: {mb_text(s.forward_end_bytes - s.start_bytes)}")
@@ -100,7 +97,7 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
     shown = [p for p in PHASES if any(ph.name == p for s in series for ph in s.phases)]
     handles += [Patch(color=PHASE_COLOURS[p], label=f"{p} phase") for p in shown]
     if budget_bytes is not None:
-        handles.append(Line2D([], [], color="black", ls="--", label=f"{budget_label} {mb_text(budget_bytes)}"))
+        handles.append(Line2D([], [], color="black", ls="--", label=f"peak budget {mb_text(budget_bytes)}"))
     fig.suptitle(title, y=0.995, fontsize=11)
     fig.legend(handles=handles, loc="upper center", ncol=min(4, len(handles)), fontsize=8,
                bbox_to_anchor=(0.5, 0.955), frameon=False)

@@ -66,15 +66,6 @@ def tolerance_pct(category: str, device_type: str = "cpu", lstm: bool = False) -
     return CATEGORY_TOLERANCE_PCT
 
 
-def tolerance_note(device_type: str, lstm: bool = False) -> str:
-    note = (f"Tolerance: {CATEGORY_TOLERANCE_PCT:g} % per category, {PEAK_TOLERANCE_PCT:g} % on the step's peak, "
-            f"any difference under {ABSOLUTE_SLACK_BYTES:,} bytes")
-    if device_type == "cuda" and lstm:
-        note += (f"; on CUDA with an LSTM {CUDA_LSTM_TOLERANCE_PCT:g} % on the activations and the forward peak "
-                 f"({CUDA_LSTM_REASON})")
-    return note + ". A gap outside it is named, never hidden."
-
-
 def error_pct(predicted: float, measured: float) -> float:
     """(predicted − measured) / measured in %; 0 when both are 0, inf when only the measurement is 0."""
     if measured == 0:
