@@ -346,10 +346,6 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         """depends_on as foxlib.core.provenance.verify takes it."""
         return [c.to_dict() for c in self.depends_on]
 
-    @property
-    def enforced(self) -> bool:
-        return self.cap.enforced
-
     def phase(self, name: str) -> Phase:
         if name not in ("training", "inference"):
             raise ValueError(f"unknown phase {name!r}; valid: training, inference")
