@@ -101,12 +101,9 @@ class Footprint:
 
 @dataclass(frozen=True)
 class CardCell:
-    """One card and one configuration: does it train, does it serve, by how much, from which source."""
+    """One card and one configuration's footprint judged on it: does it train, does it serve, by how much."""
     card: Card
-    configuration: str
-    source: str
-    training_bytes: int
-    serving_bytes: int
+    footprint: Footprint
     trains: bool
     serves: bool
     training_free_bytes: int
@@ -115,8 +112,6 @@ class CardCell:
     serving_limit_bytes: int
     """card − the headroom asked."""
     reason: str = ""
-    training_margin: float = 0.0
-    serving_margin: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -135,7 +130,8 @@ class CardTable:
         sizes = [c.memory_gb for c in self.cards]
         if memory_gb not in sizes:
             raise ValueError(f"no {memory_gb} GB card in the table; cards: {', '.join(f'{s} GB' for s in sizes)}")
-        return next((c for c in self.cells if c.configuration == configuration and c.card.memory_gb == memory_gb), None)
+        return next((c for c in self.cells
+                     if c.footprint.configuration == configuration and c.card.memory_gb == memory_gb), None)
 
 
 def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
@@ -151,9 +147,8 @@ def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
         reasons.append(f"bf16 needs compute capability 8.0 or newer; this card has {card.compute_capability}")
     reasons += [f"{phase} ran out of memory under the cap"
                 for phase, ran in (("training", fp.training_ran), ("serving", fp.serving_ran)) if not ran]
-    return CardCell(card, fp.configuration, fp.source, fp.training_bytes, fp.serving_bytes, trains, serves,
-                    card.memory_bytes - training, card.memory_bytes - serving, limit, "; ".join(reasons),
-                    fp.training_margin, fp.serving_margin)
+    return CardCell(card, fp, trains, serves, card.memory_bytes - training, card.memory_bytes - serving, limit,
+                    "; ".join(reasons))
 
 
 def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequence[Card] = CARDS) -> CardTable:
@@ -296,12 +291,8 @@ def measured_overheads(m: Measurement) -> Overheads:
     if not m.cap.enforced:
         return Overheads(0, 0, 0, 0, device)
 
-    def cache(phase) -> int:
-        if phase.peak_bytes is None or phase.peak_allocated_bytes is None:
-            return 0
-        return max(0, int(phase.peak_bytes) - int(phase.peak_allocated_bytes))
-    return Overheads(int(analysis.largest_context_bytes(m)), int(analysis.workspace_bytes(m)), cache(m.training),
-                     cache(m.inference), device)
+    cache = [max(0, p.peak_bytes - p.peak_allocated_bytes) for p in (m.training, m.inference)]
+    return Overheads(analysis.largest_context_bytes(m), analysis.workspace_bytes(m), *cache, device)
 
 
 def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:
@@ -366,19 +357,20 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     """A cell as the table shows it: "yes: 1,923.1 of 4,295.0 MB, 2,371.9 MB free (measured)"."""
     if cell is None:
         return "— (no figure)"
-    error = cell.training_margin if phase == "trains" else cell.serving_margin
+    fp = cell.footprint
+    error = fp.training_margin if phase == "trains" else fp.serving_margin
     grow = 1 + error
     if phase == "trains":
-        ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
+        ok, used, free = cell.trains, fp.training_bytes, cell.training_free_bytes
         margin = f"{mb(free)} MB free" if free >= 0 else f"{mb(-free)} MB short"
     else:
-        ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
+        ok, used, free = cell.serves, fp.serving_bytes, cell.serving_free_bytes
         left = cell.serving_limit_bytes - int(used * grow)
         margin = (f"{mb(free)} MB free" if left >= 0 else
                   f"{mb(free)} MB free, {mb(-left)} MB under the {mb(headroom_bytes)} MB headroom")
     shown = (f"{mb(used)} MB + {_pct(error)} % for the prediction's error = {mb(int(used * grow))}"
              if error else mb(used))
-    text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
+    text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({fp.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")
 
 
