@@ -232,11 +232,11 @@ def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFi
 
 
 def ensemble_members(preset: str = "seed", tft_overrides: Mapping[str, Any] | None = None,
-                     tft_precision: str = "fp32", ensemble_precision: str = "fp32") -> dict[str, tuple[Any, str]]:
-    """{model: (config, precision)} as wave 8.13 builds the ensemble: every model of the preset in
-    `ensemble_precision`, the TFT with `tft_overrides` in `tft_precision`."""
+                     tft_precision: str = "fp32") -> dict[str, tuple[Any, str]]:
+    """{model: (config, precision)} as wave 8.13 builds the ensemble: every model of the preset in fp32, the TFT
+    with `tft_overrides` in `tft_precision`."""
     return {name: (MODELS[name].config(preset, **dict(tft_overrides or {})), tft_precision) if name == "tft" else
-            (MODELS[name].preset(preset), ensemble_precision) for name in ENSEMBLE if name in MODELS}
+            (MODELS[name].preset(preset), "fp32") for name in ENSEMBLE if name in MODELS}
 
 
 def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
@@ -251,13 +251,11 @@ def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
     return out
 
 
-def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, seed: int = 0,
-                          **footprint: Any) -> Footprint:
+def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], **footprint: Any) -> Footprint:
     """Every model's CUDA training step predicted (predict_step, target "cuda": multi-tensor Adam; seconds to a
     minute per model on a CPU, no model memory allocated), summed into a predicted_footprint."""
     from foxlib.memory.predict import predict_step
-    figures = [model_figures(name, precision, predict_step(MODELS[name], cfg, precision=precision, seed=seed,
-                                                           target="cuda"))
+    figures = [model_figures(name, precision, predict_step(MODELS[name], cfg, precision=precision, target="cuda"))
                for name, (cfg, precision) in members.items()]
     return predicted_footprint(configuration, figures, **footprint)
 
@@ -325,8 +323,7 @@ def alternatives(preset: str = "seed") -> dict[str, dict[str, tuple[Any, str]]]:
 
 
 def table_for_measurement(m: Measurement, min_headroom_bytes: float,
-                          extra: Mapping[str, Mapping[str, tuple[Any, str]]] | None = None,
-                          cards: Sequence[Card] = CARDS, seed: int = 0) -> CardTable:
+                          extra: Mapping[str, Mapping[str, tuple[Any, str]]]) -> CardTable:
     """The card table of a measurement: its configuration measured (on the card it emulated) and predicted, each
     `extra` configuration ({name: ensemble_members(...)}) predicted, all with the overheads 8.13 measured."""
     members = measured_members(m)
@@ -334,7 +331,7 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     over = measured_overheads(m)
     kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
               training_cache_bytes=over.training_cache_bytes, serving_cache_bytes=over.serving_cache_bytes,
-              seed=seed, note=over.note)
+              note=over.note)
     measured = measured_footprint(name, m)
     own = predict_configuration(name, members, **kw)
     margins, source = prediction_margins(measured, own)
@@ -342,8 +339,8 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     footprints = [f for f in [measured] if f is not None]
     footprints.append(dataclasses.replace(own, training_margin=margins[0], serving_margin=margins[1], note=kw["note"]))
     footprints += [predict_configuration(extra_name, extra_members, **kw, margins=margins)
-                   for extra_name, extra_members in (extra or {}).items() if extra_name != name]
-    return fits(footprints, min_headroom_bytes, cards)
+                   for extra_name, extra_members in extra.items() if extra_name != name]
+    return fits(footprints, min_headroom_bytes)
 
 
 # ----------------------------------------------------------------------------- formatted, after the decisions
