@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import torch
 
+from foxlib.memory.cuda import nvml_handle
+
 NVML_CHECK = "largest NVML process figure ≤ card"
 SAMPLE_INTERVAL_S = 0.015  # the background sampler's period; a sample is also taken after every step and round
 
@@ -108,16 +110,7 @@ class NvmlProcessReader:
             return
         self.pynvml = pynvml
         try:
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            uuid = str(torch.cuda.get_device_properties(index).uuid).replace("GPU-", "")
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                u = pynvml.nvmlDeviceGetUUID(h)
-                if (u.decode() if isinstance(u, bytes) else u).replace("GPU-", "") == uuid:
-                    self.handle = h
-                    break
-            if self.handle is None:
-                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.handle = nvml_handle(pynvml, device)
             first = self()
             self.note = ("this process found in NVML's process list" if first is not None else
                          f"this process (pid {os.getpid()}) is not in NVML's process list (a container's PID "
