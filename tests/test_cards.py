@@ -44,8 +44,8 @@ def test_measured_only_on_the_emulated_card_predicted_elsewhere():
     measured = _fp("seed", training=2 * 10**9, serving=1.5 * 10**9, source="measured", card_bytes=4 * GIB)
     predicted = _fp("seed", training=int(2.1e9), serving=int(1.6e9))
     t = cards.fits([measured, predicted], HEADROOM)
-    assert t.cell("seed", 4).source == "measured" and t.cell("seed", 4).training_bytes == 2 * 10**9
-    assert {t.cell("seed", g).source for g in (6, 8, 12, 16, 24)} == {"predicted"}
+    assert t.cell("seed", 4).footprint.source == "measured" and t.cell("seed", 4).footprint.training_bytes == 2 * 10**9
+    assert {t.cell("seed", g).footprint.source for g in (6, 8, 12, 16, 24)} == {"predicted"}
     frame = cards.card_frame(t)
     assert frame.shape == (2, 2 + len(CARDS))
     assert frame.iloc[0]["GeForce GTX 1650 (4 GB)"].endswith("(measured)")
@@ -167,7 +167,7 @@ def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
     main = t.configurations[0]
     assert t.configurations == (main, "other")
     four = t.cell(main, 4)
-    assert four.source == "measured" and t.cell(main, 6).source == "predicted"
+    assert four.footprint.source == "measured" and t.cell(main, 6).footprint.source == "predicted"
     if "bf16" in main:  # the 4 and 6 GB cards listed are Turing (7.5): no bf16, whatever the memory says
         assert not four.trains and "bf16 needs compute capability 8.0" in four.reason
     else:

@@ -219,10 +219,9 @@ def test_the_sampler_reads_in_the_background_and_on_demand_and_stops_cleanly():
 
 def test_a_failing_or_blind_reader_gives_missing_samples_and_says_why():
     sampler = nvml.Sampler(_FakeNvml([5, 7], fail_at=2), interval_s=60)
-    sampler.start()
-    assert sampler.sample() is None  # the second read raised
-    sampler.sample()
-    sampler.stop()
+    with sampler:
+        assert sampler.sample() is None  # the second read raised
+        sampler.sample()
     assert sampler.error == "RuntimeError: NVML_ERROR_GPU_IS_LOST" and sampler.values() == [5, None, 7, 7]
     assert "a read failed: RuntimeError" in nvml.nvml_samples(sampler, "found")["note"]
     blind = nvml.Sampler(lambda: None, interval_s=60)

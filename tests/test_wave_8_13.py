@@ -231,7 +231,7 @@ def test_the_committed_measurements_load_as_records_and_give_their_checks(device
         records.Measurement.from_dict({**raw, "card_class": None})
     with pytest.raises(ValueError, match="holds bogus, which a wave 8.13 measurement does not"):
         records.Measurement.from_dict({**raw, "bogus": 1})
-    if r.enforced:  # a run under a cap: its contexts and warm-up are what the cap's tables read
+    if r.cap.enforced:  # a run under a cap: its contexts and warm-up are what the cap's tables read
         with pytest.raises(ValueError, match="lacks warmup"):
             records.Measurement.from_dict({**raw, "warmup": None})
 
@@ -244,8 +244,9 @@ def test_every_committed_measurement_types_its_parts(folder):
     m = records.Measurement.from_dict(json.loads(path.read_text()), str(path))
     assert isinstance(m.tft, records.TftRun) and isinstance(m.card_class, records.ClassFacts)
     assert all(isinstance(v, records.ModelRun) for v in m.models.values()) and list(m.models) == list(m.order)
-    assert isinstance(m.warmup, records.Warmup) == isinstance(m.context, records.Context) == m.enforced
-    assert m.step_profiles is None if m.enforced else all(isinstance(p, MemoryProfile) for p in m.step_profiles.values())
+    assert isinstance(m.warmup, records.Warmup) == isinstance(m.context, records.Context) == m.cap.enforced
+    assert m.step_profiles is None if m.cap.enforced else all(isinstance(p, MemoryProfile)
+                                                              for p in m.step_profiles.values())
     with pytest.raises(ValueError, match="malformed .*bogus"):  # a part's unknown key is refused, not carried
         records.Measurement.from_dict({**m.to_dict(), "tft": {**m.tft.to_dict(), "bogus": 1}})
     # the TFT's step options typed where the run had them (absent on the CPU: 8.12 recommended an eager step there)

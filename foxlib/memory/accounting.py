@@ -46,6 +46,13 @@ def iter_arrays(obj: Any) -> Iterator[np.ndarray]:
     return _leaves(obj, np.ndarray)
 
 
+def array_bytes(obj: Any) -> int:
+    """The numpy arrays inside `obj` (host memory), each base array once."""
+    arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
+              for a in iter_arrays(obj)}
+    return sum(a.nbytes for a in arrays.values())
+
+
 def parameter_bytes(model: torch.nn.Module) -> int:
     """Weights and registered buffers, each storage once."""
     return unique_bytes(list(model.parameters()) + list(model.buffers()))
@@ -64,11 +71,8 @@ def buffer_bytes(buffers: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for name, obj in buffers.items():
         tensors = list(iter_tensors(obj))
-        arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
-                  for a in iter_arrays(obj)}
         device_bytes = unique_bytes(t for t in tensors if t.device.type != "cpu")
-        host_bytes = unique_bytes(t for t in tensors if t.device.type == "cpu") + \
-            sum(a.nbytes for a in arrays.values())
+        host_bytes = unique_bytes(t for t in tensors if t.device.type == "cpu") + array_bytes(obj)
         out[name] = {"bytes": device_bytes + host_bytes,
                      "lives_in": "device" if device_bytes and not host_bytes else
                                  "host" if host_bytes and not device_bytes else "device+host" if host_bytes else "none",

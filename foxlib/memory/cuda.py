@@ -30,6 +30,19 @@ def allocator_stats(device: torch.device) -> dict[str, int]:
     }
 
 
+def nvml_handle(pynvml: Any, device: torch.device) -> Any:
+    """NVML's handle of `device` (NVML started): the GPU of its UUID, else (a visible-device remapping we cannot
+    match) the one of its index."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    uuid = str(torch.cuda.get_device_properties(index).uuid).replace("GPU-", "")
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        u = pynvml.nvmlDeviceGetUUID(h)
+        if (u.decode() if isinstance(u, bytes) else u).replace("GPU-", "") == uuid:
+            return h
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
 def nvml_view(device: torch.device) -> dict[str, Any]:
     """NVML's figures for this process and the device, with a note where the process is not found (in a container
     the PID NVML reports may not be ours)."""
@@ -42,18 +55,7 @@ def nvml_view(device: torch.device) -> dict[str, Any]:
     except Exception as exc:  # pynvml.NVMLError and driver-library errors
         return {"available": False, "note": f"NVML could not start: {exc}"}
     try:
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        uuid = torch.cuda.get_device_properties(index).uuid
-        handle = None
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            u = pynvml.nvmlDeviceGetUUID(h)
-            u = u.decode() if isinstance(u, bytes) else u
-            if u.replace("GPU-", "") == str(uuid).replace("GPU-", ""):
-                handle = h
-                break
-        if handle is None:  # visible-device remapping we cannot match: fall back to the index
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = nvml_handle(pynvml, device)
         info = pynvml.nvmlDeviceGetMemoryInfo(handle)
         driver = pynvml.nvmlSystemGetDriverVersion()
         out: dict[str, Any] = {

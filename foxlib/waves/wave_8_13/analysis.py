@@ -65,15 +65,19 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
 def workspace_bytes(r: Measurement) -> int:
     """The cuBLAS workspaces, once per stream: what stays allocated after the warm-up freed everything else;
     0 on the CPU."""
-    return r.warmup.allocated_after_bytes if r.enforced else 0
+    return r.warmup.allocated_after_bytes if r.cap.enforced else 0
+
+
+def model_peaks_sum(m: Measurement) -> int | None:
+    """The model peaks summed; None when a model never stepped."""
+    peaks = model_peaks(m).values()
+    return None if any(v is None for v in peaks) else sum(peaks)
 
 
 def process_figure(m: Measurement) -> int | None:
     """The model peaks + the workspaces + the largest CUDA context; None when a model never stepped."""
-    peaks = model_peaks(m)
-    if any(v is None for v in peaks.values()):
-        return None
-    return sum(peaks.values()) + workspace_bytes(m) + largest_context_bytes(m)
+    peaks = model_peaks_sum(m)
+    return None if peaks is None else peaks + workspace_bytes(m) + largest_context_bytes(m)
 
 
 def nvml_check(r: Measurement) -> NvmlPeak:
@@ -163,27 +167,15 @@ def cap_text(r: Measurement) -> str:
     return f"Cap: {first}; the context measured after warming up every library the run uses, {at_end}.{over}"
 
 
-def figures(r: Measurement) -> dict[str, Any]:
-    """The headline figures for results.json (bytes; None where not measured)."""
-    nv = nvml_check(r)
-    return {"card_bytes": r.cap.card_bytes, "context_bytes": r.cap.context_bytes, "cap_bytes": r.cap.cap_bytes,
-            "context_end_bytes": max(context_ends(r), default=None),
-            "training_bytes": figure(r, "training"), "inference_bytes": figure(r, "inference"),
-            "model_peak_bytes": model_peaks(r), "workspace_bytes": workspace_bytes(r),
-            "process_bytes": process_figure(r), "nvml_max_process_bytes": nv.max_bytes}
-
-
 def named_figures(m: Measurement) -> list[Figure]:
-    """figures() as named figures (foxlib.core.figures): `deployment/<quantity>` (the validated configuration)."""
-    f = figures(m)
-    prefix = "deployment"
-    peaks = f["model_peak_bytes"] or {}
-    values = {"card": f["card_bytes"], "cap": f["cap_bytes"], "context": f["context_bytes"],
-              "context_end": f["context_end_bytes"], "training_peak": f["training_bytes"],
-              "inference_peak": f["inference_bytes"], "workspace": f["workspace_bytes"],
-              "process_peak": f["process_bytes"], "nvml_max_process": f["nvml_max_process_bytes"],
-              "model_peaks_sum": None if any(v is None for v in peaks.values()) else sum(peaks.values())}
-    return [Figure(f"{prefix}/{q}", v, "bytes") for q, v in values.items() if v is not None]
+    """The headline figures for results.json as named figures (foxlib.core.figures), bytes:
+    `deployment/<quantity>` (the validated configuration); one not measured is left out."""
+    values = {"card": m.cap.card_bytes, "cap": m.cap.cap_bytes, "context": m.cap.context_bytes,
+              "context_end": max(context_ends(m), default=None), "training_peak": figure(m, "training"),
+              "inference_peak": figure(m, "inference"), "workspace": workspace_bytes(m),
+              "process_peak": process_figure(m), "nvml_max_process": nvml_check(m).max_bytes,
+              "model_peaks_sum": model_peaks_sum(m)}
+    return [Figure(f"deployment/{q}", v, "bytes") for q, v in values.items() if v is not None]
 
 
 def per_model(m: Measurement) -> dict[str, dict[str, Any]]:

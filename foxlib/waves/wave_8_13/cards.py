@@ -101,12 +101,9 @@ class Footprint:
 
 @dataclass(frozen=True)
 class CardCell:
-    """One card and one configuration: does it train, does it serve, by how much, from which source."""
+    """One card and one configuration's footprint judged on it: does it train, does it serve, by how much."""
     card: Card
-    configuration: str
-    source: str
-    training_bytes: int
-    serving_bytes: int
+    footprint: Footprint
     trains: bool
     serves: bool
     training_free_bytes: int
@@ -115,8 +112,6 @@ class CardCell:
     serving_limit_bytes: int
     """card − the headroom asked."""
     reason: str = ""
-    training_margin: float = 0.0
-    serving_margin: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -135,7 +130,8 @@ class CardTable:
         sizes = [c.memory_gb for c in self.cards]
         if memory_gb not in sizes:
             raise ValueError(f"no {memory_gb} GB card in the table; cards: {', '.join(f'{s} GB' for s in sizes)}")
-        return next((c for c in self.cells if c.configuration == configuration and c.card.memory_gb == memory_gb), None)
+        return next((c for c in self.cells
+                     if c.footprint.configuration == configuration and c.card.memory_gb == memory_gb), None)
 
 
 def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
@@ -151,9 +147,8 @@ def _judge(card: Card, fp: Footprint, headroom: int) -> CardCell:
         reasons.append(f"bf16 needs compute capability 8.0 or newer; this card has {card.compute_capability}")
     reasons += [f"{phase} ran out of memory under the cap"
                 for phase, ran in (("training", fp.training_ran), ("serving", fp.serving_ran)) if not ran]
-    return CardCell(card, fp.configuration, fp.source, fp.training_bytes, fp.serving_bytes, trains, serves,
-                    card.memory_bytes - training, card.memory_bytes - serving, limit, "; ".join(reasons),
-                    fp.training_margin, fp.serving_margin)
+    return CardCell(card, fp, trains, serves, card.memory_bytes - training, card.memory_bytes - serving, limit,
+                    "; ".join(reasons))
 
 
 def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequence[Card] = CARDS) -> CardTable:
@@ -237,11 +232,11 @@ def model_figures(model: str, precision: str, profile: MemoryProfile) -> ModelFi
 
 
 def ensemble_members(preset: str = "seed", tft_overrides: Mapping[str, Any] | None = None,
-                     tft_precision: str = "fp32", ensemble_precision: str = "fp32") -> dict[str, tuple[Any, str]]:
-    """{model: (config, precision)} as wave 8.13 builds the ensemble: every model of the preset in
-    `ensemble_precision`, the TFT with `tft_overrides` in `tft_precision`."""
+                     tft_precision: str = "fp32") -> dict[str, tuple[Any, str]]:
+    """{model: (config, precision)} as wave 8.13 builds the ensemble: every model of the preset in fp32, the TFT
+    with `tft_overrides` in `tft_precision`."""
     return {name: (MODELS[name].config(preset, **dict(tft_overrides or {})), tft_precision) if name == "tft" else
-            (MODELS[name].preset(preset), ensemble_precision) for name in ENSEMBLE if name in MODELS}
+            (MODELS[name].preset(preset), "fp32") for name in ENSEMBLE if name in MODELS}
 
 
 def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
@@ -256,13 +251,11 @@ def measured_members(m: Measurement) -> dict[str, tuple[Any, str]]:
     return out
 
 
-def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], *, seed: int = 0,
-                          **footprint: Any) -> Footprint:
+def predict_configuration(configuration: str, members: Mapping[str, tuple[Any, str]], **footprint: Any) -> Footprint:
     """Every model's CUDA training step predicted (predict_step, target "cuda": multi-tensor Adam; seconds to a
     minute per model on a CPU, no model memory allocated), summed into a predicted_footprint."""
     from foxlib.memory.predict import predict_step
-    figures = [model_figures(name, precision, predict_step(MODELS[name], cfg, precision=precision, seed=seed,
-                                                           target="cuda"))
+    figures = [model_figures(name, precision, predict_step(MODELS[name], cfg, precision=precision, target="cuda"))
                for name, (cfg, precision) in members.items()]
     return predicted_footprint(configuration, figures, **footprint)
 
@@ -296,12 +289,8 @@ def measured_overheads(m: Measurement) -> Overheads:
     if not m.cap.enforced:
         return Overheads(0, 0, 0, 0, device)
 
-    def cache(phase) -> int:
-        if phase.peak_bytes is None or phase.peak_allocated_bytes is None:
-            return 0
-        return max(0, int(phase.peak_bytes) - int(phase.peak_allocated_bytes))
-    return Overheads(int(analysis.largest_context_bytes(m)), int(analysis.workspace_bytes(m)), cache(m.training),
-                     cache(m.inference), device)
+    cache = [max(0, p.peak_bytes - p.peak_allocated_bytes) for p in (m.training, m.inference)]
+    return Overheads(analysis.largest_context_bytes(m), analysis.workspace_bytes(m), *cache, device)
 
 
 def measured_footprint(configuration: str, m: Measurement) -> Footprint | None:
@@ -334,8 +323,7 @@ def alternatives(preset: str = "seed") -> dict[str, dict[str, tuple[Any, str]]]:
 
 
 def table_for_measurement(m: Measurement, min_headroom_bytes: float,
-                          extra: Mapping[str, Mapping[str, tuple[Any, str]]] | None = None,
-                          cards: Sequence[Card] = CARDS, seed: int = 0) -> CardTable:
+                          extra: Mapping[str, Mapping[str, tuple[Any, str]]]) -> CardTable:
     """The card table of a measurement: its configuration measured (on the card it emulated) and predicted, each
     `extra` configuration ({name: ensemble_members(...)}) predicted, all with the overheads 8.13 measured."""
     members = measured_members(m)
@@ -343,7 +331,7 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     over = measured_overheads(m)
     kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
               training_cache_bytes=over.training_cache_bytes, serving_cache_bytes=over.serving_cache_bytes,
-              seed=seed, note=over.note)
+              note=over.note)
     measured = measured_footprint(name, m)
     own = predict_configuration(name, members, **kw)
     margins, source = prediction_margins(measured, own)
@@ -351,8 +339,8 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     footprints = [f for f in [measured] if f is not None]
     footprints.append(dataclasses.replace(own, training_margin=margins[0], serving_margin=margins[1], note=kw["note"]))
     footprints += [predict_configuration(extra_name, extra_members, **kw, margins=margins)
-                   for extra_name, extra_members in (extra or {}).items() if extra_name != name]
-    return fits(footprints, min_headroom_bytes, cards)
+                   for extra_name, extra_members in extra.items() if extra_name != name]
+    return fits(footprints, min_headroom_bytes)
 
 
 # ----------------------------------------------------------------------------- formatted, after the decisions
@@ -366,19 +354,20 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     """A cell as the table shows it: "yes: 1,923.1 of 4,295.0 MB, 2,371.9 MB free (measured)"."""
     if cell is None:
         return "— (no figure)"
-    error = cell.training_margin if phase == "trains" else cell.serving_margin
+    fp = cell.footprint
+    error = fp.training_margin if phase == "trains" else fp.serving_margin
     grow = 1 + error
     if phase == "trains":
-        ok, used, free = cell.trains, cell.training_bytes, cell.training_free_bytes
+        ok, used, free = cell.trains, fp.training_bytes, cell.training_free_bytes
         margin = f"{mb(free)} MB free" if free >= 0 else f"{mb(-free)} MB short"
     else:
-        ok, used, free = cell.serves, cell.serving_bytes, cell.serving_free_bytes
+        ok, used, free = cell.serves, fp.serving_bytes, cell.serving_free_bytes
         left = cell.serving_limit_bytes - int(used * grow)
         margin = (f"{mb(free)} MB free" if left >= 0 else
                   f"{mb(free)} MB free, {mb(-left)} MB under the {mb(headroom_bytes)} MB headroom")
     shown = (f"{mb(used)} MB + {_pct(error)} % for the prediction's error = {mb(int(used * grow))}"
              if error else mb(used))
-    text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({cell.source})"
+    text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({fp.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")
 
 

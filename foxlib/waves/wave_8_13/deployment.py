@@ -121,10 +121,9 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         nv = analysis.nvml_check(m)
         out.append(analysis.nvml_text(m) + (" Watch NVML's process figure in production too." if nv.applicable else
                                         " The card was not verified by NVML: the allocator cap alone bounds it."))
-        ctx = max([ctx0] + ends)
         n, words = len(m.order), in_words(len(m.order))
         out.append(f"All {words} models run in **one process** sharing one context. Deployed as {words} processes, "
-                   f"each pays its own: {n} × {mb(ctx)} = {mb(n * ctx)} MB of contexts alone on a "
+                   f"each pays its own: {n} × {mb(largest)} = {mb(n * largest)} MB of contexts alone on a "
                    f"{mb(card)} MB card.")
         if t.allocator_end:
             out.append(f"Allocator fragmentation at the end of training: {mb(t.allocator_end.inactive_split_bytes)} "

@@ -99,11 +99,9 @@ def _device_bytes(obj: Any, device: torch.device) -> int:
 
 def _host_bytes(obj: Any, device: torch.device) -> int:
     """Host RAM of a batch: numpy arrays (e.g. DQN's replay buffer), and CPU tensors when training on a GPU."""
-    arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
-              for a in accounting.iter_arrays(obj)}
     cpu = accounting.unique_bytes(t for t in accounting.iter_tensors(obj) if t.device.type == "cpu") \
         if device.type != "cpu" else 0
-    return sum(a.nbytes for a in arrays.values()) + cpu
+    return accounting.array_bytes(obj) + cpu
 
 
 def static_footprints(members: list[Member], device: torch.device) -> dict[str, dict[str, int]]:

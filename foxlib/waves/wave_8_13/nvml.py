@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import torch
 
+from foxlib.memory.cuda import nvml_handle
+
 NVML_CHECK = "largest NVML process figure ≤ card"
 SAMPLE_INTERVAL_S = 0.015  # the background sampler's period; a sample is also taken after every step and round
 
@@ -45,20 +47,20 @@ def nvml_peak(samples: list[int | None], card_bytes: int, note: str = "") -> Nvm
 
 
 class Sampler:
-    """Samples `reader()` every `interval_s` in a background thread and on `sample()`: (seconds, phase, bytes).
-    A read that raises is a None sample; the first error is kept in `error`."""
+    """Samples `reader()` every `interval_s` in a background thread (running inside `with`, a sample taken on entry
+    and exit) and on `sample()`: (seconds, phase, bytes). A read that raises is a None sample; the first error is
+    kept in `error`."""
 
-    def __init__(self, reader: Callable[[], int | None], interval_s: float = SAMPLE_INTERVAL_S,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, reader: Callable[[], int | None], interval_s: float = SAMPLE_INTERVAL_S):
         import threading
-        self.reader, self.interval_s, self.clock = reader, float(interval_s), clock
+        self.reader, self.interval_s = reader, float(interval_s)
         self.samples: list[tuple[float, str, int | None]] = []
         self.phase = "start"
         self.error: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="foxlib-nvml-sampler", daemon=True)
-        self._t0 = clock()
+        self._t0 = time.perf_counter()
 
     def sample(self) -> int | None:
         try:
@@ -68,34 +70,26 @@ class Sampler:
             if self.error is None:
                 self.error = f"{type(exc).__name__}: {exc}"
         with self._lock:
-            self.samples.append((self.clock() - self._t0, self.phase, None if value is None else int(value)))
+            self.samples.append((time.perf_counter() - self._t0, self.phase, None if value is None else int(value)))
         return value
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.sample()
 
-    def start(self) -> "Sampler":
+    def __enter__(self) -> "Sampler":
         self.sample()
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop the thread (waits for it) and take a last sample."""
+    def __exit__(self, *exc) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._thread.join()
         self.sample()
 
-    def __enter__(self) -> "Sampler":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def values(self, phase: str | None = None) -> list[int | None]:
+    def values(self) -> list[int | None]:
         with self._lock:
-            return [v for _, p, v in self.samples if phase is None or p == phase]
+            return [v for _, _, v in self.samples]
 
 
 class NvmlProcessReader:
@@ -116,16 +110,7 @@ class NvmlProcessReader:
             return
         self.pynvml = pynvml
         try:
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            uuid = str(torch.cuda.get_device_properties(index).uuid).replace("GPU-", "")
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                u = pynvml.nvmlDeviceGetUUID(h)
-                if (u.decode() if isinstance(u, bytes) else u).replace("GPU-", "") == uuid:
-                    self.handle = h
-                    break
-            if self.handle is None:
-                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.handle = nvml_handle(pynvml, device)
             first = self()
             self.note = ("this process found in NVML's process list" if first is not None else
                          f"this process (pid {os.getpid()}) is not in NVML's process list (a container's PID "

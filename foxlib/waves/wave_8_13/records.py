@@ -220,10 +220,6 @@ class Inference(Sparse):
     MANY = {"models": Served}
 
 
-Phase = Training | Inference
-"""Either phase: what analysis reads of both (peaks, oom, the ends)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class TftRun(Sparse):
     """The TFT as the run took it (tft.resolve_tft less its config and citations): cuda_graph and options for a
@@ -331,9 +327,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         "tft": TftRun, "cap": Cap, "training": Training, "inference": Inference, "nvml": NvmlSeries, "context": Context,
         "context_before_warmup": Context, "warmup": Warmup, "graph_mode": GraphMode,
         "cublas_workspace": CublasWorkspace, "card_class": ClassFacts, "depends_on": Citation}
-    """The parts that are one record each (None where absent)."""
     MANY: ClassVar[dict[str, Any]] = {"models": ModelRun, "step_profiles": MemoryProfile}
-    """The parts that are a record per model (None where absent)."""
 
     @classmethod
     def typed_parts(cls, d: dict[str, Any]) -> dict[str, Any]:
@@ -346,11 +340,6 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         """depends_on as foxlib.core.provenance.verify takes it."""
         return [c.to_dict() for c in self.depends_on]
 
-    @property
-    def enforced(self) -> bool:
-        return self.cap.enforced
-
-    def phase(self, name: str) -> Phase:
-        if name not in ("training", "inference"):
-            raise ValueError(f"unknown phase {name!r}; valid: training, inference")
+    def phase(self, name: str) -> Training | Inference:
+        """`training` or `inference`, by name (every caller names one of the two)."""
         return getattr(self, name)

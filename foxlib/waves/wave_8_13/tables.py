@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from foxlib.core.config import MB, to_mb
-from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, nvml_check,
-                                             nvml_text, per_model, process_figure, workspace_bytes)
+from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, model_peaks_sum,
+                                             nvml_check, nvml_text, per_model, process_figure, workspace_bytes)
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
 from foxlib.waves.wave_8_13.records import Measurement
@@ -113,7 +113,7 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
     train, inf = figure(r, "training"), figure(r, "inference")
     peaks, ws, proc = model_peaks(r), workspace_bytes(r), process_figure(r)
     rows = [
-        ("model peaks, summed", None if any(v is None for v in peaks.values()) else sum(peaks.values()),
+        ("model peaks, summed", model_peaks_sum(r),
          " + ".join(f"{n} {to_mb(v, 2)}" for n, v in peaks.items()) + " MB (each step's own tensors)"),
         ("cuBLAS workspaces (once per stream)", ws,
          "allocated after the warm-up, everything else freed" if cap.enforced else "none on the CPU"),
