@@ -127,21 +127,17 @@ def _committed_text(path: Path) -> str:
     return path.read_text()
 
 
-def committed(device: str, wave: str, name: str = "measurement.json", *, skip_missing: bool = False) -> dict:
+def committed(device: str, wave: str, name: str = "measurement.json") -> dict:
     """The data of a committed report's file (committed_path): measurement.json by default, or results.json. A new
-    dict on each call (tests edit what they get). skip_missing: the test is skipped, naming the file, where the
-    repository holds none (else FileNotFoundError)."""
-    path = committed_path(device, wave, name)
-    if skip_missing and not path.is_file():
-        pytest.skip(f"no committed {path.relative_to(path.parents[3])}")
-    return json.loads(_committed_text(path))
+    dict on each call (tests edit what they get)."""
+    return json.loads(_committed_text(committed_path(device, wave, name)))
 
 
-def committed_measurement(device: str, wave: str, *, skip_missing: bool = False):
+def committed_measurement(device: str, wave: str):
     """The committed measurement typed as a render reads it: the wave's records.Measurement, from_dict with the file
     named as its source."""
     from foxlib.core.critical_path import get_wave
-    data = committed(device, wave, skip_missing=skip_missing)
+    data = committed(device, wave)
     return get_wave(wave).part("records").Measurement.from_dict(data, str(committed_path(device, wave)))
 
 
@@ -163,6 +159,47 @@ def graphed_profile(**kw):
                 gradients=10 * MB, optimizer_state=10 * MB, batch=10 * MB, peak=10 * MB, workspace_bytes=0, loss=0.0,
                 peak_method="test", warmup_steps=3, cuda={})
     return GraphedProfile(**base | kw)
+
+
+ROUNDS_8_12 = 6  # the timing rounds of hand_8_12_measurement's strategies
+
+
+def hand_8_12_measurement(rows):
+    """A typed, checked wave 8.12 measurement (records.Measurement, the header included) with strategies (name,
+    precision, peak MB, step s, quantile loss, own runs?); every round's step takes the same time (so each ratio's
+    interval is that ratio, exactly)."""
+    from foxlib.core.config import MB
+    from foxlib.harness.floors import floors
+    from foxlib.harness.timing import Timing
+    from foxlib.harness.training import harness_config
+    from foxlib.models import MODELS
+    from foxlib.waves.wave_8_12 import records
+    from foxlib.waves.wave_8_12.strategies import BASELINE
+    harness = harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1,
+                             val_windows=8).to_dict()
+    m = {"wave": "8.12", "measured_at": "2026-01-01T00:00:00+00:00", "measure_parameters": {"preset": "seed"},
+         "device": {"type": "cpu", "name": "test", "short": "cpu"},
+         "environment": {"python": "3.11.7", "torch": "test", "cuda": None, "platform": "test",
+                         "git_revision": "abc1234"},
+         "base_config": {"batch_size": 32, "encoder_length": 60},
+         "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
+         "accuracy_source": {}, "claim_runs": {"skipped_all": "not asked"},
+         "accuracy_harness": harness,
+         "cublas_workspace": {"skipped": "not asked"}, "accuracy_preset": "seed", "same_function": {},
+         "floors": floors(1_000_000, None, "test").to_dict()}
+    for name, precision, peak, step, loss, own in rows:
+        m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
+                                 "cuda_graph": False}
+        m["memory"][name] = step_profile(peak=peak * MB, activations=0, n_parameters=1_000_000).to_dict()
+        m["timing"][name] = Timing(name, (step,) * ROUNDS_8_12).to_dict()
+        if own:
+            m["accuracy_runs"][name] = [{
+                "precision": precision, "seed": 0, "steps": 1, "best_step": 1, "stopped_early": False, "seconds": 1.0,
+                "history": [], "harness": harness, "metrics": {
+                    "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2,
+                    "coverage_10_90": 0.8, "naive_coverage_10_90": 0.8}}]
+        m["accuracy_source"][name] = name if own else BASELINE
+    return records.Measurement.from_dict(m)
 
 
 def recorded_training_steps(monkeypatch, module) -> list:

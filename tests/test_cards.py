@@ -116,7 +116,7 @@ def test_bad_input_names_the_valid_choices():
 
 @pytest.mark.parametrize("device", ["h200", "cpu"])
 def test_committed_8_13_measurement(device):
-    m = committed(device, "8.13", skip_missing=True)
+    m = committed(device, "8.13")
     rec = Measurement.from_dict(m)
     res = committed(device, "8.13", "results.json")
     fp = cards.measured_footprint("8.13's configuration", rec)
@@ -155,7 +155,7 @@ def test_predict_configuration_of_one_small_model():
 
 def test_table_for_measurement_with_predictions_stubbed(monkeypatch):
     """The one call a report makes: measured on the emulated card, predicted elsewhere, extras predicted."""
-    m = committed_measurement("h200", "8.13", skip_missing=True)
+    m = committed_measurement("h200", "8.13")
     calls = []
 
     def fake(name, members, **kw):
@@ -188,7 +188,7 @@ def test_report_section_is_the_measurement_and_the_alternatives(monkeypatch):
     """The 8.13 report's one call: the measured configuration and both alternatives, judged with the budgets'
     headroom (predictions stubbed: they take a minute)."""
     from foxlib.core.budgets import load_budgets
-    m = committed_measurement("h200", "8.13", skip_missing=True)
+    m = committed_measurement("h200", "8.13")
     monkeypatch.setattr(cards, "predict_configuration",
                         lambda name, members, **kw: cards.Footprint(name, "predicted", 5 * 10**9, 3 * 10**9,
                                                                     note=kw["note"]))

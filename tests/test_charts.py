@@ -12,8 +12,9 @@ import pytest  # noqa: E402
 
 from foxlib.core import seed_claims  # noqa: E402
 from foxlib.core.config import MB  # noqa: E402
-from foxlib.memory.profile import MemoryProfile  # noqa: E402
+from foxlib.memory.tolerances import CATEGORIES  # noqa: E402
 from foxlib.report import charts  # noqa: E402
+from tests.conftest import step_profile  # noqa: E402
 
 BUDGETS_MB = {"parameters_mb": 300.0, "forward_activations_mb": 200.0, "gradients_mb": 200.0,
               "optimizer_state_mb": 200.0, "peak_training_mb": 1000.0}
@@ -30,12 +31,9 @@ def _legend(ax):
 
 
 def _memory_profile(buffers=None, **mb):
-    """A typed step profile (what a wave's measurement holds) of these categories in MB and these buffers: its
-    temporaries are what the peak holds beyond them."""
-    figures = {k: int(mb.get(k, 0) * MB) for k in ("parameters", "gradients", "optimizer_state", "activations", "peak")}
-    return MemoryProfile(device="cpu", device_name="cpu", precision="fp32", n_parameters=0, activations_by_module={},
-                         saved_tensor_saves=0, batch=0, buffers=buffers or {}, live_before_step=0, forward_peak=0,
-                         loss=0.0, peak_method="test", **figures)
+    """A typed step profile (what a wave's measurement holds) of these categories in MB (the others 0) and these
+    buffers: its temporaries are what the peak holds beyond them."""
+    return step_profile(buffers=buffers or {}, **{c: int(mb.get(c, 0) * MB) for c in CATEGORIES})
 
 
 def test_breakdown_bars_budget_lines_seed_marks_and_legend():

@@ -16,10 +16,10 @@ from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, worksp
 from foxlib.waves.wave_8_13 import deployment
 from foxlib.waves.wave_8_13.records import TftRun
 from foxlib.waves.wave_8_13.tft import resolve_tft
-from tests.conftest import step_profile
-from tests.test_wave_8_12 import hand_measurement, typed
+from tests.conftest import hand_8_12_measurement, step_profile
 
 NAME = "light and fast"
+typed = records.Measurement812.from_measurement  # the record of a typed measurement, as the notebook makes it
 
 
 def _child(step_s: float, peak_mb: float, workspace_mb: float, profile: bool) -> dict:
@@ -35,7 +35,7 @@ def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010
 
 
 def _measurement(knob):
-    m = hand_measurement([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
+    m = hand_8_12_measurement([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
     return records.Measurement.from_dict({**m.to_dict(), "cublas_workspace": knob})
 
 

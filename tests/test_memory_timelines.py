@@ -12,10 +12,9 @@ from foxlib.memory.timeline_chart import timeline_chart
 from foxlib.harness.timelines import (ALL_CASES, CASES, GRAPH_NEEDS_CUDA, TimelineCase, TimelineRun,
                                            keep_beside, measure_timelines, own_timelines, viewer_html_file)
 from foxlib.models import MODELS
-from tests.conftest import committed
+from tests.conftest import committed, committed_path
 
-ROOT = os.path.dirname(os.path.dirname(__file__))
-H200 = os.path.join(ROOT, "reports", "h200", "wave-8.10")
+H200 = str(committed_path("h200", "8.10").parent)
 MiB = 1 << 20
 
 

@@ -53,7 +53,7 @@ def test_the_answer_counts_and_orders():
 
 
 def test_the_answer_on_a_committed_report():
-    res = committed("h200", "8.13", "results.json", skip_missing=True)
+    res = committed("h200", "8.13", "results.json")
     text = reading.answer_block(res["checks"], res["wave"]).markdown
     assert f"**Wave 8.13: {res['verdict']}**" in text
     assert f"{res['checks'][0]['measured'] / 1e6:,.1f} MB" in text

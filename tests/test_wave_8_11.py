@@ -72,15 +72,11 @@ def test_report_shows_the_seeds_guesses_and_says_which_preset_trained(report):
 COMMITTED = ("cpu", "h200")
 
 
-def _committed(device):
-    return committed_measurement(device, "8.11")
-
-
 @pytest.mark.parametrize("device", COMMITTED)
 def test_the_speed_chart_draws_the_speed_tables_figures(device):
     import matplotlib.pyplot as plt
     from foxlib.report import charts
-    m = _committed(device)
+    m = committed_measurement(device, "8.11")
     ratios = analysis.speed_ratios(m)
     table = tables.speed_table(m).set_index("precision")
     assert list(ratios) == list(table.index) == m.precisions
@@ -105,7 +101,7 @@ def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limi
     import matplotlib.pyplot as plt
     from foxlib.core.budgets import load_budgets
     from foxlib.report import charts
-    m = _committed(device)
+    m = committed_measurement(device, "8.11")
     budgets = load_budgets()
     rows, limit = analysis.quantile_loss_rows(m), analysis.accuracy_limit(m, budgets)
     table = tables.accuracy_table(m)
@@ -131,7 +127,7 @@ def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limi
 @pytest.mark.parametrize("device", COMMITTED)
 def test_the_harness_table_reads_the_typed_harness(device):
     from foxlib.harness.training import HarnessSettings
-    m = _committed(device)
+    m = committed_measurement(device, "8.11")
     assert isinstance(m.accuracy_harness, HarnessSettings) and m.accuracy_harness.concurrent_runs is None
     table = tables.harness_table(m).set_index("setting")["value"]
     stored = committed(device, "8.11")["accuracy_harness"]

@@ -13,47 +13,11 @@ from foxlib.core.schema import Device
 from foxlib.harness.floors import floors
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import RatioInterval, Timing
-from foxlib.harness.training import harness_config
-from foxlib.models import MODELS
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
-from tests.conftest import committed, step_profile
+from tests.conftest import ROUNDS_8_12 as ROUNDS, committed, hand_8_12_measurement as hand_measurement
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
-ROUNDS = 6
-HARNESS_SETTINGS = harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1,
-                                  val_windows=8).to_dict()
-
-
-def hand_measurement(rows):
-    """A typed, checked measurement (records.Measurement, the header included) with strategies (name,
-    precision, peak MB, step s, quantile loss, own runs?); every round's step takes the same time (so each ratio's
-    interval is that ratio, exactly)."""
-    m = {"wave": "8.12", "measured_at": "2026-01-01T00:00:00+00:00", "measure_parameters": {"preset": "seed"},
-         "device": {"type": "cpu", "name": "test", "short": "cpu"},
-         "environment": {"python": "3.11.7", "torch": "test", "cuda": None, "platform": "test",
-                         "git_revision": "abc1234"},
-         "base_config": {"batch_size": 32, "encoder_length": 60},
-         "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
-         "accuracy_source": {}, "claim_runs": {"skipped_all": "not asked"},
-         "accuracy_harness": HARNESS_SETTINGS,
-         "cublas_workspace": {"skipped": "not asked"}, "accuracy_preset": "seed", "same_function": {},
-         "floors": floors(1_000_000, None, "test").to_dict()}
-    for name, precision, peak, step, loss, own in rows:
-        m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,
-                                 "cuda_graph": False}
-        m["memory"][name] = step_profile(peak=peak * MB, activations=0, n_parameters=1_000_000).to_dict()
-        m["timing"][name] = Timing(name, (step,) * ROUNDS).to_dict()
-        if own:
-            m["accuracy_runs"][name] = [{
-                "precision": precision, "seed": 0, "steps": 1, "best_step": 1, "stopped_early": False, "seconds": 1.0,
-                "history": [], "harness": HARNESS_SETTINGS, "metrics": {
-                    "quantile_loss": loss, "naive_quantile_loss": 1.2, "skill_score": 1 - loss / 1.2,
-                    "coverage_10_90": 0.8, "naive_coverage_10_90": 0.8}}]
-        m["accuracy_source"][name] = name if own else BASELINE
-    return records.Measurement.from_dict(m)
-
-
 def read_measurement(path):
     """A committed or freshly written measurement.json, typed and checked as the notebook reads it."""
     return records.Measurement.from_dict(json.loads(Path(path).read_text()), str(path))
