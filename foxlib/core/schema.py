@@ -90,7 +90,8 @@ def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterabl
 
 
 class Record:
-    """A dataclass that is plain data field for field: to_dict is dataclasses.asdict (nested records included),
+    """A dataclass that is plain data field for field: to_dict writes every field through plain() (a nested record
+    through its own to_dict, so a Sparse one leaves its defaults out),
     from_dict makes it from its keys (a missing or unknown one: a TypeError), typing the fields PARTS names (one
     record each; a list: a tuple of them) and MANY names (a record, or a list of them, per name). A part is a record
     class or a function of the stored value (e.g. one that tells a failure from a result)."""
@@ -102,14 +103,15 @@ class Record:
         return cls(**d | typed(cls.PARTS, cls.MANY, d))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def plain(value: Any) -> Any:
     """A record (a dataclass with a to_dict), or a dict, list or tuple of them, as plain data: each record through its
-    own to_dict."""
-    if dataclasses.is_dataclass(value) and hasattr(value, "to_dict"):
-        return value.to_dict()
+    own to_dict, another dataclass field by field."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return value.to_dict() if hasattr(value, "to_dict") else {
+            f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
