@@ -133,6 +133,13 @@ def cuda_block_bytes(tensors, device: torch.device) -> int:
 MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
 
 
+def release_memory() -> None:
+    """A full garbage collection, then the CUDA allocator's cached blocks handed back (a no-op where CUDA never
+    started), so that a next measurement does not count what the last one left."""
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def record_cuda_history(stacks: str = "python", max_entries: int = 200_000) -> None:
     """Turn on the CUDA allocator's alloc/free history with `stacks`: "python", "all" (Python and C++) or "none"."""
     if stacks not in ("python", "all", "none"):
