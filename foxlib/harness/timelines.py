@@ -22,7 +22,6 @@ from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step, graph_parts
 from foxlib.memory.profile import record_cuda_history, release_memory
 
-HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
 # the CUDA history's call stacks, tried in order: with Python stacks a checkpointed step's backward can fail
 # ("run_backward returned NULL without setting an exception"); without stacks the series names no owners
@@ -148,7 +147,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     torch.cuda.synchronize(device)
     outside = bytes_outside_step(step.model, step.batch, step.optimizer)
     torch.cuda.reset_peak_memory_stats(device)
-    record_cuda_history(stacks, HISTORY_ENTRIES)
+    record_cuda_history(stacks)
     try:
         graphed.capture()()
         torch.cuda.synchronize(device)
