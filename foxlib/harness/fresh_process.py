@@ -95,10 +95,8 @@ def _profile(recipe: StepRecipe, cuda_graph: bool, device: torch.device) -> dict
     timed steps are built."""
     if cuda_graph:
         return profile_graphed(recipe, device)
-    step = build_step(recipe, device)
-    out = step.profile().to_dict()
-    step.free()
-    return out
+    with build_step(recipe, device) as step:
+        return step.profile().to_dict()
 
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from foxlib.core.schema import Sparse
-from foxlib.memory.profile import MemoryProfile
+from foxlib.memory.profile import MemoryProfile, release_memory
 from foxlib.memory.second_opinion import SecondOpinion
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 from foxlib.models import MODELS
@@ -44,11 +43,10 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
         predicted = {"error": f"not predicted: {recipe.options.label()} is not modelled by the predictor"}
     else:
         predicted = predict_model(model, cfg, device, precision, seed) if predict else None
-    step = build_step(recipe, device)
-    out = _measurement(recipe, step.profile(snapshot_path=snapshot_path).to_dict())
+    with build_step(recipe, device) as step:
+        out = _measurement(recipe, step.profile(snapshot_path=snapshot_path).to_dict())
     if predicted is not None:
         out["predicted"] = predicted
-    step.free()
     return out
 
 
@@ -73,10 +71,8 @@ def _measurement(recipe: StepRecipe, profile: dict[str, Any]) -> dict[str, Any]:
 def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
     """The same training step as measure_model's (foxlib.harness.recipe), categorised by PyTorch's own memory profiler."""
     from foxlib.memory.second_opinion import torch_memory_categories
-    step = build_step(StepRecipe(model, cfg, precision, seed), device)
-    out = torch_memory_categories(step.model, step.batch, step.loss_fn, step.optimizer, precision)
-    step.free()
-    return out
+    with build_step(StepRecipe(model, cfg, precision, seed), device) as step:
+        return torch_memory_categories(step.model, step.batch, step.loss_fn, step.optimizer, precision)
 
 
 @dataclass(frozen=True)
@@ -115,6 +111,5 @@ def profile_graphed(recipe: StepRecipe, device: torch.device,
     with backends(recipe.options):
         profile = profile_graphed_step(built.model, built.batch, loss, built.optimizer, recipe.precision)
     del built, loss
-    gc.collect()
-    torch.cuda.empty_cache()
+    release_memory()
     return profile.to_dict()

@@ -7,13 +7,13 @@ waves, notebooks, benchmarks, training and the profilers all start from here.
 from __future__ import annotations
 
 import dataclasses
-import gc
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends, compile_in_place
+from foxlib.memory.profile import release_memory
 from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.models import MODELS
 
@@ -52,7 +52,8 @@ class StepRecipe:
 
 @dataclass
 class BuiltStep:
-    """A recipe built on a device: the live model, batch and optimizer, and `step()` (returns the loss, detached)."""
+    """A recipe built on a device: the live model, batch and optimizer, and `step()` (returns the loss, detached).
+    In a `with` block it is freed (free()) when the block ends."""
     recipe: StepRecipe
     model: torch.nn.Module
     batch: Any
@@ -79,9 +80,13 @@ class BuiltStep:
     def free(self) -> None:
         """Drop the model, batch and optimizer, so that a next measurement does not count them."""
         self.model = self.batch = self.optimizer = self.step = None  # type: ignore[assignment]
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+        release_memory()
+
+    def __enter__(self) -> BuiltStep:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.free()
 
 
 def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, *, clip_each: float | None = None,

@@ -7,13 +7,13 @@ CUDA so are the context and the allocator's reserve: add them before comparing w
 from __future__ import annotations
 
 import dataclasses
-import gc
 from typing import Any, Iterable
 
 import torch
 
 from foxlib.memory import profile_step
 from foxlib.memory.predict import make_optimizer, predict_step
+from foxlib.memory.profile import release_memory
 
 FIELDS = ("batch_size", "encoder_length", "seq_len")
 
@@ -38,9 +38,7 @@ def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "ada
     out = {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
            "device_name": prof.device_name, "peak_method": prof.peak_method}
     del model, batch, opt, prof
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    release_memory()
     return out
 
 

@@ -20,9 +20,8 @@ from foxlib.core.schema import Record
 from foxlib.memory.live_series import MAX_POINTS, MemoryTimeline, load
 from foxlib.memory.timeline import mark_forward_end
 from foxlib.harness.recipe import StepRecipe, build_step, graph_parts
-from foxlib.memory.profile import record_cuda_history
+from foxlib.memory.profile import record_cuda_history, release_memory
 
-HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 GRAPH_NEEDS_CUDA = "skipped: a CUDA graph needs a CUDA device"
 # the CUDA history's call stacks, tried in order: with Python stacks a checkpointed step's backward can fail
 # ("run_backward returned NULL without setting an exception"); without stacks the series names no owners
@@ -104,8 +103,7 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
             except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
                 if device.type == "cuda":
                     torch.cuda.memory._record_memory_history(enabled=None)
-                    gc.collect()
-                    torch.cuda.empty_cache()
+                    release_memory()
                 failures.append(f"stacks={stacks}: {type(exc).__name__}: {str(exc)[:160]}")
         if result is None:
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None,
@@ -127,11 +125,8 @@ def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: 
     if case.cuda_graph:
         peak, outside = _record_graphed(recipe, device, path, stacks)
         return peak, None, outside
-    step = build_step(recipe, device)
-    try:
+    with build_step(recipe, device) as step:
         profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
-    finally:
-        step.free()
     return profile.peak, profile.activations, profile.workspace_bytes
 
 
@@ -152,7 +147,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
     torch.cuda.synchronize(device)
     outside = bytes_outside_step(step.model, step.batch, step.optimizer)
     torch.cuda.reset_peak_memory_stats(device)
-    record_cuda_history(stacks, HISTORY_ENTRIES)
+    record_cuda_history(stacks)
     try:
         graphed.capture()()
         torch.cuda.synchronize(device)

@@ -131,16 +131,24 @@ def cuda_block_bytes(tensors, device: torch.device) -> int:
 
 
 MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
+HISTORY_ENTRIES = 200_000  # allocator trace entries kept (the seed TFT's step makes about 7,000)
 
 
-def record_cuda_history(stacks: str = "python", max_entries: int = 200_000) -> None:
+def release_memory() -> None:
+    """A full garbage collection, then the CUDA allocator's cached blocks handed back (a no-op where CUDA never
+    started), so that a next measurement does not count what the last one left."""
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def record_cuda_history(stacks: str = "python") -> None:
     """Turn on the CUDA allocator's alloc/free history with `stacks`: "python", "all" (Python and C++) or "none"."""
     if stacks not in ("python", "all", "none"):
         raise ValueError(f"stacks must be 'python', 'all' or 'none', not {stacks!r}")
     if stacks == "none":
-        torch.cuda.memory._record_memory_history(max_entries=max_entries, context=None, stacks="python")
+        torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, context=None, stacks="python")
     else:
-        torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks=stacks)
+        torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks=stacks)
 
 
 def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],

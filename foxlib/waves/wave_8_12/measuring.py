@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import gc
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from foxlib.harness.timing import time_alternating
 from foxlib.harness.parallel_training import train_many
 from foxlib.harness.training import HARNESS, accuracy_config, check_target
 from foxlib.memory.devices import describe, environment, resolve_device
+from foxlib.memory.profile import release_memory
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_12.claim_runs import measure_claim_runs
 from foxlib.waves.wave_8_12.records import Measurement, StrategyRun
@@ -222,8 +222,7 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
             out[s.name] = e.to_dict()
         except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
             out[s.name] = FailedCheck(s.name, str(exc)).to_dict()
-        gc.collect()
-        torch.cuda.empty_cache()
+        release_memory()
     references.clear()
     return out
 
@@ -235,15 +234,13 @@ def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str) ->
     out["memory"].pop(s.name, None)
     out.get("predicted", {}).pop(s.name, None)
     out["skipped"][s.name] = why
-    gc.collect()
-    torch.cuda.empty_cache()
+    release_memory()
 
 
 def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:
     """The base step's floors (foxlib.harness.floors): bytes per parameter, and time from its FLOPs and
     the optimizer's traffic at the device's published peaks."""
-    step = build_step(StepRecipe("tft", base, "fp32", seed), device)
-    n = sum(p.numel() for p in step.model.parameters())
-    flops = step_flops(step.model, step.batch, step.loss_fn)
-    step.free()
+    with build_step(StepRecipe("tft", base, "fp32", seed), device) as step:
+        n = sum(p.numel() for p in step.model.parameters())
+        flops = step_flops(step.model, step.batch, step.loss_fn)
     return floors(n, flops, describe(device).get("name") or "").to_dict()

@@ -20,6 +20,7 @@ from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import Timing, sync_device
 from foxlib.memory.cuda import allocator_stats, use_cublas_workspace
 from foxlib.memory.devices import describe, environment, resolve_device, short_name
+from foxlib.memory.profile import release_memory
 from foxlib.memory.step import check_precision
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13.cap import (NOT_ENFORCED, account_training, cap_arithmetic, cuda_oom, end_view, is_oom,
@@ -245,8 +246,7 @@ def warm_up(members: list[Member], device: torch.device, mode: str, batch: int, 
             del x
             sync_device(device)
             done.append(f"{m.name} ({m.precision}): {WARMUP_TRAINING_STEPS} training steps, one inference forward")
-            gc.collect()
-            torch.cuda.empty_cache()
+            release_memory()
         with Together(fns, mode, device) as round_:
             round_()
         sync_device(device)

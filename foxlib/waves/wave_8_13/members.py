@@ -4,7 +4,6 @@ copies nothing from the host replays one captured step; the others run eagerly, 
 from __future__ import annotations
 
 import dataclasses
-import gc
 from typing import Any, Callable
 
 import torch
@@ -12,6 +11,7 @@ import torch
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
 from foxlib.memory import accounting
+from foxlib.memory.profile import release_memory
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_13.cap import is_oom, one_line
 
@@ -71,8 +71,7 @@ def load_member(member: Member, device: torch.device, seed: int) -> None:
                 if is_oom(exc):
                     raise
                 why = f"capture failed: {type(exc).__name__}: {one_line(exc, 200)}"
-                gc.collect()
-                torch.cuda.empty_cache()
+                release_memory()
             else:
                 member.model, member.batch, member.optimizer, member.step = (built.model, built.batch,
                                                                              built.optimizer, graphed)
@@ -122,5 +121,4 @@ def free_members(members: list[Member], device: torch.device, keep_models: bool 
         if not keep_models:
             m.model = None
     if device.type == "cuda":  # on the CPU reference counting frees the tensors; a full collection is slow
-        gc.collect()
-        torch.cuda.empty_cache()
+        release_memory()
