@@ -112,13 +112,17 @@ def test_claim_intervals_are_per_run_and_per_training_window():
     assert got["batch ÷4"][0].median == pytest.approx(2.0)  # half the step time, four times the steps
     assert got["batch ÷4"][1].median == pytest.approx(1.0)
     failed = cr.ClaimRuns.from_dict({**data, "runs": [data["runs"][0], {"error": "exit 1: boom", "env": {}}]})
-    assert cr.claim_intervals(failed) == {} and failed.error == "independent run 2 failed: exit 1: boom"
+    assert cr.claim_intervals(failed) == {} and failed.absent_reason == "independent run 2 failed: exit 1: boom"
     assert failed.runs[1] == FailedRun("exit 1: boom", {}) and failed.runs[0].variants["batch ÷4"].step_s_median == 0.5
-    assert cr.claim_intervals(cr.ClaimRuns.from_dict({"skipped_all": "not asked"})) == {}
+    skipped = cr.claim_runs_record({"skipped_all": "not asked"})
+    assert skipped == cr.ClaimsSkipped("not asked") and cr.claim_intervals(skipped) == {}
+    assert skipped.absent_reason == "not asked" and skipped.to_dict() == {"skipped_all": "not asked"}
+    made = cr.claim_runs_record(data)
+    assert made == cr.ClaimRuns.from_dict(data) and made.absent_reason is None
     assert cr.ClaimRuns.from_dict(data).to_dict() == data and failed.to_dict()["runs"][1] == {"error": "exit 1: boom",
                                                                                               "env": {}}
-    assert cr.ClaimRuns(skipped_all="not asked").to_dict() == {"skipped_all": "not asked"}
-    assert cr.ClaimRuns.from_dict({"skipped_all": "not asked"}).error is None
+    with pytest.raises(TypeError, match="runs"):  # skipped, or made: not both
+        cr.claim_runs_record({"skipped_all": "not asked", "runs": []})
     with pytest.raises(TypeError, match="step_s_median"):  # a process's output lacking a key is refused
         cr.ClaimRuns.from_dict({**data, "runs": [{**_run([1.0], [1.0]), "variants": {"fp32": {"step_s_samples": []}}}]})
     with pytest.raises(TypeError, match="surprise"):
@@ -193,8 +197,8 @@ def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
     assert len(sets) == 5
     verdicts = []
     for data in sets:
-        assert cr.ClaimRuns.from_dict(data).to_dict() == data  # each set read as typed and written back as it is
-        intervals = cr.claim_intervals(cr.ClaimRuns.from_dict(data))
+        assert cr.claim_runs_record(data).to_dict() == data  # each set read as typed and written back as it is
+        intervals = cr.claim_intervals(cr.claim_runs_record(data))
         runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in intervals.items()}
         spread = sc.run_spread(runs.values())
         verdicts.append({n: _verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),

@@ -6,8 +6,9 @@ is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh pr
 claim's verdict comes from the runs pooled: the interval of their mean holds the spread between them
 (foxlib.core.seed_claims.pooled_verdict).
 
-`measure_claim_runs` returns plain data, `ClaimRuns` on load; `claim_intervals` makes it per strategy, one ratio of
-time per training window to fp32's per run, with its bootstrap interval over that run's rounds.
+`measure_claim_runs` returns plain data, `ClaimRuns` (or `ClaimsSkipped`) on load (`claim_runs_record`);
+`claim_intervals` makes it per strategy, one ratio of time per training window to fp32's per run, with its bootstrap
+interval over that run's rounds.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
-from foxlib.core.schema import Sparse
+from foxlib.core.schema import Record
 from foxlib.core.seed_claims import MIN_RUNS
 from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
@@ -67,29 +68,43 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
 
 
 @dataclass(frozen=True)
-class ClaimRuns(Sparse):
-    """measure_claim_runs' data, typed: the strategies timed (fp32 among them), their batch sizes, the timed rounds
-    per run, each fresh process's output (a ProcessRun, or a FailedRun) and the strategies skipped; or, where no
-    run was made, only why (skipped_all; every other field None, so absent from its dict, as Sparse leaves it)."""
-    strategies: list[str] | None = None
-    batch_sizes: dict[str, int] | None = None
-    steps: int | None = None
-    runs: tuple[ProcessRun | FailedRun, ...] | None = None
-    skipped: dict[str, str] | None = None
-    skipped_all: str | None = None
+class ClaimRuns(Record):
+    """measure_claim_runs' data where the runs were made, typed: the strategies timed (fp32 among them), their batch
+    sizes, the timed rounds per run, each fresh process's output (a ProcessRun, or a FailedRun) and the strategies
+    skipped."""
+    strategies: list[str]
+    batch_sizes: dict[str, int]
+    steps: int
+    runs: tuple[ProcessRun | FailedRun, ...]
+    skipped: dict[str, str]
     PARTS = {"runs": ProcessRun}
 
     @property
-    def error(self) -> str | None:
+    def absent_reason(self) -> str | None:
         """Why the runs have no intervals although they were made: the first failed process's error."""
-        return next((f"independent run {i + 1} failed: {run.error}" for i, run in enumerate(self.runs or ())
+        return next((f"independent run {i + 1} failed: {run.error}" for i, run in enumerate(self.runs)
                      if isinstance(run, FailedRun)), None)
 
 
-def claim_intervals(data: ClaimRuns) -> dict[str, tuple[RatioInterval, ...]]:
-    """{strategy: one time-per-window ratio to fp32 per run}, fp32 left out; {} where the runs were not made
-    (skipped_all says why) or a run failed (ClaimRuns.error says why)."""
-    if data.skipped_all or data.error:
+@dataclass(frozen=True)
+class ClaimsSkipped(Record):
+    """measure_claim_runs' data where no run was made: why."""
+    skipped_all: str
+
+    @property
+    def absent_reason(self) -> str:
+        return self.skipped_all
+
+
+def claim_runs_record(d: dict[str, Any]) -> ClaimRuns | ClaimsSkipped:
+    """measure_claim_runs' data, typed; its to_dict() writes it back as measured."""
+    return (ClaimsSkipped if "skipped_all" in d else ClaimRuns).from_dict(d)
+
+
+def claim_intervals(data: ClaimRuns | ClaimsSkipped) -> dict[str, tuple[RatioInterval, ...]]:
+    """{strategy: one time-per-window ratio to fp32 per run}, fp32 left out; {} where the runs were not made or a
+    run failed (absent_reason says why)."""
+    if data.absent_reason:
         return {}
     base_bs = data.batch_sizes[BASELINE]
     out: dict[str, tuple[RatioInterval, ...]] = {}
@@ -127,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     data = measure_claim_runs(chosen, configs, "seed", dev, 0, runs=a.runs, steps=a.steps)
     with open(a.out, "w") as f:
         json.dump({"device": describe(dev), "revision": git_revision(), "claim_runs": data}, f, indent=1)
-    for name, runs in claim_intervals(ClaimRuns.from_dict(data)).items():
+    for name, runs in claim_intervals(claim_runs_record(data)).items():
         print(name, ", ".join(str(r) for r in runs))
     return 0
 

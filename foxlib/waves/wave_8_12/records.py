@@ -15,7 +15,7 @@ from foxlib.harness.floors import Floors
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import TimelineRun
 from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
-from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, claim_intervals
+from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, ClaimsSkipped, claim_intervals, claim_runs_record
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
@@ -67,7 +67,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     """strategy -> predict_step's profile, or why there is none (stored as {"error": ...})."""
     timing: dict[str, Timing]
     """strategy -> its step's samples (seconds), alternating in one run."""
-    claim_runs: ClaimRuns
+    claim_runs: ClaimRuns | ClaimsSkipped
     floors: Floors
     cublas_workspace: KnobRuns | KnobSkipped
     accuracy_preset: str
@@ -79,7 +79,7 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     """strategy claimed equal -> its check, or why it could not run."""
     timelines: dict[str, TimelineRun] | None = None  # absent with timelines=False
 
-    PARTS: ClassVar[dict[str, Any]] = {"claim_runs": ClaimRuns, "floors": Floors,  # one record each
+    PARTS: ClassVar[dict[str, Any]] = {"claim_runs": claim_runs_record, "floors": Floors,  # one record each
                                        "accuracy_harness": training.HarnessSettings, "resumed": Resumed,
                                        "cublas_workspace": knob_runs}
     MANY: ClassVar[dict[str, Any]] = {  # per name
