@@ -22,15 +22,14 @@ from foxlib.memory.cuda import allocator_stats, use_cublas_workspace
 from foxlib.memory.devices import describe, environment, resolve_device, short_name
 from foxlib.memory.step import check_precision
 from foxlib.models import ENSEMBLE, MODELS
-from foxlib.waves.wave_8_13.cap import (NOT_ENFORCED, account_training, cap_arithmetic, cuda_oom, end_view, is_oom,
-                                        measure_context, one_line, reset_peak)
+from foxlib.waves.wave_8_13.cap import (GIB, NOT_ENFORCED, account_training, cap_arithmetic, cuda_oom, end_view,
+                                        is_oom, measure_context, one_line, reset_peak)
 from foxlib.waves.wave_8_13.members import Member, free_members, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
 from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Measurement
 from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_input
 from foxlib.waves.wave_8_13.tft import resolve_tft
 
-GIB = 2**30
 INFERENCE_MODES = ("auto", "streams", "threads")
 PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
               "inference_mode", "ensemble_precision", "device", "card_class")
