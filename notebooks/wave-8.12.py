@@ -170,8 +170,6 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 # nothing. A line recorded without call stacks (where recording them failed) names no owners.
 
 # %%
-import os
-
 from foxlib.memory.timeline_chart import timeline_chart
 from foxlib.harness.timelines import keep_beside, own_timelines
 
@@ -184,9 +182,7 @@ if shown:
     display(HTML(tf.to_html()))
     import matplotlib.pyplot as plt
     plt.close(tf.figure)
-    search = [os.path.dirname(params["measurements"]), os.path.join(os.path.dirname(params["measurements"]), "timelines")] \
-        if params["measurements"] else []
-    links = keep_beside(runs, params["output_dir"] or ".", search_dirs=search)
+    links = keep_beside(runs, params["output_dir"] or ".", search_dirs=notebook.measurement_dirs(params))
     display(Markdown("\n".join(tables.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
                      "https://pytorch.org/memory_viz."))
 else:

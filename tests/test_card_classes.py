@@ -47,7 +47,7 @@ def test_8_12_recommends_per_class_among_what_the_class_runs():
 
 def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
     from foxlib.waves.wave_8_13.measuring import class_facts, resolve_class
-    cpu = torch.device("cpu")
+    cpu = cc.get_class("cpu")
     assert resolve_class("auto", cpu).name == "cpu"
     with pytest.raises(ValueError, match="is a cuda class; this run is on cpu"):
         resolve_class("fp16", cpu)
@@ -58,7 +58,7 @@ def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
         class_facts(fp16, cpu, {"precision": "fp32", "options": {"tf32": True}}, "fp32")
     with pytest.raises(ValueError, match="DQN, PPO and Mamba-2 in bf16"):
         class_facts(fp16, cpu, {"precision": "fp32"}, "bf16")
-    facts = class_facts(cc.get_class("cpu"), cpu, {"precision": "fp32"}, "fp32")
+    facts = class_facts(cpu, cpu, {"precision": "fp32"}, "fp32")
     assert facts["name"] == "cpu" and not facts["emulated"] and "fp32" in facts["enforced"][0]
 
 

@@ -2,7 +2,8 @@
 import pytest
 
 from foxlib.waves.wave_8_13 import cards
-from foxlib.waves.wave_8_13.cards import CARDS, GIB, Footprint, ModelFigures
+from foxlib.waves.wave_8_13.cap import GIB
+from foxlib.waves.wave_8_13.cards import CARDS, Footprint, ModelFigures
 from foxlib.waves.wave_8_13.records import Measurement
 from tests.conftest import committed, committed_measurement, step_profile
 

@@ -197,6 +197,15 @@ def figure(fig, caption: str | None = None, alt: str | None = None) -> None:
 SNAPSHOT_FILE = "memory_snapshot.pickle"
 
 
+def measurement_dirs(params: dict[str, Any]) -> list[Path]:
+    """Where the files a measurement made elsewhere names (paths on that machine) are looked for here, by name:
+    beside the measurement file and in its timelines/ (`make render` unpacks 8.12's there); none if measured now."""
+    if not params.get("measurements"):
+        return []
+    folder = Path(params["measurements"]).parent
+    return [folder, folder / "timelines"]
+
+
 def _keep_snapshot(measurement: WaveMeasurement, params: dict[str, Any], out: Path) -> None:
     """Copy the CUDA allocator snapshot of the measured step (if one was taken: WaveMeasurement.snapshot_file) beside the report.
     A measurement made elsewhere names a path on that machine: look for the file beside it here."""
@@ -204,10 +213,7 @@ def _keep_snapshot(measurement: WaveMeasurement, params: dict[str, Any], out: Pa
     snapshot = measurement.snapshot_file() or measurement.measure_parameters.get("snapshot_path")
     if not snapshot:
         return
-    candidates = [Path(snapshot)]
-    if params.get("measurements"):
-        candidates.append(Path(params["measurements"]).parent / Path(snapshot).name)
-    for path in candidates:
+    for path in [Path(snapshot)] + [folder / Path(snapshot).name for folder in measurement_dirs(params)]:
         if path.is_file():
             shutil.copyfile(path, out / SNAPSHOT_FILE)
             return

@@ -14,6 +14,7 @@ from foxlib.memory.cuda import allocator_stats, bare_context, nvml_view
 from foxlib.waves.wave_8_13.records import Context
 
 NOT_ENFORCED = "not enforced (accounting)"
+GIB = 2**30  # a card of card_gb "GB" holds card_gb × 2^30 bytes
 
 
 def reset_peak(device: torch.device) -> None:

@@ -21,10 +21,9 @@ from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
 from foxlib.models import ENSEMBLE, MODELS
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.analysis import mb
-from foxlib.waves.wave_8_13.cap import account_training
+from foxlib.waves.wave_8_13.cap import GIB, account_training
 from foxlib.waves.wave_8_13.records import Measurement
 
-GIB = 2**30
 SOURCES = ("predicted", "measured")
 STATED_MARGINS = (PEAK_TOLERANCE_PCT / 100,) * 2
 MODEL_NAMES = {"dqn": "DQN", "ppo": "PPO", "mamba2": "Mamba-2", "tft": "TFT"}

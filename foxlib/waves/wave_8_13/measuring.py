@@ -23,15 +23,14 @@ from foxlib.memory.devices import describe, environment, resolve_device, short_n
 from foxlib.memory.profile import release_memory
 from foxlib.memory.step import check_precision
 from foxlib.models import ENSEMBLE, MODELS
-from foxlib.waves.wave_8_13.cap import (NOT_ENFORCED, account_training, cap_arithmetic, cuda_oom, end_view, is_oom,
-                                        measure_context, one_line, reset_peak)
+from foxlib.waves.wave_8_13.cap import (GIB, NOT_ENFORCED, account_training, cap_arithmetic, cuda_oom, end_view,
+                                        is_oom, measure_context, one_line, reset_peak)
 from foxlib.waves.wave_8_13.members import Member, free_members, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
 from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Measurement
 from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_input
 from foxlib.waves.wave_8_13.tft import resolve_tft
 
-GIB = 2**30
 INFERENCE_MODES = ("auto", "streams", "threads")
 PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
               "inference_mode", "ensemble_precision", "device", "card_class")
@@ -39,23 +38,21 @@ PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inferenc
 WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
 
 
-def resolve_class(card_class: str, dev: torch.device) -> CardClass:
-    """The card class a run validates: "auto" is the device's own (foxlib.core.card_classes.class_of); another GPU
-    class is emulated on this GPU, never a CPU class on a GPU or a GPU class on the CPU (ValueError)."""
-    own = class_of(describe(dev).get("capability"), dev.type)
+def resolve_class(card_class: str, own: CardClass) -> CardClass:
+    """The card class a run validates: "auto" is the device's own, `own` (foxlib.core.card_classes.class_of);
+    another GPU class is emulated on this GPU, never a CPU class on a GPU or a GPU class on the CPU (ValueError)."""
     if card_class == "auto":
         return own
     chosen = get_class(card_class)
-    if chosen.device_type != dev.type:
-        raise ValueError(f"card_class {card_class!r} is a {chosen.device_type} class; this run is on {dev.type}: "
-                         f"valid here: auto, {', '.join(c.name for c in classes_for(dev.type))}")
+    if chosen.device_type != own.device_type:
+        raise ValueError(f"card_class {card_class!r} is a {chosen.device_type} class; this run is on {own.device_type}"
+                         f": valid here: auto, {', '.join(c.name for c in classes_for(own.device_type))}")
     return chosen
 
 
-def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensemble_precision: str) -> dict[str, Any]:
-    """What the run enforces of the class's limits, and what it cannot emulate; ValueError where the TFT or the
-    ensemble asks for what the class lacks (bf16 on a GPU without it)."""
-    own = class_of(describe(dev).get("capability"), dev.type)
+def class_facts(chosen: CardClass, own: CardClass, tft: dict[str, Any], ensemble_precision: str) -> dict[str, Any]:
+    """What the run enforces of the class's limits, and what it cannot emulate (`own`: the device's own class);
+    ValueError where the TFT or the ensemble asks for what the class lacks (bf16 on a GPU without it)."""
     for what, precision, tf32 in (("the TFT", tft["precision"], StepOptions.from_dict(tft.get("options")).tf32),
                                   ("DQN, PPO and Mamba-2", ensemble_precision, False)):
         if not chosen.allows(precision, tf32):
@@ -64,7 +61,7 @@ def class_facts(chosen: CardClass, dev: torch.device, tft: dict[str, Any], ensem
                              + ("" if chosen.tf32 else ", no TF32"))
     enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft['precision']}, the others "
                 f"{ensemble_precision}: checked before the run)"]
-    if dev.type == "cuda" and not chosen.tf32:
+    if chosen.device_type == "cuda" and not chosen.tf32:
         enforced.append("TF32 off for the whole run (torch.backends.cuda.matmul.allow_tf32 = "
                         "torch.backends.cudnn.allow_tf32 = False)")
     emulated = chosen.name != own.name
@@ -91,8 +88,8 @@ def class_limits(chosen: CardClass, dev: torch.device):
 
 def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_bytes: int, inference_repeats: int,
              inference_batch: int, inference_mode: str, ensemble_precision: str, device: str, card_class: str = "auto"):
-    """The parameters' values checked: (device, inference mode, resolved TFT, card class facts); ValueError naming
-    the valid ones."""
+    """The parameters' values checked: (device, inference mode, resolved TFT, card class, its facts); ValueError
+    naming the valid ones."""
     if steps < 1 or inference_repeats < 1:
         raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
     if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
@@ -108,15 +105,14 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
-    chosen = resolve_class(card_class, dev)
+    own = class_of(describe(dev).get("capability"), dev.type)
+    chosen = resolve_class(card_class, own)
     tft = resolve_tft(tft_config, preset, short_name(dev), card_class=chosen.name)
-    return dev, mode, tft, class_facts(chosen, dev, tft, ensemble_precision)
+    return dev, mode, tft, chosen, class_facts(chosen, own, tft, ensemble_precision)
 
 
 def check_parameters(params: dict[str, Any]) -> None:
     """The values `measure` would reject, the TFT configuration included, before anything runs."""
-    if params.get("measurements"):
-        return  # nothing is measured: the file's own parameters were checked when it was made
     _checked(**{k: params[k] for k in PARAMETERS})
 
 
@@ -131,8 +127,8 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     context on top): an out-of-memory error is recorded ("oom"), never raised. card_class: "auto" (this device's
     own) or another GPU class, emulated with its limits enforced and 8.12's recommendation for it."""
     given = locals()
-    dev, mode, tft, facts = _checked(**{k: given[k] for k in PARAMETERS})
-    with class_limits(get_class(facts["name"]), dev):
+    dev, mode, tft, chosen, facts = _checked(**{k: given[k] for k in PARAMETERS})
+    with class_limits(chosen, dev):
         out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
                    ensemble_precision, seed)
     out["card_class"] = facts
