@@ -4,6 +4,7 @@ import copy
 import json
 import math
 import re
+import types
 
 import pytest
 
@@ -270,7 +271,6 @@ def test_free_memory_on_the_cpu_is_memavailable():
 
 def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
     """The sum of the four models' predicted step peaks, each at its own configuration and precision."""
-    import types
 
     import torch
 
@@ -286,6 +286,25 @@ def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
     total, what = preflight.predicted_peak("8.13", params, torch.device("cpu"))
     assert "four training steps" in what and len(seen) == 4 and total == 10_000_000
     assert sorted(p for _, p in seen) == ["bf16", "fp32", "fp32", "fp32"]
+
+
+def test_the_8_13_preflight_predicts_the_tft_of_the_runs_card_class(monkeypatch):
+    """The memory preflight predicts the TFT that wave 8.13 validates: 8.12's recommendation for the run's card class
+    (an emulated fp16 class's, not the device's own), resolved as measure resolves it."""
+    import torch
+
+    import foxlib.memory
+    from foxlib.waves.wave_8_13 import measuring, tft
+    asked = []
+
+    def spy(*args, card_class=None, **kwargs):
+        asked.append(card_class)
+        return tft.resolve_tft(*args, card_class=card_class, **kwargs)
+    monkeypatch.setattr(measuring, "resolve_tft", spy)
+    monkeypatch.setattr(foxlib.memory, "predict_step", lambda *a, **k: types.SimpleNamespace(peak=1))
+    params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "device": "cpu"})
+    preflight.predicted_peak("8.13", params, torch.device("cpu"))
+    assert asked == ["cpu"]  # the class measure validates here ("auto": the CPU's own)
 
 
 def test_typed_parts_keep_absent_and_none_as_they_are():

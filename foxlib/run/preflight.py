@@ -177,10 +177,9 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, s
     target = "cuda" if device.type == "cuda" else "cpu"
     seed = params.get("seed", 0)
     if wave_id == "8.13":
-        from foxlib.memory.devices import short_name
         from foxlib.models import ENSEMBLE
-        from foxlib.waves.wave_8_13.tft import resolve_tft
-        t = resolve_tft(params["tft_config"], params["preset"], short_name(device))
+        from foxlib.waves.wave_8_13.measuring import checked_tft
+        t = checked_tft(params)
         total = 0
         for name in [n for n in ENSEMBLE if n in MODELS]:
             cfg, precision = (t["config"], t["precision"]) if name == "tft" else \

@@ -116,6 +116,11 @@ def check_parameters(params: dict[str, Any]) -> None:
     _checked(**{k: params[k] for k in PARAMETERS})
 
 
+def checked_tft(params: dict[str, Any]) -> dict[str, Any]:
+    """The TFT a run of these parameters validates, as `measure` resolves it (for the run's card class)."""
+    return _checked(**{k: params[k] for k in PARAMETERS})[2]
+
+
 @measures(Measurement)
 def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, card_gb: float = 4.0,
             cap_bytes: int = 0, inference_repeats: int = 100, inference_batch: int = 0,
