@@ -83,7 +83,8 @@ if [ "${GPU_TESTS:-1}" = 1 ]; then
   stamp "GPU tests"
   python3 -m pytest -q -rs -p no:cacheprovider -m cuda tests/test_gpu_profile.py tests/test_memory_cap.py \
     tests/test_cuda_graph.py tests/test_memory_timelines.py tests/test_parallel_training.py tests/test_cublas_workspace.py \
-    tests/test_peer_best.py tests/test_peer_benchmark.py tests/test_equivalence.py 2>&1 | tail -n 40 | tee -a "$LOG" || failed="$failed GPU-tests"
+    tests/test_peer_best.py tests/test_peer_benchmark.py tests/test_equivalence.py 2>&1 | tail -n 40 | tee -a "$LOG" \
+    || failed="$failed GPU-tests"
 fi
 if [ "${CPU_TESTS:-1}" = 1 ]; then
   stamp "CPU prediction and profiler tests, CUDA hidden ($(grep -o -m1 -E 'amx_bf16|avx512_bf16' /proc/cpuinfo | head -1))"

@@ -35,7 +35,8 @@ def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010
 
 
 def _measurement(knob):
-    m = hand_8_12_measurement([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True), (NAME, "fp32", 600, 0.5, 1.00, False)])
+    m = hand_8_12_measurement([(strategies.BASELINE, "fp32", 1200, 1.0, 1.00, True),
+                               (NAME, "fp32", 600, 0.5, 1.00, False)])
     return records.Measurement.from_dict({**m.to_dict(), "cublas_workspace": knob})
 
 
