@@ -4,11 +4,10 @@ interval over the alternating rounds (foxlib.harness.timing.ratio_interval), com
 (`Measurement812.from_measurement`): the one thing every decision, table, chart and the notebook read."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from foxlib.core.schema import Device, Record, Sparse, WaveMeasurement, plain, readable_version, typed
+from foxlib.core.schema import Device, Record, Sparse, WaveMeasurement, readable_version
 from foxlib.harness import training
 from foxlib.harness.equivalence import Equivalence, FailedCheck, check_from_dict
 from foxlib.harness.floors import Floors
@@ -165,7 +164,7 @@ class StrategyResult(Record):
 
 
 @dataclass(frozen=True)
-class Measurement812:
+class Measurement812(Record):
     """Wave 8.12's measurement as the decisions read it: one StrategyResult per strategy measured.
     Built from the typed measurement (`from_measurement`) or read back from its own JSON (`from_dict`)."""
     strategies: tuple[StrategyResult, ...]
@@ -188,6 +187,8 @@ class Measurement812:
     same_function_errors: dict[str, str] = field(default_factory=dict)  # why a claimed strategy was not checked
     floors: Floors = field(kw_only=True)  # foxlib.harness.floors' figures (required, in its place in to_dict)
     knob_absent: str | None = None  # why workspace_knob is empty (the knob's absent_reason, workspace.py)
+    PARTS = {"device": Device, "strategies": StrategyResult, "workspace_knob": KnobResult, "floors": Floors}
+    MANY = {"same_function": Equivalence, "claim_runs": RatioInterval, "accuracy_runs": AccuracyRun}
 
     def knob(self, name: str) -> KnobResult | None:
         """The strategy measured at both cuBLAS workspace sizes, or None."""
@@ -244,17 +245,9 @@ class Measurement812:
                    same_function_errors=errors, floors=m.floors,
                    knob_absent=m.cublas_workspace.absent_reason)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every field, each record through its own to_dict (plain: a strategy's options as results.json states
-        them)."""
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
-        """From to_dict()'s data: the records typed (typed())."""
+        """From to_dict()'s data (every field, each record through its own to_dict), of this schema version."""
         readable_version(d, "8.12", SCHEMA_VERSION, oldest=SCHEMA_VERSION, absent=None)
-        return cls(**d | typed({"device": Device, "strategies": StrategyResult, "workspace_knob": KnobResult,
-                                "floors": Floors},
-                               {"same_function": Equivalence, "claim_runs": RatioInterval,
-                                "accuracy_runs": AccuracyRun}, d))
+        return super().from_dict(d)
 
