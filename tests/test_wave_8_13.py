@@ -346,3 +346,10 @@ def test_deployment_counts_the_models_the_measurement_holds():
     assert one_process(m).startswith("All four models run") and "Deployed as four processes" in one_process(m)
     three = one_process(dataclasses.replace(m, order=m.order[:3]))
     assert three.startswith("All three models run") and "Deployed as three processes, each pays its own: 3 × " in three
+
+
+def test_a_phase_is_training_or_inference_and_another_name_is_refused():
+    m = committed_measurement("cpu", "8.13")
+    assert m.phase("training") is m.training and m.phase("inference") is m.inference
+    with pytest.raises(ValueError, match="unknown phase 'cap'; valid: training, inference"):
+        m.phase("cap")  # a field of the measurement, but not a phase

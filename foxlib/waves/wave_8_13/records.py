@@ -341,5 +341,7 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
         return [c.to_dict() for c in self.depends_on]
 
     def phase(self, name: str) -> Training | Inference:
-        """`training` or `inference`, by name (every caller names one of the two)."""
+        """`training` or `inference`, by name; another name is a ValueError (not another field)."""
+        if name not in ("training", "inference"):
+            raise ValueError(f"unknown phase {name!r}; valid: training, inference")
         return getattr(self, name)
