@@ -179,7 +179,7 @@ def viewer_html_file(snapshot_path: str, html_path: str) -> str:
 
 
 def keep_beside(runs: dict[str, TimelineRun], out_dir: str,
-                search_dirs: Sequence[str] = ()) -> dict[str, dict[str, str | None]]:
+                search_dirs: Sequence[str | os.PathLike] = ()) -> dict[str, dict[str, str | None]]:
     """Copy each run's snapshot into out_dir beside a report, with the viewer's HTML for CUDA snapshots; returns
     per run the file names relative to out_dir (None where there is none). A file is looked for at its path, then
     by its name in each of search_dirs (a measurement made on another machine names paths there)."""
