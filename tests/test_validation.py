@@ -290,21 +290,25 @@ def test_wave_8_13_is_judged_by_its_four_models_together(monkeypatch):
 
 def test_the_8_13_preflight_predicts_the_tft_of_the_runs_card_class(monkeypatch):
     """The memory preflight predicts the TFT that wave 8.13 validates: 8.12's recommendation for the run's card class
-    (an emulated fp16 class's, not the device's own), resolved as measure resolves it."""
+    (an emulated fp16 class's on a bf16 GPU, not the device's own), resolved as measure resolves it."""
     import torch
 
     import foxlib.memory
     from foxlib.waves.wave_8_13 import measuring, tft
     asked = []
 
-    def spy(*args, card_class=None, **kwargs):
+    def spy(tft_config, preset, device_short, card_class=None, **kwargs):
         asked.append(card_class)
-        return tft.resolve_tft(*args, card_class=card_class, **kwargs)
+        return tft.resolve_tft('{"precision": "fp32"}', preset, device_short)
+    # an H200 (compute capability 9.0: the bf16 class) without touching CUDA
+    monkeypatch.setattr(measuring, "resolve_device", lambda device: torch.device("cuda", 0))
+    monkeypatch.setattr(measuring, "describe", lambda dev: {"capability": "9.0"})
+    monkeypatch.setattr(measuring, "short_name", lambda dev: "h200")
     monkeypatch.setattr(measuring, "resolve_tft", spy)
     monkeypatch.setattr(foxlib.memory, "predict_step", lambda *a, **k: types.SimpleNamespace(peak=1))
-    params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "device": "cpu"})
-    preflight.predicted_peak("8.13", params, torch.device("cpu"))
-    assert asked == ["cpu"]  # the class measure validates here ("auto": the CPU's own)
+    params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "card_class": "fp16"})
+    preflight.predicted_peak("8.13", params, torch.device("cuda", 0))
+    assert asked == ["fp16"]  # the emulated class's recommendation, not the GPU's own (bf16)
 
 
 def test_typed_parts_keep_absent_and_none_as_they_are():
