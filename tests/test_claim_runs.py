@@ -5,7 +5,7 @@ import pytest
 from foxlib.core import seed_claims as sc
 from foxlib.harness.fresh_process import FailedRun
 from foxlib.waves.wave_8_12 import claim_runs as cr
-from tests.conftest import committed, committed_measurement
+from tests.conftest import committed, committed_measurement, committed_path
 
 
 def _verdict(runs, ratio, spread=None):
@@ -187,22 +187,21 @@ def test_five_sets_of_h200_runs_never_contradict_on_a_ledger_claim():
     centres lower than in the other four sets (1.62-1.66x, 3.90-3.99x). Eager steps are launch-bound and their
     time varies from run to run with the host; this test does not say why that run's ratios were lower. The
     verdicts the same in all five: fp16 "wrong", checkpoint variables "wrong", sequence ÷2 "holds"."""
+    import dataclasses
     import json
-    from pathlib import Path
 
-    from foxlib.waves.wave_8_12.strategies import STRATEGIES
-    root = Path(__file__).resolve().parent.parent / "reports" / "h200"
+    from foxlib.waves.wave_8_12 import analysis, records
     sets = [committed("h200", "8.12")["claim_runs"]]
-    sets += [json.loads(p.read_text())["claim_runs"] for p in sorted((root / "claim-runs").glob("claim-runs-*.json"))]
+    sets += [json.loads(p.read_text())["claim_runs"]
+             for p in sorted((committed_path("h200", "8.12").parents[1] / "claim-runs").glob("claim-runs-*.json"))]
     assert len(sets) == 5
+    page = records.Measurement812.from_measurement(committed_measurement("h200", "8.12"))
     verdicts = []
-    for data in sets:
+    for data in sets:  # each set judged as the page and the index judge it (analysis.claim_verdicts)
         assert cr.claim_runs_record(data).to_dict() == data  # each set read as typed and written back as it is
-        intervals = cr.claim_intervals(cr.claim_runs_record(data))
-        runs = {n: [(r.median, r.low, r.high) for r in v] for n, v in intervals.items()}
-        spread = sc.run_spread(runs.values())
-        verdicts.append({n: _verdict(t, sc.speed_ratio(sc.STRATEGY_GUESSES[STRATEGIES[n].seed_guess]["speed"]),
-                                             spread) for n, t in runs.items()})
+        judged = analysis.claim_verdicts(dataclasses.replace(
+            page, claim_runs=cr.claim_intervals(cr.claim_runs_record(data))))
+        verdicts.append({n: v["verdict"] for n, v in judged.items()})
     in_ledger = {"fp16", "checkpoint blocks", "checkpoint variables", "batch ÷4", "sequence ÷2"}  # its speed rows
     assert all(in_ledger < set(v) for v in verdicts)
     for name in verdicts[0]:
