@@ -7,7 +7,6 @@ activations of hand-countable models) are asserted to the byte; what depends on 
 reports claim (foxlib.memory.tolerances.within). scripts/test-isa.sh runs this file under ISA caps."""
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from foxlib.memory import tolerances as prediction
 from foxlib.memory import profile_step
@@ -75,15 +74,18 @@ def test_16bit_prediction_matches_measurement(name, precision):
             (field, getattr(pred, field), getattr(meas, field))
 
 
-def test_fake_built_model_holds_no_memory():
-    # the seed TFT: 18,146,330 parameters, 72.6 MB of fp32 weights, none of it allocated
-    cfg = MODELS["tft"].config("seed")
-    with torch.random.fork_rng(devices=[]), FakeTensorMode(allow_non_fake_inputs=True):
-        model = MODELS["tft"].build(cfg)
-    params = list(model.parameters())
-    assert params and all(is_fake(p) for p in params)
-    assert sum(p.numel() for p in params) == 18_146_330
-    assert unique_bytes(params, storage_id) == F32 * 18_146_330
+def test_the_tft_is_predicted_on_fake_parameters():
+    """predict_step builds the model under its FakeTensorMode: the TFT's parameters are fake (none allocated) and
+    counted from their storages, each once, as many as the real model has."""
+    import dataclasses
+    card, built = MODELS["tft"], []
+    spy = dataclasses.replace(card, build=lambda cfg: built.append(card.build(cfg)) or built[-1])
+    pred = predict_step(spy, card.config("small"))
+    params = list(built[0].parameters())
+    assert len(built) == 1 and params and all(is_fake(p) for p in params)
+    n = sum(p.numel() for p in card.build(card.config("small")).parameters())  # the real model's
+    assert pred.n_parameters == sum(p.numel() for p in params) == n
+    assert pred.parameters == unique_bytes(params, storage_id) == F32 * n
 
 
 def mse(model, batch):

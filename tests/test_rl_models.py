@@ -76,13 +76,23 @@ def test_dqn_loss_is_the_td_loss_on_a_reproducible_minibatch(dqn_batch):
     assert r.dones.sum() > 0  # episodes ended inside the buffer (done rows are not bootstrapped)
 
 
+def dqn_transition_bytes(obs_dim: int) -> int:
+    """A replay transition, by hand: obs and next_obs float32; action int64; reward and done float32."""
+    return 4 * obs_dim + 4 * obs_dim + 8 + 4 + 4
+
+
+def ppo_transition_bytes(obs_dim: int) -> int:
+    """A rollout transition, by hand: obs float32; action int64; logprob, reward, done, value, advantage and
+    return float32."""
+    return 4 * obs_dim + 8 + 6 * 4
+
+
 def test_dqn_buffer_bytes_by_hand(dqn_batch):
-    cfg, d = SMALL_DQN, SMALL_DQN.obs_dim
+    cfg = SMALL_DQN
     arrays = dqn.buffers(dqn_batch)
     assert all(isinstance(a, np.ndarray) for a in arrays.values())  # host RAM by default
-    per_transition = 4 * d + 4 * d + 8 + 4 + 4  # obs, next_obs float32; action int64; reward, done float32
+    per_transition = dqn_transition_bytes(cfg.obs_dim)
     assert sum(a.nbytes for a in arrays.values()) == cfg.buffer_size * per_transition
-    assert per_transition == 656
     on_device = dqn.example_batch(dataclasses.replace(cfg, buffer_size=64, batch_size=8, buffer_device="device"), "cpu")
     tensors = dqn.buffers(on_device)
     assert all(isinstance(t, torch.Tensor) for t in tensors.values())
@@ -157,11 +167,9 @@ def test_ppo_loss_reproducible_and_buffers_by_hand(ppo_batch):
     torch.manual_seed(0)
     agent = ppo.build(SMALL_PPO)
     assert ppo.loss(agent, ppo_batch).item() == ppo.loss(agent, ppo_batch).item()
-    cfg, d = SMALL_PPO, SMALL_PPO.obs_dim
     tensors = ppo.buffers(ppo_batch)
     assert set(tensors) == {"obs", "actions", "logprobs", "rewards", "dones", "values", "advantages", "returns"}
-    per_transition = 4 * d + 8 + 6 * 4  # obs float32; action int64; six float32 scalars
-    assert sum(t.nbytes for t in tensors.values()) == cfg.rollout_size * per_transition
+    assert sum(t.nbytes for t in tensors.values()) == SMALL_PPO.rollout_size * ppo_transition_bytes(SMALL_PPO.obs_dim)
 
 
 # ---------------------------------------------------------------- both
@@ -201,12 +209,12 @@ def test_seed_presets_land_near_the_seed_team_figures():
     """Training bytes of the seed presets, by formula: 6 MB for DQN, 145 MB for PPO (MB = 1e6 B)."""
     c = dqn.PRESETS["seed"]
     p = n_params(dqn.build(c).q_network)
-    dqn_bytes = 16 * p + 4 * p + c.buffer_size * (8 * c.obs_dim + 16)  # 656 B per transition at obs_dim 80
+    dqn_bytes = 16 * p + 4 * p + c.buffer_size * dqn_transition_bytes(c.obs_dim)
     assert 5.0e6 < dqn_bytes < 7.0e6
     c = ppo.PRESETS["seed"]
     p = n_params(ppo.build(c))
     minibatch_obs = c.batch_size * c.obs_dim * 4  # saved for backward by the first layers
-    ppo_bytes = 16 * p + c.rollout_size * (4 * c.obs_dim + 32) + minibatch_obs
+    ppo_bytes = 16 * p + c.rollout_size * ppo_transition_bytes(c.obs_dim) + minibatch_obs
     assert 125e6 < ppo_bytes < 165e6
     assert c.buffer_device == "device" and dqn.PRESETS["seed"].buffer_device == "host"
 
