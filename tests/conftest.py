@@ -133,12 +133,42 @@ def committed(device: str, wave: str, name: str = "measurement.json") -> dict:
     return json.loads(_committed_text(committed_path(device, wave, name)))
 
 
-def committed_measurement(device: str, wave: str):
-    """The committed measurement typed as a render reads it: the wave's records.Measurement, from_dict with the file
-    named as its source."""
+def typed_measurement(data: dict, source: str):
+    """A measurement's data typed as a render reads it: its wave's records.Measurement, from_dict with `source`
+    named."""
     from foxlib.core.critical_path import get_wave
-    data = committed(device, wave)
-    return get_wave(wave).part("records").Measurement.from_dict(data, str(committed_path(device, wave)))
+    return get_wave(data["wave"]).part("records").Measurement.from_dict(data, source)
+
+
+def committed_measurement(device: str, wave: str):
+    """The committed canonical measurement of a device and wave, typed (typed_measurement)."""
+    return typed_measurement(committed(device, wave), str(committed_path(device, wave)))
+
+
+def measurement_at(path: str | Path):
+    """The measurement.json at `path` (a variant's, or one a test wrote), typed (typed_measurement)."""
+    return typed_measurement(json.loads(Path(path).read_text()), str(path))
+
+
+def fresh_process_output(samples: dict, profiles: dict | None = None) -> dict:
+    """A fresh process's output as foxlib.harness.fresh_process.measure_in_fresh_process writes it: per variant its
+    step times (s), their median and its profile's dict (None where not profiled)."""
+    profiles = profiles or {}
+    return {"variants": {n: {"profile": profiles.get(n), "step_s_samples": s, "step_s_median": sorted(s)[len(s) // 2]}
+                         for n, s in samples.items()}, "cublas_workspace_config": None, "env": {}}
+
+
+def hand_harness(**kw):
+    """The accuracy harness of hand-made runs (foxlib.harness.training.harness_config): the small TFT, one step."""
+    from foxlib.harness.training import harness_config
+    from foxlib.models import MODELS
+    return harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1, val_windows=8, **kw)
+
+
+def typed_8_12(m):
+    """Wave 8.12's record of a typed measurement (records.Measurement812.from_measurement), as the notebook makes it."""
+    from foxlib.waves.wave_8_12 import records
+    return records.Measurement812.from_measurement(m)
 
 
 def step_profile(**kw):
@@ -171,12 +201,9 @@ def hand_8_12_measurement(rows):
     from foxlib.core.config import MB
     from foxlib.harness.floors import floors
     from foxlib.harness.timing import Timing
-    from foxlib.harness.training import harness_config
-    from foxlib.models import MODELS
     from foxlib.waves.wave_8_12 import records
     from foxlib.waves.wave_8_12.strategies import BASELINE
-    harness = harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1,
-                             val_windows=8).to_dict()
+    harness = hand_harness().to_dict()
     m = {"wave": "8.12", "measured_at": "2026-01-01T00:00:00+00:00", "measure_parameters": {"preset": "seed"},
          "device": {"type": "cpu", "name": "test", "short": "cpu"},
          "environment": {"python": "3.11.7", "torch": "test", "cuda": None, "platform": "test",

@@ -5,7 +5,7 @@ import pytest
 from foxlib.core import seed_claims as sc
 from foxlib.harness.fresh_process import FailedRun
 from foxlib.waves.wave_8_12 import claim_runs as cr
-from tests.conftest import committed, committed_measurement, committed_path
+from tests.conftest import committed, committed_measurement, committed_path, fresh_process_output
 
 
 def _verdict(runs, ratio, spread=None):
@@ -98,9 +98,7 @@ def test_a_verdict_needs_the_pooled_interval_on_one_side_of_an_edge():
 
 
 def _run(base_samples, other_samples):  # a fresh process's output, as the H200's claim runs hold it
-    return {"variants": {n: {"profile": None, "step_s_samples": s, "step_s_median": sorted(s)[len(s) // 2]}
-                         for n, s in (("fp32 (baseline)", base_samples), ("batch ÷4", other_samples))},
-            "cublas_workspace_config": None, "env": {}}
+    return fresh_process_output({"fp32 (baseline)": base_samples, "batch ÷4": other_samples})
 
 
 def test_claim_intervals_are_per_run_and_per_training_window():

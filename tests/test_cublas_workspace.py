@@ -16,16 +16,14 @@ from foxlib.waves.wave_8_12 import analysis, records, strategies, tables, worksp
 from foxlib.waves.wave_8_13 import deployment
 from foxlib.waves.wave_8_13.records import TftRun
 from foxlib.waves.wave_8_13.tft import resolve_tft
-from tests.conftest import hand_8_12_measurement, step_profile
+from tests.conftest import fresh_process_output, hand_8_12_measurement, step_profile, typed_8_12 as typed
 
 NAME = "light and fast"
-typed = records.Measurement812.from_measurement  # the record of a typed measurement, as the notebook makes it
 
 
 def _child(step_s: float, peak_mb: float, workspace_mb: float, profile: bool) -> dict:
     prof = step_profile(peak=peak_mb * MB, workspace_bytes=workspace_mb * MB).to_dict() if profile else None
-    return {"variants": {NAME: {"profile": prof, "step_s_samples": [step_s] * 3, "step_s_median": step_s}},
-            "cublas_workspace_config": None, "env": {}}  # measure_in_fresh_process's shape
+    return fresh_process_output({NAME: [step_s] * 3}, {NAME: prof})
 
 
 def _knob(small_steps=(0.010, 0.0101, 0.010), default_steps=(0.010, 0.010, 0.010)):

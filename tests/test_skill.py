@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from foxlib.data.market import MarketWindows
-from foxlib.harness.training import (TrainResult, accuracy_gate, check_target, climatology, coverage, harness_config,
-                                     has_skill, naive_prediction, skill_score, skill_summary)
-from foxlib.models import MODELS
+from foxlib.harness.training import (TrainResult, accuracy_gate, check_target, climatology, coverage, has_skill,
+                                     naive_prediction, skill_score, skill_summary)
+from tests.conftest import hand_harness
 
 
 def test_abs_return_target_is_the_absolute_return_and_bad_targets_name_the_valid_ones():
@@ -44,8 +44,7 @@ def test_naive_prediction_coverage_and_skill_score():
 
 
 def _run(precision, seed, loss, naive=1.0, min_skill=0.02):
-    harness = harness_config(MODELS["tft"].preset("small"), max_steps=1, eval_every=1, patience=1, val_windows=8,
-                             min_skill=min_skill)
+    harness = hand_harness(min_skill=min_skill)
     return TrainResult(precision, seed, 1, 1, False, 1.0, [], {
         "quantile_loss": loss, "naive_quantile_loss": naive, "skill_score": 1 - loss / naive, "coverage_10_90": 0.8,
         "naive_coverage_10_90": 0.9}, harness)

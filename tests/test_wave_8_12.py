@@ -15,15 +15,10 @@ from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import RatioInterval, Timing
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
-from tests.conftest import ROUNDS_8_12 as ROUNDS, committed, hand_8_12_measurement as hand_measurement
+from tests.conftest import ROUNDS_8_12 as ROUNDS, committed, hand_8_12_measurement as hand_measurement, measurement_at
+from tests.conftest import typed_8_12 as typed
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
-def read_measurement(path):
-    """A committed or freshly written measurement.json, typed and checked as the notebook reads it."""
-    return records.Measurement.from_dict(json.loads(Path(path).read_text()), str(path))
-
-
-typed = records.Measurement812.from_measurement  # the record of a typed measurement, as the notebook makes it
 
 
 def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
@@ -205,7 +200,7 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
 def test_the_committed_measurements_load(path):
     """Reports are re-rendered from these files, canonical and variant: each must build a record (an older one
     migrated once, as the H200 variant at 79e3cfb was for the claim runs and the cuBLAS knob)."""
-    m = read_measurement(path)
+    m = measurement_at(path)
     rec = typed(m)
     assert rec.names == list(m.strategies) and rec[BASELINE].window_ratio == RatioInterval(1.0, 1.0, 1.0)
     for s in rec.strategies:
@@ -369,7 +364,7 @@ def test_notebook_tiny(tmp_path):
     if rec["strategy"]:
         assert rec["peak_bytes"] == m["memory"][rec["strategy"]]["peak"]
         assert rec["interval"] in (out / "report.md").read_text()
-    assert records.Measurement812.from_dict(res["record"]) == typed(read_measurement(out / "measurement.json"))
+    assert records.Measurement812.from_dict(res["record"]) == typed(measurement_at(out / "measurement.json"))
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()
 

@@ -2,7 +2,6 @@
 the TFT's configuration is chosen (wave 8.12's recommendation, a JSON override, or the fp32 fallback)."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +13,7 @@ from foxlib.memory.profile import MemoryProfile
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_13 import analysis, measuring, nvml, records, tft
 from foxlib.waves.wave_8_13.cap import account_training
-from tests.conftest import committed, committed_measurement, committed_path
+from tests.conftest import committed, committed_measurement, committed_path, measurement_at
 
 TINY_8_13 = {"preset": "small", "steps": 2, "inference_repeats": 3, "device": "cpu"}
 RECOMMENDED = {"precision": "bf16", "tft_overrides": {"checkpointing": "blocks", "memory_efficient": True}}
@@ -239,7 +238,7 @@ def test_every_committed_measurement_types_its_parts(folder):
     """Each committed 8.13 measurement reads into its records (the TFT, each model, the contexts, the warm-up, the
     card class); that it writes back byte for byte is test_validation's check over every committed measurement."""
     path = ROOT / "reports" / folder / "measurement.json"
-    m = records.Measurement.from_dict(json.loads(path.read_text()), str(path))
+    m = measurement_at(path)
     assert isinstance(m.tft, records.TftRun) and isinstance(m.card_class, records.ClassFacts)
     assert all(isinstance(v, records.ModelRun) for v in m.models.values()) and list(m.models) == list(m.order)
     assert isinstance(m.warmup, records.Warmup) == isinstance(m.context, records.Context) == m.cap.enforced
@@ -323,10 +322,8 @@ def test_deployment_says_what_a_compiled_tft_costs_at_start_up():
     """The committed H200 run ships 8.12's compiled TFT: its deployment risks give the measured warm-up; the fp16
     class's run (no torch.compile) says nothing of it."""
     from foxlib.waves.wave_8_13 import deployment
-    reports = Path(__file__).parents[1] / "reports/h200"
-    compiled = records.Measurement.from_dict(json.loads((reports / "wave-8.13/measurement.json").read_text()))
-    plain = records.Measurement.from_dict(json.loads(
-        (reports / "variants/wave-8.13-card_class-fp16/measurement.json").read_text()))
+    compiled = committed_measurement("h200", "8.13")
+    plain = measurement_at(ROOT / "reports/h200/variants/wave-8.13-card_class-fp16/measurement.json")
     assert compiled.tft.options.compile and plain.tft.options is not None and plain.tft.options.is_default
     [line] = [r for r in deployment.risks(compiled, load_budgets()) if r.startswith("**Start-up.**")]
     assert f"took {compiled.warmup.seconds:,.1f} s on NVIDIA H200" in line
