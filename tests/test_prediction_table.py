@@ -111,3 +111,17 @@ def test_cuda_lstm_gaps_are_named_with_their_own_tolerance():
     # the prediction says it ran an LSTM (measurements without block names still get the reason)
     assert prediction.runs_lstm(profile(peak_method=f"...; {prediction.LSTM_MARK} oneDNN's"), profile())
     assert not prediction.runs_lstm(profile(peak_method="...", activations_by_module={"q_network": 1}))
+
+
+def test_the_notebooks_state_the_tolerances_the_table_applies():
+    """Each notebook with a prediction table says its tolerance in a markdown cell: the figures it states are
+    foxlib.memory.tolerances' (the table's tolerance column applies them, per row), so the two cannot drift."""
+    import re
+
+    from foxlib.core.config import ROOT
+    stated = {}
+    for wave in ("8.10", "8.11", "8.12"):
+        text = (ROOT / "notebooks" / f"wave-{wave}.py").read_text()
+        stated[wave] = re.findall(r"Tolerance: ([\d.]+) % per category, ([\d.]+) % on the peak", text)
+    expected = [(f"{prediction.CATEGORY_TOLERANCE_PCT:g}", f"{prediction.PEAK_TOLERANCE_PCT:g}")]
+    assert stated == {wave: expected for wave in stated}
