@@ -130,7 +130,7 @@ if record.accuracy_preset != record.preset:
 # lies inside, or outside, the claim's band; else it is inconclusive.
 
 # %%
-display(Markdown(tables.claim_runs_text(record, params["claim_runs"])))
+display(Markdown(tables.claim_runs_text(m.claim_runs.absent_reason)))
 claims = tables.claim_runs_table(record)
 if claims is not None:
     display(notebook.table(claims))

@@ -5,7 +5,7 @@ import pytest
 from foxlib.core import seed_claims as sc
 from foxlib.harness.fresh_process import FailedRun
 from foxlib.waves.wave_8_12 import claim_runs as cr
-from tests.conftest import committed, committed_measurement, committed_path, fresh_process_output
+from tests.conftest import committed, committed_measurement, committed_path, fresh_process_output, measurement_at
 
 
 def _verdict(runs, ratio, spread=None):
@@ -153,17 +153,26 @@ def test_claim_runs_run_in_fresh_processes_and_skip_16_bit_without_kernels(monke
         {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
 
 
-def test_the_page_says_the_reading_and_why_a_cpu_has_no_runs():
+def test_the_page_says_the_reading_and_why_there_are_no_runs_as_measured():
+    """Where the runs give no interval the page says the measurement's own reason: not asked (the CPU's run), made
+    before claim runs existed, no claim strategy among the run's, a failed process; not the parameter's value."""
     from foxlib.waves.wave_8_12.tables import claim_runs_table, claim_runs_text
     from foxlib.waves.wave_8_12.records import Measurement812
-
-    def record(device):
-        return Measurement812.from_measurement(committed_measurement(device, "8.12"))
-    gpu, cpu = record("h200"), record("cpu")
-    assert claim_runs_text(gpu, 3) == f"Reading: {sc.SPEED_READING}."
+    gpu_m, cpu_m = committed_measurement("h200", "8.12"), committed_measurement("cpu", "8.12")
+    gpu, cpu = Measurement812.from_measurement(gpu_m), Measurement812.from_measurement(cpu_m)
+    assert claim_runs_text(gpu_m.claim_runs.absent_reason) == f"Reading: {sc.SPEED_READING}."
     assert len(claim_runs_table(gpu)) == len(gpu.claim_runs) == len(cr.CLAIM_STRATEGIES)
-    assert "Not measured in this run (`claim_runs=0`, the CPU's default" in claim_runs_text(cpu, 0)
+    assert claim_runs_text(cpu_m.claim_runs.absent_reason).endswith(
+        "\n\nNot measured in this run: not asked (claim_runs=0): each claim rests on the one alternating run.")
     assert claim_runs_table(cpu) is None
+    variants = committed_path("h200", "8.12").parents[1] / "variants"
+    old = measurement_at(variants / "wave-8.12-strategies-fp32-baseline-memory-dc49de87/measurement.json")
+    assert old.claim_runs.absent_reason == "measured before the claim runs existed"
+    only_fp32 = measurement_at(variants / "wave-8.12-strategies-efficient-bf16-cuda-cc0869e1/measurement.json")
+    assert only_fp32.claim_runs.strategies == ["fp32 (baseline)"]
+    assert only_fp32.claim_runs.absent_reason == "no strategy a seed speed claim is about was timed"
+    skipped = cr.ClaimRuns(["fp32 (baseline)"], {"fp32 (baseline)": 32}, 3, (), {"fp16": "no fast kernels"})
+    assert skipped.absent_reason == "no strategy a seed speed claim is about was timed (fp16: no fast kernels)"
 
 
 def test_the_ledger_judges_checkpointing_every_block_and_the_variables():

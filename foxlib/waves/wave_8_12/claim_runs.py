@@ -81,7 +81,11 @@ class ClaimRuns(Record):
 
     @property
     def absent_reason(self) -> str | None:
-        """Why the runs have no intervals although they were made: the first failed process's error."""
+        """Why the runs give no interval although they were made: no strategy a seed claim is about was timed, or
+        the first failed process's error."""
+        if all(n == BASELINE for n in self.strategies):
+            why = "; ".join(f"{n}: {r}" for n, r in self.skipped.items())
+            return "no strategy a seed speed claim is about was timed" + (f" ({why})" if why else "")
         return next((f"independent run {i + 1} failed: {run.error}" for i, run in enumerate(self.runs)
                      if isinstance(run, FailedRun)), None)
 

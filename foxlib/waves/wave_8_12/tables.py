@@ -263,12 +263,8 @@ def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claim_runs_text(rec: Measurement812, claim_runs: int) -> str:
-    """The reading of the seed's speed claims, and why there is no table where the independent runs were not
-    made (claim_runs.py), as Markdown."""
+def claim_runs_text(absent_reason: str | None) -> str:
+    """The reading of the seed's speed claims and, where the independent runs give no interval, why (the
+    measurement's claim runs' absent_reason: claim_runs.py), as Markdown."""
     text = f"Reading: {seed_claims.SPEED_READING}."
-    if rec.claim_runs:
-        return text
-    cpu = ", the CPU's default: each run costs minutes on two cores" if rec.device.type == "cpu" else ""
-    return (text + f"\n\nNot measured in this run (`claim_runs={claim_runs}`{cpu}): each claim rests on the one "
-            "alternating run above, and the index calls it inconclusive.")
+    return text if absent_reason is None else f"{text}\n\nNot measured in this run: {absent_reason}."
