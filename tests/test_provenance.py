@@ -63,6 +63,18 @@ def test_finish_writes_the_run_kind(m, clean, tmp_path):
     assert json.loads((out / "measurement.json").read_text()) == committed("cpu", "8.10")
 
 
+def test_finish_keeps_no_snapshot_where_the_measurement_took_none(m, clean, tmp_path):
+    """A CPU run given snapshot_path writes the profiler's CPU events there, and its measurement records no CUDA
+    snapshot (""): nothing is copied beside the report as the allocator snapshot."""
+    events = tmp_path / "events.json"
+    events.write_text("{}")
+    cpu_run = dataclasses.replace(m, measure_parameters={**m.measure_parameters, "snapshot_path": str(events)})
+    assert cpu_run.snapshot_file() == ""
+    out = tmp_path / "out"
+    notebook.finish("8.10", {"output_dir": str(out)}, cpu_run, [Check.at_most("a", 1, 2, "bytes")])
+    assert (out / "results.json").is_file() and not (out / notebook.SNAPSHOT_FILE).exists()
+
+
 def test_banner_shows_revisions_and_device(m, clean):
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
     assert (f"measured at revision <code>{m.environment.git_revision}</code>, rendered at <code>feed123</code>"

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from foxlib.core.schema import Record, Sparse
+from foxlib.core.schema import Record
 from foxlib.harness.measure_step import profile_graphed
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
@@ -60,7 +60,7 @@ class FailedRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class ProcessRun(Sparse):
+class ProcessRun(Record):
     """measure_in_fresh_process's result, typed: each variant's run, CUBLAS_WORKSPACE_CONFIG as the child saw it
     (None: unset), the environment it was given."""
     variants: dict[str, VariantRun]

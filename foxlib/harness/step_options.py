@@ -9,8 +9,9 @@
 - `cpp_wrapper` (with `compile`): inductor's C++ wrapper launches the compiled kernels from C++ instead of Python,
   and combo kernels fuse independent kernels side by side (fewer launches): for an eager step, which the host's
   time per launch bounds (scripts/diagnose_eager_step.py; reports/h200/batched-vsn/README.md). Inductor compiles
-  C++ besides Triton then: a longer warm-up (85.7 s for the C++ wrapper with combo kernels on the H200 machine at
-  c5c08ef, against 6.4 s for torch.compile alone with its cache warm: reports/h200/batched-vsn/eager-cpp-combo.json).
+  C++ besides Triton then: a longer warm-up (on the H200 machine, 161.8 s for the C++ wrapper at c5c08ef,
+  eager-cpp-combo.json, against 47.3 s for torch.compile alone compiled first in its process at 00f1b4e,
+  eager-cpp-wrapper.json; both in reports/h200/batched-vsn/).
 `backends(options)` holds TF32, cuDNN and inductor's options while the step runs or is captured. The defaults are
 the plain step.
 """

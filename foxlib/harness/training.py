@@ -129,7 +129,7 @@ def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: i
 
 
 @dataclass(frozen=True)
-class TrainResult(Sparse):
+class TrainResult(Record):
     """One accuracy run (train_tft): as measurement.json holds it with has_skill, derived, beside (to_dict), which
     from_dict leaves out."""
     precision: str

@@ -207,10 +207,10 @@ def measurement_dirs(params: dict[str, Any]) -> list[Path]:
 
 
 def _keep_snapshot(measurement: WaveMeasurement, params: dict[str, Any], out: Path) -> None:
-    """Copy the CUDA allocator snapshot of the measured step (if one was taken: WaveMeasurement.snapshot_file) beside the report.
-    A measurement made elsewhere names a path on that machine: look for the file beside it here."""
+    """Copy the CUDA allocator snapshot of the measured step (if one was taken: WaveMeasurement.snapshot_file)
+    beside the report. A measurement made elsewhere names a path on that machine: look for the file beside it here."""
     import shutil
-    snapshot = measurement.snapshot_file() or measurement.measure_parameters.get("snapshot_path")
+    snapshot = measurement.snapshot_file()
     if not snapshot:
         return
     for path in [Path(snapshot)] + [folder / Path(snapshot).name for folder in measurement_dirs(params)]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import torch
-
 from foxlib.core.progress import progress
 from foxlib.core.results import measures
 from foxlib.harness.measure_step import measure_model
@@ -15,6 +13,7 @@ from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.timing import time_alternating
 from foxlib.harness.training import HARNESS, accuracy_config, check_target, compare_precisions, degradation
 from foxlib.memory.devices import describe, environment, resolve_device
+from foxlib.memory.profile import release_memory
 from foxlib.memory.step import PRECISIONS, check_precision
 from foxlib.models import MODELS
 from foxlib.waves.wave_8_11.records import SCHEMA_VERSION, Measurement
@@ -74,7 +73,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     timings = time_alternating(steps, repeats=timing_repeats, warmup=3, device=dev)
     out["timing"] = {p: t.to_dict() for p, t in timings.items()}
     del steps
-    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
+    release_memory()
     results = compare_precisions(acc_cfg, precs, range(accuracy_seeds), device=dev, max_steps=accuracy_steps,
                                  eval_every=accuracy_eval_every, patience=accuracy_patience,
                                  val_windows=accuracy_val_windows, target=accuracy_target,

@@ -167,7 +167,7 @@ def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out
             _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}")
     timings = time_alternating(steps, repeats=repeats, warmup=warmup, device=dev)
     del steps
-    torch.cuda.empty_cache()  # a no-op where CUDA was never initialised
+    release_memory()
     return {n: t.to_dict() for n, t in timings.items()}
 
 
@@ -178,7 +178,7 @@ def measure_timeline_cases(base, dev: torch.device, timeline_dir: str, seed: int
     import tempfile
     runs = measure_timelines(base, dev, timeline_dir or tempfile.mkdtemp(prefix="foxlib-timelines-"),
                              ALL_CASES, seed=seed, max_points=1500, viewer_html=False)
-    torch.cuda.empty_cache()
+    release_memory()
     return {n: r.to_dict() for n, r in runs.items()}
 
 

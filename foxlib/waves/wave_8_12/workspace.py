@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from foxlib.core.progress import progress
-from foxlib.core.schema import Record, Sparse
+from foxlib.core.schema import Record
 from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
@@ -95,7 +95,7 @@ class KnobResult(Record):
 
 
 @dataclass(frozen=True)
-class KnobRuns(Sparse):
+class KnobRuns(Record):
     """measure_knob's data where the processes ran, typed: the small setting, the strategies, the rounds, the timed
     steps per process, and per size ("default", "small") each round's process's output
     (foxlib.harness.fresh_process: a ProcessRun, or a FailedRun)."""

@@ -216,7 +216,7 @@ def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, i
             free_members(members, dev)
             if is_cuda:
                 torch.cuda.set_per_process_memory_fraction(1.0, dev)
-                torch.cuda.empty_cache()
+                release_memory()
     if is_cuda:
         out["nvml"] = nvml_samples(sampler, reader.note)
         if graph_mode:
