@@ -1,4 +1,5 @@
-"""Shared by every test file: the thread policy, and the one notebook run the slow tier shares.
+"""Shared by every test file: the thread policy, the one notebook run the slow tier shares, and the helpers
+several files use (committed files read and typed, hand-made profiles, measurements and process outputs).
 
 Two tiers (pyproject.toml's markers; the Makefile runs them):
   make test-fast   pytest -m "not slow": unit tests on hand-made or committed records and small

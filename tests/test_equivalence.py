@@ -98,7 +98,8 @@ def test_wave_8_12_checks_every_strategy_claimed_equal():
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("options", [StepOptions(compile=True), StepOptions(adam="fused", compile=True, cpp_wrapper=True)],
+@pytest.mark.parametrize("options", [StepOptions(compile=True),
+                                     StepOptions(adam="fused", compile=True, cpp_wrapper=True)],
                          ids=["torch.compile", "C++ wrapper"])
 def test_a_compiled_step_computes_the_same_function_on_cuda(options):
     """Wave 8.12's compiled strategies, as same_function_checks passes them (the strategy's StepOptions)."""

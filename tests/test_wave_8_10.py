@@ -192,7 +192,6 @@ def test_every_committed_8_10_and_8_11_measurement_loads_as_a_record():
             assert (p.workspace_bytes > 0) == (device == "h200")
 
 
-
 def test_a_citation_is_a_record_and_a_malformed_one_is_refused_naming_the_file():
     from foxlib.core.provenance import Citation
     data = committed("h200", "8.10")
@@ -201,6 +200,7 @@ def test_a_citation_is_a_record_and_a_malformed_one_is_refused_naming_the_file()
     assert m.depends_on == (Citation(**cited),) and m.to_dict()["depends_on"] == [cited]
     with pytest.raises(ValueError, match="x.json: a part of this wave 8.10 measurement is malformed"):
         records.Measurement.from_dict({**data, "depends_on": [{"path": "p", "revision": None}]}, "x.json")
+
 
 def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
     """bare_context (foxlib.memory.cuda.BareContext: the H200's) and target_state_kernels (records.SlowKernels: the
@@ -220,7 +220,8 @@ def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
     assert tables.target_state_note(cpu).startswith("**Predicted, not run**: this CPU has no fp16 matrix-product "
                                                     "kernels (ATen capability AVX512): a fp16 product took 33x")
     assert "(33x ≥ 4x)" in tables.target_state_note(cpu) and tables.target_state_note(gpu) == ""
-    with pytest.raises(ValueError, match="m.json: .*malformed .*bogus"):  # a part's unknown key: refused, the file named
+    # a part's unknown key: refused, the file named
+    with pytest.raises(ValueError, match="m.json: .*malformed .*bogus"):
         records.Measurement.from_dict({**gpu_data, "bare_context": {**gpu_data["bare_context"], "bogus": 1}}, "m.json")
     with pytest.raises(ValueError, match="m.json: .*malformed .*reason"):  # a missing key, too
         records.Measurement.from_dict({**cpu_data, "target_state_kernels": {

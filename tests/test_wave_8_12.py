@@ -15,8 +15,8 @@ from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import RatioInterval, Timing
 from foxlib.waves.wave_8_12 import analysis, records, strategies, tables
 from foxlib.waves.wave_8_12.strategies import BASELINE
-from tests.conftest import ROUNDS_8_12 as ROUNDS, committed, hand_8_12_measurement as hand_measurement, measurement_at
-from tests.conftest import typed_8_12 as typed
+from tests.conftest import ROUNDS_8_12 as ROUNDS, committed, hand_8_12_measurement as hand_measurement
+from tests.conftest import measurement_at, typed_8_12 as typed
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 
