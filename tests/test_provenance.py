@@ -75,6 +75,19 @@ def test_finish_keeps_no_snapshot_where_the_measurement_took_none(m, clean, tmp_
     assert (out / "results.json").is_file() and not (out / notebook.SNAPSHOT_FILE).exists()
 
 
+def test_finish_keeps_the_snapshot_a_published_report_holds_beside_its_measurement(m, clean, tmp_path):
+    """A measurement made elsewhere names its snapshot by a path on that machine; rendered from a published report's
+    folder, the snapshot lies beside it under the report's name (SNAPSHOT_FILE): it is kept beside the new report."""
+    folder = tmp_path / "published"
+    folder.mkdir()
+    (folder / notebook.SNAPSHOT_FILE).write_bytes(b"snapshot")
+    cuda_run = dataclasses.replace(m, snapshot="/root/out/wave-8.10-snapshot.pickle")
+    out = tmp_path / "out"
+    params = {"output_dir": str(out), "measurements": str(folder / "measurement.json")}
+    notebook.finish("8.10", params, cuda_run, [Check.at_most("a", 1, 2, "bytes")])
+    assert (out / notebook.SNAPSHOT_FILE).read_bytes() == b"snapshot"
+
+
 def test_banner_shows_revisions_and_device(m, clean):
     banner = notebook.verdict_banner("8.10", [Check.at_most("a", 1, 2, "bytes")], m)
     assert (f"measured at revision <code>{m.environment.git_revision}</code>, rendered at <code>feed123</code>"

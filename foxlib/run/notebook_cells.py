@@ -208,12 +208,14 @@ def measurement_dirs(params: dict[str, Any]) -> list[Path]:
 
 def _keep_snapshot(measurement: WaveMeasurement, params: dict[str, Any], out: Path) -> None:
     """Copy the CUDA allocator snapshot of the measured step (if one was taken: WaveMeasurement.snapshot_file)
-    beside the report. A measurement made elsewhere names a path on that machine: look for the file beside it here."""
+    beside the report. A measurement made elsewhere names a path on that machine: look for the file beside it here,
+    by that name or by the name a published report keeps it under (SNAPSHOT_FILE: rendering from a report's folder)."""
     import shutil
     snapshot = measurement.snapshot_file()
     if not snapshot:
         return
-    for path in [Path(snapshot)] + [folder / Path(snapshot).name for folder in measurement_dirs(params)]:
+    names = (Path(snapshot).name, SNAPSHOT_FILE)
+    for path in [Path(snapshot)] + [folder / name for folder in measurement_dirs(params) for name in names]:
         if path.is_file():
             shutil.copyfile(path, out / SNAPSHOT_FILE)
             return
