@@ -65,6 +65,16 @@ def test_a_figure_the_page_does_not_show_is_found(tmp_path):
     assert any("not shown" in p for p in problems(reports))
 
 
+def test_a_check_the_page_writes_otherwise_is_found(tmp_path):
+    """A check's value on the page as format_value writes it ("0.25 %"), not otherwise ("0.2 %")."""
+    reports = tmp_path / "reports"
+    check = {"name": "accuracy", "measured": 0.2495729381598863, "limit": 5.0, "unit": "%", "passed": True}
+    _report(reports, "cpu", "8.11", {}, "accuracy 0.25 %", checks=[check])
+    assert problems(reports) == []
+    (reports / "cpu" / "wave-8.11" / "report.md").write_text("accuracy 0.2 %")
+    assert [p for p in problems(reports) if "'accuracy' = 0.25 % is not shown" in p], problems(reports)
+
+
 def test_the_same_key_on_two_devices_is_not_compared(tmp_path):
     reports = tmp_path / "reports"
     _report(reports, "cpu", "8.10", as_dict([Figure(PEAK, 988_095_712, "bytes")]), "988.1")

@@ -7,7 +7,7 @@ import pytest
 
 from foxlib.report import reading
 from foxlib.core.budgets import Check
-from tests.conftest import committed
+from tests.conftest import committed, committed_measurement
 
 
 def _check(measured, limit, passed=None, name="peak", unit="bytes"):
@@ -32,7 +32,25 @@ def test_exactly_at_the_limit_and_other_units():
     s = reading.check_sentence(_check(2_345_678_901, 4_294_967_296))
     assert "2,345.7 MB" in s and "4,295.0 MB" in s and "(+1,949.3 MB)" in s
     assert reading.format_value(0.0123, "s") == "12.3 ms"
-    assert reading.format_value(3.0, "%") == "3.0 %"
+    assert reading.format_value(3.0, "%") == "3.00 %"
+
+
+@pytest.mark.parametrize("measured, limit, unit, shown", [
+    (0.2495729381598863, 5.0, "%", "0.25 %"),  # CPU 8.11's fp16 accuracy degradation: was 0.2 % and 0.25 %
+    (-0.20456811133845154, 5.0, "%", "-0.20 %"),
+    (0.05094225866919584, 2.0, "x", "0.05x"),  # H200 8.12's slowdown: was 0.05x and 0.0509 x
+    (0.9224013951779202, 0.98, "ratio", "0.92x"),
+    (812_000_000, 1_000_000_000, "bytes", "812.0 MB"),
+])
+def test_a_check_is_written_alike_by_the_sentence_the_banner_the_table_and_the_index(measured, limit, unit, shown):
+    """One figure, one value: each place a check's value appears writes it with format_value."""
+    from foxlib.report import index
+    from foxlib.run import notebook_cells
+    check = Check("c", measured, limit, unit, passed=False)
+    assert f"c {shown}, " in reading.check_sentence(check)
+    assert notebook_cells.checks_table([check]).loc[0, "measured"] == shown
+    assert f"<li>c: {shown} &gt; limit" in notebook_cells.verdict_banner("8.12", [check], committed_measurement("cpu", "8.12"))
+    assert index.margin(_check(measured, limit, False, "c", unit)).startswith(f"c: {shown} vs limit")
 
 
 def test_a_verdict_decided_on_more_than_the_value_is_not_explained_away():

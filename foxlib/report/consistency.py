@@ -5,6 +5,8 @@ benchmark's pages; variants are not compared):
 - a figure key (foxlib.core.figures) listed by several reports of one device has one value;
 - each report's page (report.md) shows each of its memory figures as `figures.display` writes it (MB, one
   decimal; other units are formatted by their tables);
+- each wave page shows each of its checks' measured values as `reading.format_value` writes it (the answer
+  sentence, the banner, the checks table and the index write them so);
 - every dependency citation ({path, revision, sha256}) matches the published file;
 - every report names a clean measured-at and rendered-at revision.
 """
@@ -17,6 +19,7 @@ from foxlib.core import config
 from foxlib.core.figures import display
 from foxlib.core.provenance import is_clean, sha256_of
 from foxlib.report.index import canonical_pages
+from foxlib.report.reading import format_value
 
 
 def problems(reports_dir: Path | None = None) -> list[str]:
@@ -42,6 +45,11 @@ def problems(reports_dir: Path | None = None) -> list[str]:
         figures = res.get("figures") or {}
         page = path.parent / "report.md" if path.name == "results.json" else path.with_suffix(".md")
         text = page.read_text() if page.is_file() else None
+        if text is not None and path.name == "results.json":
+            for c in res.get("checks") or []:
+                if format_value(c["measured"], c["unit"]) not in text:
+                    out.append(f"{rel}: check {c['name']!r} = {format_value(c['measured'], c['unit'])} is not shown "
+                               f"on {page.relative_to(base)}")
         for key, fig in figures.items():
             if not (isinstance(fig, dict) and "value" in fig and "unit" in fig):
                 out.append(f"{rel}: figure {key} is {fig!r}, not {{value, unit}} (foxlib.core.figures)")

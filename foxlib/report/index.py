@@ -12,7 +12,7 @@ from foxlib.core import config, results, seed_claims
 from foxlib.core.card_classes import class_of, classes_for
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
-from foxlib.report.reading import check_value
+from foxlib.report.reading import format_value
 
 PEER_PAGES = ("peer-benchmark*.html", "throughput-benchmark*.html")  # the benchmarks' pages, per device folder
 
@@ -86,7 +86,7 @@ def margin(check: dict[str, Any]) -> str:
     if measured is None or limit is None:
         return f"{check['name']}: {result}"
     off = f", {abs(100 * (measured - limit) / limit):.1f} % {'over' if measured > limit else 'under'}" if limit else ""
-    return f"{check['name']}: {check_value(measured, unit)} vs limit {check_value(limit, unit)} ({result}{off})"
+    return f"{check['name']}: {format_value(measured, unit)} vs limit {format_value(limit, unit)} ({result}{off})"
 
 
 def headline(res: dict[str, Any]) -> list[str]:

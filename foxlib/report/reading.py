@@ -41,25 +41,20 @@ def code_html(escaped: str) -> str:
 # ----------------------------------------------------------------------------- the answer first
 
 def format_value(value: float, unit: str) -> str:
-    """A check's value as the sentence writes it: bytes in MB (one decimal), seconds in ms, ratios as 1.23x
+    """A check's value as every place that shows it writes it (the answer sentence, the verdict banner, the checks
+    table, the index's headlines): bytes in MB (one decimal), seconds in ms, ratios as 1.23x
     (foxlib.core.figures.display's units, and their other names)."""
     unit = {"seconds": "s", "x": "ratio", "pct": "%", "percent": "%"}.get(unit, unit)
     if unit in ("bytes", "s", "ratio", "fraction"):
         return display(value, unit)
     if unit == "%":
-        return f"{value:,.1f} %"
+        return f"{value:,.2f} %"  # an accuracy change of 0.25 % is not rounded to 0.2 % (the tables keep 2 decimals)
     return f"{value:,.4g} {unit}".rstrip()
 
 
 def format_difference(delta: float, unit: str) -> str:
     """A signed difference in the check's unit: "+188.0 MB", "−9.4 MB" (a true minus sign)."""
     return ("+" if delta >= 0 else MINUS) + format_value(abs(delta), unit)
-
-
-def check_value(value: float, unit: str) -> str:
-    """A check's value or limit as the verdict banner, the checks table and the index's headlines write it: bytes in
-    MB and seconds in ms (foxlib.core.figures.display), any other unit to 3 significant figures, the unit after."""
-    return display(value, unit) if unit in ("bytes", "s") else f"{value:,.3g} {unit}".strip()
 
 
 def _field(check: Any, name: str) -> Any:

@@ -13,7 +13,7 @@ from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
 from foxlib.core.schema import WaveMeasurement
-from foxlib.report.reading import check_value
+from foxlib.report.reading import format_value
 
 # the parameters of the wave this kernel runs (set by `parameters`, read by the banner and `finish`)
 _RUN: dict[str, Any] = {}
@@ -110,8 +110,8 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
     colour = "#1a7f37" if v == "GO" else "#cf222e"
     dev = measurement.device
     failed = [c for c in checks if not c.passed]
-    lines = "".join(f"<li>{html.escape(c.name)}: {check_value(c.measured, c.unit)} &gt; limit "
-                    f"{check_value(c.limit, c.unit)}</li>" for c in failed)
+    lines = "".join(f"<li>{html.escape(c.name)}: {format_value(c.measured, c.unit)} &gt; limit "
+                    f"{format_value(c.limit, c.unit)}</li>" for c in failed)
     measured, rendered = results.measured_revision(measurement), provenance.git_revision()
     measured_html, rendered_html = html.escape(measured or "unknown"), html.escape(rendered or "unknown")
     notes = []
@@ -141,8 +141,8 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
 
 
 def checks_table(checks: list[Check]) -> pd.DataFrame:
-    return pd.DataFrame([{"check": c.name, "measured": check_value(c.measured, c.unit),
-                          "limit": check_value(c.limit, c.unit), "result": "PASS" if c.passed else "FAIL",
+    return pd.DataFrame([{"check": c.name, "measured": format_value(c.measured, c.unit),
+                          "limit": format_value(c.limit, c.unit), "result": "PASS" if c.passed else "FAIL",
                           "note": c.note} for c in checks])
 
 
