@@ -83,7 +83,7 @@ def test_the_speed_chart_draws_the_speed_tables_figures(device):
     named = {f.key.split("/")[-2]: f for f in analysis.named_figures(m) if f.key.endswith("/step_time_ratio")}
     assert set(named) == set(ratios) - {"fp32"}
     for p, r in ratios.items():
-        assert table.loc[p, "ratio to fp32"] == round(r.median, 3)
+        assert table.loc[p, "median of per-round ratios to fp32"] == round(r.median, 3)
         assert table.loc[p, "ratio interval (low, high)"] == f"{r.low:.2f} – {r.high:.2f}"
         if p != "fp32":  # results.json's figure is the table's
             assert (named[p].value, named[p].low, named[p].high) == (r.median, r.low, r.high)

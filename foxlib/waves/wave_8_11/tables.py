@@ -69,14 +69,16 @@ def why_not_half(m: Measurement) -> pd.DataFrame:
 
 def speed_table(m: Measurement) -> pd.DataFrame:
     """The TFT step per precision: median and IQR in ms, the ratio to fp32 with its interval, whether the
-    samples are noisy, and the seed's guess."""
+    samples are noisy, and the seed's guess. The ratio is the median of the per-round ratios (the rounds alternate
+    the precisions), not the ratio of the medians beside it, and its column says so: the two can order two
+    precisions differently where they tie (the H200's fp16 and bf16, reports/h200/wave-8.11/)."""
     ratios = speed_ratios(m)
     rows = []
     for p, t in m.timing.items():
         r = ratios[p]
         rows.append({
             "precision": p, "median step (ms)": round(1e3 * t.median_s, 2), "IQR (ms)": round(1e3 * t.iqr_s, 2),
-            "ratio to fp32": round(r.median, 3),
+            "median of per-round ratios to fp32": round(r.median, 3),
             "ratio interval (low, high)": f"{r.low:.2f} – {r.high:.2f}",
             "noisy (IQR > 10 %)": t.noisy,
             "seed's guess": seed_claims.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
