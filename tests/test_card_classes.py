@@ -45,6 +45,22 @@ def test_8_12_recommends_per_class_among_what_the_class_runs():
     assert list(table["configuration to ship"]) == [per["bf16"]["strategy"], per["fp16"]["strategy"]]
 
 
+def test_8_12_on_a_card_without_bf16_recommends_and_judges_what_that_card_runs():
+    """A T4 (7.5) measures the bf16 strategies too (emulated): its own recommendation and checks are its class's,
+    never a bf16 strategy. The committed H200 run, relabelled as a T4, stands in for one."""
+    import dataclasses
+    from foxlib.waves.wave_8_12 import analysis, records
+    h200 = committed_measurement("h200", "8.12")
+    t4 = dataclasses.replace(h200, device=dataclasses.replace(h200.device, name="Tesla T4", capability="7.5"))
+    rec = records.Measurement812.from_measurement(t4)
+    own = analysis.recommend(rec, load_budgets())
+    assert own["strategy"] == analysis.recommend_per_class(rec, load_budgets())["fp16"]["strategy"]
+    assert rec[own["strategy"]].precision != "bf16" and "open to the fp16 class" in own["reason"]
+    assert any(rec[own["strategy"]].name in c.name for c in analysis.checks(rec, load_budgets()))
+    h200_own = analysis.recommend(records.Measurement812.from_measurement(h200), load_budgets())
+    assert rec[h200_own["strategy"]].precision == "bf16"  # else this test could not tell the classes apart
+
+
 def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
     from foxlib.waves.wave_8_13.measuring import class_facts, resolve_class
     cpu = cc.get_class("cpu")

@@ -13,7 +13,7 @@ from typing import Any
 
 from foxlib.core import seed_claims
 from foxlib.core.budgets import Check
-from foxlib.core.card_classes import CardClass, classes_for
+from foxlib.core.card_classes import CardClass, class_of, classes_for
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.harness.timing import median_interval
@@ -22,9 +22,9 @@ from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 
-def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass | None = None) -> list[StrategyResult]:
+def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass) -> list[StrategyResult]:
     return [s for s in rec.strategies if (cuda_graph is None or s.cuda_graph == cuda_graph)
-            and (card_class is None or card_class.allows(s.precision, s.options.tf32))]
+            and card_class.allows(s.precision, s.options.tf32)]
 
 
 def pareto(rec: Measurement812) -> list[str]:
@@ -72,10 +72,15 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
     cuda_graph None: among every strategy (the recommendation: wave 8.13 trains and serves a graphed one
     with captured steps); False / True: the same among the eager / the CUDA-graph ones. card_class: only
-    the strategies that class's kernels run (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class)."""
+    the strategies that class's kernels run (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class); None:
+    the measuring device's own class, so that a card without bf16 (a T4, emulating bf16 slowly) is never told to
+    ship a bf16 strategy its run measured."""
     kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
-    if card_class is not None:
-        kind += f" open to the {card_class.name} class"
+    given = card_class is not None
+    card_class = card_class or class_of(rec.device.capability, rec.device.type)
+    open_to = (f" open to the {card_class.name} class" if given or any(
+        not card_class.allows(s.precision, s.options.tf32) for s in rec.strategies) else "")
+    kind += open_to
     limit_mb = budgets["tft"]["peak_training_mb"]
     tolerance_pct = budgets["accuracy"]["max_degradation_pct"]
     max_slowdown = budgets["speed"]["max_slowdown"]
@@ -88,7 +93,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
     tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
     best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
-    plural = {None: "strategies", False: "eager strategies", True: "CUDA-graph strategies"}[cuda_graph]
+    plural = {None: "strategies", False: "eager strategies", True: "CUDA-graph strategies"}[cuda_graph] + open_to
     if not tied:
         reason = f"fastest per training window of {len(ok)} {plural} with {gates}"
     else:
