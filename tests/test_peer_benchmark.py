@@ -225,6 +225,26 @@ def test_ratios_intervals_and_checks():
     assert "step_time_interval" not in fig.ratios(res)["foxlib_default"]
 
 
+def test_a_step_time_tie_is_not_a_pass():
+    """The committed H200 run's default row: ratio of medians 0.78, but the paired interval [0.64, 1.06] holds the
+    target 1.0, a tie: judged on the interval it is not met (its file, judged on the ratio of medians, said PASS)."""
+    res = json.loads(FIXTURE.read_text())
+    res["ratios"] = fig.ratios(res)
+    name = fig.check_name(res, "foxlib_default", "step_time")
+    i = res["ratios"]["foxlib_default"]["step_time_interval"]
+    assert [c["passed"] for c in fig.checks(res) if c["name"] == name] == [True]  # [0.88, 0.92]: met
+    i.update(median=0.925, low=0.64, high=1.06)
+    res["ratios"]["foxlib_default"]["step_time"] = 0.777
+    assert [(c["measured"], c["passed"]) for c in fig.checks(res) if c["name"] == name] == [(0.925, False)]
+    res["checks"] = fig.checks(res)
+    assert fig.step_checks_on_interval(res)
+    assert "a tie, not met" in peer_page.render(res) and "(a tie: the interval holds the target)" in peer_page.render(res)
+    # a file measured before (its checks judged the ratio of medians, 0.777) is rendered saying so
+    before = {**res, "checks": [{**c, "measured": 0.777, "passed": True} if c["name"] == name else c
+                                for c in res["checks"]]}
+    assert not fig.step_checks_on_interval(before) and "judged on the ratio of medians" in peer_page.render(before)
+
+
 def test_the_page_shows_the_files_verdicts_and_limits_not_judged_again():
     """The answer's PASS/FAIL and target are the file's checks (fig.stored_checks), one value each; a file lacking a
     target's check is refused, naming it."""

@@ -146,6 +146,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "peers": fig.peers_table(res),
         "missing": fig.missing_rows(res),
         "rounds": len(peer["timing"].get("samples_s") or []),
+        "step_checks_on_interval": fig.step_checks_on_interval(res),
         "same_configuration": res["same_configuration"],
         "rows": fig.table_rows(res),
         "fast_path": fig.fast_path_lines(res),
