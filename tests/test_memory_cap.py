@@ -159,7 +159,9 @@ def test_the_cap_is_the_card_less_the_context():
     forced = cap.cap_arithmetic(4 * GIB, 600, H200, cap_override=1000)  # cap_bytes: the limit is cap + context
     assert forced["cap_bytes"] == 1000 and forced["limit_bytes"] == 1600 and forced["override"] is True
     assert cap.cap_arithmetic(100, 500, H200)["cap_bytes"] == 0  # a context larger than the card leaves nothing
-    assert cap.cap_arithmetic(4 * GIB, 0, 2 * GIB)["fraction"] == 1.0
+    small = cap.cap_arithmetic(4 * GIB, 300 * 2**20, 2 * GIB)  # a card_gb above what the device has: the device
+    assert small["card_bytes"] == small["limit_bytes"] == 2 * GIB and small["cap_bytes"] == 2 * GIB - 300 * 2**20
+    assert small["fraction"] == small["cap_bytes"] / (2 * GIB)
     with pytest.raises(ValueError, match="card and device memory must be positive"):
         cap.cap_arithmetic(0, 1, H200)
 

@@ -39,10 +39,13 @@ def measure_context(device: torch.device) -> Context:
 def cap_arithmetic(card_bytes: int, context_bytes: int, device_total_bytes: int,
                    cap_override: int = 0) -> dict[str, Any]:
     """cap = card − CUDA context, or `cap_override` (then the limit is that cap + the context, not the card);
-    fraction = cap / device memory, what `torch.cuda.set_per_process_memory_fraction` takes."""
+    fraction = cap / device memory, what `torch.cuda.set_per_process_memory_fraction` takes. A card larger than the
+    device is the device: a "4 GB" card shows CUDA less than 4 GiB, and checking its run against 4 GiB would pass a
+    step that cannot fit it."""
     if card_bytes <= 0 or device_total_bytes <= 0 or context_bytes < 0 or cap_override < 0:
         raise ValueError(f"card and device memory must be positive, context and override not negative; got card "
                          f"{card_bytes}, device {device_total_bytes}, context {context_bytes}, override {cap_override}")
+    card_bytes = min(card_bytes, device_total_bytes)
     cap = int(cap_override) if cap_override else max(int(card_bytes) - int(context_bytes), 0)
     return {"card_bytes": int(card_bytes), "context_bytes": int(context_bytes), "cap_bytes": cap,
             "fraction": min(cap / device_total_bytes, 1.0), "device_total_bytes": int(device_total_bytes),
