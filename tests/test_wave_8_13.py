@@ -178,6 +178,20 @@ def test_auto_falls_back_to_the_plain_fp32_tft_and_says_so(tmp_path):
     assert got["precision"] == "fp32" and "holds no \"recommended\"" in got["source"]
 
 
+def test_auto_falls_back_where_wave_8_12_found_no_configuration(tmp_path):
+    """A NO-GO 8.12 writes "recommended" (and each class's) as {"strategy": None, "reason"}: the fallback, not a
+    configuration with fields named strategy and reason."""
+    none = {"strategy": None, "reason": "no strategy has a peak under 1,000 MB"}
+    path = _write_8_12(tmp_path, recommended=none)
+    body = json.loads(path.read_text())
+    body["recommended_per_class"] = {"cpu": {**none, "card_class": "cpu", "card_class_title": "CPU (no GPU)"}}
+    path.write_text(json.dumps(body))
+    for card_class in (None, "cpu"):
+        got = tft.resolve_tft("auto", "small", "cpu", tmp_path, card_class=card_class)
+        assert got["precision"] == "fp32" and got["recommended"] is False and got["depends_on"] == []
+        assert "holds no \"recommended\" configuration" in got["source"]
+
+
 def test_auto_takes_a_recommendation_as_wave_8_12_writes_it(tmp_path):
     """8.12's "recommended" also describes itself (strategy, peak, reason): only precision and tft_overrides count."""
     _write_8_12(tmp_path, recommended={**RECOMMENDED, "strategy": "efficient + checkpoint blocks + bf16",

@@ -67,7 +67,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
                                  f"the card classes {', '.join(per_class)}, not {card_class!r}")
             else:
                 rec = res.get("recommended")
-            if rec:
+            if rec and rec.get("strategy", True) is not None:  # 8.12 writes {"strategy": None, "reason"} for none
                 recommended = True
                 depends_on.append(provenance.cite(path, res))
                 which = f" for the {card_class} class" if card_class and card_class in per_class else ""
