@@ -46,6 +46,20 @@ def test_pages_that_disagree_beyond_their_intervals_are_named(tmp_path):
     assert "1.89x" in rows["disagreements"][0]
 
 
+def test_pages_from_two_machines_say_which(tmp_path):
+    """One device folder ("cpu") may hold pages measured on two CPUs: each baseline names its machine, and a
+    disagreement between two machines says so."""
+    _write(tmp_path / "cpu/wave-8.12/results.json", {**_results(5.6, 4.0, 7.2), "device": {"name": "AMD EPYC"}})
+    _write(tmp_path / "cpu/wave-8.11/results.json", {**_results(10.6, 9.0, 16.0, page="wave-8-11"),
+                                                    "device": {"name": "Intel(R) Xeon(R) Processor"}})
+    rows = baselines.rows(tmp_path)["cpu"]
+    assert [b.machine for b in rows["baselines"]] == ["Intel(R) Xeon(R) Processor", "AMD EPYC"]
+    assert "(measured on Intel(R) Xeon(R) Processor and on AMD EPYC)" in rows["disagreements"][0]
+    _write(tmp_path / "cpu/wave-8.11/results.json", {**_results(10.6, 9.0, 16.0, page="wave-8-11"),
+                                                    "device": {"name": "AMD EPYC"}})
+    assert "measured on" not in baselines.rows(tmp_path)["cpu"]["disagreements"][0]
+
+
 def test_overlapping_intervals_or_other_configurations_agree(tmp_path):
     _write(tmp_path / "h200/wave-8.12/results.json", _results(0.070, 0.062, 0.078))
     _write(tmp_path / "h200/wave-8.11/results.json", _results(0.057, 0.050, 0.063, page="wave-8-11"))

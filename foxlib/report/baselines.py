@@ -27,6 +27,8 @@ class Baseline:
     configuration: str
     """tft/<preset>/b<batch>/t<T>: pages compare only at one configuration."""
     revision: str
+    machine: str
+    """The device's name as the page records it (two CPU pages may come from two CPUs)."""
     median_s: float
     low_s: float
     high_s: float
@@ -38,13 +40,17 @@ class Baseline:
         return f"{self.median_s * 1e3:,.1f} ms [{self.low_s * 1e3:,.1f}, {self.high_s * 1e3:,.1f}]"
 
 
+def machine(res: dict) -> str:
+    return str((res.get("device") or {}).get("name") or "?")
+
+
 def _from_results(rel: str, res: dict) -> list[Baseline]:
     out = []
     for k, fig in (res.get("figures") or {}).items():
         parts = k.split("/")
         if parts[-1] == "step_time" and len(parts) == 7 and parts[4] == "fp32" and fig.get("low") is not None:
             out.append(Baseline(rel, "/".join(parts[:4]), str(res.get("measured_at_revision", "?")),
-                                fig["value"], fig["low"], fig["high"]))
+                                machine(res), fig["value"], fig["low"], fig["high"]))
     return out
 
 
@@ -57,7 +63,7 @@ def _from_peer(rel: str, res: dict) -> list[Baseline]:
     median, low, high = median_interval(samples)
     preset = (res.get("arguments") or {}).get("preset", "seed")
     return [Baseline(rel, f"tft/{preset}/b{cfg['batch_size']}/t{cfg['encoder_length']}",
-                     str(res.get("measured_at_revision", "?")), median, low, high)]
+                     str(res.get("measured_at_revision", "?")), machine(res), median, low, high)]
 
 
 def collect(reports_dir: Path | None = None) -> dict[str, list[Baseline]]:
@@ -79,8 +85,9 @@ def disagreements(baselines: list[Baseline]) -> list[str]:
         for b in baselines[i + 1:]:
             if a.configuration == b.configuration and not a.overlaps(b):
                 ratio = max(a.median_s, b.median_s) / min(a.median_s, b.median_s)
+                machines = f" (measured on {a.machine} and on {b.machine})" if a.machine != b.machine else ""
                 lines.append(f"{a.page} {a.text()} and {b.page} {b.text()} differ by {ratio:,.2f}x, beyond their "
-                             "intervals: their speed ratios rest on different baselines")
+                             f"intervals{machines}: their speed ratios rest on different baselines")
     return lines
 
 
