@@ -170,23 +170,12 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 # nothing. A line recorded without call stacks (where recording them failed) names no owners.
 
 # %%
-from foxlib.memory.timeline_chart import timeline_chart
-from foxlib.harness.timelines import keep_beside, own_timelines
-
-runs = m.timelines or {}
-own = own_timelines(runs)
-shown = [s for s in own.values() if s is not None]
-if shown:
-    tf = timeline_chart(shown, f"TFT step, its own live memory — {record.device.name}",
-                        budget_bytes=int(budgets["tft"]["peak_training_mb"] * 10**6))
-    display(HTML(tf.to_html()))
-    import matplotlib.pyplot as plt
-    plt.close(tf.figure)
-    links = keep_beside(runs, params["output_dir"] or ".", search_dirs=notebook.measurement_dirs(params))
-    display(Markdown("\n".join(tables.timeline_lines(runs, own, links)) + "\n\nA snapshot (.pickle) also opens in PyTorch's viewer at "
-                     "https://pytorch.org/memory_viz."))
-else:
-    display(Markdown("No timelines in this measurement (`timelines=False`)."))
+chart_html, text = tables.timeline_section(m.timelines, f"TFT step, its own live memory — {record.device.name}",
+                                           int(budgets["tft"]["peak_training_mb"] * 10**6),
+                                           params["output_dir"] or ".", notebook.measurement_dirs(params))
+if chart_html:
+    display(HTML(chart_html))
+display(Markdown(text))
 
 # %% [markdown]
 # ## Predicted before running

@@ -1,12 +1,14 @@
 """Wave 8.12's tables and sentences, formatting only: the strategy table beside the seed's guesses
 (foxlib.core.seed_claims), the recommendation's figures as the report states them, how far it is
-from the targets, the accuracy runs' skill and the same-function figures. MB = 10^6 bytes. Every
+from the targets, the accuracy runs' skill and the same-function figures, and the live-memory timelines'
+section (its chart, its lines, the snapshot files they link kept beside the report). MB = 10^6 bytes. Every
 decision is analysis.py's, on the unrounded record."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -14,6 +16,7 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB, to_mb
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, FLOOR_BYTES_PER_PARAMETER_IN_BACKWARD
+from foxlib.harness.timelines import TimelineRun, keep_beside, own_timelines
 from foxlib.harness.timing import RatioInterval
 from foxlib.harness.training import skill_columns, skill_row
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
@@ -224,6 +227,33 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
                         if links[n][key])
         lines.append(f"- {n}: {text}{files}")
     return lines + [f"- {n}: not recorded ({r.skipped})" for n, r in runs.items() if r.series is None]
+
+
+NO_TIMELINES = "No timelines in this measurement (`timelines=False`)."
+VIEWER_NOTE = "A snapshot (.pickle) also opens in PyTorch's viewer at https://pytorch.org/memory_viz."
+
+
+def timeline_section(runs: dict[str, TimelineRun] | None, title: str, budget_bytes: int, out_dir: str,
+                     search_dirs: Sequence[str | os.PathLike] = ()) -> tuple[str | None, str]:
+    """The page's live-memory section from a measurement's timelines (None: not recorded): the chart of each
+    recorded step's own memory (own_timelines) beside the peak budget, as HTML (None where no step was recorded),
+    and the Markdown under it: timeline_lines, linking the snapshots that keep_beside copies into out_dir (the
+    report's folder; search_dirs: where a measurement made elsewhere keeps them)."""
+    import matplotlib.pyplot as plt
+
+    from foxlib.memory.timeline_chart import timeline_chart
+    runs = runs or {}
+    own = own_timelines(runs)
+    shown = [s for s in own.values() if s is not None]
+    if not shown:
+        return None, NO_TIMELINES
+    chart = timeline_chart(shown, title, budget_bytes=budget_bytes)
+    try:
+        chart_html = chart.to_html()
+    finally:
+        plt.close(chart.figure)
+    links = keep_beside(runs, out_dir, search_dirs=search_dirs)
+    return chart_html, "\n".join(timeline_lines(runs, own, links)) + "\n\n" + VIEWER_NOTE
 
 
 def claim_runs_table(rec: Measurement812) -> pd.DataFrame | None:
