@@ -182,7 +182,7 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, s
         t = checked_tft(params)
         total = 0
         for name in [n for n in ENSEMBLE if n in MODELS]:
-            cfg, precision = (t["config"], t["precision"]) if name == "tft" else \
+            cfg, precision = (t.config, t.run.precision) if name == "tft" else \
                 (MODELS[name].preset(params["preset"]), params["ensemble_precision"])
             total += predict_step(MODELS[name], cfg, precision=precision, target=target, seed=seed).peak
         return total, f"the ensemble's four training steps together (preset {params['preset']})"

@@ -27,9 +27,9 @@ from foxlib.waves.wave_8_13.cap import (GIB, NOT_ENFORCED, account_training, cap
                                         is_oom, measure_context, one_line, reset_peak)
 from foxlib.waves.wave_8_13.members import Member, free_members, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
-from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Measurement
+from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, ClassFacts, Measurement, TftRun
 from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_input
-from foxlib.waves.wave_8_13.tft import resolve_tft
+from foxlib.waves.wave_8_13.tft import ResolvedTft, resolve_tft
 
 INFERENCE_MODES = ("auto", "streams", "threads")
 PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
@@ -50,26 +50,25 @@ def resolve_class(card_class: str, own: CardClass) -> CardClass:
     return chosen
 
 
-def class_facts(chosen: CardClass, own: CardClass, tft: dict[str, Any], ensemble_precision: str) -> dict[str, Any]:
+def class_facts(chosen: CardClass, own: CardClass, tft: TftRun, ensemble_precision: str) -> ClassFacts:
     """What the run enforces of the class's limits, and what it cannot emulate (`own`: the device's own class);
     ValueError where the TFT or the ensemble asks for what the class lacks (bf16 on a GPU without it)."""
-    for what, precision, tf32 in (("the TFT", tft["precision"], StepOptions.from_dict(tft.get("options")).tf32),
+    for what, precision, tf32 in (("the TFT", tft.precision, tft.step_options.tf32),
                                   ("DQN, PPO and Mamba-2", ensemble_precision, False)):
         if not chosen.allows(precision, tf32):
             raise ValueError(f"{what} in {precision}{' with TF32' if tf32 else ''} cannot run on the "
                              f"{chosen.name} class ({chosen.title}): it runs {', '.join(chosen.precisions)}"
                              + ("" if chosen.tf32 else ", no TF32"))
-    enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft['precision']}, the others "
+    enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft.precision}, the others "
                 f"{ensemble_precision}: checked before the run)"]
     if chosen.device_type == "cuda" and not chosen.tf32:
         enforced.append("TF32 off for the whole run (torch.backends.cuda.matmul.allow_tf32 = "
                         "torch.backends.cudnn.allow_tf32 = False)")
     emulated = chosen.name != own.name
-    return {"name": chosen.name, "title": chosen.title, "own_class": own.name, "emulated": emulated,
-            "enforced": enforced,
-            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its "
-                             "CUDA context and cuBLAS workspaces: this GPU's are used, measured here, which bounds "
-                             "them from above (a newer GPU loads more kernels into its context)") if emulated else ""}
+    return ClassFacts(chosen.name, chosen.title, own.name, emulated, enforced,
+                      ("the target's SM count and clocks (speed is this GPU's, not the target's) and its "
+                       "CUDA context and cuBLAS workspaces: this GPU's are used, measured here, which bounds "
+                       "them from above (a newer GPU loads more kernels into its context)") if emulated else "")
 
 
 @contextlib.contextmanager
@@ -108,7 +107,7 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
     own = class_of(describe(dev).get("capability"), dev.type)
     chosen = resolve_class(card_class, own)
     tft = resolve_tft(tft_config, preset, short_name(dev), card_class=chosen.name)
-    return dev, mode, tft, chosen, class_facts(chosen, own, tft, ensemble_precision)
+    return dev, mode, tft, chosen, class_facts(chosen, own, tft.run, ensemble_precision)
 
 
 def check_parameters(params: dict[str, Any]) -> None:
@@ -116,7 +115,7 @@ def check_parameters(params: dict[str, Any]) -> None:
     _checked(**{k: params[k] for k in PARAMETERS})
 
 
-def checked_tft(params: dict[str, Any]) -> dict[str, Any]:
+def checked_tft(params: dict[str, Any]) -> ResolvedTft:
     """The TFT a run of these parameters validates, as `measure` resolves it (for the run's card class)."""
     return _checked(**{k: params[k] for k in PARAMETERS})[2]
 
@@ -140,28 +139,29 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     return out
 
 
-def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
-         seed) -> dict[str, Any]:
+def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
+         ensemble_precision, seed) -> dict[str, Any]:
     is_cuda = dev.type == "cuda"
+    tft = resolved.run
     # before CUDA starts here: cuBLAS reads its workspace size once (foxlib.memory.cuda.use_cublas_workspace)
-    workspace = use_cublas_workspace(tft["cublas_workspace"], dev) if tft.get("cublas_workspace") and is_cuda else None
+    workspace = use_cublas_workspace(tft.cublas_workspace, dev) if tft.cublas_workspace and is_cuda else None
     order = [n for n in ENSEMBLE if n in MODELS]
-    graph_mode = bool(tft.get("cuda_graph")) and is_cuda  # every model captured where it can be (members.py)
-    members = [Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
-                       tft["precision"] if n == "tft" else ensemble_precision, cuda_graph=graph_mode,
-                       options=StepOptions.from_dict(tft.get("options")) if n == "tft" else StepOptions())
+    graph_mode = bool(tft.cuda_graph) and is_cuda  # every model captured where it can be (members.py)
+    members = [Member(n, resolved.config if n == "tft" else MODELS[n].preset(preset),
+                       tft.precision if n == "tft" else ensemble_precision, cuda_graph=graph_mode,
+                       options=tft.step_options if n == "tft" else StepOptions())
                for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "context_before_warmup": None, "warmup": None, "step_profiles": None,
         "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
-        "tft": {k: v for k, v in tft.items() if k not in ("config", "depends_on")},
+        "tft": tft,
         "graph_mode": {"asked": True, "on": graph_mode,
                        "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
                               "inference forward captured where it can be" if graph_mode else
-                              "a CUDA graph needs a CUDA device: eager steps"} if tft.get("cuda_graph") else None,
+                              "a CUDA graph needs a CUDA device: eager steps"} if tft.cuda_graph else None,
         "cublas_workspace": workspace or None,
-        "depends_on": tft["depends_on"],
+        "depends_on": list(resolved.depends_on),
         "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
                             "preset": preset} for m in members},
     }
