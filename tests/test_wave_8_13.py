@@ -171,13 +171,18 @@ def test_parameter_values_are_checked_before_anything_runs():
 
 def test_the_tfts_step_options_are_typed_once_and_the_run_takes_that_record(monkeypatch):
     """resolve_tft makes the TFT's step options a StepOptions once, from their JSON; the class check and the TFT
-    member take that record, not a dict made into a record again."""
-    made, options = [], {}
-    real_from_dict, real_member = StepOptions.from_dict.__func__, measuring.Member
+    member take that very record (CheckedRun.tft.run.options), not a dict made into a record again."""
+    made, checked, options = [], [], {}
+    real_from_dict, real_check = StepOptions.from_dict.__func__, measuring.check_parameters
+    real_member = measuring.Member
 
     def from_dict(cls, d):
         made.append(d)
         return real_from_dict(cls, d)
+
+    def check(params):
+        checked.append(real_check(params))
+        return checked[-1]
 
     class Stop(Exception):
         pass
@@ -188,11 +193,13 @@ def test_the_tfts_step_options_are_typed_once_and_the_run_takes_that_record(monk
             raise Stop
         return real_member(name, cfg, precision, **kwargs)
     monkeypatch.setattr(StepOptions, "from_dict", classmethod(from_dict))
+    monkeypatch.setattr(measuring, "check_parameters", check)
     monkeypatch.setattr(measuring, "Member", member)
     with pytest.raises(Stop):
         measuring.measure(preset="small", device="cpu", tft_config='{"options": {"cudnn": false}}')
     assert made == [{"cudnn": False}]  # read from the parameter's JSON, once
-    assert options["tft"] == StepOptions(cudnn=False)
+    run = checked[0].tft.run
+    assert run.options == StepOptions(cudnn=False) and options["tft"] is run.options
     assert all(o == StepOptions() for name, o in options.items() if name != "tft")
 
 

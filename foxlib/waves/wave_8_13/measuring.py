@@ -8,7 +8,7 @@ import dataclasses
 import gc
 import math
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -32,9 +32,6 @@ from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_inp
 from foxlib.waves.wave_8_13.tft import ResolvedTft, resolve_tft
 
 INFERENCE_MODES = ("auto", "streams", "threads")
-PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
-              "inference_mode", "ensemble_precision", "device", "card_class")
-"""measure's parameters that _checked checks (seed is any integer)."""
 WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
 
 
@@ -85,10 +82,25 @@ def class_limits(chosen: CardClass, dev: torch.device):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_bytes: int, inference_repeats: int,
-             inference_batch: int, inference_mode: str, ensemble_precision: str, device: str, card_class: str = "auto"):
-    """The parameters' values checked: (device, inference mode, resolved TFT, card class, its facts); ValueError
-    naming the valid ones."""
+@dataclasses.dataclass(frozen=True)
+class CheckedRun:
+    """measure's parameters checked (check_parameters), with what the run takes from them: resolved once, so that
+    the preflight (foxlib.run.preflight) predicts the TFT it checked, the one measure validates."""
+    device: torch.device
+    inference_mode: str
+    """"auto" resolved: streams on CUDA, threads on the CPU."""
+    tft: ResolvedTft
+    """The TFT for the run's card class (tft.resolve_tft)."""
+    card_class: CardClass
+    class_facts: ClassFacts
+
+
+def check_parameters(params: Mapping[str, Any]) -> CheckedRun:
+    """The values of measure's parameters (in `params`; seed is any integer) that `measure` would reject, the TFT
+    configuration included, before anything runs: a ValueError naming the valid ones. Returns what the run takes
+    from them (CheckedRun)."""
+    steps, inference_repeats, inference_batch = params["steps"], params["inference_repeats"], params["inference_batch"]
+    card_gb, cap_bytes, inference_mode = params["card_gb"], params["cap_bytes"], params["inference_mode"]
     if steps < 1 or inference_repeats < 1:
         raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
     if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
@@ -96,28 +108,18 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
                          f"got {card_gb}, {cap_bytes}, {inference_batch}")
     if inference_mode not in INFERENCE_MODES:
         raise ValueError(f"unknown inference_mode {inference_mode!r}; valid: {', '.join(INFERENCE_MODES)}")
-    check_precision(ensemble_precision)
+    check_precision(params["ensemble_precision"])
     for card in MODELS.values():
-        card.preset(preset)
-    dev = resolve_device(device)
+        card.preset(params["preset"])
+    dev = resolve_device(params["device"])
     is_cuda = dev.type == "cuda"
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
     own = class_of(describe(dev).get("capability"), dev.type)
-    chosen = resolve_class(card_class, own)
-    tft = resolve_tft(tft_config, preset, short_name(dev), card_class=chosen.name)
-    return dev, mode, tft, chosen, class_facts(chosen, own, tft.run, ensemble_precision)
-
-
-def check_parameters(params: dict[str, Any]) -> None:
-    """The values `measure` would reject, the TFT configuration included, before anything runs."""
-    _checked(**{k: params[k] for k in PARAMETERS})
-
-
-def checked_tft(params: dict[str, Any]) -> ResolvedTft:
-    """The TFT a run of these parameters validates, as `measure` resolves it (for the run's card class)."""
-    return _checked(**{k: params[k] for k in PARAMETERS})[2]
+    chosen = resolve_class(params["card_class"], own)
+    tft = resolve_tft(params["tft_config"], params["preset"], short_name(dev), card_class=chosen.name)
+    return CheckedRun(dev, mode, tft, chosen, class_facts(chosen, own, tft.run, params["ensemble_precision"]))
 
 
 @measures(Measurement)
@@ -130,12 +132,11 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     card_gb: the card in GiB; the cap is that minus the CUDA context. cap_bytes > 0 sets the cap directly (the
     context on top): an out-of-memory error is recorded ("oom"), never raised. card_class: "auto" (this device's
     own) or another GPU class, emulated with its limits enforced and 8.12's recommendation for it."""
-    given = locals()
-    dev, mode, tft, chosen, facts = _checked(**{k: given[k] for k in PARAMETERS})
-    with class_limits(chosen, dev):
-        out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
-                   ensemble_precision, seed)
-    out["card_class"] = facts
+    checked = check_parameters(locals())
+    with class_limits(checked.card_class, checked.device):
+        out = _run(checked.device, checked.inference_mode, checked.tft, preset, steps, card_gb, cap_bytes,
+                   inference_repeats, inference_batch, ensemble_precision, seed)
+    out["card_class"] = checked.class_facts
     return out
 
 
