@@ -62,20 +62,25 @@ def test_8_12_on_a_card_without_bf16_recommends_and_judges_what_that_card_runs()
 
 
 def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
+    from foxlib.harness.step_options import StepOptions
     from foxlib.waves.wave_8_13.measuring import class_facts, resolve_class
+    from foxlib.waves.wave_8_13.records import TftRun
     cpu = cc.get_class("cpu")
     assert resolve_class("auto", cpu).name == "cpu"
     with pytest.raises(ValueError, match="is a cuda class; this run is on cpu"):
         resolve_class("fp16", cpu)
     fp16 = cc.get_class("fp16")
+
+    def tft(precision, **kw):
+        return TftRun(precision, {}, "the tft_config parameter", False, **kw)
     with pytest.raises(ValueError, match="cannot run on the fp16 class"):
-        class_facts(fp16, cpu, {"precision": "bf16"}, "fp32")
+        class_facts(fp16, cpu, tft("bf16"), "fp32")
     with pytest.raises(ValueError, match="with TF32 cannot run"):
-        class_facts(fp16, cpu, {"precision": "fp32", "options": {"tf32": True}}, "fp32")
+        class_facts(fp16, cpu, tft("fp32", cuda_graph=False, options=StepOptions(tf32=True)), "fp32")
     with pytest.raises(ValueError, match="DQN, PPO and Mamba-2 in bf16"):
-        class_facts(fp16, cpu, {"precision": "fp32"}, "bf16")
-    facts = class_facts(cpu, cpu, {"precision": "fp32"}, "fp32")
-    assert facts["name"] == "cpu" and not facts["emulated"] and "fp32" in facts["enforced"][0]
+        class_facts(fp16, cpu, tft("fp32"), "bf16")
+    facts = class_facts(cpu, cpu, tft("fp32"), "fp32")
+    assert facts.name == "cpu" and not facts.emulated and "fp32" in facts.enforced[0]
 
 
 def test_the_tf32_limit_is_set_for_the_run_and_restored():

@@ -112,9 +112,9 @@ def test_wave_8_13_takes_the_workspace_with_the_configuration_and_pins_it(tmp_pa
     (tmp_path / "cpu" / "wave-8.12").mkdir(parents=True)
     (tmp_path / "cpu" / "wave-8.12" / "results.json").write_text(json.dumps(res))
     tft = resolve_tft("auto", "small", "cpu", tmp_path)
-    assert tft["cublas_workspace"] == ":16:8" and tft["cuda_graph"] and tft["options"]["adam"] == "fused"
+    assert tft.run.cublas_workspace == ":16:8" and tft.run.cuda_graph and tft.run.options.adam == "fused"
     flat = resolve_tft('{"precision": "bf16", "cublas_workspace": ":16:8"}', "small", "cpu", tmp_path)
-    assert flat["cublas_workspace"] == ":16:8" and flat["overrides"] == {}
+    assert flat.run.cublas_workspace == ":16:8" and flat.run.overrides == {}
     with pytest.raises(ValueError, match="cublas_workspace must be a string"):
         resolve_tft('{"cublas_workspace": 16}', "small", "cpu", tmp_path)
     class R:  # what deployment.pinned_tft_config reads of the measurement

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from foxlib.harness import parallel_training
 from foxlib.harness.parallel_training import auto_workers, train_many
 from foxlib.harness.training import accuracy_config, train_tft
 
@@ -18,12 +19,21 @@ def test_auto_workers_one_on_the_cpu_several_on_a_gpu():
     assert 1 <= auto_workers(10, "cuda") <= 8 and auto_workers(1, "cuda") == 1
 
 
-def test_in_process_runs_are_train_tft_and_say_how_many_ran_at_once():
+def test_in_process_runs_are_train_tft_and_say_how_many_ran_at_once(monkeypatch):
+    """Each run's own record says how many runs shared the device: train_tft makes it so (the job carries the
+    figure), in this process as in a worker; nothing is patched onto its dict afterwards."""
+    made = []
+
+    def run(*args, **kwargs):
+        made.append(train_tft(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(parallel_training, "train_tft", run)
     out = train_many(_jobs(), "cpu")
     alone = train_tft(_jobs()[0]["cfg"], seed=1, show_progress=False, **JOB).to_dict()
     assert [r["seed"] for r in out] == [1, 0]
     assert out[0]["metrics"] == alone["metrics"] and out[0]["history"] == alone["history"]
-    assert out[0]["harness"]["concurrent_runs"] == 1
+    assert [r.harness.concurrent_runs for r in made] == [1, 1] and out[0]["harness"]["concurrent_runs"] == 1
+    assert out == [r.to_dict() for r in made] and alone["harness"].get("concurrent_runs") is None
     with pytest.raises(ValueError, match="workers must be"):
         train_many(_jobs(), "cpu", workers=-1)
 

@@ -254,7 +254,8 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(monkeypatch):
 
 def test_memory_refusal_from_the_cli_writes_nothing(reports, monkeypatch, capsys):
     monkeypatch.setattr(preflight, "free_bytes", lambda device: (1, "available RAM (test)"))
-    monkeypatch.setattr(preflight, "predicted_peak", lambda wave, params, device: (5_000_000, "the step (test)"))
+    monkeypatch.setattr(preflight, "predicted_peak",
+                        lambda wave, params, device, checked=None: (5_000_000, "the step (test)"))
     before = _snapshot(reports)
     args = ["report", "--wave", "8.10", "-p", "preset=small", "-p", "batch_size=2", "-p", "encoder_length=5",
             "-p", "device=cpu", "--reports-dir", str(reports)]
@@ -309,6 +310,32 @@ def test_the_8_13_preflight_predicts_the_tft_of_the_runs_card_class(monkeypatch)
     params = resolve(read_parameters(WAVES["8.13"].notebook), {"preset": "small", "card_class": "fp16"})
     preflight.predicted_peak("8.13", params, torch.device("cuda", 0))
     assert asked == ["fp16"]  # the emulated class's recommendation, not the GPU's own (bf16)
+
+
+@pytest.mark.parametrize("command", ["report", "measure"])
+def test_one_8_13_preflight_resolves_its_tft_once(command, reports, monkeypatch):
+    """A run's preflight checks wave 8.13's parameters (runner.plan: preflight.check) and predicts its peak
+    (preflight.check_memory) from one measuring.CheckedRun: the TFT (8.12's results read and cited) is resolved
+    once before the run starts, not once for each."""
+    import foxlib.memory
+    from foxlib.run import notebook_cells, runner
+    from foxlib.waves.wave_8_13 import measuring, tft
+    resolved, at_start = [], []
+
+    def spy(*args, **kwargs):
+        resolved.append(args)
+        return tft.resolve_tft(*args, **kwargs)
+
+    def start(*args, **kwargs):  # where the run would begin: the notebook (report) or measure (measure)
+        at_start.append(len(resolved))
+        raise ValueError("stopped where the run starts (test)")
+    monkeypatch.setattr(measuring, "resolve_tft", spy)
+    monkeypatch.setattr(foxlib.memory, "predict_step", lambda *a, **k: types.SimpleNamespace(peak=1))
+    monkeypatch.setattr(runner, "_execute", start)
+    monkeypatch.setattr(notebook_cells, "measure", start)
+    where = ["--reports-dir", str(reports)] if command == "report" else ["--out", str(reports / "m.json")]
+    assert main([command, "--wave", "8.13", "-p", "preset=small", "-p", "device=cpu", "--force", *where]) == 2
+    assert at_start == [1]
 
 
 def test_typed_parts_keep_absent_and_none_as_they_are():

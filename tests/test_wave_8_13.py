@@ -144,8 +144,8 @@ def test_the_index_lists_8_13_and_8_14_follows_it(report, written, tmp_path):
 
 def test_a_json_tft_config_overrides_and_is_validated(tmp_path):
     got = tft.resolve_tft('{"precision": "fp16", "checkpointing": "vsn"}', "small", "cpu", tmp_path)
-    assert got["precision"] == "fp16" and got["config"].checkpointing == "vsn"
-    assert got["source"] == "the tft_config parameter" and got["recommended"] is False
+    assert got.run.precision == "fp16" and got.config.checkpointing == "vsn"
+    assert got.run.source == "the tft_config parameter" and got.run.recommended is False
     with pytest.raises(ValueError, match="valid fields: .*hidden_size"):
         tft.resolve_tft('{"chekpointing": "vsn"}', "small", "cpu", tmp_path)
     with pytest.raises(ValueError, match="valid precisions: fp32, fp16, bf16"):
@@ -169,13 +169,47 @@ def test_parameter_values_are_checked_before_anything_runs():
             measuring.check_parameters({**ok, **bad})
 
 
+def test_the_tfts_step_options_are_typed_once_and_the_run_takes_that_record(monkeypatch):
+    """resolve_tft makes the TFT's step options a StepOptions once, from their JSON; the class check and the TFT
+    member take that very record (CheckedRun.tft.run.options), not a dict made into a record again."""
+    made, checked, options = [], [], {}
+    real_from_dict, real_check = StepOptions.from_dict.__func__, measuring.check_parameters
+    real_member = measuring.Member
+
+    def from_dict(cls, d):
+        made.append(d)
+        return real_from_dict(cls, d)
+
+    def check(params):
+        checked.append(real_check(params))
+        return checked[-1]
+
+    class Stop(Exception):
+        pass
+
+    def member(name, cfg, precision, **kwargs):  # the run stops at the TFT's member, before anything is built
+        options[name] = kwargs["options"]
+        if name == "tft":
+            raise Stop
+        return real_member(name, cfg, precision, **kwargs)
+    monkeypatch.setattr(StepOptions, "from_dict", classmethod(from_dict))
+    monkeypatch.setattr(measuring, "check_parameters", check)
+    monkeypatch.setattr(measuring, "Member", member)
+    with pytest.raises(Stop):
+        measuring.measure(preset="small", device="cpu", tft_config='{"options": {"cudnn": false}}')
+    assert made == [{"cudnn": False}]  # read from the parameter's JSON, once
+    run = checked[0].tft.run
+    assert run.options == StepOptions(cudnn=False) and options["tft"] is run.options
+    assert all(o == StepOptions() for name, o in options.items() if name != "tft")
+
+
 def test_auto_falls_back_to_the_plain_fp32_tft_and_says_so(tmp_path):
     got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
-    assert got["precision"] == "fp32" and got["config"] == MODELS["tft"].preset("small")
-    assert got["recommended"] is False and got["source"].startswith("fallback: no wave 8.12 report")
+    assert got.run.precision == "fp32" and got.config == MODELS["tft"].preset("small")
+    assert got.run.recommended is False and got.run.source.startswith("fallback: no wave 8.12 report")
     _write_8_12(tmp_path, recommended=None)
     got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
-    assert got["precision"] == "fp32" and "holds no \"recommended\"" in got["source"]
+    assert got.run.precision == "fp32" and "holds no \"recommended\"" in got.run.source
 
 
 def test_auto_falls_back_where_wave_8_12_found_no_configuration(tmp_path):
@@ -197,9 +231,9 @@ def test_auto_takes_a_recommendation_as_wave_8_12_writes_it(tmp_path):
     _write_8_12(tmp_path, recommended={**RECOMMENDED, "strategy": "efficient + checkpoint blocks + bf16",
                                        "peak_bytes": 123, "step_time_ratio": 0.9, "reason": "fastest"})
     got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
-    assert got["recommended"] is True and got["precision"] == "bf16"
-    assert got["overrides"] == RECOMMENDED["tft_overrides"]
-    assert got["config"].checkpointing == "blocks" and got["config"].memory_efficient is True
+    assert got.run.recommended is True and got.run.precision == "bf16"
+    assert got.run.overrides == RECOMMENDED["tft_overrides"]
+    assert got.config.checkpointing == "blocks" and got.config.memory_efficient is True
 
 
 def test_auto_rejects_a_recommendation_with_an_unknown_field(tmp_path):
@@ -313,13 +347,13 @@ def test_the_measurement_cites_the_8_12_results_it_used_and_the_report_names_it(
 def test_a_changed_8_12_results_file_fails_verification(tmp_path):
     path = _write_8_12(tmp_path)
     got = tft.resolve_tft("auto", "small", "cpu", tmp_path)
-    assert got["depends_on"] == [provenance.cite(path)]
-    provenance.verify(got["depends_on"], base=tmp_path)  # unchanged: passes
+    assert got.depends_on == (provenance.cite(path),)
+    provenance.verify(got.depends_on, base=tmp_path)  # unchanged: passes
     path.write_text(path.read_text().replace("GO", "NO-GO"))
     with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
-        provenance.verify(got["depends_on"], base=tmp_path)
-    assert tft.resolve_tft('{"precision": "bf16"}', "small", "cpu", tmp_path)["depends_on"] == []
-    assert tft.resolve_tft("auto", "small", "cpu", tmp_path / "none")["depends_on"] == []
+        provenance.verify(got.depends_on, base=tmp_path)
+    assert tft.resolve_tft('{"precision": "bf16"}', "small", "cpu", tmp_path).depends_on == ()
+    assert tft.resolve_tft("auto", "small", "cpu", tmp_path / "none").depends_on == ()
 
 
 def test_together_runs_every_model_once_a_round_and_times_it():

@@ -37,13 +37,13 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
 
 def train_many(jobs: Sequence[dict[str, Any]], device: torch.device | str, workers: int = 0,
                what: str = "accuracy runs") -> list[dict[str, Any]]:
-    """train_tft(**job, device=device) for every (picklable) job; TrainResult.to_dict()s in the jobs' order.
-    workers: processes (0: auto_workers); with one, the runs go one after another here."""
+    """train_tft(**job, device=device, concurrent_runs=workers) for every (picklable) job; TrainResult.to_dict()s
+    in the jobs' order. workers: processes (0: auto_workers); with one, the runs go one after another here."""
     if workers < 0:
         raise ValueError(f"workers must be 0 (auto) or more, not {workers}")
     device = torch.device(device)
-    jobs = [{**job, "device": str(device)} for job in jobs]
     workers = min(workers or auto_workers(len(jobs), device), max(1, len(jobs)))
+    jobs = [{**job, "device": str(device), "concurrent_runs": workers} for job in jobs]
     results: list[dict[str, Any] | None] = [None] * len(jobs)
     with progress(len(jobs), what) as bar:
         if workers == 1:
@@ -60,6 +60,4 @@ def train_many(jobs: Sequence[dict[str, Any]], device: torch.device | str, worke
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
                     bar.advance()
-    for r in results:
-        r["harness"]["concurrent_runs"] = workers
     return results  # type: ignore[return-value]

@@ -120,12 +120,12 @@ class HarnessSettings(Sparse):
 
 def harness_config(cfg, *, target: str = "return", max_steps: int, eval_every: int, patience: int,
                    val_windows: int, grad_clip: float = 1.0, min_skill: float = DEFAULT_MIN_SKILL,
-                   options: StepOptions = StepOptions()) -> HarnessSettings:
+                   options: StepOptions = StepOptions(), concurrent_runs: int | None = None) -> HarnessSettings:
     """Every setting an accuracy run depends on (the report states it)."""
     return HarnessSettings(target, asdict(cfg), max_steps, eval_every, patience, val_windows, grad_clip, min_skill,
                            "best validation quantile loss among the evaluations (early stopping)",
                            "climatology: the training windows' empirical quantiles of the target",
-                           None if options.is_default else options)
+                           None if options.is_default else options, concurrent_runs)
 
 
 @dataclass(frozen=True)
@@ -191,17 +191,20 @@ def evaluate(model, windows: MarketWindows, rows: np.ndarray, precision: str, de
 def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 200, eval_every: int = 20,
               patience: int = 3, val_windows: int = 512, device: str | torch.device = "cpu",
               grad_clip: float = 1.0, show_progress: bool = True, target: str = "return",
-              min_skill: float = DEFAULT_MIN_SKILL, options: StepOptions | None = None) -> TrainResult:
+              min_skill: float = DEFAULT_MIN_SKILL, options: StepOptions | None = None,
+              concurrent_runs: int | None = None) -> TrainResult:
     """Train the TFT of `cfg` on `target` for at most `max_steps` steps; evaluate every `eval_every` steps on
     `val_windows` fixed validation windows; stop after `patience` evaluations without improvement; score the best
     checkpoint, and climatology on the same windows. With Adam in backward each gradient is clipped by its own
-    norm to `grad_clip`; the options' backends hold for the whole run."""
+    norm to `grad_clip`; the options' backends hold for the whole run. `concurrent_runs`: how many runs shared the
+    device at once, this one included (foxlib.harness.parallel_training), recorded in its harness settings."""
     options = options or StepOptions()
     check_precision(precision)
     device = torch.device(device)
     card = MODELS["tft"]
     harness = harness_config(cfg, target=target, max_steps=max_steps, eval_every=eval_every, patience=patience,
-                             val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill, options=options)
+                             val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill, options=options,
+                             concurrent_runs=concurrent_runs)
     train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train", target=target)
     val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation", target=target)
     levels = climatology(train, cfg.quantiles)

@@ -121,9 +121,9 @@ def _measure(wave_id: str, overrides: dict, out: Path, allow_dirty: bool, force:
     from foxlib.run.runner import check_revision, plan
     if overrides.get("measurements"):
         raise ValueError("measure takes no measurements parameter: it makes the measurement")
-    params = plan(wave_id, overrides).params  # checked, with the device's defaults
+    p = plan(wave_id, overrides)  # checked, with the device's defaults
     check_revision(allow_dirty)
-    preflight.check_memory(wave_id, params, force)
-    print(results.write_json(out, notebook.measure(wave_id, params, keep=out).to_dict()))
+    preflight.check_memory(wave_id, p.params, force, p.checked)
+    print(results.write_json(out, notebook.measure(wave_id, p.params, keep=out).to_dict()))
     return 0
 

@@ -73,8 +73,9 @@ def _encoder_fits_the_data(params: dict[str, Any]) -> None:
                          f"got {params['encoder_length']}")
 
 
-def check(wave_id: str, params: dict[str, Any]) -> None:
-    """Raise a ValueError (or BudgetsError) naming the valid choices for the first bad value."""
+def check(wave_id: str, params: dict[str, Any]) -> Any:
+    """Raise a ValueError (or BudgetsError) naming the valid choices for the first bad value. Returns what the
+    wave's own check resolved, for check_memory (8.13: measuring.CheckedRun, its TFT resolved once); else None."""
     load_budgets(params.get("budgets_file") or None)
     _counts(params)
     _non_empty(params)
@@ -107,14 +108,15 @@ def check(wave_id: str, params: dict[str, Any]) -> None:
         if not parent.is_dir():
             raise ValueError(f"parameter 'snapshot_path': its folder {parent} does not exist")
     if params.get("measurements"):
-        return  # nothing is measured: runner.plan checked the file and its own parameters (check_measurement)
+        return None  # nothing is measured: runner.plan checked the file and its own parameters (check_measurement)
     if "device" in params:
         from foxlib.memory.devices import resolve_device
         resolve_device(params["device"])
     _encoder_fits_the_data(params)
     if wave_id == "8.13":
         from foxlib.waves.wave_8_13.measuring import check_parameters
-        check_parameters(params)
+        return check_parameters(params)
+    return None
 
 
 # ----------------------------------------------------------------------------- measurement files
@@ -169,20 +171,21 @@ def free_bytes(device) -> tuple[int | None, str]:
     return None, "available RAM (unknown: no /proc/meminfo)"
 
 
-def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, str]:
+def predicted_peak(wave_id: str, params: dict[str, Any], device, checked: Any = None) -> tuple[int, str]:
     """(bytes, what) of the run's largest training step, predicted on fake tensors: the TFT at the run's
-    configuration (waves 8.10-8.12), the sum of the ensemble's four step peaks (8.13)."""
+    configuration (waves 8.10-8.12), the sum of the ensemble's four step peaks (8.13: the TFT of `checked`, what
+    check returned, else checked here)."""
     from foxlib.memory import predict_step
     tft = MODELS["tft"]
     target = "cuda" if device.type == "cuda" else "cpu"
     seed = params.get("seed", 0)
     if wave_id == "8.13":
         from foxlib.models import ENSEMBLE
-        from foxlib.waves.wave_8_13.measuring import checked_tft
-        t = checked_tft(params)
+        from foxlib.waves.wave_8_13.measuring import check_parameters
+        t = (checked or check_parameters(params)).tft
         total = 0
         for name in [n for n in ENSEMBLE if n in MODELS]:
-            cfg, precision = (t["config"], t["precision"]) if name == "tft" else \
+            cfg, precision = (t.config, t.run.precision) if name == "tft" else \
                 (MODELS[name].preset(params["preset"]), params["ensemble_precision"])
             total += predict_step(MODELS[name], cfg, precision=precision, target=target, seed=seed).peak
         return total, f"the ensemble's four training steps together (preset {params['preset']})"
@@ -193,14 +196,16 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device) -> tuple[int, s
                   f"encoder length {params['encoder_length']}, {precision}")
 
 
-def check_memory(wave_id: str, params: dict[str, Any], force: bool = False) -> dict[str, Any] | None:
+def check_memory(wave_id: str, params: dict[str, Any], force: bool = False,
+                 checked: Any = None) -> dict[str, Any] | None:
     """MemoryRefused, unless `force`, when the run's predicted peak is more than its device's free memory;
-    None when nothing is measured (a measurement file is rendered)."""
+    None when nothing is measured (a measurement file is rendered). `checked`: what check returned for these
+    parameters (runner.Plan.checked), so that nothing it resolved is resolved again."""
     if params.get("measurements"):
         return None
     from foxlib.memory.devices import resolve_device
     device = resolve_device(params.get("device", "auto"))
-    predicted, what = predicted_peak(wave_id, params, device)
+    predicted, what = predicted_peak(wave_id, params, device, checked)
     needed = int(predicted * MEMORY_SLACK) + PROCESS_BYTES
     free, free_what = free_bytes(device)
     out = {"predicted_bytes": predicted, "needed_bytes": needed, "predicted": what, "free_bytes": free,

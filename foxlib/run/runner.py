@@ -64,6 +64,8 @@ class Plan:
     device: str  # the device's short name: the report's folder under reports/
     kind: RunKind
     reports_dir: Path
+    checked: Any = None
+    """What preflight.check resolved of the parameters (8.13: its TFT), for preflight.check_memory."""
 
     @property
     def label(self) -> str:  # wave-<N>[-<variant name>]
@@ -112,9 +114,9 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
         dev = resolve_device(first.get("device", "auto"))
         device_type, device = dev.type, short_name(dev)
     params = resolve(declared, overrides, device_defaults(wave.id, device_type))
-    preflight.check(wave.id, params)
+    checked = preflight.check(wave.id, params)
     kind = run_kind(wave.id, params, measurement.measure_parameters if measurement else None, device_type)
-    return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve())
+    return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve(), checked)
 
 
 def _probe_writable(folder: Path) -> None:
@@ -187,7 +189,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
     check_revision(allow_dirty, measurement)
     if p.final.exists():
         _probe_writable(p.final)
-    memory = preflight.check_memory(p.wave.id, p.params, force)
+    memory = preflight.check_memory(p.wave.id, p.params, force, p.checked)
     if memory:
         log.info("wave %s: predicted peak %.1f MB (%s); %s MB free (%s)", p.wave.id, memory["predicted_bytes"] / 1e6,
                  memory["predicted"], f"{memory['free_bytes'] / 1e6:,.1f}" if memory["free_bytes"] else "?",

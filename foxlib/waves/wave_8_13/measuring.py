@@ -8,7 +8,7 @@ import dataclasses
 import gc
 import math
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -28,14 +28,11 @@ from foxlib.waves.wave_8_13.cap import (GIB, NOT_ENFORCED, account_training, cap
                                         is_oom, measure_context, one_line, reset_peak)
 from foxlib.waves.wave_8_13.members import Member, free_members, load_member, static_footprints, step_member
 from foxlib.waves.wave_8_13.nvml import NvmlProcessReader, Sampler, nvml_samples
-from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, Measurement
+from foxlib.waves.wave_8_13.records import SCHEMA_VERSION, ClassFacts, Measurement, TftRun
 from foxlib.waves.wave_8_13.serve import Together, forward, infer, inference_input
-from foxlib.waves.wave_8_13.tft import resolve_tft
+from foxlib.waves.wave_8_13.tft import ResolvedTft, resolve_tft
 
 INFERENCE_MODES = ("auto", "streams", "threads")
-PARAMETERS = ("preset", "tft_config", "steps", "card_gb", "cap_bytes", "inference_repeats", "inference_batch",
-              "inference_mode", "ensemble_precision", "device", "card_class")
-"""measure's parameters that _checked checks (seed is any integer)."""
 WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which would leave Adam's kernels unloaded
 
 
@@ -51,26 +48,25 @@ def resolve_class(card_class: str, own: CardClass) -> CardClass:
     return chosen
 
 
-def class_facts(chosen: CardClass, own: CardClass, tft: dict[str, Any], ensemble_precision: str) -> dict[str, Any]:
+def class_facts(chosen: CardClass, own: CardClass, tft: TftRun, ensemble_precision: str) -> ClassFacts:
     """What the run enforces of the class's limits, and what it cannot emulate (`own`: the device's own class);
     ValueError where the TFT or the ensemble asks for what the class lacks (bf16 on a GPU without it)."""
-    for what, precision, tf32 in (("the TFT", tft["precision"], StepOptions.from_dict(tft.get("options")).tf32),
+    for what, precision, tf32 in (("the TFT", tft.precision, tft.step_options.tf32),
                                   ("DQN, PPO and Mamba-2", ensemble_precision, False)):
         if not chosen.allows(precision, tf32):
             raise ValueError(f"{what} in {precision}{' with TF32' if tf32 else ''} cannot run on the "
                              f"{chosen.name} class ({chosen.title}): it runs {', '.join(chosen.precisions)}"
                              + ("" if chosen.tf32 else ", no TF32"))
-    enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft['precision']}, the others "
+    enforced = [f"precisions limited to {', '.join(chosen.precisions)} (the TFT {tft.precision}, the others "
                 f"{ensemble_precision}: checked before the run)"]
     if chosen.device_type == "cuda" and not chosen.tf32:
         enforced.append("TF32 off for the whole run (torch.backends.cuda.matmul.allow_tf32 = "
                         "torch.backends.cudnn.allow_tf32 = False)")
     emulated = chosen.name != own.name
-    return {"name": chosen.name, "title": chosen.title, "own_class": own.name, "emulated": emulated,
-            "enforced": enforced,
-            "not_emulated": ("the target's SM count and clocks (speed is this GPU's, not the target's) and its "
-                             "CUDA context and cuBLAS workspaces: this GPU's are used, measured here, which bounds "
-                             "them from above (a newer GPU loads more kernels into its context)") if emulated else ""}
+    return ClassFacts(chosen.name, chosen.title, own.name, emulated, enforced,
+                      ("the target's SM count and clocks (speed is this GPU's, not the target's) and its "
+                       "CUDA context and cuBLAS workspaces: this GPU's are used, measured here, which bounds "
+                       "them from above (a newer GPU loads more kernels into its context)") if emulated else "")
 
 
 @contextlib.contextmanager
@@ -87,10 +83,25 @@ def class_limits(chosen: CardClass, dev: torch.device):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_bytes: int, inference_repeats: int,
-             inference_batch: int, inference_mode: str, ensemble_precision: str, device: str, card_class: str = "auto"):
-    """The parameters' values checked: (device, inference mode, resolved TFT, card class, its facts); ValueError
-    naming the valid ones."""
+@dataclasses.dataclass(frozen=True)
+class CheckedRun:
+    """measure's parameters checked (check_parameters), with what the run takes from them: resolved once, so that
+    the preflight (foxlib.run.preflight) predicts the TFT it checked, the one measure validates."""
+    device: torch.device
+    inference_mode: str
+    """"auto" resolved: streams on CUDA, threads on the CPU."""
+    tft: ResolvedTft
+    """The TFT for the run's card class (tft.resolve_tft)."""
+    card_class: CardClass
+    class_facts: ClassFacts
+
+
+def check_parameters(params: Mapping[str, Any]) -> CheckedRun:
+    """The values of measure's parameters (in `params`; seed is any integer) that `measure` would reject, the TFT
+    configuration included, before anything runs: a ValueError naming the valid ones. Returns what the run takes
+    from them (CheckedRun)."""
+    steps, inference_repeats, inference_batch = params["steps"], params["inference_repeats"], params["inference_batch"]
+    card_gb, cap_bytes, inference_mode = params["card_gb"], params["cap_bytes"], params["inference_mode"]
     if steps < 1 or inference_repeats < 1:
         raise ValueError(f"steps and inference_repeats must be at least 1, got {steps} and {inference_repeats}")
     if not card_gb > 0 or cap_bytes < 0 or inference_batch < 0:
@@ -98,28 +109,18 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
                          f"got {card_gb}, {cap_bytes}, {inference_batch}")
     if inference_mode not in INFERENCE_MODES:
         raise ValueError(f"unknown inference_mode {inference_mode!r}; valid: {', '.join(INFERENCE_MODES)}")
-    check_precision(ensemble_precision)
+    check_precision(params["ensemble_precision"])
     for card in MODELS.values():
-        card.preset(preset)
-    dev = resolve_device(device)
+        card.preset(params["preset"])
+    dev = resolve_device(params["device"])
     is_cuda = dev.type == "cuda"
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
     own = class_of(describe(dev).get("capability"), dev.type)
-    chosen = resolve_class(card_class, own)
-    tft = resolve_tft(tft_config, preset, short_name(dev), card_class=chosen.name)
-    return dev, mode, tft, chosen, class_facts(chosen, own, tft, ensemble_precision)
-
-
-def check_parameters(params: dict[str, Any]) -> None:
-    """The values `measure` would reject, the TFT configuration included, before anything runs."""
-    _checked(**{k: params[k] for k in PARAMETERS})
-
-
-def checked_tft(params: dict[str, Any]) -> dict[str, Any]:
-    """The TFT a run of these parameters validates, as `measure` resolves it (for the run's card class)."""
-    return _checked(**{k: params[k] for k in PARAMETERS})[2]
+    chosen = resolve_class(params["card_class"], own)
+    tft = resolve_tft(params["tft_config"], params["preset"], short_name(dev), card_class=chosen.name)
+    return CheckedRun(dev, mode, tft, chosen, class_facts(chosen, own, tft.run, params["ensemble_precision"]))
 
 
 @measures(Measurement)
@@ -132,37 +133,37 @@ def measure(*, preset: str = "seed", tft_config: str = "auto", steps: int = 20, 
     card_gb: the card in GiB; the cap is that minus the CUDA context. cap_bytes > 0 sets the cap directly (the
     context on top): an out-of-memory error is recorded ("oom"), never raised. card_class: "auto" (this device's
     own) or another GPU class, emulated with its limits enforced and 8.12's recommendation for it."""
-    given = locals()
-    dev, mode, tft, chosen, facts = _checked(**{k: given[k] for k in PARAMETERS})
-    with class_limits(chosen, dev):
-        out = _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
-                   ensemble_precision, seed)
-    out["card_class"] = facts
+    checked = check_parameters(locals())
+    with class_limits(checked.card_class, checked.device):
+        out = _run(checked.device, checked.inference_mode, checked.tft, preset, steps, card_gb, cap_bytes,
+                   inference_repeats, inference_batch, ensemble_precision, seed)
+    out["card_class"] = checked.class_facts
     return out
 
 
-def _run(dev, mode, tft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch, ensemble_precision,
-         seed) -> dict[str, Any]:
+def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, inference_repeats, inference_batch,
+         ensemble_precision, seed) -> dict[str, Any]:
     is_cuda = dev.type == "cuda"
+    tft = resolved.run
     # before CUDA starts here: cuBLAS reads its workspace size once (foxlib.memory.cuda.use_cublas_workspace)
-    workspace = use_cublas_workspace(tft["cublas_workspace"], dev) if tft.get("cublas_workspace") and is_cuda else None
+    workspace = use_cublas_workspace(tft.cublas_workspace, dev) if tft.cublas_workspace and is_cuda else None
     order = [n for n in ENSEMBLE if n in MODELS]
-    graph_mode = bool(tft.get("cuda_graph")) and is_cuda  # every model captured where it can be (members.py)
-    members = [Member(n, tft["config"] if n == "tft" else MODELS[n].preset(preset),
-                       tft["precision"] if n == "tft" else ensemble_precision, cuda_graph=graph_mode,
-                       options=StepOptions.from_dict(tft.get("options")) if n == "tft" else StepOptions())
+    graph_mode = bool(tft.cuda_graph) and is_cuda  # every model captured where it can be (members.py)
+    members = [Member(n, resolved.config if n == "tft" else MODELS[n].preset(preset),
+                       tft.precision if n == "tft" else ensemble_precision, cuda_graph=graph_mode,
+                       options=tft.step_options if n == "tft" else StepOptions())
                for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "context_before_warmup": None, "warmup": None, "step_profiles": None,
         "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
-        "tft": {k: v for k, v in tft.items() if k not in ("config", "depends_on")},
+        "tft": tft,
         "graph_mode": {"asked": True, "on": graph_mode,
                        "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
                               "inference forward captured where it can be" if graph_mode else
-                              "a CUDA graph needs a CUDA device: eager steps"} if tft.get("cuda_graph") else None,
+                              "a CUDA graph needs a CUDA device: eager steps"} if tft.cuda_graph else None,
         "cublas_workspace": workspace or None,
-        "depends_on": tft["depends_on"],
+        "depends_on": list(resolved.depends_on),
         "models": {m.name: {"title": m.card.title, "precision": m.precision, "config": dataclasses.asdict(m.cfg),
                             "preset": preset} for m in members},
     }

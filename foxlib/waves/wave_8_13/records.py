@@ -235,6 +235,11 @@ class TftRun(Sparse):
 
     PARTS = {"options": StepOptions}
 
+    @property
+    def step_options(self) -> StepOptions:
+        """The TFT's training step options: the defaults where the run recorded none."""
+        return self.options or StepOptions()
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelRun(Record):

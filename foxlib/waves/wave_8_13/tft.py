@@ -3,6 +3,7 @@
 gives; the plain fp32 TFT of the preset where 8.12 has no report."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,20 @@ from foxlib.core import config, provenance, results
 from foxlib.memory.step import check_precision
 from foxlib.harness.step_options import StepOptions
 from foxlib.models import MODELS
+from foxlib.waves.wave_8_13.records import TftRun
 
 RECOMMENDING_WAVE = "8.12"
 TFT_CONFIG_EXAMPLE = '{"precision": "bf16", "checkpointing": "blocks", "memory_efficient": true}'
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedTft:
+    """The TFT a run validates (resolve_tft), typed once: its config (the TFT card's dataclass), how the run takes
+    it (`run`: precision, overrides, source, step options...; what measurement.json records of it) and the results
+    files it was read from (foxlib.core.provenance.cite's citations)."""
+    config: Any
+    run: TftRun
+    depends_on: tuple[dict[str, Any], ...] = ()
 
 
 def recommendation_file(device_short: str, reports_dir: str | Path | None = None) -> Path:
@@ -43,11 +55,11 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
-                reports_dir: str | Path | None = None, card_class: str | None = None) -> dict[str, Any]:
-    """The TFT to validate: {"config", "precision", "overrides", "source", "recommended", "depends_on"}, with
-    "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises one. `tft_config`
-    "auto": 8.12's recommendation for this device (and `card_class`), cited; without one the plain fp32 TFT.
-    Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field or precision is a ValueError."""
+                reports_dir: str | Path | None = None, card_class: str | None = None) -> ResolvedTft:
+    """The TFT to validate, with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12
+    advises one (ResolvedTft). `tft_config` "auto": 8.12's recommendation for this device (and `card_class`),
+    cited; without one the plain fp32 TFT. Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field,
+    option or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
     depends_on: list[dict[str, Any]] = []
@@ -93,13 +105,12 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
         options = StepOptions.from_dict(rec.get("options"))
     except ValueError as exc:
         raise ValueError(f"tft_config from {source}: options: {exc}") from None
-    out = {"config": cfg, "precision": precision, "overrides": overrides, "source": source,
-           "recommended": recommended, "depends_on": depends_on}
-    if rec.get("cuda_graph") or not options.is_default:  # graph mode: wave 8.12 recommended a captured step
-        out.update(cuda_graph=bool(rec.get("cuda_graph")), options=options.to_dict())
-    if rec.get("cublas_workspace"):  # 8.12 measured it with a small cuBLAS workspace and advises it
-        if not isinstance(rec["cublas_workspace"], str):
-            raise ValueError(f"tft_config from {source}: cublas_workspace must be a string such as ':16:8', "
-                             f"got {rec['cublas_workspace']!r}")
-        out["cublas_workspace"] = rec["cublas_workspace"]
-    return out
+    workspace = rec.get("cublas_workspace") or None  # 8.12 measured it with a small cuBLAS workspace, advises it
+    if workspace is not None and not isinstance(workspace, str):
+        raise ValueError(f"tft_config from {source}: cublas_workspace must be a string such as ':16:8', "
+                         f"got {workspace!r}")
+    graph = bool(rec.get("cuda_graph"))
+    captured = graph or not options.is_default  # graph mode: wave 8.12 recommended a captured step
+    run = TftRun(precision, overrides, source, recommended, cuda_graph=graph if captured else None,
+                 options=options if captured else None, cublas_workspace=workspace)
+    return ResolvedTft(cfg, run, tuple(depends_on))
