@@ -222,8 +222,8 @@ def test_auto_falls_back_where_wave_8_12_found_no_configuration(tmp_path):
     path.write_text(json.dumps(body))
     for card_class in (None, "cpu"):
         got = tft.resolve_tft("auto", "small", "cpu", tmp_path, card_class=card_class)
-        assert got["precision"] == "fp32" and got["recommended"] is False and got["depends_on"] == []
-        assert "holds no \"recommended\" configuration" in got["source"]
+        assert got.run.precision == "fp32" and got.run.recommended is False and not got.depends_on
+        assert "holds no \"recommended\" configuration" in got.run.source
 
 
 def test_auto_takes_a_recommendation_as_wave_8_12_writes_it(tmp_path):
