@@ -44,13 +44,13 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
                 reports_dir: str | Path | None = None, card_class: str | None = None) -> dict[str, Any]:
-    """The TFT to validate: {"config", "precision", "overrides", "source", "recommended", "depends_on"}, with
-    "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises one. `tft_config`
+    """The TFT to validate: {"config", "precision", "overrides", "source", "recommended", "depends_on" (Citations)},
+    with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12 advises one. `tft_config`
     "auto": 8.12's recommendation for this device (and `card_class`), cited; without one the plain fp32 TFT.
     Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
-    depends_on: list[dict[str, Any]] = []
+    depends_on: list[provenance.Citation] = []
     if text in ("", "auto"):
         path = recommendation_file(device_short, reports_dir)
         shown, plain = provenance.display_path(path), f"the plain fp32 TFT of preset {preset!r}"
