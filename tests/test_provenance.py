@@ -157,7 +157,7 @@ def test_banner_names_the_cpu_defaults_it_used(clean):
 def test_environment_revision_is_provenances(monkeypatch):
     from foxlib.memory import devices
     monkeypatch.setenv("FOXLIB_GIT_REVISION", "cafe123")
-    assert devices.environment()["git_revision"] == "cafe123" == provenance.git_revision()
+    assert devices.environment().git_revision == "cafe123" == provenance.git_revision()
 
 
 @pytest.mark.parametrize("revision", ["", "adb0b9e5", "ADB0B9EAC2AAAA34B193768D0479F7B106404A66", "x" * 40])

@@ -105,7 +105,7 @@ def _checked(*, preset: str, tft_config: str, steps: int, card_gb: float, cap_by
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
-    own = class_of(describe(dev).get("capability"), dev.type)
+    own = class_of(describe(dev).capability, dev.type)
     chosen = resolve_class(card_class, own)
     tft = resolve_tft(tft_config, preset, short_name(dev), card_class=chosen.name)
     return dev, mode, tft, chosen, class_facts(chosen, own, tft, ensemble_precision)
