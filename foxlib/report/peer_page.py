@@ -74,14 +74,14 @@ def check_results(res: dict[str, Any], where: str = "the results") -> None:
 
 def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
     """What the page says of depends_on: each citation with `verified` (the published file is the one read)."""
-    cited = [provenance.Citation.from_dict(c) for c in res["depends_on"]]
+    cited = res["depends_on"]
     items = []
     for c in cited:
         try:
-            provenance.verify([c], base)
-            items.append({**c.to_dict(), "verified": True, "problem": ""})
+            provenance.verify([provenance.Citation.from_dict(c)], base)  # typed where the file's data is read
+            items.append({**c, "verified": True, "problem": ""})
         except provenance.ProvenanceError as exc:
-            items.append({**c.to_dict(), "verified": False, "problem": str(exc)})
+            items.append({**c, "verified": False, "problem": str(exc)})
     return {"state": "cited" if cited else "none", "items": items}
 
 
