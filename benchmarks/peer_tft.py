@@ -113,7 +113,7 @@ def measure(args, revision: str | None) -> dict[str, Any]:
     chosen, not_run = select(args.variants, compile_on, compile_reason)
     if not set(chosen) - set(fig.PEER_ROWS):
         raise SystemExit(f"no foxlib row left to run: {not_run}")
-    log(f"device {device} ({describe(device)['name']}), preset {args.preset}, d={cfg.hidden_size}, "
+    log(f"device {device} ({describe(device).name}), preset {args.preset}, d={cfg.hidden_size}, "
         f"H={cfg.num_heads}, observed={cfg.n_observed}, Te={cfg.encoder_length}, Td={cfg.decoder_length}, "
         f"batch={cfg.batch_size}; best: {best_row.label(best, device)}, {best['precision']} {best['tft_overrides']} "
         f"({best['source']}); "
@@ -183,7 +183,7 @@ def measure(args, revision: str | None) -> dict[str, Any]:
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "measured_at_revision": revision,
         "device": describe(device),
-        "environment": {**environment(), "pytorch_forecasting": pytorch_forecasting.__version__,
+        "environment": {**environment().to_dict(), "pytorch_forecasting": pytorch_forecasting.__version__,
                         "neuralforecast": others.version("neuralforecast"), "darts": others.version("darts"),
                         "lightning": others.version("lightning"), "pandas": others.version("pandas"),
                         "numpy": np.__version__, "threads": torch.get_num_threads()},
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                   "  python3 -m venv .venv-peer && .venv-peer/bin/pip install -r requirements-peer.txt "
                   "&& .venv-peer/bin/pip install --no-deps -e .\n")
     res = measure(args, revision)
-    out = Path(args.out) if args.out != "auto" else Path(args.reports_dir) / res["device"]["short"] / "peer-benchmark.json"
+    out = Path(args.out) if args.out != "auto" else Path(args.reports_dir) / res["device"].short / "peer-benchmark.json"
     write_json(out, res)
     log(f"wrote {out}")
     if args.html:

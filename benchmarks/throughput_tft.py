@@ -126,7 +126,7 @@ def main(argv=None) -> int:
                      "items_per_s_low": cfg.batch_size / q[2], "items_per_s_high": cfg.batch_size / q[0],
                      "allocator_peak_bytes": peaks.get(name), "allocated_before_bytes": starts.get(name)})
         print(f"  {name}: {cfg.batch_size / t.median_s:,.0f} items/s (step {1e3 * t.median_s:.1f} ms)", flush=True)
-    out = {"benchmark": "throughput_tft", "device": describe(device), "environment": environment(),
+    out = {"benchmark": "throughput_tft", "device": describe(device).to_dict(), "environment": environment().to_dict(),
            "measured_at_revision": git_revision(), "config": dataclasses.asdict(cfg), "repeats": a.repeats,
            "published": PUBLISHED, "differences": DIFFERENCES, "rows": rows, "errors": errors}
     Path(a.out).write_text(json.dumps(out, indent=2))

@@ -320,10 +320,10 @@ def test_best_configuration_sources_and_citation(tmp_path):
     read = conf.best_configuration(None, "cpu", tmp_path)
     assert read["precision"] == "fp32" and read["tft_overrides"] == {"memory_efficient": True}
     assert read["depends_on"] == [provenance.cite(wave / "results.json")]
-    assert read["depends_on"][0]["revision"] == "abc"
+    assert read["depends_on"][0].revision == "abc"
     # the published H200 results: a repository-relative path, in the citation and in the source
     pub = conf.best_configuration(None, "h200", ROOT / "reports")
-    assert pub["depends_on"][0]["path"] == "reports/h200/wave-8.12/results.json"
+    assert pub["depends_on"][0].path == "reports/h200/wave-8.12/results.json"
     assert pub["source"].startswith("reports/h200/wave-8.12/results.json (recommended strategy:")
     provenance.verify(pub["depends_on"])
 

@@ -32,7 +32,7 @@ def clean(monkeypatch):
 def test_results_carry_schema_revisions_and_dependencies(m, clean, tmp_path):
     cited = tmp_path / "r.json"
     cited.write_text('{"wave": "8.12", "measured_at_revision": "abc"}')
-    m = m.to_dict() | {"depends_on": [provenance.cite(cited)]}
+    m = m.to_dict() | {"depends_on": [provenance.cite(cited).to_dict()]}
     res = results.build("8.10", {}, m, [Check.at_most("a", 1, 2, "bytes")])
     assert res["schema_version"] == 2
     assert res["measured_at_revision"] == m["environment"]["git_revision"] and len(res["measured_at_revision"]) >= 7
@@ -51,6 +51,30 @@ def test_finish_refuses_a_dependency_that_changed(m, clean, tmp_path):
     with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
         notebook.finish("8.10", {"output_dir": str(out)}, m, [Check.at_most("a", 1, 2, "bytes")])
     assert not (out / "results.json").exists()
+
+
+def test_a_citation_is_a_record_from_cite_to_verify(tmp_path):
+    """cite gives a Citation and verify takes Citations: a file's citations are typed once, where they are read."""
+    cited = tmp_path / "r.json"
+    cited.write_text('{"wave": "8.12", "measured_at_revision": "abc"}')
+    c = provenance.cite(cited)
+    assert c == provenance.Citation(str(cited.resolve()), "abc", provenance.sha256_of(cited))
+    provenance.verify([c])  # unchanged: passes
+    cited.write_text('{"wave": "8.12"}')
+    with pytest.raises(provenance.ProvenanceError, match="changed since it was used"):
+        provenance.verify([c])
+    cited.unlink()
+    with pytest.raises(provenance.ProvenanceError, match=r"is missing \(revision abc\)"):
+        provenance.verify([c])
+
+
+def test_a_measurement_names_the_files_it_cites_as_citations(m):
+    """What finish and preflight verify: the typed measurement's citations, none for a wave that reads none."""
+    c = provenance.Citation("reports/cpu/wave-8.12/results.json", "abc", "0" * 64)
+    assert dataclasses.replace(m, depends_on=(c,)).citations() == (c,) and m.citations() == ()
+    assert committed_measurement("cpu", "8.11").citations() == ()
+    cites = committed_measurement("cpu", "8.13").citations()
+    assert len(cites) == 1 and isinstance(cites[0], provenance.Citation)
 
 
 def test_finish_writes_the_run_kind(m, clean, tmp_path):
@@ -133,7 +157,7 @@ def test_banner_names_the_cpu_defaults_it_used(clean):
 def test_environment_revision_is_provenances(monkeypatch):
     from foxlib.memory import devices
     monkeypatch.setenv("FOXLIB_GIT_REVISION", "cafe123")
-    assert devices.environment()["git_revision"] == "cafe123" == provenance.git_revision()
+    assert devices.environment().git_revision == "cafe123" == provenance.git_revision()
 
 
 @pytest.mark.parametrize("revision", ["", "adb0b9e5", "ADB0B9EAC2AAAA34B193768D0479F7B106404A66", "x" * 40])

@@ -295,6 +295,7 @@ def test_the_8_13_preflight_predicts_the_tft_of_the_runs_card_class(monkeypatch)
     import torch
 
     import foxlib.memory
+    from foxlib.core.schema import Device
     from foxlib.waves.wave_8_13 import measuring, tft
     asked = []
 
@@ -303,7 +304,7 @@ def test_the_8_13_preflight_predicts_the_tft_of_the_runs_card_class(monkeypatch)
         return tft.resolve_tft('{"precision": "fp32"}', preset, device_short)
     # an H200 (compute capability 9.0: the bf16 class) without touching CUDA
     monkeypatch.setattr(measuring, "resolve_device", lambda device: torch.device("cuda", 0))
-    monkeypatch.setattr(measuring, "describe", lambda dev: {"capability": "9.0"})
+    monkeypatch.setattr(measuring, "describe", lambda dev: Device("cuda", "NVIDIA H200", "h200", capability="9.0"))
     monkeypatch.setattr(measuring, "short_name", lambda dev: "h200")
     monkeypatch.setattr(measuring, "resolve_tft", spy)
     monkeypatch.setattr(foxlib.memory, "predict_step", lambda *a, **k: types.SimpleNamespace(peak=1))

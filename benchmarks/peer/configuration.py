@@ -56,19 +56,19 @@ def _step_fields(spec: dict[str, Any], where: str) -> dict[str, Any]:
 def best_configuration(option: dict[str, Any] | None, device_short: str, reports_dir: Path,
                        log=lambda msg: None) -> dict[str, Any]:
     """{"precision", "tft_overrides", "cuda_graph", "options", "cublas_workspace", "source", "depends_on"}:
-    --best, else wave 8.12's recommendation (cited: depends_on holds {path, revision, sha256} of the
-    results file read; path relative to the repository where it lies in it), else DEFAULT_BEST.
+    --best, else wave 8.12's recommendation (cited: depends_on holds the Citation of the results file
+    read; its path relative to the repository where it lies in it), else DEFAULT_BEST.
     cuda_graph: the whole step as one CUDA graph; options: every StepOptions field (unknown keys:
     SystemExit); cublas_workspace: the CUBLAS_WORKSPACE_CONFIG value the recommendation was measured
     with, or None (recorded, never set here: see workspace_note)."""
     from foxlib.core import provenance
     from foxlib.core.results import read_json
-    depends_on: list[dict[str, Any]] = []
+    depends_on: list[provenance.Citation] = []
     if option is not None:
         spec, source = dict(option), "--best option"
     else:
         path = Path(reports_dir) / device_short / "wave-8.12" / "results.json"
-        shown = provenance.cite(path, {})["path"] if path.is_file() else str(path)
+        shown = provenance.display_path(path) if path.is_file() else str(path)
         res, rec = {}, None
         if path.is_file():
             try:
@@ -80,7 +80,7 @@ def best_configuration(option: dict[str, Any] | None, device_short: str, reports
             spec = {"precision": rec["precision"], **(rec.get("tft_overrides") or {}),
                     **{k: rec[k] for k in ("cuda_graph", "options", "cublas_workspace") if k in rec}}
             depends_on.append(provenance.cite(path, res))
-            source = f"{depends_on[0]['path']} (recommended strategy: {rec.get('strategy')})"
+            source = f"{depends_on[0].path} (recommended strategy: {rec.get('strategy')})"
         else:
             spec, source = dict(DEFAULT_BEST), f"built-in default (no recommendation in {shown})"
     step = _step_fields(spec, source)

@@ -2,7 +2,7 @@
 
 A revision is a commit of a clean tree (`git rev-parse --short HEAD`), `<commit>+dirty` with uncommitted changes
 to tracked files outside reports/ (what the runs write). A report that read another's results.json (8.13, the
-peer benchmark: 8.12's) cites it {path, revision, sha256}; `verify` fails when the published file changed.
+peer benchmark: 8.12's) cites it (a Citation: path, revision, sha256); `verify` fails when the published file changed.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from foxlib.core import config
 from foxlib.core.schema import Record
@@ -111,25 +111,26 @@ class Citation(Record):
     sha256: str
 
 
-def cite(path: Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
+def cite(path: Path, data: dict[str, Any] | None = None) -> Citation:
     """A citation of the results file at `path`: its display_path, the revision it was measured at, its sha256."""
     path = Path(path)
     if data is None:
         data = json.loads(path.read_text())
     from foxlib.core.results import measured_revision
-    return Citation(display_path(path), measured_revision(data), sha256_of(path)).to_dict()
+    return Citation(display_path(path), measured_revision(data), sha256_of(path))
 
 
-def verify(citations: list[dict[str, Any]], base: Path | None = None) -> None:
-    """ProvenanceError unless every cited file (relative to `base`, default the reports' parent) has its sha256."""
+def verify(citations: Iterable[Citation], base: Path | None = None) -> None:
+    """ProvenanceError unless every cited file (relative to `base`, default the reports' parent) has its sha256.
+    Citations read from a file are typed where they are read (Citation.from_dict)."""
     base = Path(base or config.REPORTS_DIR.resolve().parent)
     for c in citations:
-        path = Path(c["path"])
+        path = Path(c.path)
         path = path if path.is_absolute() else base / path
         if not path.is_file():
-            raise ProvenanceError(f"the cited file {c['path']} is missing (revision {c.get('revision')})")
+            raise ProvenanceError(f"the cited file {c.path} is missing (revision {c.revision})")
         actual = sha256_of(path)
-        if actual != c["sha256"]:
-            raise ProvenanceError(f"the cited file {c['path']} changed since it was used: sha256 {actual[:12]} "
-                                  f"is not the cited {c['sha256'][:12]} (revision {c.get('revision')}); "
+        if actual != c.sha256:
+            raise ProvenanceError(f"the cited file {c.path} changed since it was used: sha256 {actual[:12]} "
+                                  f"is not the cited {c.sha256[:12]} (revision {c.revision}); "
                                   "re-run the wave that depends on it")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
+
+if TYPE_CHECKING:  # provenance's records are built on Record: importing it here would be circular
+    from foxlib.core.provenance import Citation
 
 DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 DEVICE_TYPES = ("cpu", "cuda")
@@ -217,6 +220,11 @@ class WaveMeasurement:
         """The CUDA allocator snapshot of the measured step, where the wave takes one (a path on the machine that
         measured; "" where none was taken)."""
         return ""
+
+    def citations(self) -> tuple[Citation, ...]:
+        """The published results files the measurement read (foxlib.core.provenance.verify checks them still are);
+        none for a wave that reads none."""
+        return ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):

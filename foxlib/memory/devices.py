@@ -6,6 +6,8 @@ import re
 
 import torch
 
+from foxlib.core.schema import Device, Environment
+
 
 class DeviceError(RuntimeError):
     """The requested device is not available here."""
@@ -38,25 +40,23 @@ def short_name(device: torch.device) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
-def describe(device: torch.device) -> dict:
+def describe(device: torch.device) -> Device:
     """What a report records about where it was measured."""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return {"type": "cuda", "name": torch.cuda.get_device_name(device), "short": short_name(device),
-                "total_memory_bytes": int(props.total_memory), "capability": f"{props.major}.{props.minor}"}
+        return Device("cuda", torch.cuda.get_device_name(device), short_name(device),
+                      total_memory_bytes=int(props.total_memory), capability=f"{props.major}.{props.minor}")
     from foxlib.memory.profile import cpu_name
-    return {"type": "cpu", "name": cpu_name(), "short": "cpu", "threads": torch.get_num_threads()}
+    return Device("cpu", cpu_name(), "cpu", threads=torch.get_num_threads())
 
 
-def environment() -> dict:
+def environment() -> Environment:
     """Versions and revision a report was made with."""
-    env = {"python": platform.python_version(), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "platform": platform.platform()}
+    driver = None
     if torch.cuda.is_available():
         from foxlib.memory.cuda import nvml_view
-        driver = nvml_view(torch.device("cuda")).get("driver")
-        if driver:  # absent where NVML does not say (foxlib.core.schema.Environment)
-            env["driver"] = driver
+        driver = nvml_view(torch.device("cuda")).get("driver") or None  # None where NVML does not say: not written
     from foxlib.core.provenance import git_revision
-    env["git_revision"] = git_revision()  # FOXLIB_GIT_REVISION on a copy of the tree without .git
-    return env
+    return Environment(python=platform.python_version(), torch=torch.__version__, cuda=torch.version.cuda,
+                       platform=platform.platform(), driver=driver,
+                       git_revision=git_revision())  # FOXLIB_GIT_REVISION on a copy of the tree without .git

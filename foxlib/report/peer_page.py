@@ -78,7 +78,7 @@ def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
     items = []
     for c in cited:
         try:
-            provenance.verify([c], base)
+            provenance.verify([provenance.Citation.from_dict(c)], base)  # typed where the file's data is read
             items.append({**c, "verified": True, "problem": ""})
         except provenance.ProvenanceError as exc:
             items.append({**c, "verified": False, "problem": str(exc)})

@@ -154,7 +154,7 @@ def finish(wave_id: str, params: dict[str, Any], measurement: WaveMeasurement, c
     kind = run_kind(wave_id, measurement, params)
     data = measurement.to_dict()
     res = results.build(wave_id, params, data, checks, run=kind.to_dict(), **extra)
-    provenance.verify(res["depends_on"])
+    provenance.verify(measurement.citations())
     out = Path(params.get("output_dir") or config.SCRATCH_DIR / f"wave-{wave_id}")
     out.mkdir(parents=True, exist_ok=True)
     _keep_snapshot(measurement, params, out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from foxlib.core import results
+from foxlib.core import provenance, results
 from foxlib.core.budgets import load_budgets
 from foxlib.core.critical_path import get_wave
 from foxlib.core.schema import WaveMeasurement
@@ -135,9 +135,7 @@ def check_measurement_data(wave_id: str, data: Any, source: str = "the measureme
     except ParameterError as exc:
         raise ValueError(f"{source}: the parameters it was measured with do not check out: {exc}") from None
     _counts(made_with)
-    if data.get("depends_on"):
-        from foxlib.core import provenance
-        provenance.verify(data["depends_on"])
+    provenance.verify(measurement.citations())
     return measurement
 
 

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = {s.name: configure(base, s.overrides) for s in chosen}
     data = measure_claim_runs(chosen, configs, "seed", dev, 0, runs=a.runs, steps=a.steps)
     with open(a.out, "w") as f:
-        json.dump({"device": describe(dev), "revision": git_revision(), "claim_runs": data}, f, indent=1)
+        json.dump({"device": describe(dev).to_dict(), "revision": git_revision(), "claim_runs": data}, f, indent=1)
     for name, runs in claim_intervals(claim_runs_record(data)).items():
         print(name, ", ".join(str(r) for r in runs))
     return 0

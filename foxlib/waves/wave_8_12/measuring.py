@@ -67,7 +67,8 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                                                               None if s.options.is_default else s.options)
                                           for s in chosen},
                            "skipped": skipped}
-    saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"], "parameters": params})
+    saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"].to_dict(),
+                                         "parameters": params})
     if saved.parts:
         out["resumed"] = {"parts": list(saved.parts), "measured_at": saved.started}
     def keep_strategies():  # which strategies run on, and their profiles: a failed one is dropped in both parts
@@ -243,4 +244,4 @@ def step_floors(base, device: torch.device, seed: int) -> dict[str, Any]:
     with build_step(StepRecipe("tft", base, "fp32", seed), device) as step:
         n = sum(p.numel() for p in step.model.parameters())
         flops = step_flops(step.model, step.batch, step.loss_fn)
-    return floors(n, flops, describe(device).get("name") or "").to_dict()
+    return floors(n, flops, describe(device).name).to_dict()

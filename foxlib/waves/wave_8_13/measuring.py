@@ -117,7 +117,7 @@ def check_parameters(params: Mapping[str, Any]) -> CheckedRun:
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
-    own = class_of(describe(dev).get("capability"), dev.type)
+    own = class_of(describe(dev).capability, dev.type)
     chosen = resolve_class(params["card_class"], own)
     tft = resolve_tft(params["tft_config"], params["preset"], short_name(dev), card_class=chosen.name)
     return CheckedRun(dev, mode, tft, chosen, class_facts(chosen, own, tft.run, params["ensemble_precision"]))

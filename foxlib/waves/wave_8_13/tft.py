@@ -25,7 +25,7 @@ class ResolvedTft:
     files it was read from (foxlib.core.provenance.cite's citations)."""
     config: Any
     run: TftRun
-    depends_on: tuple[dict[str, Any], ...] = ()
+    depends_on: tuple[provenance.Citation, ...] = ()
 
 
 def recommendation_file(device_short: str, reports_dir: str | Path | None = None) -> Path:
@@ -62,7 +62,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
     option or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
-    depends_on: list[dict[str, Any]] = []
+    depends_on: list[provenance.Citation] = []
     if text in ("", "auto"):
         path = recommendation_file(device_short, reports_dir)
         shown, plain = provenance.display_path(path), f"the plain fp32 TFT of preset {preset!r}"
