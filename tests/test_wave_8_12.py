@@ -143,6 +143,9 @@ def test_a_tie_is_settled_by_memory():
     apart = _record(_sr("efficient", 839.3, (0.64, 0.58, 0.66)), _sr("efficient, chunked", 491.2, (0.69, 0.67, 0.80)))
     r = analysis.recommend(apart, load_budgets())
     assert r["strategy"] == "efficient" and not r["settled_by_memory"] and "tie" not in r["reason"]
+    assert r["reason"].startswith("fastest per training window of 2 strategies with a peak under")
+    one = analysis.recommend(_record(_sr("efficient", 839.3, (0.64, 0.58, 0.66))), load_budgets())
+    assert one["strategy"] == "efficient" and one["reason"].startswith("the only strategy with a peak under")
 
 
 def test_a_slowdown_whose_interval_reaches_the_limit_fails():

@@ -94,7 +94,9 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
     best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
     plural = {None: "strategies", False: "eager strategies", True: "CUDA-graph strategies"}[cuda_graph] + open_to
-    if not tied:
+    if len(ok) == 1:
+        reason = f"the only {kind} with {gates}"
+    elif not tied:
         reason = f"fastest per training window of {len(ok)} {plural} with {gates}"
     else:
         others = ", ".join(f"{s.name} {s.window_ratio}" for s in tied)
