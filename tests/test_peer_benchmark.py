@@ -243,6 +243,8 @@ def test_a_step_time_tie_is_not_a_pass():
     before = {**res, "checks": [{**c, "measured": 0.777, "passed": True} if c["name"] == name else c
                                 for c in res["checks"]]}
     assert not fig.step_checks_on_interval(before) and "judged on the ratio of medians" in peer_page.render(before)
+    assert "(a tie: the interval holds the target; this file's check judged the ratio of medians, 0.777)" in \
+        peer_page.render(before)
 
 
 def test_the_page_shows_the_files_verdicts_and_limits_not_judged_again():
