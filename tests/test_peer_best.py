@@ -218,3 +218,7 @@ def test_fast_path_targets_say_met_tie_or_how_far():
     res["ratios"]["foxlib_best"].update(peak=0.25, step_time_interval={"median": 0.09, "low": 0.08, "high": 0.095})
     assert [line.rsplit(", ", 1)[1] for line in fig.fast_path_lines(res)] == ["met", "met"]
     assert fig.fast_path_lines({"variants": {}, "ratios": {}}) == []
+    # the value shown is the paired median the tables show, not the ratio of medians beside it (CPU: 0.955, 0.943)
+    res["ratios"]["foxlib_best"].update(step_time=0.955, step_time_interval={"median": 0.943, "low": 0.858,
+                                                                             "high": 1.002})
+    assert fig.fast_path_lines(res)[1].endswith("0.943x [0.858, 1.002], not met (+0.843 over)")
