@@ -61,6 +61,25 @@ def test_8_12_on_a_card_without_bf16_recommends_and_judges_what_that_card_runs()
     assert rec[h200_own["strategy"]].precision == "bf16"  # else this test could not tell the classes apart
 
 
+def test_a_cpu_recommendation_is_fp32_whatever_the_measuring_cpu_ran_fast():
+    """The committed CPU run (an AMD EPYC with bf16 kernels) timed bf16 as a tie with the fastest; made the lightest
+    too, it would win, yet the CPU class still ships fp32: an AVX2-only CPU runs a bf16 step many times slower. The
+    reason says why. A bf16 GPU with the same figures ships bf16."""
+    import dataclasses
+    from foxlib.core.schema import Device
+    from foxlib.waves.wave_8_12 import analysis, records
+    rec = records.Measurement812.from_measurement(committed_measurement("cpu", "8.12"))
+    rec = dataclasses.replace(rec, strategies=tuple(dataclasses.replace(s, peak_bytes=100_000_000)
+                                                    if s.name == "bf16" else s for s in rec.strategies))
+    cpu = analysis.recommend(rec, load_budgets())
+    assert rec[cpu["strategy"]].precision == "fp32"
+    assert "16-bit strategies are not recommended for CPUs" in cpu["reason"]
+    assert analysis.recommend_per_class(rec, load_budgets())["cpu"]["strategy"] == cpu["strategy"]
+    assert not cc.get_class("cpu").may_recommend("bf16") and cc.get_class("cpu").allows("bf16")
+    gpu = dataclasses.replace(rec, device=Device("cuda", "NVIDIA H200", "h200", capability="9.0"))
+    assert analysis.recommend(gpu, load_budgets())["strategy"] == "bf16"
+
+
 def test_8_13_refuses_what_a_class_lacks_and_says_what_it_enforces():
     from foxlib.harness.step_options import StepOptions
     from foxlib.waves.wave_8_13.measuring import class_facts, resolve_class

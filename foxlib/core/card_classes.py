@@ -1,7 +1,9 @@
 """The classes of device a user may train on, by what their kernels can do (CLASSES): a recommendation or a fit
 holds for a class, not for the GPU it was measured on. On the fp16 class bf16 is emulated or refused and TF32
 does not exist. The H200 can stand in for the fp16 class in memory (the same tensors, shapes and allocator), not
-in speed (SM count, clocks) nor in the CUDA context (another card's driver and kernels): reports say so.
+in speed (SM count, clocks) nor in the CUDA context (another card's driver and kernels): reports say so. A CPU runs
+every precision, but only fp32 is recommended for the class: a 16-bit step is fast or many times slower depending
+on the CPU's instruction set, so a 16-bit pick measured on one CPU does not hold for the class (`recommends`).
 """
 from __future__ import annotations
 
@@ -16,10 +18,19 @@ class CardClass:
     precisions: tuple[str, ...]
     tf32: bool
     min_capability: tuple[int, int] | None  # compute capability from which a GPU is in the class
+    recommends: tuple[str, ...] | None = None
+    """The precisions a recommendation for the class may ship, where fewer than it runs; None: all it runs."""
+    why_not: str = ""
+    """Why the others are not recommended (the recommendation's reason says it)."""
 
     def allows(self, precision: str, tf32: bool = False) -> bool:
         """Whether a step in `precision` (with TF32 matmuls: foxlib.harness.step_options) runs on the class."""
         return precision in self.precisions and (self.tf32 or not tf32)
+
+    def may_recommend(self, precision: str, tf32: bool = False) -> bool:
+        """Whether a strategy in `precision` holds for every device of the class: it runs there (allows) and its
+        speed does not depend on which device of the class it is (recommends)."""
+        return self.allows(precision, tf32) and precision in (self.recommends or self.precisions)
 
 
 CLASSES = (
@@ -27,7 +38,9 @@ CLASSES = (
               ("fp32", "fp16", "bf16"), True, (8, 0)),
     CardClass("fp16", "GPU without bf16 or TF32 (compute capability 7.x: V100, T4, RTX 20xx, GTX 1650 4 GB)", "cuda",
               ("fp32", "fp16"), False, (7, 0)),
-    CardClass("cpu", "CPU (no GPU)", "cpu", ("fp32", "fp16", "bf16"), False, None),
+    CardClass("cpu", "CPU (no GPU)", "cpu", ("fp32", "fp16", "bf16"), False, None, ("fp32",),
+              "16-bit strategies are not recommended for CPUs: an AVX2-only CPU has no 16-bit matrix-product kernels "
+              "and runs them 25-43x slower than fp32 (foxlib.memory.cpu_support), whatever the CPU measured here did"),
 )
 BY_NAME = {c.name: c for c in CLASSES}
 

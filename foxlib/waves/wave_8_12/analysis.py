@@ -24,7 +24,7 @@ from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
 
 def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass) -> list[StrategyResult]:
     return [s for s in rec.strategies if (cuda_graph is None or s.cuda_graph == cuda_graph)
-            and card_class.allows(s.precision, s.options.tf32)]
+            and card_class.may_recommend(s.precision, s.options.tf32)]
 
 
 def pareto(rec: Measurement812) -> list[str]:
@@ -72,15 +72,19 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     other candidates' intervals overlap the fastest's, that is a tie, and the lightest of the tied wins.
     cuda_graph None: among every strategy (the recommendation: wave 8.13 trains and serves a graphed one
     with captured steps); False / True: the same among the eager / the CUDA-graph ones. card_class: only
-    the strategies that class's kernels run (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class); None:
+    the strategies that hold for the class (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class, fp32
+    alone for CPUs); None:
     the measuring device's own class, so that a card without bf16 (a T4, emulating bf16 slowly) is never told to
     ship a bf16 strategy its run measured."""
     kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
     given = card_class is not None
     card_class = card_class or class_of(rec.device.capability, rec.device.type)
     open_to = (f" open to the {card_class.name} class" if given or any(
-        not card_class.allows(s.precision, s.options.tf32) for s in rec.strategies) else "")
+        not card_class.may_recommend(s.precision, s.options.tf32) for s in rec.strategies) else "")
     kind += open_to
+    why_not = (f"; {card_class.why_not}" if any(card_class.allows(s.precision, s.options.tf32) and not
+                                                 card_class.may_recommend(s.precision, s.options.tf32)
+                                                 for s in rec.strategies) else "")
     limit_mb = budgets["tft"]["peak_training_mb"]
     tolerance_pct = budgets["accuracy"]["max_degradation_pct"]
     max_slowdown = budgets["speed"]["max_slowdown"]
@@ -89,7 +93,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     ok = [s for s in _kind(rec, cuda_graph, card_class) if s.peak_bytes <= limit_mb * MB
           and s.accuracy_impact_pct <= tolerance_pct and s.window_ratio.under(max_slowdown)]
     if not ok:
-        return {"strategy": None, "reason": f"no {kind} has {gates}"}
+        return {"strategy": None, "reason": f"no {kind} has {gates}{why_not}"}
     fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
     tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
     best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
@@ -107,7 +111,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
                   f"{fastest.name} {fastest.window_ratio}, is within the intervals of {others}; the lightest wins: "
                   f"{lightest}")
     return {**_describe(best, rec), **workspace_advice(rec, best.name), "fastest": fastest.name,
-            "tied_with": [s.name for s in tied], "settled_by_memory": bool(tied), "reason": reason}
+            "tied_with": [s.name for s in tied], "settled_by_memory": bool(tied), "reason": reason + why_not}
 
 
 def recommend_per_class(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
