@@ -59,6 +59,13 @@ def test_8_12_on_a_card_without_bf16_recommends_and_judges_what_that_card_runs()
     assert any(rec[own["strategy"]].name in c.name for c in analysis.checks(rec, load_budgets()))
     h200_own = analysis.recommend(records.Measurement812.from_measurement(h200), load_budgets())
     assert rec[h200_own["strategy"]].precision == "bf16"  # else this test could not tell the classes apart
+    light = analysis.lightest_at_full_speed(rec, load_budgets())
+    assert light is not None and rec[light["strategy"]].precision != "bf16"
+    # a GPU older than every class (a Pascal) or of unknown capability: judged as the fp16 class, not refused
+    for capability in ("6.1", None):
+        old = dataclasses.replace(h200, device=dataclasses.replace(h200.device, capability=capability))
+        assert analysis.recommend(records.Measurement812.from_measurement(old), load_budgets()) == own
+    assert cc.nearest_class("6.1").name == "fp16" and cc.nearest_class("9.0").name == "bf16"
 
 
 def test_a_cpu_recommendation_is_fp32_whatever_the_measuring_cpu_ran_fast():

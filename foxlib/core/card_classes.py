@@ -65,3 +65,12 @@ def class_of(capability: str | None, device_type: str = "cuda") -> CardClass:
         if c.min_capability is not None and (major, minor) >= c.min_capability:
             return c
     raise ValueError(f"compute capability {capability} is older than every class foxlib knows (7.0+)")
+
+
+def nearest_class(capability: str | None, device_type: str = "cuda") -> CardClass:
+    """class_of, where a GPU older than every class (a Pascal, 6.x) or of unknown capability counts as the fp16
+    class, whose limits it shares (no bf16, no TF32): what it measured is judged among what it runs."""
+    try:
+        return class_of(capability, device_type)
+    except ValueError:
+        return BY_NAME["fp16"]

@@ -13,13 +13,18 @@ from typing import Any
 
 from foxlib.core import seed_claims
 from foxlib.core.budgets import Check
-from foxlib.core.card_classes import CardClass, class_of, classes_for
+from foxlib.core.card_classes import CardClass, classes_for, nearest_class
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure, key, slug
 from foxlib.harness.timing import median_interval
 from foxlib.waves.wave_8_12.records import Measurement812, StrategyResult
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
+
+
+def own_class(rec: Measurement812) -> CardClass:
+    """The class of the device that measured `rec` (a GPU older than every class: the fp16 class's limits)."""
+    return nearest_class(rec.device.capability, rec.device.type)
 
 
 def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass) -> list[StrategyResult]:
@@ -78,7 +83,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     ship a bf16 strategy its run measured."""
     kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
     given = card_class is not None
-    card_class = card_class or class_of(rec.device.capability, rec.device.type)
+    card_class = card_class or own_class(rec)
     open_to = (f" open to the {card_class.name} class" if given or any(
         not card_class.may_recommend(s.precision, s.options.tf32) for s in rec.strategies) else "")
     kind += open_to
@@ -147,8 +152,10 @@ def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, flo
     """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
     end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
     fastest under the budget), the other end of the Pareto front, the one tables.py's `targets` asks
-    about (no slower than plain fp32). None if no strategy qualifies."""
-    ok = [s for s in rec.strategies if s.window_ratio.high <= 1.0
+    about (no slower than plain fp32); among the strategies the measuring device's class runs. None if no
+    strategy qualifies."""
+    runs = own_class(rec)
+    ok = [s for s in rec.strategies if s.window_ratio.high <= 1.0 and runs.allows(s.precision, s.options.tf32)
           and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
     if not ok:
         return None
@@ -158,7 +165,9 @@ def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, flo
 def checks(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> list[Check]:
     r = recommend(rec, budgets)
     if r["strategy"] is None:
-        lightest = min(rec.strategies, key=lambda s: s.peak_bytes)
+        runs = own_class(rec)
+        lightest = min((s for s in rec.strategies if runs.allows(s.precision, s.options.tf32)),
+                       key=lambda s: s.peak_bytes)
         return [Check.at_most("a strategy meets the peak budget, the accuracy tolerance and the slowdown limit", 1, 0,
                               "strategies", note=f"{r['reason']}; lowest peak: {lightest.name} "
                                                  f"{lightest.peak_bytes / MB:,.1f} MB, {interval_text(lightest)}")]
