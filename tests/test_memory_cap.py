@@ -284,6 +284,18 @@ def test_a_fresh_cpu_run_records_the_nvml_check_as_not_applicable(capped):
     _cpu_nvml_not_applicable(capped)
 
 
+def test_a_card_larger_than_the_device_is_said_to_be_the_devices_memory():
+    """The committed H200 run, as if its card_gb were above the device's memory (cap_arithmetic then takes the
+    device's): the table does not call the card card_gb × 2^30."""
+    m = committed("h200", "8.13")
+    plain = tables.cap_table(_typed(m)).set_index("quantity").loc["target card", "how"]
+    assert plain.startswith("card_gb × 2^30 bytes")
+    total = m["cap"]["device_total_bytes"]
+    m = {**m, "cap": {**m["cap"], "card_bytes": total, "limit_bytes": total}}
+    how = tables.cap_table(_typed(m)).set_index("quantity").loc["target card", "how"]
+    assert how == f"this device's own memory, less than card_gb × 2^30 ({total:,} bytes)"
+
+
 def test_the_cap_is_shown_over_the_card_once_the_context_grew():
     """The committed H200 run with its context at the end of inference grown 64 MB past any it measured: the cap
     was card − context, so the table says the cap plus that context is over the card."""

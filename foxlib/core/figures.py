@@ -32,7 +32,7 @@ DEFINITIONS = {
     "forward_peak": "the largest total of the step's own live tensors during forward + loss (bytes)",
     "theory_peak": "16 B/parameter (fp32 weights, gradients, two Adam moments) + the model's saved-activation "
                    "count (foxlib.memory.theory) (bytes)",
-    "card": "the memory of the card emulated: card_gb x 2^30 (bytes)",
+    "card": "the memory of the card emulated: card_gb x 2^30, or the device's own memory where that is less (bytes)",
     "cap": "the allocator cap the run trained and served under: card - CUDA context after the warm-up (bytes)",
     "context": "the CUDA context: NVML's per-process figure less the allocator's reserve (bytes)",
     "context_end": "the CUDA context at the end of the run, the largest of its phases (bytes)",

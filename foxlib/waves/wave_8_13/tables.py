@@ -24,7 +24,9 @@ def _quantities(rows: list[tuple[str, float | None, str]]) -> pd.DataFrame:
 def cap_table(r: Measurement) -> pd.DataFrame:
     """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
     cap = r.cap
-    rows = [("target card", cap.card_bytes, f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
+    clamped = cap.device_total_bytes is not None and cap.card_bytes >= cap.device_total_bytes
+    rows = [("target card", cap.card_bytes, f"this device's own memory, less than card_gb × 2^30 ({cap.card_bytes:,} "
+             "bytes)" if clamped else f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
     if not cap.enforced:
         return _quantities(rows + [("CUDA context", None, "none on the CPU"), ("allocator cap", cap.cap_bytes, cap.how),
                                    ("limit the run is checked against", cap.limit_bytes, NOT_ENFORCED),
