@@ -1,6 +1,6 @@
 """The TFT that wave 8.13 validates: wave 8.12's recommended configuration for the device, read from
 8.12's results.json and cited (foxlib.core.provenance), or the configuration the tft_config parameter
-gives; the plain fp32 TFT of the preset where 8.12 has no report."""
+gives; the plain fp32 TFT of the preset where 8.12 has no report or recommends nothing (then still cited)."""
 from __future__ import annotations
 
 import dataclasses
@@ -56,9 +56,9 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
 
 def resolve_tft(tft_config: str, preset: str, device_short: str,
                 reports_dir: str | Path | None = None, card_class: str | None = None) -> ResolvedTft:
-    """The TFT to validate, with "cuda_graph" and "options" for a captured step, "cublas_workspace" where 8.12
-    advises one (ResolvedTft). `tft_config` "auto": 8.12's recommendation for this device (and `card_class`),
-    cited; without one the plain fp32 TFT. Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field,
+    """The TFT to validate (ResolvedTft: its run records a captured step's cuda_graph and options, and the
+    cublas_workspace where 8.12 advises one). `tft_config` "auto": 8.12's recommendation for this device (and
+    `card_class`), cited; without one the plain fp32 TFT (the report cited where there is one). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field,
     option or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
@@ -79,9 +79,9 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
                                  f"the card classes {', '.join(per_class)}, not {card_class!r}")
             else:
                 rec = res.get("recommended")
+            depends_on.append(provenance.cite(path, res))  # read either way: a later 8.12 makes this run stale
             if rec and rec.get("strategy", True) is not None:  # 8.12 writes {"strategy": None, "reason"} for none
                 recommended = True
-                depends_on.append(provenance.cite(path, res))
                 which = f" for the {card_class} class" if card_class and card_class in per_class else ""
                 source = (f"wave {RECOMMENDING_WAVE}'s recommendation{which} ({shown}, generated "
                           f"{res.get('generated_at', '?')}, verdict {res.get('verdict', '?')})")
