@@ -283,7 +283,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         parts += [f"{purpose}:", "", "```sh", *cmds, "```", ""]
     parts += ["## Risks that remain", ""]
     parts += [f"- {r}" for r in risks(m, budgets)]
-    parts += ["", f"*Source: `results.json` and `measurement.json` beside this file; report `report.html`.*", ""]
+    parts += ["", "*Source: `results.json` and `measurement.json` beside this file; report `report.html`.*", ""]
     return "\n".join(parts)
 
 
