@@ -138,7 +138,7 @@ def test_interrupted_run_leaves_the_last_report(tiny_8_10, tmp_path, sig, exit_c
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             # as from a terminal: a test runner started in the background inherits SIGINT ignored
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    partials = lambda: list((reports / "cpu").glob(f".{tiny_8_10.name}.*.partial"))  # noqa: E731 — the run's own
+    partials = lambda: list(tiny_8_10.parent.glob(f".{tiny_8_10.name}.*.partial"))  # noqa: E731 — beside the report
     deadline = time.time() + 120
     while not (running := any(_kernel_runs_a_cell(p) for p in partials())) and proc.poll() is None \
             and time.time() < deadline:

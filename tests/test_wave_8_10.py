@@ -24,6 +24,18 @@ def test_writes_the_report_files(tiny_8_10):
 
 
 @pytest.mark.slow
+def test_a_variant_page_links_back_to_the_index(tiny_8_10):
+    """A variant lies under reports/<device>/variants/: its back link climbs three folders (it was rendered in a
+    work folder beside the device's reports and climbed two, to reports/<device>/index.html, which is none)."""
+    import re
+    assert tiny_8_10.parent.name == "variants"
+    for page in ("report.md", "report.html"):
+        hrefs = set(re.findall(r"\(([./]*index\.html)\)|href=\"([./]*index\.html)\"", (tiny_8_10 / page).read_text()))
+        links = {a or b for a, b in hrefs}
+        assert links and {(tiny_8_10 / h).resolve() for h in links} == {tiny_8_10.parents[2].resolve() / "index.html"}
+
+
+@pytest.mark.slow
 def test_results_follow_from_the_measurement(tiny_8_10):
     res = json.loads((tiny_8_10 / "results.json").read_text())
     m = json.loads((tiny_8_10 / "measurement.json").read_text())

@@ -158,7 +158,7 @@ def _remove_leftovers(plan: Plan) -> None:
     """Work and old folders of this report left by runs that were killed (we hold the lock: none is running)."""
     for pattern in (f".{plan.label}.*.partial", f".{plan.label}.*.old", f".{plan.label}.partial",
                     f".{plan.label}.old"):
-        for p in plan.device_dir.glob(pattern):
+        for p in plan.final.parent.glob(pattern):
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -166,7 +166,7 @@ def _publish(work: Path, plan: Plan) -> None:
     """Replace the report by `work`, by renaming; the previous one is back in place if that fails."""
     final = plan.final
     final.parent.mkdir(parents=True, exist_ok=True)
-    old = plan.device_dir / (work.name.removesuffix(".partial") + ".old")
+    old = final.parent / (work.name.removesuffix(".partial") + ".old")
     if final.exists():
         final.rename(old)
     try:
@@ -211,7 +211,9 @@ def _execute(p: Plan, progress: bool) -> dict[str, Any]:
 
     from foxlib.report.render import render  # imported only to render: a bare GPU machine measures without nbconvert
 
-    work = Path(tempfile.mkdtemp(prefix=f".{p.label}.", suffix=".partial", dir=p.device_dir))
+    # beside the report it becomes (a variant's under variants/): its links, e.g. back to the index, hold once moved
+    p.final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{p.label}.", suffix=".partial", dir=p.final.parent))
     params = {**p.params, "output_dir": str(work)}
     ensure_kernel()
     what = f"variant {p.kind.variant}" if p.kind.variant else "canonical"
