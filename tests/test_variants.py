@@ -279,3 +279,16 @@ def test_a_variant_render_writes_only_its_own_labelled_report(tiny_8_10, tiny_8_
     first_screen = html[html.index("Verdict:"):][:3000]
     assert "not the canonical report" in first_screen and "preset" in first_screen and "small" in first_screen
     assert "measured at revision" in first_screen and "rendered at" in first_screen
+
+
+def test_a_render_refuses_parameters_that_would_change_what_was_measured(capsys):
+    """Rendering the committed CPU 8.10 measurement (batch 32) with batch_size=16 would show batch 32 under a
+    batch-16 run's parameters: refused, naming both values; the measured value itself, or a render-only
+    parameter, is accepted."""
+    source = committed_path("cpu", "8.10")
+    with pytest.raises(ValueError, match=r"batch_size=16 \(measured with 32\).*measure again"):
+        runner.plan("8.10", {"measurements": str(source), "batch_size": "16"})
+    assert runner.plan("8.10", {"measurements": str(source), "batch_size": "32"}).params["batch_size"] == 32
+    assert runner.plan("8.10", {"measurements": str(source), "budgets_file": ""}).kind.variant is None
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "-p", "preset=small"]) == 2
+    assert "preset='small' (measured with 'seed')" in capsys.readouterr().err

@@ -114,6 +114,14 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
         dev = resolve_device(first.get("device", "auto"))
         device_type, device = dev.type, short_name(dev)
     params = resolve(declared, overrides, device_defaults(wave.id, device_type))
+    if measurement is not None:
+        made = measurement.measure_parameters
+        changed = {k: made[k] for k in overrides if k in made and params[k] != made[k]}
+        if changed:  # a render cannot change what was measured: refused, not silently ignored
+            given = ", ".join(f"{k}={params[k]!r} (measured with {v!r})" for k, v in changed.items())
+            raise ValueError(f"{given}: the measurement {path} was made with other values, and rendering it cannot "
+                             "change what was measured; drop these parameters, or measure again with them "
+                             f"(python -m foxlib measure --wave {wave.id} ...)")
     checked = preflight.check(wave.id, params)
     kind = run_kind(wave.id, params, measurement.measure_parameters if measurement else None, device_type)
     return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve(), checked)
