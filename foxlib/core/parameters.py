@@ -5,6 +5,7 @@ lines of a jupytext py:percent file) with `ast`, no Jupyter: the same validation
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import json
 import math
@@ -81,8 +82,11 @@ def resolve(declared: dict[str, Parameter], overrides: dict[str, Any],
     `overrides` applied; ParameterError for an unknown name or a bad value."""
     unknown = sorted(set(overrides) - set(declared))
     if unknown:
+        close = {u: difflib.get_close_matches(u, declared, n=1) for u in unknown}
+        hint = "".join(f" (did you mean {m[0]}?)" for u, m in close.items() if m) if len(unknown) == 1 else \
+            "".join(f"; {u}: did you mean {m[0]}?" for u, m in close.items() if m)
         listing = "; ".join(f"{p.name} ({p.type}, default {p.default!r}): {p.help}" for p in declared.values())
-        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid parameters: {listing}")
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}{hint}; valid parameters: {listing}")
     values = {name: p.default for name, p in declared.items()}
     values.update({k: v for k, v in (defaults or {}).items() if k in declared})
     for name, value in overrides.items():
