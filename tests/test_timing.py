@@ -122,6 +122,15 @@ def test_alternating_rounds_rotate_the_order_after_the_warm_up():
             time_alternating(bad, repeats=0 if bad else 3)
 
 
+def test_the_rounds_show_their_progress(monkeypatch, capsys):
+    """Minutes of rounds on a CPU are not silent: a bar on stderr counts every call, warm-up included."""
+    from foxlib.harness.timing import time_alternating
+    monkeypatch.setenv("FOXLIB_PROGRESS", "1")
+    time_alternating({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=1)
+    err = capsys.readouterr().err
+    assert "timing 2 variants alternately" in err and "8/8" in err
+
+
 def test_a_variant_that_fails_is_named_in_the_error():
     from foxlib.harness.timing import time_alternating
     calls = []

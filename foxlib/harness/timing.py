@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from foxlib.core.progress import progress
 from foxlib.core.schema import Record
 
 NOISY = 0.10  # a relative IQR above this marks a timing as noisy
@@ -75,17 +76,21 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             exc.add_note(f"while timing variant {name!r} (foxlib.harness.timing.time_alternating)")
             raise
 
-    for _ in range(warmup):
-        for name in names:
-            run(name)
     samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(repeats):
-        order = names[r % len(names):] + names[: r % len(names)]
-        for name in order:
-            sync_device(device)
-            start = time.perf_counter()
-            run(name)
-            samples[name].append(time.perf_counter() - start)
+    # minutes of work on a CPU: shown (stderr; the bar updates at most once a second, outside the timed calls)
+    with progress((warmup + repeats) * len(names), f"timing {len(names)} variants alternately") as bar:
+        for _ in range(warmup):
+            for name in names:
+                run(name)
+                bar.advance()
+        for r in range(repeats):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for name in order:
+                sync_device(device)
+                start = time.perf_counter()
+                run(name)
+                samples[name].append(time.perf_counter() - start)
+                bar.advance()
     return {n: Timing(n, tuple(s)) for n, s in samples.items()}
 
 
