@@ -37,7 +37,8 @@ TIMEOUT_S = 600
 def measure_in_fresh_process(spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
     """The child's result as a dict; {"error": ...} when it failed (its last output lines said why)."""
     run = subprocess.run([sys.executable, "-m", "foxlib.harness.fresh_process"], input=json.dumps(spec),
-                         capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, **(env or {})})
+                         capture_output=True, text=True, timeout=TIMEOUT_S,
+                         env={**os.environ, "FOXLIB_PROGRESS": "0", **(env or {})})  # its stderr's end says why
     if run.returncode != 0:
         return {"error": f"exit {run.returncode}: " + " | ".join((run.stderr or run.stdout).strip().splitlines()[-3:]),
                 "env": env or {}}
