@@ -48,6 +48,10 @@ def reports(tmp_path, monkeypatch):
     (["report", "--wave", "8.12", "-p", "timing_warmup=-1"], 2, "'timing_warmup' must be at least 0"),
     (["report", "--wave", "8.11", "-p", "precisions=fp16"], 2, "must include fp32 (the baseline) and the candidate"),
     (["report", "--wave", "8.10", "-p", "measurements=/no/such/file.json"], 2, "measurement file /no/such/file.json not found"),
+    (["report", "--wave", "8.10", "-p", f"measurements={ROOT / 'reports'}"], 2, "is a folder; give the measurement file"),
+    (["report", "--wave", "8.14"], 2, "wave 8.14 (ensemble deployment) is not run: it is GO when wave 8.13 is"),
+    (["report", "--wave", "8.10", "-p", "budgets_file=/no/such.toml"], 2,
+     "budgets file /no/such.toml not found; check the path, or leave budgets_file empty"),
 ])
 def test_bad_input_fails_clearly_and_touches_nothing(reports, args, exit_code, message, capsys):
     from foxlib.run.cli import main

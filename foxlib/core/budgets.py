@@ -38,7 +38,9 @@ def load_budgets(path: str | Path | None = None) -> dict[str, dict[str, float]]:
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise BudgetsError(f"budgets file {path} not found; restore it with `git checkout budgets.toml`") from None
+        fix = ("restore it with `git checkout budgets.toml`" if path.resolve() == Path(config.BUDGETS_FILE).resolve()
+               else f"check the path, or leave budgets_file empty for the project's {config.BUDGETS_FILE.name}")
+        raise BudgetsError(f"budgets file {path} not found; {fix}") from None
     except tomllib.TOMLDecodeError as exc:
         raise BudgetsError(f"budgets file {path} is not valid TOML: {exc}") from None
     problems = [f"section [{section}] is not a known section (known: {', '.join(SCHEMA)})"

@@ -42,6 +42,9 @@ def get_wave(wave_id: str) -> Wave:
     """The wave `wave_id`; ValueError naming the valid waves otherwise."""
     wave = WAVES.get(str(wave_id))
     if wave is None:
+        if str(wave_id) == DEPLOYMENT:  # listed by `make waves`, but no notebook: 8.13's verdict decides it
+            raise ValueError(f"wave {DEPLOYMENT} (ensemble deployment) is not run: it is GO when wave 8.13 is; run "
+                             f"`make report WAVE=8.13` (its deployment.md is the deployment document)")
         raise ValueError(f"unknown wave {wave_id!r}; valid waves: {', '.join(WAVES)}")
     if not wave.built:
         built = [w.id for w in WAVES.values() if w.built]

@@ -142,6 +142,9 @@ def check_measurement_data(wave_id: str, data: Any, source: str = "the measureme
 def check_measurement(wave_id: str, path: str | Path) -> WaveMeasurement:
     """The measurement file at `path`, read, checked and typed (check_measurement_data)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"measurements={path} is a folder; give the measurement file in it (a report keeps its own "
+                         "as measurement.json; scripts/h200.sh writes wave-<N>.json)")
     if not path.is_file():
         raise ValueError(f"measurement file {path} not found (make one with `python -m foxlib measure "
                          f"--wave {wave_id} --out FILE`)")
