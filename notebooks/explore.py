@@ -30,8 +30,6 @@ device: str = "auto"  # auto, cpu or cuda
 measure: bool = True  # also run one real step (else prediction only)
 
 # %%
-import dataclasses
-
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -46,13 +44,7 @@ from foxlib.models import MODELS
 from foxlib.harness.recipe import StepRecipe, build_step
 
 card = MODELS[model]
-overrides = {"batch_size": batch_size} if batch_size else {}
-fields = {f.name for f in dataclasses.fields(card.preset(preset))}
-if "checkpointing" in fields:
-    overrides["checkpointing"] = checkpointing if model == "tft" else checkpointing != "none"
-if "memory_efficient" in fields:
-    overrides["memory_efficient"] = memory_efficient
-cfg = card.config(preset, **overrides)
+cfg = card.explore_config(preset, batch_size, checkpointing, memory_efficient)  # a choice it lacks: an error
 display(Markdown(f"**{card.title}**, preset `{preset}`, {precision}: `{cfg}`"))
 
 # %%
@@ -72,7 +64,8 @@ table = pd.DataFrame([{"": name, "parameters (MB)": p.parameters / MB, "gradient
 display(notebook.table(table))
 display(Markdown("Model peak: the step's own tensors at their largest; process peak: + the cuBLAS workspaces and "
                  "the CUDA context (measured on CUDA only; on the CPU and in the prediction it is the model peak).  \n"
-                 f"Peak budget (against the model peak): {budget['peak_training_mb']:,.0f} MB — "
+                 f"The TFT's peak budget (budgets.toml, against the model peak): "
+                 f"{budget['peak_training_mb']:,.0f} MB — "
                  + ", ".join(f"{n}: {'fits' if p.peak <= budget['peak_training_mb'] * MB else 'does not fit'}"
                              for n, p in rows.items())))
 

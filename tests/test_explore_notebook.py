@@ -29,3 +29,18 @@ def test_explore_notebook_shows_predicted_and_measured(tmp_path, params):
     assert ("<td>measured</td>" in html) == params.get("measure", True)
     peaks = [float(x.replace(",", "")) for x in re.findall(r"<td>([\d,]+\.\d)</td>\s*</tr>", html)]
     assert peaks and all(p > 0 for p in peaks)
+
+
+def test_a_choice_the_model_lacks_is_refused_not_dropped():
+    """The explore notebook's choices through ModelCard.explore_config: Mamba-2's switch takes none or blocks,
+    DQN has no checkpointing and no memory-efficient path; the TFT takes its granularities."""
+    from foxlib.models import MODELS
+    assert MODELS["tft"].explore_config("small", 4, "vsn", True).checkpointing == "vsn"
+    assert MODELS["mamba2"].explore_config("small", checkpointing="blocks").checkpointing is True
+    assert MODELS["mamba2"].explore_config("small").checkpointing is False
+    assert MODELS["dqn"].explore_config("small", 16).batch_size == 16
+    for model, kw, says in (("mamba2", {"checkpointing": "all"}, "none or blocks, got 'all'"),
+                            ("dqn", {"checkpointing": "blocks"}, "dqn has no checkpointing"),
+                            ("ppo", {"memory_efficient": True}, "ppo has no memory-efficient path")):
+        with pytest.raises(ValueError, match=says):
+            MODELS[model].explore_config("small", **kw)

@@ -50,6 +50,29 @@ class ModelCard:
                              f"valid fields: {', '.join(sorted(names))}")
         return dataclasses.replace(cfg, **overrides)
 
+    def explore_config(self, preset: str, batch_size: int = 0, checkpointing: str = "none",
+                       memory_efficient: bool = False):
+        """The explore notebook's choices as a config: batch_size 0 keeps the preset's; checkpointing "none" or
+        the model's own (a TFT granularity; "blocks" where the field is a switch, Mamba-2's); memory_efficient
+        where the model has it. A choice the model lacks is a ValueError, never silently dropped."""
+        base = self.preset(preset)
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+        overrides: dict[str, Any] = {"batch_size": batch_size} if batch_size else {}
+        if checkpointing != "none" and "checkpointing" not in fields:
+            raise ValueError(f"{self.name} has no checkpointing; use checkpointing=none")
+        if "checkpointing" in fields and isinstance(fields["checkpointing"], bool):
+            if checkpointing not in ("none", "blocks"):
+                raise ValueError(f"{self.name} checkpoints whole blocks or nothing: checkpointing=none or blocks, "
+                                 f"got {checkpointing!r}")
+            overrides["checkpointing"] = checkpointing == "blocks"
+        elif "checkpointing" in fields:
+            overrides["checkpointing"] = checkpointing
+        if memory_efficient and "memory_efficient" not in fields:
+            raise ValueError(f"{self.name} has no memory-efficient path; use memory_efficient=False")
+        if "memory_efficient" in fields:
+            overrides["memory_efficient"] = memory_efficient
+        return self.config(preset, **overrides)
+
 
 def seeded(build: Callable[[Any], torch.nn.Module], cfg: Any, seed: int, device: torch.device) -> torch.nn.Module:
     """build(cfg) under torch.manual_seed(seed), on `device`, leaving the caller's CPU random state as it was."""
