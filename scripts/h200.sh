@@ -28,7 +28,7 @@ LOG="$OUT/run.log"
 failed=""
 if ! [[ "${FOXLIB_GIT_REVISION:-}" =~ ^[0-9a-f]{40}$ ]]; then  # the full hash: a short or mistyped one cannot be checked
   echo "set FOXLIB_GIT_REVISION=<the clean commit this tree is, all 40 hex digits: git rev-parse HEAD>" >&2; exit 2; fi
-if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU image lacks (arch, pytorch-forecasting, darts: benchmarks/README.md), carried as wheels
+if [ "${WHEELS:-1}" = 1 ] && ls .whl/*.whl >/dev/null 2>&1; then  # WHEELS=0: not installed; packages the GPU image lacks (arch, pytorch-forecasting, darts: benchmarks/README.md), carried as wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 else

@@ -9,7 +9,8 @@ from tests.conftest import committed, committed_measurement, committed_path, fre
 
 
 def _verdict(runs, ratio, spread=None):
-    """A claim's verdict as wave 8.12 judges it (analysis.claim_verdicts): pooled_verdict on the pooled_interval."""
+    """foxlib.core.seed_claims' verdict of one claim's runs: pooled_verdict on their pooled_interval (the spread
+    given, else these runs' own; wave 8.12 pools it over every claim: analysis.claim_verdicts, tested below)."""
     _, low, high = sc.pooled_interval(runs, spread)
     return sc.pooled_verdict(len(runs), low, high, ratio)
 

@@ -33,7 +33,7 @@ def test_explore_notebook_shows_predicted_and_measured(tmp_path, params):
 
 def test_a_choice_the_model_lacks_is_refused_not_dropped():
     """The explore notebook's choices through ModelCard.explore_config: Mamba-2's switch takes none or blocks,
-    DQN has no checkpointing and no memory-efficient path; the TFT takes its granularities."""
+    DQN has no checkpointing, PPO no memory-efficient path; the TFT takes its granularities."""
     from foxlib.models import MODELS
     assert MODELS["tft"].explore_config("small", 4, "vsn", True).checkpointing == "vsn"
     assert MODELS["mamba2"].explore_config("small", checkpointing="blocks").checkpointing is True

@@ -226,8 +226,9 @@ def test_ratios_intervals_and_checks():
 
 
 def test_a_step_time_tie_is_not_a_pass():
-    """The committed H200 run's default row: ratio of medians 0.78, but the paired interval [0.64, 1.06] holds the
-    target 1.0, a tie: judged on the interval it is not met (its file, judged on the ratio of medians, said PASS)."""
+    """The committed H200 run's default-row figures written into the fixture: ratio of medians 0.78, but the paired
+    interval [0.64, 1.06] holds the target 1.0, a tie: judged on the interval it is not met (its file, judged on the
+    ratio of medians, said PASS)."""
     res = json.loads(FIXTURE.read_text())
     res["ratios"] = fig.ratios(res)
     name = fig.check_name(res, "foxlib_default", "step_time")

@@ -174,7 +174,8 @@ def test_a_failed_test_stage_fails_the_gpu_script(tmp_path):
     """scripts/h200.sh pipes pytest through tail and tee: a failing GPU test must still fail the script."""
     env = {**os.environ, "OUT": str(tmp_path), "FOXLIB_GIT_REVISION": "a" * 40, "WAVES": "none", "PEER": "0",
            "DIAG_EAGER": "0", "CPU_TESTS": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "PYTEST_ADDOPTS": "--no-such-option"}  # pytest refuses to start: the stage fails
+           "PYTEST_ADDOPTS": "--no-such-option",  # pytest refuses to start: the stage fails
+           "WHEELS": "0"}  # a checkout holding the GPU machine's wheels (.whl/, Python 3.12) does not install them here
     r = subprocess.run(["bash", "scripts/h200.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "FAILED: GPU-tests" in r.stdout
 

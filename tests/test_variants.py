@@ -281,7 +281,7 @@ def test_a_variant_render_writes_only_its_own_labelled_report(tiny_8_10, tiny_8_
     assert "measured at revision" in first_screen and "rendered at" in first_screen
 
 
-def test_a_render_refuses_parameters_that_would_change_what_was_measured(capsys):
+def test_a_render_refuses_parameters_that_would_change_what_was_measured(capsys, tmp_path):
     """Rendering the committed CPU 8.10 measurement (batch 32) with batch_size=16 would show batch 32 under a
     batch-16 run's parameters: refused, naming both values; the measured value itself, or a render-only
     parameter, is accepted."""
@@ -290,5 +290,6 @@ def test_a_render_refuses_parameters_that_would_change_what_was_measured(capsys)
         runner.plan("8.10", {"measurements": str(source), "batch_size": "16"})
     assert runner.plan("8.10", {"measurements": str(source), "batch_size": "32"}).params["batch_size"] == 32
     assert runner.plan("8.10", {"measurements": str(source), "budgets_file": ""}).kind.variant is None
-    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "-p", "preset=small"]) == 2
+    assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "-p", "preset=small",
+                 "--reports-dir", str(tmp_path)]) == 2
     assert "preset='small' (measured with 'seed')" in capsys.readouterr().err
