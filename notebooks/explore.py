@@ -52,9 +52,8 @@ dev = resolve_device(device)
 predicted = predict_step(card, cfg, precision=precision, foreach=True if dev.type == "cuda" else None)  # Adam as torch runs it there
 rows = {"predicted": predicted}
 if measure:
-    step = build_step(StepRecipe(model, cfg, precision, seed=0), dev)  # Adam at the card's learning rate
-    rows["measured"] = step.profile()
-    step.free()
+    with build_step(StepRecipe(model, cfg, precision, seed=0), dev) as step:  # Adam at the card's learning rate
+        rows["measured"] = step.profile()
 budget = load_budgets()["tft"]
 table = pd.DataFrame([{"": name, "parameters (MB)": p.parameters / MB, "gradients (MB)": p.gradients / MB,
                        "optimizer (MB)": p.optimizer_state / MB, "activations (MB)": p.activations / MB,

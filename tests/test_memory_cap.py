@@ -291,7 +291,8 @@ def test_a_card_larger_than_the_device_is_said_to_be_the_devices_memory():
     plain = tables.cap_table(_typed(m)).set_index("quantity").loc["target card", "how"]
     assert plain.startswith("card_gb × 2^30 bytes")
     total = m["cap"]["device_total_bytes"]
-    m = {**m, "cap": {**m["cap"], "card_bytes": total, "limit_bytes": total}}
+    asked = {**m["measure_parameters"], "card_gb": 200.0}  # above the H200's 139.8 GiB
+    m = {**m, "measure_parameters": asked, "cap": {**m["cap"], "card_bytes": total, "limit_bytes": total}}
     how = tables.cap_table(_typed(m)).set_index("quantity").loc["target card", "how"]
     assert how == f"this device's own memory, less than card_gb × 2^30 ({total:,} bytes)"
 

@@ -19,8 +19,8 @@ def test_overrides_are_typed_and_unknown_names_are_errors():
     declared = read_parameters(WAVES["8.10"].notebook)
     values = resolve(declared, {"batch_size": "8", "ensemble": "false"})
     assert values["batch_size"] == 8 and values["ensemble"] is False
-    with pytest.raises(ParameterError, match=r"unknown parameter\(s\) batchsize \(did you mean batch_size\?\); "
-                                              "valid parameters: preset"):
+    with pytest.raises(ParameterError, match=r"unknown parameter\(s\) batchsize; batchsize: did you mean "
+                                              "batch_size\?; valid parameters: preset"):
         resolve(declared, {"batchsize": "8"})
     with pytest.raises(ParameterError, match=r"batchsize, zzz; batchsize: did you mean batch_size\?; valid"):
         resolve(declared, {"batchsize": "8", "zzz": "1"})

@@ -237,8 +237,11 @@ def test_a_step_time_tie_is_not_a_pass():
     i.update(median=0.925, low=0.64, high=1.06)
     res["ratios"]["foxlib_default"]["step_time"] = 0.777
     assert [(c["measured"], c["passed"]) for c in fig.checks(res) if c["name"] == name] == [(0.925, False)]
+    i.update(median=0.9, low=0.8, high=1.0)  # the upper end at the limit: not under it, a tie (RatioInterval.under)
+    assert [c["passed"] for c in fig.checks(res) if c["name"] == name] == [False]
+    i.update(median=0.925, low=0.64, high=1.06)
     [note] = [c["note"] for c in fig.checks(res) if c["name"] == name]
-    assert note == "paired median 0.925 [0.640, 1.060]: met only when the interval's upper end is within 1"
+    assert note == "paired median 0.925 [0.640, 1.060]: met only when the interval's upper end is under 1"
     res["checks"] = fig.checks(res)
     assert fig.step_checks_on_interval(res)
     assert "a tie, not met" in peer_page.render(res) and "(a tie: the interval holds the target)" in peer_page.render(res)

@@ -290,6 +290,11 @@ def test_a_render_refuses_parameters_that_would_change_what_was_measured(capsys,
         runner.plan("8.10", {"measurements": str(source), "batch_size": "16"})
     assert runner.plan("8.10", {"measurements": str(source), "batch_size": "32"}).params["batch_size"] == 32
     assert runner.plan("8.10", {"measurements": str(source), "budgets_file": ""}).kind.variant is None
+    # one rule with the variants' (parameters.same_value): the device a measurement was made on ("auto") named
+    assert runner.plan("8.10", {"measurements": str(source), "device": "cpu"}).kind.variant is None
+    from foxlib.waves.wave_8_12.strategies import select  # "all" measured, every strategy named: one set
+    every = ";".join(s.name for s in select("all"))
+    assert runner.plan("8.12", {"measurements": str(committed_path("h200", "8.12")), "strategies": every}).params
     assert main(["report", "--wave", "8.10", "-p", f"measurements={source}", "-p", "preset=small",
                  "--reports-dir", str(tmp_path)]) == 2
     assert "preset='small' (measured with 'seed')" in capsys.readouterr().err

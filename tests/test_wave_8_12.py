@@ -341,8 +341,11 @@ def test_the_timeline_section_of_the_committed_cpu_measurement(tmp_path):
     assert all(f"- {n}: model peak" in text and f"[snapshot]({f})" in text for n, f in kept.items())
     assert text in committed_path("cpu", "8.12", "report.md").read_text()
     skipped = {"CUDA graph": m.timelines["CUDA graph"]}
-    for runs in (None, {}, skipped):
+    for runs in (None, {}):  # not asked for
         assert tables.timeline_section(runs, "t", MB, str(tmp_path / "none")) == (None, tables.NO_TIMELINES)
+    # asked for, none recorded: why, not "timelines=False"
+    assert tables.timeline_section(skipped, "t", MB, str(tmp_path / "none")) == (
+        None, "- CUDA graph: not recorded (skipped: a CUDA graph needs a CUDA device)")
     assert not (tmp_path / "none").exists()
 
 

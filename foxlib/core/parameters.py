@@ -83,8 +83,7 @@ def resolve(declared: dict[str, Parameter], overrides: dict[str, Any],
     unknown = sorted(set(overrides) - set(declared))
     if unknown:
         close = {u: difflib.get_close_matches(u, declared, n=1) for u in unknown}
-        hint = "".join(f" (did you mean {m[0]}?)" for u, m in close.items() if m) if len(unknown) == 1 else \
-            "".join(f"; {u}: did you mean {m[0]}?" for u, m in close.items() if m)
+        hint = "".join(f"; {u}: did you mean {m[0]}?" for u, m in close.items() if m)
         listing = "; ".join(f"{p.name} ({p.type}, default {p.default!r}): {p.help}" for p in declared.values())
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}{hint}; valid parameters: {listing}")
     values = {name: p.default for name, p in declared.items()}
@@ -151,7 +150,8 @@ def defaults_for(wave_id: str, declared: dict[str, Parameter], device_type: str)
     return resolve(declared, {}, device_defaults(wave_id, device_type))
 
 
-def _same(name: str, value: Any, default: Any) -> bool:
+def same_value(name: str, value: Any, default: Any) -> bool:
+    """Whether `value` of parameter `name` is `default` as a run sees it (a variant's rule; a render's refusal)."""
     if name == "strategies" and isinstance(value, str) and isinstance(default, str):
         # "all" and an explicit list of every strategy are one set: the wave that has strategies reads them
         select = get_wave("8.12").part("strategies").select
@@ -171,7 +171,7 @@ def differences(wave_id: str, declared: dict[str, Parameter], values: dict[str, 
     device type (run parameters excluded: see NOT_COMPARED), in the notebook's order."""
     base = defaults_for(wave_id, declared, device_type)
     return {name: {"value": values[name], "default": base[name]} for name in declared
-            if name in values and name not in NOT_COMPARED and not _same(name, values[name], base[name])}
+            if name in values and name not in NOT_COMPARED and not same_value(name, values[name], base[name])}
 
 
 def _slug(value: Any) -> str:

@@ -222,9 +222,9 @@ class WaveMeasurement:
         return ""
 
     def citations(self) -> tuple[Citation, ...]:
-        """The published results files the measurement read (foxlib.core.provenance.verify checks them still are);
-        none for a wave that reads none."""
-        return ()
+        """The published results files the measurement read (its depends_on: foxlib.core.provenance.verify checks
+        them still are); none for a wave that reads none."""
+        return tuple(getattr(self, "depends_on", None) or ())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from foxlib.core.config import MB
-from foxlib.harness.timing import interval_of_samples
+from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.profile import peak_misses_saved_tensors
 
 PEER = "peer"
@@ -148,11 +148,18 @@ def check_name(res: dict[str, Any], name: str, key: str) -> str:
     return f"{label(res, name)}: {CHECKED[key]} / peer's"
 
 
+def step_interval_of(r: dict[str, Any]) -> RatioInterval | None:
+    """A row's step-time ratio over the paired rounds as foxlib.harness.timing's RatioInterval (its under() and
+    tie() are the rule every speed check follows); None for a file without raw samples."""
+    i = r.get("step_time_interval")
+    return None if i is None else RatioInterval(i["median"], i["low"], i["high"])
+
+
 def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets: default no heavier (peak) and no slower; best at most half of both. The measuring script
     stores them ("checks"); a page reads them there (stored_checks). Step time is judged on the paired rounds'
-    interval where there is one (measured: its median): met only when its upper end is within the limit, so a
-    difference inside the interval (a tie) is never a PASS, as wave 8.12's slowdown check rules."""
+    interval where there is one (measured: its median): met only when its upper end is under the limit
+    (RatioInterval.under, wave 8.12's slowdown rule), so a difference inside the interval (a tie) is never a PASS."""
     out = []
     for name, limit in TARGETS.items():
         r = res["ratios"].get(name)
@@ -161,13 +168,12 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
         for key in CHECKED:
             if key not in r:
                 continue
-            i = r.get("step_time_interval") if key == "step_time" else None
-            measured, upper = (i["median"], i["high"]) if i else (r[key], r[key])
-            check = {"name": check_name(res, name, key), "measured": measured, "limit": limit, "unit": "ratio",
-                     "passed": bool(upper <= limit)}
+            i = step_interval_of(r) if key == "step_time" else None
+            check = {"name": check_name(res, name, key), "measured": i.median if i else r[key], "limit": limit,
+                     "unit": "ratio", "passed": bool(i.under(limit) if i else r[key] <= limit)}
             if i:  # passed is not measured <= limit here: say what decided it
-                check["note"] = (f"paired median {i['median']:.3f} [{i['low']:.3f}, {i['high']:.3f}]: met only when "
-                                 f"the interval's upper end is within {limit:g}")
+                check["note"] = (f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]: met only when "
+                                 f"the interval's upper end is under {limit:g}")
             out.append(check)
     return out
 
@@ -198,11 +204,11 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
         what = "peak" if key == "peak" else "step time"
         if key not in r:
             continue
-        i = r.get("step_time_interval") if key == "step_time" else None
-        value = i["median"] if i else r[key]  # the paired median where there is one: the value the tables show
-        shown = f"{value:.3f}x" + (f" [{i['low']:.3f}, {i['high']:.3f}]" if i else "")
-        verdict = ("met" if (i["high"] if i else value) <= limit else
-                   "a tie: the interval holds the target" if i and i["low"] <= limit else
+        i = step_interval_of(r) if key == "step_time" else None
+        value = i.median if i else r[key]  # the paired median where there is one: the value the tables show
+        shown = f"{value:.3f}x" + (f" [{i.low:.3f}, {i.high:.3f}]" if i else "")
+        verdict = ("met" if (i.under(limit) if i else value <= limit) else
+                   "a tie: the interval holds the target" if i and i.low <= limit else
                    f"not met ({value - limit:+.3f} over)")
         out.append(f"{label(res, 'foxlib_best')}: {what} ≤ {limit}x the peer's: {shown}, {verdict}")
     return out

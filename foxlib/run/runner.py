@@ -24,7 +24,8 @@ from typing import Any
 
 from foxlib.core import config, provenance, results
 from foxlib.core.critical_path import Wave, get_wave
-from foxlib.core.parameters import RunKind, device_defaults, read_parameters, resolve, run_kind
+from foxlib.core.parameters import (NOT_COMPARED, RunKind, device_defaults, read_parameters, resolve, run_kind,
+                                    same_value)
 from foxlib.report.index import write_index
 from foxlib.run import preflight
 
@@ -116,7 +117,8 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
     params = resolve(declared, overrides, device_defaults(wave.id, device_type))
     if measurement is not None:
         made = measurement.measure_parameters
-        changed = {k: made[k] for k in overrides if k in made and params[k] != made[k]}
+        changed = {k: made[k] for k in overrides
+                   if k in made and k not in NOT_COMPARED and not same_value(k, params[k], made[k])}
         if changed:  # a render cannot change what was measured: refused, not silently ignored
             given = ", ".join(f"{k}={params[k]!r} (measured with {v!r})" for k, v in changed.items())
             raise ValueError(f"{given}: the measurement {path} was made with other values, and rendering it cannot "

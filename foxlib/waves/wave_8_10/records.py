@@ -64,9 +64,6 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
     def snapshot_file(self) -> str:
         return self.snapshot
 
-    def citations(self) -> tuple[Citation, ...]:
-        return self.depends_on
-
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """The TFT's, then the ensemble's models'."""
         return {name: (e.predicted, e.profile)

@@ -152,10 +152,9 @@ def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, flo
     """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
     end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
     fastest under the budget), the other end of the Pareto front, the one tables.py's `targets` asks
-    about (no slower than plain fp32); among the strategies the measuring device's class runs. None if no
+    about (no slower than plain fp32); among the strategies the measuring device's class may ship. None if no
     strategy qualifies."""
-    runs = own_class(rec)
-    ok = [s for s in rec.strategies if s.window_ratio.high <= 1.0 and runs.allows(s.precision, s.options.tf32)
+    ok = [s for s in _kind(rec, None, own_class(rec)) if s.window_ratio.high <= 1.0
           and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
     if not ok:
         return None

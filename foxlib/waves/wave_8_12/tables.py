@@ -245,8 +245,8 @@ def timeline_section(runs: dict[str, TimelineRun] | None, title: str, budget_byt
     runs = runs or {}
     own = own_timelines(runs)
     shown = [s for s in own.values() if s is not None]
-    if not shown:
-        return None, NO_TIMELINES
+    if not shown:  # asked for, none recorded: each run's reason; not asked: NO_TIMELINES
+        return None, "\n".join(timeline_lines(runs, own, {})) if runs else NO_TIMELINES
     chart = timeline_chart(shown, title, budget_bytes=budget_bytes)
     try:
         chart_html = chart.to_html()

@@ -13,7 +13,6 @@ from typing import Any, Mapping
 import torch
 
 from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
-from foxlib.core.config import MB
 from foxlib.core.progress import progress
 from foxlib.core.results import measures
 from foxlib.harness.measure_step import measure_model
@@ -183,9 +182,7 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
             out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
                           "how": f"torch.cuda.set_per_process_memory_fraction({arith['fraction']:.6f}) = cap / "
                                  f"device memory; the CUDA context ({context.how}, after the warm-up) "
-                                 "is outside the cap" + (f"; the card is this device's own {total / MB:,.1f} MB, "
-                                                         f"less than the card_gb={card_gb:g} asked"
-                                                         if arith["card_bytes"] < card else "")}
+                                 "is outside the cap"}
             torch.cuda.set_per_process_memory_fraction(arith["fraction"], dev)
             sampler = Sampler(reader)
         else:

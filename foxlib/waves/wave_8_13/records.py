@@ -341,9 +341,6 @@ class Measurement(WaveMeasurement, wave="8.13", version=SCHEMA_VERSION):
             raise KeyError(f"a run under an enforced cap lacks {', '.join(missing)}")
         return {"order": tuple(d["order"]), "steps": int(d["steps"])}
 
-    def citations(self) -> tuple[Citation, ...]:
-        return self.depends_on
-
     def phase(self, name: str) -> Training | Inference:
         """`training` or `inference`, by name; another name is a ValueError (not another field)."""
         if name not in ("training", "inference"):

@@ -8,7 +8,7 @@ import pandas as pd
 from foxlib.core.config import MB, to_mb
 from foxlib.waves.wave_8_13.analysis import (figure, how, largest_context_bytes, mb, model_peaks, model_peaks_sum,
                                              nvml_check, nvml_text, per_model, process_figure, workspace_bytes)
-from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
+from foxlib.waves.wave_8_13.cap import GIB, NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK
 from foxlib.waves.wave_8_13.records import Measurement
 
@@ -24,7 +24,8 @@ def _quantities(rows: list[tuple[str, float | None, str]]) -> pd.DataFrame:
 def cap_table(r: Measurement) -> pd.DataFrame:
     """The cap arithmetic, the context at the start and at the end, and the largest NVML process figure."""
     cap = r.cap
-    clamped = cap.device_total_bytes is not None and cap.card_bytes >= cap.device_total_bytes
+    asked = round(r.measure_parameters.get("card_gb", 0) * GIB)  # cap_arithmetic's clamp, told from what was asked
+    clamped = cap.device_total_bytes is not None and asked > cap.device_total_bytes
     rows = [("target card", cap.card_bytes, f"this device's own memory, less than card_gb × 2^30 ({cap.card_bytes:,} "
              "bytes)" if clamped else f"card_gb × 2^30 bytes ({cap.card_bytes:,} bytes)")]
     if not cap.enforced:
