@@ -16,9 +16,10 @@
 #
 # The seed's "Optimization Strategy Comparison" guessed every cell. Here each strategy is a TFT
 # configuration whose training step is profiled (peak = largest live total during one step after a
-# warm-up), timed with every strategy alternating in one run (ratios to fp32 with 95 % bootstrap
-# intervals over the rounds), and — where it changes what the model computes — trained with wave
-# 8.11's harness (shorter runs). Memory in MB = 10^6 bytes.
+# warm-up), timed with every strategy alternating in one run (ratios to fp32 with bootstrap intervals
+# over the rounds: 95 %, or the less that fewer rounds can give, said beside them), and — where it
+# changes what the model computes — trained with wave 8.11's harness (shorter runs). Memory in MB =
+# 10^6 bytes.
 #
 # *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
 # this device and writes its results.json and measurement.json to `scratch/wave-8.12/`, never into
@@ -75,7 +76,7 @@ display(reading.opening("8.12", checks, params["output_dir"] or "."))
 # ## The recommendation
 # Among the configurations whose peak is under the budget, whose accuracy stays within the budgets
 # file's tolerance of fp32 and whose slowdown per training window is under the limit (the upper end
-# of its 95 % interval, not its median), the fastest per training window. Each ratio to fp32 is the
+# of its interval, not its median), the fastest per training window. Each ratio to fp32 is the
 # median of per-round ratios (every round times all strategies alternately) with a bootstrap
 # interval over the rounds; when other candidates' intervals overlap the fastest's, the difference
 # is noise: a tie, and the lightest of the tied wins.
@@ -108,7 +109,7 @@ display(notebook.table(tables.workspace_table(record)) if record.workspace_knob 
 # *step time ratio*: median of the per-round ratios of step times to the fp32 baseline's, measured
 # alternately in one run (*step spread*: the interquartile range of a strategy's steps);
 # *time per window ratio*: the same per training window (smaller batches need more steps), with its
-# 95 % bootstrap interval over the rounds; *accuracy impact*: validation quantile loss against fp32
+# bootstrap interval over the rounds; *accuracy impact*: validation quantile loss against fp32
 # (positive = worse), with fp32's own seed-to-seed spread for scale; *allocator peak*: the peak + the
 # step's own cuBLAS workspaces, "—" for an eager step profiled after a CUDA graph in the same process (what
 # its start held then includes the graphs' workspaces; wave 8.12 now profiles its eager steps first). The

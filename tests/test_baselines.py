@@ -20,9 +20,9 @@ def _results(value, low, high, page="wave-8-12", config="tft/seed/b32/t60"):
 
 
 def test_a_median_interval_by_hand():
-    assert median_interval([2.0] * 5) == (2.0, 2.0, 2.0)
-    median, low, high = median_interval([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert median == 3.0 and 1.0 <= low <= 3.0 <= high <= 100.0
+    assert median_interval([2.0] * 5) == (2.0, 2.0, 2.0, 0.9375)  # 5 samples: 1 - 2 * 0.5**5
+    median, low, high, confidence = median_interval([1.0, 2.0, 3.0, 4.0, 100.0, 5.0])
+    assert median == 3.5 and 1.0 <= low <= 3.5 <= high <= 100.0 and confidence == 0.95
     with pytest.raises(ValueError):
         median_interval([])
 
@@ -44,6 +44,16 @@ def test_pages_that_disagree_beyond_their_intervals_are_named(tmp_path):
     assert rows["disagreements"][0].startswith("cpu/wave-8.11/results.json 10,600.0 ms [9,000.0, 16,000.0] and "
                                                "cpu/wave-8.12/results.json 5,600.0 ms")
     assert "1.89x" in rows["disagreements"][0]
+
+
+def test_a_baseline_from_few_rounds_says_its_coverage(tmp_path):
+    _write(tmp_path / "cpu/wave-8.12/results.json",
+           {**_results(5.6, 4.0, 7.2), "figures": {"tft/seed/b32/t60/fp32/wave-8-12/step_time": {
+               "value": 5.6, "unit": "s", "low": 4.0, "high": 7.2, "confidence": 0.5}}})
+    _write(tmp_path / "cpu/wave-8.11/results.json", _results(10.6, 9.0, 16.0, page="wave-8-11"))
+    b12, b11 = (b for b in sorted(baselines.rows(tmp_path)["cpu"]["baselines"], key=lambda b: b.page, reverse=True))
+    assert b12.text() == "5,600.0 ms [4,000.0, 7,200.0] (50 % interval)" and b12.confidence == 0.5
+    assert b11.text() == "10,600.0 ms [9,000.0, 16,000.0]" and b11.confidence is None
 
 
 def test_pages_from_two_machines_say_which(tmp_path):

@@ -17,9 +17,9 @@ def defaults(wave_id):
 def test_a_run_outside_the_runner_takes_the_cpus_defaults_and_a_scratch_folder(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "SCRATCH_DIR", tmp_path / "scratch")
     params, text = notebook.interactive_parameters("8.12", {**defaults("8.12"), "device": "cpu"})
-    assert params["timing_repeats"] == 2 and params["timing_warmup"] == 1  # CPU_DEFAULTS["8.12"]
+    assert params["timing_repeats"] == 6 and params["timing_warmup"] == 1  # CPU_DEFAULTS["8.12"]
     assert params["output_dir"] == str(tmp_path / "scratch" / "wave-8.12")
-    assert "with the defaults `make report` uses" in text and "`timing_repeats` = 2" in text
+    assert "with the defaults `make report` uses" in text and "`timing_repeats` = 6" in text
     assert str(tmp_path / "scratch" / "wave-8.12") in text and "nothing is written into `notebooks/`" in text
 
 
@@ -27,7 +27,7 @@ def test_a_value_the_user_changed_is_kept_checked_and_named(monkeypatch, tmp_pat
     monkeypatch.setattr(config, "SCRATCH_DIR", tmp_path)
     params, text = notebook.interactive_parameters("8.12", {**defaults("8.12"), "device": "cpu", "timing_repeats": 7})
     assert params["timing_repeats"] == 7 and params["timing_warmup"] == 1
-    assert "a variant: `timing_repeats` = 7 (default 2)" in text
+    assert "a variant: `timing_repeats` = 7 (default 6)" in text
     with pytest.raises(ParameterError, match="timing_repeats"):
         notebook.interactive_parameters("8.12", {**defaults("8.12"), "timing_repeats": "many"})
 

@@ -151,7 +151,7 @@ def test_banner_of_a_variant_says_what_differs(m, clean):
 def test_banner_names_the_cpu_defaults_it_used(clean):
     m = committed_measurement("cpu", "8.11")
     banner = notebook.verdict_banner("8.11", [Check.at_most("a", 1, 2, "bytes")], m)
-    assert "Defaults for the CPU" in banner and "timing_repeats = 5" in banner and "not the canonical" not in banner
+    assert "Defaults for the CPU" in banner and "timing_repeats = 6" in banner and "not the canonical" not in banner
 
 
 def test_environment_revision_is_provenances(monkeypatch):

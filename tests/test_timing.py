@@ -3,7 +3,12 @@ import random
 
 import pytest
 
-from foxlib.harness.timing import RatioInterval, Timing, interval_of_samples, paired_ratios, ratio_interval
+import numpy as np
+
+from foxlib.core.parameters import CPU_DEFAULTS
+from foxlib.harness.timing import (CONFIDENCE, ROUNDS_FOR_CONFIDENCE, RatioInterval, Timing, attainable_confidence,
+                                   bootstrap_median, interval_of_samples, median_interval, paired_ratios,
+                                   ratio_interval, stated_confidence)
 
 
 def _timings(**samples):
@@ -23,7 +28,7 @@ def test_identical_samples_give_a_degenerate_interval_at_one(n):
     rnd = random.Random(n)
     s = [rnd.uniform(0.01, 1.0) for _ in range(n)]
     iv = ratio_interval(_timings(a=s, b=list(s)), "a", "b")
-    assert iv == RatioInterval(1.0, 1.0, 1.0)
+    assert iv == RatioInterval(1.0, 1.0, 1.0, stated_confidence(n))
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -149,14 +154,14 @@ def test_ratio_intervals_and_ties_from_hand_computable_rounds():
     base = [0.10, 0.20, 0.40, 0.80]
     t = _timings(fp32=base, twice=[2 * x for x in base], again=[0.2, 0.4, 0.8, 1.6], thrice=[3 * x for x in base])
     two, again, three = (ratio_interval(t, n, "fp32") for n in ("twice", "again", "thrice"))
-    assert two == again == RatioInterval(2.0, 2.0, 2.0)
+    assert two == again == RatioInterval(2.0, 2.0, 2.0, 0.875)  # 4 rounds: 1 - 2 * 0.5**4
     assert two.tie(again) and not two.tie(three) and not three.tie(two)
     assert (three.median, three.low, three.high) == pytest.approx((3.0, 3.0, 3.0))
     assert two.under(2.5) and not two.under(2.0) and not three.under(3.0)
-    # two rounds of ratios 1 and 3: the median is 2; resampled medians are 1, 2 or 3, so the 95 %
-    # interval spans [1, 3] and contains both 1.5 and 2.9
+    # two rounds of ratios 1 and 3: the median is 2; resampled medians are 1, 2 or 3, so the interval
+    # spans [1, 3], contains both 1.5 and 2.9, and covers the median with 50 % only
     iv = interval_of_samples([1.0, 3.0], [1.0, 1.0])
-    assert (iv.median, iv.low, iv.high) == (2.0, 1.0, 3.0) and iv.low <= 1.5 <= 2.9 <= iv.high
+    assert (iv.median, iv.low, iv.high, iv.confidence) == (2.0, 1.0, 3.0, 0.5) and iv.low <= 1.5 <= 2.9 <= iv.high
     assert iv.tie(RatioInterval(2.9, 2.8, 3.5)) and not iv.tie(RatioInterval(3.2, 3.1, 3.5))
 
 
@@ -169,3 +174,49 @@ def test_bad_ratios_and_scales_are_refused():
         interval_of_samples([1.0], [1.0], resamples=0)
     with pytest.raises(ValueError, match="positive factor"):
         RatioInterval(1.0, 0.9, 1.1).scaled(0)
+
+
+def test_the_coverage_an_interval_states_is_what_its_rounds_can_give():
+    # [smallest, largest] of n samples misses the median only when all n lie on one side of it: 2 * 0.5**n
+    assert [attainable_confidence(n) for n in (1, 2, 3, 5, 6)] == [0.0, 0.5, 0.75, 0.9375, 0.96875]
+    assert ROUNDS_FOR_CONFIDENCE == 6 and stated_confidence(6) == CONFIDENCE == stated_confidence(40)
+    assert stated_confidence(2) == 0.5 and stated_confidence(5) == 0.9375
+    with pytest.raises(ValueError, match="at least one round"):
+        attainable_confidence(0)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_below_six_rounds_the_bootstrap_interval_is_the_range_and_says_its_coverage(n):
+    rnd = random.Random(n)
+    base = [rnd.uniform(1, 2) for _ in range(n)]
+    slow = [b * rnd.uniform(1.1, 1.5) for b in base]
+    ratios = paired_ratios(slow, base)
+    iv = interval_of_samples(slow, base)
+    assert (iv.low, iv.high) == (ratios.min(), ratios.max()) and iv.confidence == attainable_confidence(n)
+    assert str(iv).endswith(f"({100 * attainable_confidence(n):g} % interval)")
+    m, low, high, confidence = median_interval(slow)
+    assert (low, high, confidence) == (min(slow), max(slow), attainable_confidence(n))
+
+
+def test_six_rounds_state_the_full_confidence_and_say_nothing_more():
+    base = [1.0, 1.1, 0.9, 1.2, 1.0, 0.95]
+    iv = interval_of_samples([1.5 * b for b in base[:3]] + [1.6 * b for b in base[3:]], base)
+    assert iv.confidence == CONFIDENCE and str(iv) == "1.55x [1.50, 1.60]"
+
+
+def test_the_stated_coverage_holds_in_simulation():
+    # medians of lognormal rounds: the share of intervals holding the true median (1) is what they state,
+    # within sampling error (1000 trials: about 3 standard errors), at 2, 3 and 5 rounds
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5):
+        hits = 0
+        for t in range(1000):
+            _, low, high = bootstrap_median(rng.lognormal(0, 0.1, n), resamples=200, seed=t)
+            hits += low <= 1.0 <= high
+        assert abs(hits / 1000 - stated_confidence(n)) < 0.045
+
+
+def test_the_cpu_defaults_time_enough_rounds_for_the_stated_confidence():
+    for wave, params in CPU_DEFAULTS.items():
+        if "timing_repeats" in params:
+            assert params["timing_repeats"] >= ROUNDS_FOR_CONFIDENCE, wave

@@ -54,6 +54,8 @@ class Figure:
     low: float | None = None
     """The lower end of the value's confidence interval, where it has one (timing ratios)."""
     high: float | None = None
+    confidence: float | None = None
+    """The interval's coverage (foxlib.harness.timing.stated_confidence: less than 95 % from too few rounds)."""
     runs: tuple[tuple[float, float, float], ...] | None = None
     """(median, low, high) of each independent run of the same figure, where it was measured in several."""
 
@@ -75,6 +77,8 @@ class Figure:
         d = {"value": self.value, "unit": self.unit}
         if self.low is not None or self.high is not None:
             d["low"], d["high"] = self.low, self.high
+            if self.confidence is not None:
+                d["confidence"] = self.confidence
         if self.runs:
             d["runs"] = [list(r) for r in self.runs]
         return d

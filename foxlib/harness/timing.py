@@ -5,6 +5,11 @@ each call). A ratio of two variants comes with a bootstrap interval: round r's s
 rounds resampled with replacement by a seeded generator (a re-render gives the same interval), the percentile
 interval of the median ratio. Two ratios whose intervals overlap are a tie; a ratio is under a limit only when
 its interval's upper end is.
+
+An interval of the median from n rounds can cover it with at most 1 - 2 * 0.5**n, the chance that the rounds'
+smallest and largest ratios lie on either side of it: 50 % from 2 rounds, 93.75 % from 5; the bootstrap's
+percentile interval is then [smallest, largest] itself. Below ROUNDS_FOR_CONFIDENCE rounds an interval states
+that coverage (stated_confidence), not CONFIDENCE, and its text says so.
 """
 from __future__ import annotations
 
@@ -94,9 +99,30 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
     return {n: Timing(n, tuple(s)) for n, s in samples.items()}
 
 
-CONFIDENCE = 0.95  # of every ratio interval a report shows
+CONFIDENCE = 0.95  # the coverage every interval a report shows aims at (stated_confidence: what its rounds give)
 RESAMPLES = 2000  # bootstrap resamples of the rounds
 SEED = 0  # of the bootstrap's generator: the same samples give the same interval
+
+
+def attainable_confidence(rounds: int) -> float:
+    """The most an interval of the median from `rounds` samples can cover: 1 - 2 * 0.5**rounds, the chance
+    that the smallest and the largest sample lie on either side of the median (independent samples)."""
+    if rounds < 1:
+        raise ValueError(f"an interval needs at least one round, got {rounds}")
+    return 1 - 2 * 0.5 ** rounds
+
+
+def stated_confidence(rounds: int, confidence: float = CONFIDENCE) -> float:
+    """The coverage an interval from `rounds` rounds states: `confidence`, or less where the rounds cannot give it."""
+    return min(confidence, attainable_confidence(rounds))
+
+
+ROUNDS_FOR_CONFIDENCE = next(n for n in range(1, 64) if attainable_confidence(n) >= CONFIDENCE)  # 6
+
+
+def short_coverage(confidence: float | None) -> str:
+    """" (50 % interval)" after an interval whose coverage falls short of CONFIDENCE; "" otherwise."""
+    return f" ({100 * confidence:g} % interval)" if confidence is not None and confidence < CONFIDENCE else ""
 
 
 @dataclass(frozen=True)
@@ -124,17 +150,18 @@ class RatioInterval(Record):
             raise ValueError(f"a ratio interval scales by a positive factor, got {factor}")
         return RatioInterval(self.median * factor, self.low * factor, self.high * factor, self.confidence)
 
-    def __str__(self) -> str:
-        return f"{self.median:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+    def __str__(self) -> str:  # the coverage is said where it falls short of CONFIDENCE (too few rounds)
+        return f"{self.median:.2f}x [{self.low:.2f}, {self.high:.2f}]{short_coverage(self.confidence)}"
 
 
-def median_interval(samples) -> tuple[float, float, float]:
-    """(median, low, high) of one variant's step times: the median and its bootstrap percentile interval."""
+def median_interval(samples) -> tuple[float, float, float, float]:
+    """(median, low, high, confidence) of one variant's step times: the median, its bootstrap percentile interval
+    and the coverage it states (stated_confidence)."""
     a = np.asarray(samples, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError("a median interval needs at least one sample")
     median, low, high = bootstrap_median(a)
-    return median, min(low, median), max(high, median)
+    return median, min(low, median), max(high, median), stated_confidence(a.size)
 
 
 def bootstrap_median(values: np.ndarray, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
@@ -164,13 +191,15 @@ def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[floa
 
 def interval_of_samples(samples, baseline, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                         seed: int = SEED) -> RatioInterval:
-    """`ratio_interval` on raw samples (one per alternating round, in round order)."""
-    median, low, high = bootstrap_median(paired_ratios(samples, baseline), confidence, resamples, seed)
+    """`ratio_interval` on raw samples (one per alternating round, in round order); its confidence is what the
+    rounds can give (stated_confidence)."""
+    ratios = paired_ratios(samples, baseline)
+    median, low, high = bootstrap_median(ratios, confidence, resamples, seed)
     # the percentile interval of the median can miss its point estimate by a rounding error when
     # every round has the same ratio: the interval then is that ratio, exactly
     if math.isclose(low, high, rel_tol=1e-12):
         low = high = median
-    return RatioInterval(median, low, high, confidence)
+    return RatioInterval(median, low, high, stated_confidence(ratios.size, confidence))
 
 
 def ratio_interval(timings: dict[str, Timing], name: str, baseline: str, confidence: float = CONFIDENCE,

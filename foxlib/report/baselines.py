@@ -4,8 +4,8 @@ revision is the aim, and where two pages' baselines disagree by more than their 
 Every speed ratio a page shows is against the fp32 step of its own run (alternating rounds: the drift of
 the machine hits both). Two pages of one device may still time that same fp32 step very differently (a busy
 machine, another CPU): then their ratios are not comparable with each other, even if each holds. A page lists
-its baseline as a figure `tft/<preset>/b<batch>/t<T>/fp32/<page>/step_time` (seconds, with its 95 % interval:
-foxlib.harness.timing.median_interval); the peer benchmark's is its "foxlib TFT, default" row.
+its baseline as a figure `tft/<preset>/b<batch>/t<T>/fp32/<page>/step_time` (seconds, with its interval and the
+coverage that states: foxlib.harness.timing.median_interval); the peer benchmark's is its "foxlib TFT, default" row.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foxlib.core import config
-from foxlib.harness.timing import median_interval
+from foxlib.harness.timing import median_interval, short_coverage
 from foxlib.report.index import canonical_pages
 
 PEER_ROW = "foxlib_default"  # the peer benchmark's foxlib TFT at its default configuration, fp32
@@ -21,7 +21,8 @@ PEER_ROW = "foxlib_default"  # the peer benchmark's foxlib TFT at its default co
 
 @dataclass(frozen=True)
 class Baseline:
-    """One page's fp32 step: its median and 95 % interval (seconds), and the configuration it was timed at."""
+    """One page's fp32 step: its median and interval (seconds) with the interval's coverage, and the configuration it
+    was timed at."""
     page: str
     """The page's results file, relative to the reports folder."""
     configuration: str
@@ -32,12 +33,15 @@ class Baseline:
     median_s: float
     low_s: float
     high_s: float
+    confidence: float | None
+    """None: a results file written before intervals stated their coverage."""
 
     def overlaps(self, other: "Baseline") -> bool:
         return self.low_s <= other.high_s and other.low_s <= self.high_s
 
     def text(self) -> str:
-        return f"{self.median_s * 1e3:,.1f} ms [{self.low_s * 1e3:,.1f}, {self.high_s * 1e3:,.1f}]"
+        return (f"{self.median_s * 1e3:,.1f} ms [{self.low_s * 1e3:,.1f}, {self.high_s * 1e3:,.1f}]"
+                f"{short_coverage(self.confidence)}")
 
 
 def machine(res: dict) -> str:
@@ -50,7 +54,7 @@ def _from_results(rel: str, res: dict) -> list[Baseline]:
         parts = k.split("/")
         if parts[-1] == "step_time" and len(parts) == 7 and parts[4] == "fp32" and fig.get("low") is not None:
             out.append(Baseline(rel, "/".join(parts[:4]), str(res.get("measured_at_revision", "?")),
-                                machine(res), fig["value"], fig["low"], fig["high"]))
+                                machine(res), fig["value"], fig["low"], fig["high"], fig.get("confidence")))
     return out
 
 
@@ -60,10 +64,10 @@ def _from_peer(rel: str, res: dict) -> list[Baseline]:
     cfg = res.get("config") or {}
     if not samples or row.get("precision") != "fp32" or not cfg:
         return []
-    median, low, high = median_interval(samples)
+    median, low, high, confidence = median_interval(samples)
     preset = (res.get("arguments") or {}).get("preset", "seed")
     return [Baseline(rel, f"tft/{preset}/b{cfg['batch_size']}/t{cfg['encoder_length']}",
-                     str(res.get("measured_at_revision", "?")), machine(res), median, low, high)]
+                     str(res.get("measured_at_revision", "?")), machine(res), median, low, high, confidence)]
 
 
 def collect(reports_dir: Path | None = None) -> dict[str, list[Baseline]]:

@@ -170,7 +170,7 @@ def pareto(record, front: list[str], budget_mb: float, max_slowdown: float, reco
     else:
         ax.set_xlim(0, max(highs) * 1.05)
     ax.set_ylim(bottom=0)
-    pct = f"{100 * record.confidence:.0f} %"
+    pct = f"{100 * record.interval_confidence:g} %"
     ax.set_xlabel("time per training window / fp32 baseline's (ratio, linear scale)" if not log else
                   f"time per training window / fp32 baseline's (ratio, log scale: the ratios span more than "
                   f"{LOG_AXIS_SPREAD}x)")
@@ -212,7 +212,7 @@ def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
     span = max(max(highs) - 1.0, 1.0 - min(lows), 0.05)
     ax.set_xlim(max(0.0, min(min(lows), 1.0) - 0.3 * span), max(max(highs), 1.0) + 0.9 * span)  # a ratio is > 0
     confidence = next(iter(ratios.values())).confidence
-    ax.set_xlabel(f"step time / fp32's (ratio; above 1 = slower; bar: {100 * confidence:.0f} % bootstrap interval)")
+    ax.set_xlabel(f"step time / fp32's (ratio; above 1 = slower; bar: {100 * confidence:g} % bootstrap interval)")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.core.figures import mb_text, slug
+from foxlib.harness.timing import short_coverage
 
 TFT = "tft/seed/b32/t60"
 ENSEMBLE = "ensemble/seed"
@@ -105,7 +106,8 @@ def _speed(key: str, guess: str, what: str):
         if pooled is None or len(runs) < seed_claims.MIN_RUNS:
             fig = fig or pooled
             low, high = fig.get("low"), fig.get("high")
-            interval = f" [{low:,.2f}, {high:,.2f}]" if low is not None and high is not None else ""
+            interval = (f" [{low:,.2f}, {high:,.2f}]{short_coverage(fig.get('confidence'))}"
+                        if low is not None and high is not None else "")
             return (f"{fig['value']:,.2f}x {what}{interval} in {max(len(runs), 1)} timing run; a verdict needs "
                     f"{seed_claims.MIN_RUNS} independent runs ({claim})", "inconclusive")
         medians = [m for m, _, _ in runs]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from foxlib.core.config import MB
-from foxlib.harness.timing import RatioInterval, interval_of_samples
+from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples, short_coverage
 from foxlib.memory.profile import peak_misses_saved_tensors
 
 PEER = "peer"
@@ -152,7 +152,7 @@ def step_interval_of(r: dict[str, Any]) -> RatioInterval | None:
     """A row's step-time ratio over the paired rounds as foxlib.harness.timing's RatioInterval (its under() and
     tie() are the rule every speed check follows); None for a file without raw samples."""
     i = r.get("step_time_interval")
-    return None if i is None else RatioInterval(i["median"], i["low"], i["high"])
+    return None if i is None else RatioInterval(i["median"], i["low"], i["high"], i.get("confidence", CONFIDENCE))
 
 
 def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
@@ -241,7 +241,7 @@ def interval_text(r: dict[str, Any]) -> str:
     i = r.get("step_time_interval")
     if i is None:
         return f"{r['step_time']:.3f}×"
-    return f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]"
+    return f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]{short_coverage(i.get('confidence'))}"
 
 
 def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
@@ -263,7 +263,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "step median (ms)": ms(tm["median_s"]),
             "step IQR (ms)": ms(tm["iqr_s"]),
             "peak / peer's (ratio)": (f"{r['peak']:.3f}" if "peak" in r else "n/a") if r is not None else "1",
-            "step time / peer's (ratio, 95 % interval)": interval_text(r) if r is not None else "1",
+            "step time / peer's (ratio [interval])": interval_text(r) if r is not None else "1",
             "compile (s)": f"{comp['compile_s']:,.1f}" if comp.get("compile_s") is not None else "",
         })
     return rows

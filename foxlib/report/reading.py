@@ -162,7 +162,8 @@ GLOSSARY: dict[str, str] = {
         "IQR / median.",
     "confidence interval, tie":
         "a ratio of step times comes with a bootstrap interval over alternating rounds (foxlib/harness/timing.py: "
-        "95 %); two configurations whose intervals overlap are a tie, settled by memory, and a "
+        "95 %; fewer than 6 rounds cannot give 95 %, and an interval from them says the coverage they give, "
+        "50 % from 2 rounds); two configurations whose intervals overlap are a tie, settled by memory, and a "
         "limit such as the 2x slowdown passes only when the interval's upper end is under it.",
     "skill margin over the naive forecast":
         "how much lower the TFT's validation loss is than that of a naive forecast with no skill; "

@@ -72,11 +72,13 @@ def named_figures(m: Measurement) -> list[Figure]:
             out.append(Figure(k, prof.peak, "bytes"))
     for precision in m.timing:
         if precision == "fp32":  # the fp32 step this run's ratios rest on (foxlib.report.baselines)
-            median, low, high = median_interval(m.timing["fp32"].samples)
-            out.append(Figure(tft("fp32", "step_time", variant="wave-8-11"), median, "s", low=low, high=high))
+            median, low, high, confidence = median_interval(m.timing["fp32"].samples)
+            out.append(Figure(tft("fp32", "step_time", variant="wave-8-11"), median, "s", low=low, high=high,
+                              confidence=confidence))
         else:
             r = ratios[precision]
-            out.append(Figure(tft(precision, "step_time_ratio"), r.median, "ratio", low=r.low, high=r.high))
+            out.append(Figure(tft(precision, "step_time_ratio"), r.median, "ratio", low=r.low, high=r.high,
+                              confidence=r.confidence))
     acc = f"tft/{m.accuracy_preset or preset}/accuracy"
     runs = [r for r in m.accuracy_runs if "skill_score" in r.metrics]
     base = [r.metrics["skill_score"] for r in runs if r.precision == "fp32"]

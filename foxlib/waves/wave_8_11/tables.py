@@ -129,7 +129,7 @@ def training_table(m: Measurement) -> pd.DataFrame:
 
 def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
     """(caption, alt text) of the speed chart drawn from `ratios` (analysis.speed_ratios)."""
-    pct = f"{100 * next(iter(ratios.values())).confidence:.0f} %"
+    pct = f"{100 * next(iter(ratios.values())).confidence:g} %"
     caption = ("The TFT's training step time in each precision relative to fp32's, the precisions alternating in "
                f"one run: point, the median of the per-round ratios; bar, its {pct} bootstrap interval over the "
                "rounds; above 1 is slower. The figures of the speed table above.")

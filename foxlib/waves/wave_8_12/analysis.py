@@ -49,7 +49,7 @@ def slowdown_check(s: StrategyResult, max_slowdown: float, label: str = "recomme
     upper end is under it (a 1.9x [1.7, 2.1] strategy is not shown to be under 2x)."""
     iv = s.window_ratio
     return Check(f"{label} ({s.name}) slowdown per training window against fp32 "
-                 f"(upper end of the {100 * iv.confidence:.0f} % interval)", iv.high, max_slowdown, "x",
+                 f"(upper end of the {100 * iv.confidence:g} % interval)", iv.high, max_slowdown, "x",
                  iv.under(max_slowdown), note=f"{iv} of fp32 per window")
 
 
@@ -94,7 +94,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     tolerance_pct = budgets["accuracy"]["max_degradation_pct"]
     max_slowdown = budgets["speed"]["max_slowdown"]
     gates = (f"a peak under {limit_mb:,.0f} MB, accuracy within {tolerance_pct} % and a slowdown per training window "
-             f"under {max_slowdown:g}x (upper end of the {100 * rec.confidence:.0f} % interval)")
+             f"under {max_slowdown:g}x (upper end of the {100 * rec.interval_confidence:g} % interval)")
     ok = [s for s in _kind(rec, cuda_graph, card_class) if s.peak_bytes <= limit_mb * MB
           and s.accuracy_impact_pct <= tolerance_pct and s.window_ratio.under(max_slowdown)]
     if not ok:
@@ -217,14 +217,16 @@ def named_figures(r: Measurement812) -> list[Figure]:
         out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
         if s.name != BASELINE:
             w = s.window_ratio
-            out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high))
+            out.append(Figure(k(quantity="time_per_window_ratio"), w.median, "ratio", low=w.low, high=w.high,
+                              confidence=w.confidence))
             if s.name in claims:  # the claim runs pooled (claim_verdicts): what the index's ledger judges
                 c = claims[s.name]
                 out.append(Figure(k(quantity="claim_time_per_window_ratio"), c["centre"], "ratio", low=c["low"],
                                   high=c["high"], runs=tuple(c["runs"])))
         if s.name == BASELINE:  # the fp32 step every ratio of this run rests on (foxlib.report.baselines)
-            median, low, high = median_interval(s.step_samples_s)
-            out.append(Figure(k(quantity="step_time", variant="wave-8-12"), median, "s", low=low, high=high))
+            median, low, high, confidence = median_interval(s.step_samples_s)
+            out.append(Figure(k(quantity="step_time", variant="wave-8-12"), median, "s", low=low, high=high,
+                              confidence=confidence))
         if s.name in r.same_function:
             out.append(Figure(k(quantity="grad_rel_diff"), r.same_function[s.name].grad_rel_diff, "ratio"))
     return out

@@ -205,6 +205,12 @@ class Measurement812(Record):
         return [s.name for s in self.strategies]
 
     @property
+    def interval_confidence(self) -> float:
+        """The coverage the strategies' intervals state: `confidence`, or less from too few timing rounds
+        (foxlib.harness.timing.stated_confidence; every strategy is timed in the same rounds)."""
+        return min(s.window_ratio.confidence for s in self.strategies)
+
+    @property
     def baseline_losses(self) -> tuple[float, ...]:
         """The baseline's accuracy runs' quantile losses, one per seed: its own spread."""
         return tuple(r.quantile_loss for r in self.accuracy_runs[self.baseline])

@@ -34,7 +34,7 @@ def table(rec: Measurement812) -> pd.DataFrame:
     base = rec[rec.baseline]
     losses = rec.baseline_losses
     spread_pct = 100 * (max(losses) - min(losses)) / (sum(losses) / len(losses))
-    pct = f"{100 * rec.confidence:.0f} %"
+    pct = f"{100 * rec.interval_confidence:g} %"
     rows = []
     for s in rec.strategies:
         guess = seed_claims.STRATEGY_GUESSES.get(s.seed_guess or "", {})
@@ -121,7 +121,8 @@ def workspace_table(rec: Measurement812) -> pd.DataFrame:
                      "saved (MB)": to_mb(k.saved_bytes),
                      "step (ms, median of rounds), default": _median_ms(k.step_s),
                      f"step (ms, median of rounds), {k.setting}": _median_ms(k.small_step_s),
-                     f"step ratio {k.setting} / default [{100 * k.ratio.confidence:.0f} %]": str(k.ratio),
+                     f"step ratio {k.setting} / default [{100 * k.ratio.confidence:g} %]":
+                         f"{k.ratio.median:.2f}x [{k.ratio.low:.2f}, {k.ratio.high:.2f}]",
                      "reads as": ("slower" if k.costs_time else f"within {100 * MAX_SLOWDOWN:g} %" if k.shown_slower
                                   else "faster" if k.ratio.high < 1 else "a tie")})
     return pd.DataFrame(rows)
@@ -285,7 +286,7 @@ def per_class_table(per_class: dict[str, dict[str, Any]]) -> pd.DataFrame:
         if r["strategy"]:
             row |= {"precision": r["precision"], "model peak (MB)": to_mb(r["peak_bytes"]),
                     "allocator peak (MB)": to_mb(r.get("allocator_peak_bytes")),
-                    "time per window (x fp32, 95 % interval)": r["interval"].removesuffix(" of fp32 per window"),
+                    "time per window (x fp32 [interval])": r["interval"].removesuffix(" of fp32 per window"),
                     "accuracy impact (%)": round(r["accuracy_impact_pct"], 2)}
         else:
             row["why"] = r["reason"]
