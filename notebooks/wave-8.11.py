@@ -66,6 +66,7 @@ m = notebook.measure_or_load("8.11", params)  # typed and checked
 checks = analysis.checks(m, budgets)
 display(HTML(notebook.verdict_banner("8.11", checks, m)))
 display(reading.opening("8.11", checks, params["output_dir"] or "."))
+display(Markdown(tables.speed_line(m)))
 
 # %% [markdown]
 # ## Checks

@@ -96,6 +96,23 @@ def test_the_speed_chart_draws_the_speed_tables_figures(device):
     plt.close(fig)
 
 
+def test_the_first_screens_speed_line_reads_each_interval_against_one(monkeypatch):
+    from foxlib.harness.timing import RatioInterval
+    m = committed_measurement("cpu", "8.11")  # fp32, fp16, bf16
+    monkeypatch.setattr(tables, "speed_ratios", lambda _: {"fp32": RatioInterval(1.0, 1.0, 1.0),
+                                                           "fp16": RatioInterval(11.0, 10.2, 11.3),
+                                                           "bf16": RatioInterval(0.97, 0.9, 1.02, 0.5)})
+    line = tables.speed_line(m)
+    assert "fp16 11.00x [10.20, 11.30] of fp32's step time (slower)" in line
+    assert "bf16 0.97x [0.90, 1.02] (50 % interval) of fp32's step time (a tie with fp32)" in line
+    assert f"fp32's step {1e3 * m.timing['fp32'].median_s:,.1f} ms" in line and '"+20% faster"' in line
+    monkeypatch.setattr(tables, "speed_ratios", lambda _: {"fp32": RatioInterval(1.0, 1.0, 1.0),
+                                                           "fp16": RatioInterval(0.8, 0.7, 0.99),
+                                                           "bf16": RatioInterval(0.8, 0.7, 1.0)})
+    assert "(faster)" in tables.speed_line(m) and "bf16 0.80x [0.70, 1.00] of fp32's step time (a tie" in \
+        tables.speed_line(m)
+
+
 @pytest.mark.parametrize("device", COMMITTED)
 def test_the_accuracy_chart_draws_the_accuracy_tables_figures_and_the_gates_limit(device):
     import matplotlib.pyplot as plt

@@ -178,14 +178,6 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def step_checks_on_interval(res: dict[str, Any]) -> bool:
-    """Did the file's step-time checks judge the paired interval (checks, as now), not the ratio of medians (files
-    measured before)? Their measured value tells: the interval's median."""
-    judged = [(c["measured"], res["ratios"][n]) for n in TARGETS if n in res["ratios"]
-              for key, c in stored_checks(res, n).items() if key == "step_time"]
-    return bool(judged) and all("step_time_interval" in r and m == r["step_time_interval"]["median"] for m, r in judged)
-
-
 def stored_checks(res: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
     """Row `name`'s checks as the file stores them ("checks", by check_name), by the ratio each judges: their limit
     and verdict are read, not judged again. {} for a row without a target."""

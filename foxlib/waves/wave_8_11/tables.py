@@ -86,6 +86,20 @@ def speed_table(m: Measurement) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def speed_line(m: Measurement) -> str:
+    """The first screen's line on speed, which no check of this wave gates: each precision's step time against
+    fp32's as the speed table holds it (speed_ratios), read as faster or slower only where the interval is wholly
+    on one side of 1, fp32's median step, and the seed's guess."""
+    ratios = speed_ratios(m)
+
+    def reads(iv) -> str:
+        return "faster" if iv.high < 1 else "slower" if iv.low > 1 else "a tie with fp32"
+    each = "; ".join(f"{p} {ratios[p]} of fp32's step time ({reads(ratios[p])})" for p in m.timing if p != "fp32")
+    return (f"**Speed** (no check of this wave gates it; the seed guessed fp16 "
+            f"\"{seed_claims.STRATEGY_GUESSES['fp16']['speed']}\"): {each}; fp32's step "
+            f"{1e3 * m.timing['fp32'].median_s:,.1f} ms (median of per-round ratios [interval], the speed table's).")
+
+
 def accuracy_table(m: Measurement) -> pd.DataFrame:
     """Per precision and metric: the mean over seeds, each seed's value, the degradation against fp32 and
     fp32's own seed-to-seed spread (a degradation inside it is noise)."""
