@@ -17,7 +17,8 @@
 # Does the Temporal Fusion Transformer fit its memory budget in F32, batch 32, sequence 60, and
 # where does its memory go? One training step (forward + quantile loss, backward, Adam step) is
 # measured after a warm-up step. Memory is in MB = 10^6 bytes throughout; `results.json` holds bytes.
-#
+
+# %% [markdown] tags=["notebook-only"]
 # *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
 # this device and writes its results.json and measurement.json to `scratch/wave-8.10/`, never into
 # `notebooks/` or `reports/`; the cell after the parameters says so. `make report WAVE=8.10` writes the report.

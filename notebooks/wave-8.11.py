@@ -20,7 +20,8 @@
 # time (precisions alternating in one run, medians), and accuracy (the TFT trained to a fixed step
 # budget with validation early stopping, several seeds each, scored on held-out windows after 2015).
 # Memory in MB = 10^6 bytes.
-#
+
+# %% [markdown] tags=["notebook-only"]
 # *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
 # this device and writes its results.json and measurement.json to `scratch/wave-8.11/`, never into
 # `notebooks/` or `reports/`; the cell after the parameters says so. `make report WAVE=8.11` writes the report.

@@ -20,7 +20,8 @@
 # over the rounds: 95 %, or the less that fewer rounds can give, said beside them), and — where it
 # changes what the model computes — trained with wave 8.11's harness (shorter runs). Memory in MB =
 # 10^6 bytes.
-#
+
+# %% [markdown] tags=["notebook-only"]
 # *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
 # this device and writes its results.json and measurement.json to `scratch/wave-8.12/`, never into
 # `notebooks/` or `reports/`; the cell after the parameters says so. `make report WAVE=8.12` writes the report.
@@ -171,11 +172,11 @@ notebook.figure(charts.pareto(record, front, budgets["tft"]["peak_training_mb"],
 # nothing. A line recorded without call stacks (where recording them failed) names no owners.
 
 # %%
-chart_html, text = tables.timeline_section(m.timelines, f"TFT step, its own live memory — {record.device.name}",
-                                           int(budgets["tft"]["peak_training_mb"] * 10**6),
-                                           params["output_dir"] or ".", notebook.measurement_dirs(params))
-if chart_html:
-    display(HTML(chart_html))
+chart, text = tables.timeline_section(m.timelines, f"TFT step, its own live memory — {record.device.name}",
+                                      int(budgets["tft"]["peak_training_mb"] * 10**6),
+                                      params["output_dir"] or ".", notebook.measurement_dirs(params))
+if chart:
+    notebook.figure(chart.figure, chart.caption, chart.alt_text)
 display(Markdown(text))
 
 # %% [markdown]

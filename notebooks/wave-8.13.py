@@ -27,7 +27,8 @@
 # accounting, and every memory figure says so. The verdict is the go/no-go for ensemble deployment
 # (8.14); `deployment.md`, written beside this report, is the deployment document.
 # Memory in MB = 10^6 bytes; `results.json` holds bytes.
-#
+
+# %% [markdown] tags=["notebook-only"]
 # *Opened in JupyterLab and run there (Run All)*, this notebook takes the defaults `make report` takes on
 # this device and writes its results.json and measurement.json to `scratch/wave-8.13/`, never into
 # `notebooks/` or `reports/`; the cell after the parameters says so. `make report WAVE=8.13` writes the report.

@@ -64,3 +64,15 @@ def test_run_all_in_jupyterlab_leaves_notebooks_and_reports_as_they_were(tmp_pat
     res = json.loads((out / "results.json").read_text())
     assert res["wave"] == wave_id and res["run"]["variant"] is None and res["verdict"] in ("GO", "NO-GO")
     assert (out / "measurement.json").is_file()
+
+
+@pytest.mark.parametrize("wave_id", ["8.10", "8.11", "8.12", "8.13"])
+def test_the_note_for_jupyterlab_users_is_in_the_notebook_not_the_report(wave_id):
+    import jupytext
+
+    from foxlib.report.render import NOTEBOOK_ONLY, for_readers
+    nb = jupytext.read(get_wave(wave_id).notebook)
+    [note] = [c for c in nb.cells if "Opened in JupyterLab" in c.source]
+    assert note.cell_type == "markdown" and note.metadata["tags"] == [NOTEBOOK_ONLY]
+    assert f"`scratch/wave-{wave_id}/`" in note.source and f"`make report WAVE={wave_id}`" in note.source
+    assert not any("Opened in JupyterLab" in c.source for c in for_readers(nb).cells)

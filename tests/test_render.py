@@ -21,7 +21,9 @@ def _executed(tmp_path):
                     nbformat.v4.new_output("stream", name="stdout", text="printed for readers\n"),
                     nbformat.v4.new_output("display_data", data={"text/html": table.to_html(index=False)}),
                     nbformat.v4.new_output("display_data", data=data, metadata=metadata)]
-    nb.cells = [nbformat.v4.new_markdown_cell("# Wave 0.0 — hand-made"), code, nbformat.v4.new_code_cell("")]
+    lab_note = nbformat.v4.new_markdown_cell("*Opened in JupyterLab*, this notebook writes to scratch/",
+                                             metadata={"tags": [render.NOTEBOOK_ONLY]})
+    nb.cells = [nbformat.v4.new_markdown_cell("# Wave 0.0 — hand-made"), lab_note, code, nbformat.v4.new_code_cell("")]
     path = tmp_path / "executed.ipynb"
     nbformat.write(nb, path)
     return path
@@ -41,6 +43,7 @@ def test_the_html_is_for_readers(rendered):
     assert (out / "report.html").is_file() and "<title>foxlib wave 0.0</title>" in page
     assert "Wave 0.0 — hand-made" in page and "printed for readers" in page
     assert "secret_call" not in page and "Executing: 50%" not in page  # no code, no stderr
+    assert "Opened in JupyterLab" not in page and "Opened in JupyterLab" not in rendered[2]  # the notebook's own note
     assert "[1]:" not in page  # no prompts (the cell ran as execution 1)
     assert page.count('id="foxlib-reading-css"') == 1
     assert page.count(f'class="{reading.NUMERIC_CLASS}"') == 3  # the measured column: header and two cells

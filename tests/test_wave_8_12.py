@@ -320,21 +320,22 @@ def test_the_chart_reads_the_record():
 def test_the_timeline_section_of_the_committed_cpu_measurement(tmp_path):
     """The page's live-memory section (tables.timeline_section) from the committed CPU measurement, its snapshots
     looked for in the committed report's folder as a render looks for them: the chart of every recorded step with
-    the peak budget (the figure closed), each snapshot kept beside the new report, and the lines the committed
-    page shows; without a recorded step, no chart and no file, and the page says so."""
+    the peak budget, its alt text and caption (the notebook shows it as every chart, and closes it), each snapshot
+    kept beside the new report, and the lines the committed page shows; without a recorded step, no chart and no
+    file, and the page says so."""
     import matplotlib.pyplot as plt
 
     from tests.conftest import committed_measurement, committed_path
     m = committed_measurement("cpu", "8.12")
     folder = committed_path("cpu", "8.12").parent
-    figures_before = plt.get_fignums()
-    chart_html, text = tables.timeline_section(m.timelines, "TFT step — test", 1000 * MB, str(tmp_path / "report"),
-                                               [folder])
-    assert plt.get_fignums() == figures_before
+    chart, text = tables.timeline_section(m.timelines, "TFT step — test", 1000 * MB, str(tmp_path / "report"),
+                                          [folder])
+    plt.close(chart.figure)
     recorded = {n: r for n, r in m.timelines.items() if r.series is not None}
     assert len(recorded) == 5 and set(m.timelines) - set(recorded) == {"CUDA graph"}
-    assert chart_html.startswith("<figure><img") and 'alt="TFT step — test. 5 line charts' in chart_html
-    assert all(f"{n}: starts at" in chart_html for n in recorded) and "Budget line at 1,000.0 MB" in chart_html
+    assert len(chart.figure.axes) == 5 and chart.alt_text.startswith("TFT step — test. 5 line charts")
+    assert all(f"{n}: starts at" in chart.alt_text for n in recorded) and "Budget line at 1,000.0 MB" in chart.alt_text
+    assert "MB = 10^6 bytes" in chart.caption
     kept = {n: Path(r.snapshot_path).name for n, r in recorded.items()}
     assert sorted(p.name for p in (tmp_path / "report").iterdir()) == sorted(kept.values())
     assert all((tmp_path / "report" / f).read_bytes() == (folder / f).read_bytes() for f in kept.values())

@@ -4,9 +4,6 @@ named under the panel, the bytes the forward leaves for backward marked. Linear 
 """
 from __future__ import annotations
 
-import base64
-import html
-import io
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -34,14 +31,6 @@ class TimelineFigure:
     figure: plt.Figure
     alt_text: str
     caption: str
-
-    def to_html(self, dpi: int = 110) -> str:
-        """A <figure> with the chart as an embedded PNG, its alt text and its caption."""
-        buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-        data = base64.b64encode(buf.getvalue()).decode()
-        return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(self.alt_text, quote=True)}" '
-                f'style="max-width:100%"><figcaption>{html.escape(self.caption)}</figcaption></figure>')
 
 
 def _short(text: str, n: int = OWNER_CHARS) -> str:

@@ -9,9 +9,14 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from foxlib.report import captioned, reading
 
 
-def _for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop what a reader should not see: the code cells' stderr (progress bars, warnings)."""
+NOTEBOOK_ONLY = "notebook-only"  # the tag of a cell written for whoever runs the notebook (in JupyterLab), not for readers
+
+
+def for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop what a reader should not see: cells tagged NOTEBOOK_ONLY (how the notebook behaves when run in
+    JupyterLab) and the code cells' stderr (progress bars, warnings)."""
     nb = nbformat.from_dict(nb)
+    nb.cells = [c for c in nb.cells if NOTEBOOK_ONLY not in c.get("metadata", {}).get("tags", [])]
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
@@ -20,7 +25,7 @@ def _for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple[Path, Path]:
     """Write report.html and report.md (figures under figures/) from the executed notebook."""
-    nb = _for_readers(nbformat.read(executed, as_version=4))
+    nb = for_readers(nbformat.read(executed, as_version=4))
     html_exporter = HTMLExporter(template_name="lab", exclude_input=True,
                                  exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = html_exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
 
@@ -22,6 +22,9 @@ from foxlib.harness.training import skill_columns, skill_row
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import Measurement812
 from foxlib.waves.wave_8_12.workspace import MAX_SLOWDOWN, VARIABLE
+
+if TYPE_CHECKING:
+    from foxlib.memory.timeline_chart import TimelineFigure
 
 
 def _median_ms(samples) -> float:
@@ -235,26 +238,21 @@ VIEWER_NOTE = "A snapshot (.pickle) also opens in PyTorch's viewer at https://py
 
 
 def timeline_section(runs: dict[str, TimelineRun] | None, title: str, budget_bytes: int, out_dir: str,
-                     search_dirs: Sequence[str | os.PathLike] = ()) -> tuple[str | None, str]:
+                     search_dirs: Sequence[str | os.PathLike] = ()) -> tuple[TimelineFigure | None, str]:
     """The page's live-memory section from a measurement's timelines (None: not recorded): the chart of each
-    recorded step's own memory (own_timelines) beside the peak budget, as HTML (None where no step was recorded),
-    and the Markdown under it: timeline_lines, linking the snapshots that keep_beside copies into out_dir (the
-    report's folder; search_dirs: where a measurement made elsewhere keeps them)."""
-    import matplotlib.pyplot as plt
-
-    from foxlib.memory.timeline_chart import timeline_chart
+    recorded step's own memory (own_timelines) beside the peak budget, with its alt text and caption, for the
+    notebook to show as it shows every chart (None where no step was recorded), and the Markdown under it:
+    timeline_lines, linking the snapshots that keep_beside copies into out_dir (the report's folder;
+    search_dirs: where a measurement made elsewhere keeps them)."""
+    from foxlib.memory.timeline_chart import timeline_chart  # matplotlib: imported where a chart is drawn
     runs = runs or {}
     own = own_timelines(runs)
     shown = [s for s in own.values() if s is not None]
     if not shown:  # asked for, none recorded: each run's reason; not asked: NO_TIMELINES
         return None, "\n".join(timeline_lines(runs, own, {})) if runs else NO_TIMELINES
-    chart = timeline_chart(shown, title, budget_bytes=budget_bytes)
-    try:
-        chart_html = chart.to_html()
-    finally:
-        plt.close(chart.figure)
     links = keep_beside(runs, out_dir, search_dirs=search_dirs)
-    return chart_html, "\n".join(timeline_lines(runs, own, links)) + "\n\n" + VIEWER_NOTE
+    return (timeline_chart(shown, title, budget_bytes=budget_bytes),
+            "\n".join(timeline_lines(runs, own, links)) + "\n\n" + VIEWER_NOTE)
 
 
 def claim_runs_table(rec: Measurement812) -> pd.DataFrame | None:
