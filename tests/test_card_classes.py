@@ -153,3 +153,22 @@ def test_the_committed_index_opens_with_every_class():
     for c in cc.CLASSES:
         assert c.title in first
     assert first.count("deployment (8.14) GO") + first.count("deployment (8.14) NO-GO") == len(cc.CLASSES)
+
+
+def test_a_gpu_older_than_every_class_is_judged_as_the_fp16_class_by_8_13_and_the_index(tmp_path):
+    """A Pascal (6.1) or a GPU of unknown capability: 8.13 validates it as the fp16 class (nearest_class, as 8.12
+    does) and says why on its first screen; the index reads its page's class without failing (class_of raised)."""
+    import dataclasses
+    import json
+
+    from foxlib.report import index
+    from foxlib.waves.wave_8_13 import analysis
+    m = committed_measurement("h200", "8.13")
+    assert "(this device's own class)" in analysis.card_class_text(m)
+    for capability, says in (("6.1", "its compute capability 6.1 is older than every class"),
+                             (None, "its compute capability is unknown")):
+        old = dataclasses.replace(m, device=dataclasses.replace(m.device, capability=capability))
+        assert f"(the nearest to this GPU: {says}, and it shares this class's limits)" in analysis.card_class_text(old)
+        assert cc.below_class(capability) and index.answers_for({"device": {"capability": capability}}, "cuda") == "fp16"
+    assert not cc.below_class("7.0") and not cc.below_class(None, "cpu")
+    assert index.answers_for(json.loads((ROOT / "reports/h200/wave-8.13/results.json").read_text()), "cuda") == "bf16"

@@ -74,3 +74,12 @@ def nearest_class(capability: str | None, device_type: str = "cuda") -> CardClas
         return class_of(capability, device_type)
     except ValueError:
         return BY_NAME["fp16"]
+
+
+def below_class(capability: str | None, device_type: str = "cuda") -> bool:
+    """Whether a GPU is judged by nearest_class, not class_of: older than every class, or of unknown capability."""
+    try:
+        class_of(capability, device_type)
+        return False
+    except ValueError:
+        return True

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from foxlib.core import config, results, seed_claims
-from foxlib.core.card_classes import class_of, classes_for
+from foxlib.core.card_classes import classes_for, nearest_class
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
 from foxlib.report.reading import format_value
@@ -110,9 +110,10 @@ def tightest(res: dict[str, Any]) -> str:
 
 def answers_for(res: dict[str, Any], device_type: str) -> str:
     """The card class a report answers for: the one it names (wave 8.13's card_class), else its device's own
-    (foxlib.core.card_classes.class_of): a canonical run is made for the class of the device it ran on."""
+    (foxlib.core.card_classes.nearest_class: a GPU older than every class, the fp16 class): a canonical run is made
+    for the class of the device it ran on."""
     named = (res.get("card_class") or {}).get("name")
-    return named or class_of(res["device"].get("capability"), device_type).name
+    return named or nearest_class(res["device"].get("capability"), device_type).name
 
 
 def _class_runs(found: dict[str, dict[str, Any]], variants: list[dict[str, Any]], device: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from foxlib.core.budgets import Check
+from foxlib.core.card_classes import below_class
 from foxlib.core.config import MB
 from foxlib.core.figures import Figure
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
@@ -210,6 +211,10 @@ def tft_text(r: Measurement) -> str:
 def card_class_text(m: Measurement) -> str:
     """The card class the run answers for (measuring.class_facts), for the first screen."""
     facts = m.card_class
-    how = f"**emulated** on this {facts.own_class}-class GPU" if facts.emulated else "this device's own class"
+    nearest = below_class(m.device.capability, m.device.type)
+    how = (f"**emulated** on this {facts.own_class}-class GPU" if facts.emulated else
+           f"the nearest to this GPU: its compute capability {m.device.capability or 'is unknown'}"
+           f"{' is older than every class' if m.device.capability else ''}, and it shares this class's limits"
+           if nearest else "this device's own class")
     text = f"Card class: **{facts.title}** ({how}). Enforced: {'; '.join(facts.enforced)}."
     return text + (f" Not emulated: {facts.not_emulated}." if facts.not_emulated else "")

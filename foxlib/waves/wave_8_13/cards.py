@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from foxlib.core.card_classes import class_of
+from foxlib.core.card_classes import nearest_class
 from foxlib.core.config import MB
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import PEAK_TOLERANCE_PCT
@@ -42,7 +42,7 @@ class Card:
 
     @property
     def bf16(self) -> bool:
-        return class_of(self.compute_capability).allows("bf16")
+        return nearest_class(self.compute_capability).allows("bf16")
 
     @property
     def label(self) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import torch
 
-from foxlib.core.card_classes import CardClass, class_of, classes_for, get_class
+from foxlib.core.card_classes import CardClass, classes_for, get_class, nearest_class
 from foxlib.core.progress import progress
 from foxlib.core.results import measures
 from foxlib.harness.measure_step import measure_model
@@ -36,7 +36,7 @@ WARMUP_TRAINING_STEPS = 3  # fp16: the GradScaler may skip the first step, which
 
 
 def resolve_class(card_class: str, own: CardClass) -> CardClass:
-    """The card class a run validates: "auto" is the device's own, `own` (foxlib.core.card_classes.class_of);
+    """The card class a run validates: "auto" is the device's own, `own` (foxlib.core.card_classes.nearest_class);
     another GPU class is emulated on this GPU, never a CPU class on a GPU or a GPU class on the CPU (ValueError)."""
     if card_class == "auto":
         return own
@@ -116,7 +116,7 @@ def check_parameters(params: Mapping[str, Any]) -> CheckedRun:
     mode = inference_mode if inference_mode != "auto" else ("streams" if is_cuda else "threads")
     if mode == "streams" and not is_cuda:
         raise ValueError("inference_mode 'streams' needs CUDA; on the CPU use threads (or auto)")
-    own = class_of(describe(dev).capability, dev.type)
+    own = nearest_class(describe(dev).capability, dev.type)  # a Pascal, or unknown: the fp16 class, as wave 8.12
     chosen = resolve_class(params["card_class"], own)
     tft = resolve_tft(params["tft_config"], params["preset"], short_name(dev), card_class=chosen.name)
     return CheckedRun(dev, mode, tft, chosen, class_facts(chosen, own, tft.run, params["ensemble_precision"]))
