@@ -247,6 +247,9 @@ def test_a_step_time_tie_is_not_a_pass():
     assert "a tie, not met" in page and "(a tie: the interval holds the target)" in page
     # the fixture's 5 rounds: a 93.75 % interval at most (foxlib.harness.timing.stated_confidence), said so
     assert "with a 93.75 %\nbootstrap interval over the rounds (foxlib.harness.timing: fewer than 6 rounds" in page
+    # the headers say the coverage, read from the intervals themselves; the cells do not say it again
+    assert fig.coverage_pct(res) == "93.75" and "[93.75 % interval]" in page and "(93.75 % interval)" not in page
+    assert "step time / peer's (ratio [93.75 % interval])" in fig.table_rows(res)[0]
 
 
 def test_the_page_shows_the_files_verdicts_and_limits_not_judged_again():

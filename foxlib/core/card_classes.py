@@ -40,7 +40,8 @@ CLASSES = (
               ("fp32", "fp16"), False, (7, 0)),
     CardClass("cpu", "CPU (no GPU)", "cpu", ("fp32", "fp16", "bf16"), False, None, ("fp32",),
               "16-bit strategies are not recommended for CPUs: an AVX2-only CPU has no 16-bit matrix-product kernels "
-              "and runs them 25-43x slower than fp32 (foxlib.memory.cpu_support), whatever the CPU measured here did"),
+              "and runs them through a conversion path many times slower than fp32 (foxlib.memory.cpu_support's probe "
+              "tells the two apart), whatever the CPU measured here did"),
 )
 BY_NAME = {c.name: c for c in CLASSES}
 
@@ -56,30 +57,27 @@ def classes_for(device_type: str) -> tuple[CardClass, ...]:
     return tuple(c for c in CLASSES if c.device_type == device_type)
 
 
+def _gpu_class(capability: str | None) -> CardClass | None:
+    """The GPU class whose compute capability a GPU reaches ("7.5" -> fp16, "9.0" -> bf16); None below every class
+    or where the capability is unknown."""
+    major, minor = (int(x) for x in (capability or "0.0").split(".")[:2])
+    return next((c for c in CLASSES if c.min_capability is not None and (major, minor) >= c.min_capability), None)
+
+
 def class_of(capability: str | None, device_type: str = "cuda") -> CardClass:
     """The class of a device: "cpu", or a GPU's by its compute capability ("7.5" -> fp16, "9.0" -> bf16)."""
-    if device_type == "cpu":
-        return BY_NAME["cpu"]
-    major, minor = (int(x) for x in (capability or "0.0").split(".")[:2])
-    for c in CLASSES:
-        if c.min_capability is not None and (major, minor) >= c.min_capability:
-            return c
-    raise ValueError(f"compute capability {capability} is older than every class foxlib knows (7.0+)")
+    found = BY_NAME["cpu"] if device_type == "cpu" else _gpu_class(capability)
+    if found is None:
+        raise ValueError(f"compute capability {capability} is older than every class foxlib knows (7.0+)")
+    return found
+
+
+def below_class(capability: str | None, device_type: str = "cuda") -> bool:
+    """Whether a GPU is older than every class, or of unknown capability (nearest_class judges it)."""
+    return device_type != "cpu" and _gpu_class(capability) is None
 
 
 def nearest_class(capability: str | None, device_type: str = "cuda") -> CardClass:
     """class_of, where a GPU older than every class (a Pascal, 6.x) or of unknown capability counts as the fp16
     class, whose limits it shares (no bf16, no TF32): what it measured is judged among what it runs."""
-    try:
-        return class_of(capability, device_type)
-    except ValueError:
-        return BY_NAME["fp16"]
-
-
-def below_class(capability: str | None, device_type: str = "cuda") -> bool:
-    """Whether a GPU is judged by nearest_class, not class_of: older than every class, or of unknown capability."""
-    try:
-        class_of(capability, device_type)
-        return False
-    except ValueError:
-        return True
+    return BY_NAME["fp16"] if below_class(capability, device_type) else class_of(capability, device_type)

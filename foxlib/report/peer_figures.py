@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from foxlib.core.config import MB
-from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples, short_coverage
+from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples
 from foxlib.memory.profile import peak_misses_saved_tensors
 
 PEER = "peer"
@@ -228,17 +228,24 @@ def ms(seconds: float | None) -> str:
     return "not measured" if seconds is None else f"{seconds * 1e3:,.1f}"
 
 
+def coverage_pct(res: dict[str, Any]) -> str:
+    """The coverage the rows' step-time intervals state (every row is timed in the same rounds:
+    foxlib.harness.timing.stated_confidence), e.g. "95", for the tables' headers; CONFIDENCE where none has one."""
+    found = [i["confidence"] for r in res["ratios"].values() if r and (i := r.get("step_time_interval"))]
+    return f"{100 * min(found, default=CONFIDENCE):g}"
+
+
 def interval_text(r: dict[str, Any]) -> str:
     """E.g. "0.89× [0.85, 0.93]" (the median of per-round ratios and its interval), else the ratio of medians."""
     i = r.get("step_time_interval")
     if i is None:
         return f"{r['step_time']:.3f}×"
-    return f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]{short_coverage(i.get('confidence'))}"
+    return f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]"  # its coverage: the header's (coverage_pct)
 
 
 def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
     """One row of display strings per measured row, in ROWS order (then any other the file holds)."""
-    variants = res["variants"]
+    variants, step_column = res["variants"], f"step time / peer's (ratio [{coverage_pct(res)} % interval])"
     rows = []
     for name in [*(n for n in ROWS if n in variants), *(n for n in variants if n not in ROWS)]:
         v = variants[name]
@@ -255,7 +262,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "step median (ms)": ms(tm["median_s"]),
             "step IQR (ms)": ms(tm["iqr_s"]),
             "peak / peer's (ratio)": (f"{r['peak']:.3f}" if "peak" in r else "n/a") if r is not None else "1",
-            "step time / peer's (ratio [interval])": interval_text(r) if r is not None else "1",
+            step_column: interval_text(r) if r is not None else "1",
             "compile (s)": f"{comp['compile_s']:,.1f}" if comp.get("compile_s") is not None else "",
         })
     return rows

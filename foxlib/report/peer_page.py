@@ -15,7 +15,6 @@ from foxlib.core import provenance
 from foxlib.core.config import MB
 from foxlib.core.results import measured_revision, read_json, write_json, write_text
 from foxlib.harness.step_options import StepOptions
-from foxlib.harness.timing import stated_confidence
 from foxlib.report import peer_figures as fig
 
 MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
@@ -147,7 +146,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "peers": fig.peers_table(res),
         "missing": fig.missing_rows(res),
         "rounds": len(peer["timing"].get("samples_s") or []),
-        "coverage_pct": f"{100 * stated_confidence(max(len(peer['timing'].get('samples_s') or []), 1)):g}",
+        "coverage_pct": fig.coverage_pct(res),
         "same_configuration": res["same_configuration"],
         "rows": fig.table_rows(res),
         "fast_path": fig.fast_path_lines(res),

@@ -211,10 +211,13 @@ def tft_text(r: Measurement) -> str:
 def card_class_text(m: Measurement) -> str:
     """The card class the run answers for (measuring.class_facts), for the first screen."""
     facts = m.card_class
-    nearest = below_class(m.device.capability, m.device.type)
-    how = (f"**emulated** on this {facts.own_class}-class GPU" if facts.emulated else
-           f"the nearest to this GPU: its compute capability {m.device.capability or 'is unknown'}"
-           f"{' is older than every class' if m.device.capability else ''}, and it shares this class's limits"
-           if nearest else "this device's own class")
+    cap = m.device.capability
+    if facts.emulated:
+        how = f"**emulated** on this {facts.own_class}-class GPU"
+    elif below_class(cap, m.device.type):
+        older = f"{cap} is older than every class" if cap else "is unknown"
+        how = f"the nearest to this GPU: its compute capability {older}, and it shares this class's limits"
+    else:
+        how = "this device's own class"
     text = f"Card class: **{facts.title}** ({how}). Enforced: {'; '.join(facts.enforced)}."
     return text + (f" Not emulated: {facts.not_emulated}." if facts.not_emulated else "")
