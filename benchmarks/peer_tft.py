@@ -210,10 +210,9 @@ def measure(args, revision: str | None) -> dict[str, Any]:
                      "NOT at equal configuration.")
 
     if any(n in fig.COMPILED for n in chosen):  # graph breaks of the forward, before anything is compiled
-        step = build_step(recipes["foxlib_default"][0], device)
-        out["compile"]["explain"] = compiled.graph_breaks(step.model, step.batch)
+        with build_step(recipes["foxlib_default"][0], device) as step:
+            out["compile"]["explain"] = compiled.graph_breaks(step.model, step.batch)
         log(f"graph breaks: {out['compile']['explain']}")
-        step.free()
 
     # memory: each row alone (on CUDA the peak is the allocator's, so nothing else may be resident)
     for name in list(chosen):

@@ -1,4 +1,5 @@
 """Ratio intervals on hand-made samples: paired by round, bootstrap over rounds, seeded."""
+import inspect
 import random
 
 import pytest
@@ -220,3 +221,10 @@ def test_the_cpu_defaults_time_enough_rounds_for_the_stated_confidence():
     for wave, params in CPU_DEFAULTS.items():
         if "timing_repeats" in params:
             assert params["timing_repeats"] >= ROUNDS_FOR_CONFIDENCE, wave
+
+
+def test_the_cublas_workspace_knob_times_enough_rounds_for_the_stated_confidence():
+    from foxlib.waves.wave_8_12 import workspace
+
+    assert workspace.ROUNDS >= ROUNDS_FOR_CONFIDENCE
+    assert inspect.signature(workspace.measure_knob).parameters["rounds"].default == workspace.ROUNDS

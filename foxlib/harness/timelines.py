@@ -142,21 +142,21 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
         mark_forward_end()
         return value
 
-    graphed = GraphedStep(step.model, step.batch, marked_loss, step.optimizer, recipe.precision)
-    gc.collect()
-    torch.cuda.synchronize(device)
-    outside = bytes_outside_step(step.model, step.batch, step.optimizer)
-    torch.cuda.reset_peak_memory_stats(device)
-    record_cuda_history(stacks)
-    try:
-        graphed.capture()()
+    with step:  # freed when the block ends, a failed capture included
+        graphed = GraphedStep(step.model, step.batch, marked_loss, step.optimizer, recipe.precision)
+        gc.collect()
         torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device) - outside
-        torch.cuda.memory._dump_snapshot(path)
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
-    del graphed
-    step.free()
+        outside = bytes_outside_step(step.model, step.batch, step.optimizer)
+        torch.cuda.reset_peak_memory_stats(device)
+        record_cuda_history(stacks)
+        try:
+            graphed.capture()()
+            torch.cuda.synchronize(device)
+            peak = torch.cuda.max_memory_allocated(device) - outside
+            torch.cuda.memory._dump_snapshot(path)
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
+            del graphed
     return peak, outside
 
 

@@ -21,7 +21,7 @@ import torch
 from foxlib.core.progress import progress
 from foxlib.core.schema import Record
 from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
-from foxlib.harness.timing import RatioInterval, interval_of_samples
+from foxlib.harness.timing import ROUNDS_FOR_CONFIDENCE, RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
 from foxlib.memory.cuda_graph import own_workspace, profile_from_dict
 
@@ -33,7 +33,7 @@ KNOB_STRATEGIES = (  # the candidates to ship: the eager recommendation, the fas
     "efficient + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward",
     "efficient + batched VSNs + checkpoint VSN variables + bf16 + CUDA graph + Adam in backward",
 )  # not the torch.compile strategies: each fresh process would compile again (tens of seconds each)
-ROUNDS = 3
+ROUNDS = ROUNDS_FOR_CONFIDENCE  # fewer rounds' intervals cover the median less than 95 % (their label says so)
 MAX_SLOWDOWN = 0.02  # a small workspace "costs no time" when its ratio's upper end is at most 1.02
 STEPS = 20  # timed steps per process and strategy, alternating
 SKIPPED_CPU = "skipped: the cuBLAS workspace is a CUDA knob"
