@@ -90,7 +90,7 @@ class KnobResult(Record):
     @property
     def costs_time(self) -> bool:
         """Not shown within MAX_SLOWDOWN of the default size's step: the interval's upper end above it
-        (three rounds give tight intervals, of 75 % coverage: a 0.3 % difference can be "shown", and is no cost)."""
+        (a tight interval can "show" a 0.3 % difference, which is no cost)."""
         return self.ratio.high > 1.0 + MAX_SLOWDOWN
 
 
