@@ -9,7 +9,7 @@ import numpy as np
 from foxlib.core.parameters import CPU_DEFAULTS
 from foxlib.harness.timing import (CONFIDENCE, ROUNDS_FOR_CONFIDENCE, RatioInterval, Timing, attainable_confidence,
                                    bootstrap_median, interval_of_samples, median_interval, paired_ratios,
-                                   ratio_interval, stated_confidence)
+                                   ratio_interval, shared_confidence, stated_confidence)
 
 
 def _timings(**samples):
@@ -228,3 +228,11 @@ def test_the_cublas_workspace_knob_times_enough_rounds_for_the_stated_confidence
 
     assert workspace.ROUNDS >= ROUNDS_FOR_CONFIDENCE
     assert inspect.signature(workspace.measure_knob).parameters["rounds"].default == workspace.ROUNDS
+
+
+def test_one_header_states_the_least_coverage_of_its_intervals_and_a_tie_holds_the_limit():
+    six, two = RatioInterval(1.2, 1.1, 1.3), RatioInterval(0.9, 0.8, 1.0, 0.5)
+    assert shared_confidence([six, two]) == 0.5 and shared_confidence([six]) == CONFIDENCE == shared_confidence([])
+    assert two.range_text() == "0.90x [0.80, 1.00]" and str(two) == "0.90x [0.80, 1.00] (50 % interval)"
+    assert two.holds(1.0) and two.holds(0.8) and not two.under(1.0)  # the upper end at the limit: a tie
+    assert not six.holds(1.0) and not six.under(1.0) and six.under(1.31)

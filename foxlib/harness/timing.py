@@ -145,13 +145,27 @@ class RatioInterval(Record):
     def under(self, limit: float) -> bool:
         return self.high < limit
 
+    def holds(self, value: float) -> bool:
+        """`value` inside the interval: a limit it holds is neither met nor missed (a tie)."""
+        return self.low <= value <= self.high
+
     def scaled(self, factor: float) -> "RatioInterval":
         if not factor > 0:
             raise ValueError(f"a ratio interval scales by a positive factor, got {factor}")
         return RatioInterval(self.median * factor, self.low * factor, self.high * factor, self.confidence)
 
+    def range_text(self) -> str:
+        """E.g. "1.55x [1.50, 1.60]", for a table whose header states the coverage (shared_confidence)."""
+        return f"{self.median:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+
     def __str__(self) -> str:  # the coverage is said where it falls short of CONFIDENCE (too few rounds)
-        return f"{self.median:.2f}x [{self.low:.2f}, {self.high:.2f}]{short_coverage(self.confidence)}"
+        return self.range_text() + short_coverage(self.confidence)
+
+
+def shared_confidence(intervals) -> float:
+    """The coverage one header or caption states for intervals timed in the same rounds: the least of theirs
+    (CONFIDENCE where there is none)."""
+    return min((i.confidence for i in intervals), default=CONFIDENCE)
 
 
 def median_interval(samples) -> tuple[float, float, float, float]:

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
+from foxlib.harness.timing import shared_confidence
 
 if TYPE_CHECKING:  # the charts read its fields; importing it would import torch
     from foxlib.harness.training import Degradation
@@ -211,8 +212,8 @@ def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
     lows, highs = [r.low for r in ratios.values()], [r.high for r in ratios.values()]
     span = max(max(highs) - 1.0, 1.0 - min(lows), 0.05)
     ax.set_xlim(max(0.0, min(min(lows), 1.0) - 0.3 * span), max(max(highs), 1.0) + 0.9 * span)  # a ratio is > 0
-    confidence = next(iter(ratios.values())).confidence
-    ax.set_xlabel(f"step time / fp32's (ratio; above 1 = slower; bar: {100 * confidence:g} % bootstrap interval)")
+    ax.set_xlabel(f"step time / fp32's (ratio; above 1 = slower; bar: {100 * shared_confidence(ratios.values()):g} % "
+                  "bootstrap interval)")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from foxlib.core.config import MB
-from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples
+from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples, shared_confidence
 from foxlib.memory.profile import peak_misses_saved_tensors
 
 PEER = "peer"
@@ -200,7 +200,7 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
         value = i.median if i else r[key]  # the paired median where there is one: the value the tables show
         shown = f"{value:.3f}x" + (f" [{i.low:.3f}, {i.high:.3f}]" if i else "")
         verdict = ("met" if (i.under(limit) if i else value <= limit) else
-                   "a tie: the interval holds the target" if i and i.low <= limit else
+                   "a tie: the interval holds the target" if i and i.holds(limit) else
                    f"not met ({value - limit:+.3f} over)")
         out.append(f"{label(res, 'foxlib_best')}: {what} ≤ {limit}x the peer's: {shown}, {verdict}")
     return out
@@ -231,8 +231,8 @@ def ms(seconds: float | None) -> str:
 def coverage_pct(res: dict[str, Any]) -> str:
     """The coverage the rows' step-time intervals state (every row is timed in the same rounds:
     foxlib.harness.timing.stated_confidence), e.g. "95", for the tables' headers; CONFIDENCE where none has one."""
-    found = [i["confidence"] for r in res["ratios"].values() if r and (i := r.get("step_time_interval"))]
-    return f"{100 * min(found, default=CONFIDENCE):g}"
+    found = [i for r in res["ratios"].values() if r and (i := step_interval_of(r))]
+    return f"{100 * shared_confidence(found):g}"
 
 
 def interval_text(r: dict[str, Any]) -> str:

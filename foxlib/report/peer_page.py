@@ -111,7 +111,7 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
     if v is None:
         return {**row, "reason": res["not_run"][name]}
     r, checked = res["ratios"][name], fig.stored_checks(res, name)
-    i = r.get("step_time_interval")
+    i = fig.step_interval_of(r)
     row.update(precision=v["precision"], peak_ratio=r.get("peak"),
                peak_mb=fig.peak_mb(res, name),
                step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=i,
@@ -122,7 +122,7 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
         # the file's verdicts (a peak not shown has no check: not passed)
         row["peak_passed"] = "peak" in checked and checked["peak"]["passed"]
         row["step_passed"] = checked["step_time"]["passed"]
-        row["step_within_noise"] = bool(i and i["low"] <= limit <= i["high"])
+        row["step_within_noise"] = bool(i and i.holds(limit))
     return row
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from foxlib.core import seed_claims
 from foxlib.core.config import to_mb
+from foxlib.harness.timing import shared_confidence
 from foxlib.harness.training import Degradation, skill_columns, skill_summary
 from foxlib.waves.wave_8_11.analysis import speed_ratios
 from foxlib.waves.wave_8_11.records import Measurement
@@ -143,7 +144,7 @@ def training_table(m: Measurement) -> pd.DataFrame:
 
 def speed_figure_text(ratios: dict[str, Any]) -> tuple[str, str]:
     """(caption, alt text) of the speed chart drawn from `ratios` (analysis.speed_ratios)."""
-    pct = f"{100 * next(iter(ratios.values())).confidence:g} %"
+    pct = f"{100 * shared_confidence(ratios.values()):g} %"
     caption = ("The TFT's training step time in each precision relative to fp32's, the precisions alternating in "
                f"one run: point, the median of the per-round ratios; bar, its {pct} bootstrap interval over the "
                "rounds; above 1 is slower. The figures of the speed table above.")

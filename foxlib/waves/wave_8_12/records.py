@@ -13,7 +13,8 @@ from foxlib.harness.equivalence import Equivalence, FailedCheck, check_from_dict
 from foxlib.harness.floors import Floors
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import TimelineRun
-from foxlib.harness.timing import CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval
+from foxlib.harness.timing import (CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval,
+                                   shared_confidence)
 from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, ClaimsSkipped, claim_intervals, claim_runs_record
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
@@ -207,8 +208,8 @@ class Measurement812(Record):
     @property
     def interval_confidence(self) -> float:
         """The coverage the strategies' intervals state: `confidence`, or less from too few timing rounds
-        (foxlib.harness.timing.stated_confidence; every strategy is timed in the same rounds)."""
-        return min(s.window_ratio.confidence for s in self.strategies)
+        (foxlib.harness.timing.shared_confidence; every strategy is timed in the same rounds)."""
+        return shared_confidence(s.window_ratio for s in self.strategies)
 
     @property
     def baseline_losses(self) -> tuple[float, ...]:

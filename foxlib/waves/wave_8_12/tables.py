@@ -17,7 +17,7 @@ from foxlib.core.config import MB, to_mb
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, FLOOR_BYTES_PER_PARAMETER_IN_BACKWARD
 from foxlib.harness.timelines import TimelineRun, keep_beside, own_timelines
-from foxlib.harness.timing import RatioInterval
+from foxlib.harness.timing import RatioInterval, shared_confidence
 from foxlib.harness.training import skill_columns, skill_row
 from foxlib.waves.wave_8_12.analysis import claim_verdicts, lightest_at_full_speed, recommend
 from foxlib.waves.wave_8_12.records import Measurement812
@@ -115,7 +115,7 @@ def lightest_text(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> 
 def workspace_table(rec: Measurement812) -> pd.DataFrame:
     """The cuBLAS workspace knob (workspace.py): each strategy at the default size and the small one,
     measured in fresh processes; empty where it was not measured."""
-    rows = []
+    rows, pct = [], f"{100 * shared_confidence(k.ratio for k in rec.workspace_knob):g} %"
     for k in rec.workspace_knob:
         rows.append({"strategy": k.name, "model peak (MB), default": to_mb(k.model_peak_bytes),
                      f"model peak (MB), {k.setting}": to_mb(k.small_model_peak_bytes),
@@ -124,8 +124,7 @@ def workspace_table(rec: Measurement812) -> pd.DataFrame:
                      "saved (MB)": to_mb(k.saved_bytes),
                      "step (ms, median of rounds), default": _median_ms(k.step_s),
                      f"step (ms, median of rounds), {k.setting}": _median_ms(k.small_step_s),
-                     f"step ratio {k.setting} / default [{100 * k.ratio.confidence:g} %]":
-                         f"{k.ratio.median:.2f}x [{k.ratio.low:.2f}, {k.ratio.high:.2f}]",
+                     f"step ratio {k.setting} / default [{pct}]": k.ratio.range_text(),
                      "reads as": ("slower" if k.costs_time else f"within {100 * MAX_SLOWDOWN:g} %" if k.shown_slower
                                   else "faster" if k.ratio.high < 1 else "a tie")})
     return pd.DataFrame(rows)
