@@ -172,6 +172,25 @@ def test_second_opinion_agrees_with_the_profiler_on_an_mlp():
         + at["activation"] + at["temporary"] + at["autograd_detail"] == ours.peak
 
 
+def test_the_second_opinion_writes_no_kineto_log_lines_unless_asked():
+    """Kineto's "USDT: ... profiler_start" lines went to stderr, into a notebook's output; a fresh process each,
+    since Kineto reads its level once."""
+    import os
+    import subprocess
+    import sys
+    code = ("import torch; from foxlib.memory.second_opinion import torch_memory_categories as t; "
+            "m = torch.nn.Linear(4, 2); b = {'x': torch.randn(3, 4), 'y': torch.randn(3, 2)}; "
+            "loss = lambda model, batch: torch.nn.functional.mse_loss(model(batch['x']), batch['y']); "
+            "import os; print(t(m, b, loss, torch.optim.Adam(m.parameters()))['available'], "
+            "os.environ['KINETO_LOG_LEVEL'])")
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert quiet.stdout.split() == ["True", "6"] and "profiler_start" not in quiet.stderr
+    asked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**env, "KINETO_LOG_LEVEL": "0"})
+    assert asked.stdout.split() == ["True", "0"]  # the user's level is kept
+
+
 def test_fp16_records_whether_the_grad_scaler_skipped_the_optimizer_step():
     """A loss of 1e30 per output overflows fp16 gradients at any scale: the GradScaler skips
     Adam's step (and halves its scale), and the profile says so; a loss of ordinary size does not."""
