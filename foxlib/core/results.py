@@ -77,8 +77,11 @@ def build(wave: str, parameters: dict[str, Any], measurement: dict[str, Any], ch
         "measured_at": measurement.get("measured_at"),
         "device": measurement["device"],
         "environment": measurement.get("environment", {}),
-        # measured elsewhere (the measurements parameter): the parameters of that measurement, not the defaults
-        "parameters": {k: v for k, v in {**parameters, **measurement.get("measure_parameters", {})}.items()
+        # measured elsewhere (the measurements parameter): the parameters of that measurement, not the defaults; the
+        # file it was rendered from is named as the report keeps it (MEASUREMENT_FILE, beside results.json), not by
+        # the path it had on the machine that rendered it
+        "parameters": {k: (MEASUREMENT_FILE if k == "measurements" and v else v)
+                       for k, v in {**parameters, **measurement.get("measure_parameters", {})}.items()
                        if k != "output_dir"},
         "schema_version": SCHEMA_VERSION,
         "measured_at_revision": measured_revision(measurement),
