@@ -54,6 +54,7 @@ from benchmarks.peer import best as best_row, compiled, configuration as conf, d
 from foxlib.core import provenance  # noqa: E402
 from foxlib.core.config import env_flag  # noqa: E402
 from foxlib.core.figures import mb_text  # noqa: E402
+from foxlib.core.pooled_runs import MIN_RUNS  # noqa: E402
 from foxlib.core.results import read_json, write_json  # noqa: E402
 from foxlib.report import peer_figures as fig, peer_page  # noqa: E402
 
@@ -92,70 +93,63 @@ def select(asked: list[str], compile_on: bool, compile_reason: str,
     return chosen, not_run
 
 
-def measure(args, revision: str | None) -> dict[str, Any]:
-    """The results file's dict for the parsed arguments; `revision`: the tree's (main checked it once)."""
-    import pytorch_forecasting
+class Rows:
+    """What every row is built from, once per process: the device, foxlib's configurations (the preset with --config;
+    the best one: --best, else wave 8.12's published recommendation, cited in depends_on), the peer's dataset and
+    the same training windows for every library of `chosen`, and foxlib's recipes. `instantiate(name)` builds a row."""
 
-    from foxlib.harness.recipe import StepRecipe, build_step
-    from foxlib.harness.step_options import StepOptions, backends
-    from foxlib.harness.timing import time_alternating
-    from foxlib.memory import profile_step
-    from foxlib.memory.devices import describe, environment, resolve_device, short_name
-    from foxlib.memory.step import TrainingStep
+    def __init__(self, args, chosen: list[str]):
+        from foxlib.harness.recipe import StepRecipe
+        from foxlib.memory.devices import resolve_device, short_name
+        self.args = args
+        self.device = device = resolve_device(args.device)
+        self.overrides = conf.parse_json_option(args.config, "--config") or {}
+        self.best = conf.best_configuration(conf.parse_json_option(args.best, "--best"), short_name(device),
+                                            Path(args.reports_dir), log)
+        self.depends_on = self.best.pop("depends_on")
+        self.card, self.cfg, self.best_cfg = conf.foxlib_configs(args.preset, self.overrides, self.best)
+        cfg, best_cfg = self.cfg, self.best_cfg
+        t0 = time.perf_counter()
+        self.ds = data.peer_dataset(cfg)
+        fox_batch, self.peer_batch, self.windows = data.same_batches(cfg, self.ds, args.seed)
+        self.other_batches = {lib: others.batch(lib, self.ds, self.peer_batch)
+                              for lib in {fig.OTHER_PEERS[n] for n in chosen if n in fig.OTHER_PEERS}}
+        log(f"built the peer's TimeSeriesDataSet ({len(self.ds):,} windows) and the same {cfg.batch_size} windows for "
+            f"both in {time.perf_counter() - t0:.1f} s")
+        best_batch = fox_batch
+        if (best_cfg.batch_size, best_cfg.encoder_length, best_cfg.decoder_length, best_cfg.n_observed) != \
+                (cfg.batch_size, cfg.encoder_length, cfg.decoder_length, cfg.n_observed):
+            best_batch = self.card.example_batch(best_cfg, seed=args.seed)
+        self.recipes = {  # foxlib's side: the recipe every wave measures (Adam at the card's learning rate)
+            "foxlib_default": (StepRecipe("tft", cfg, "fp32", args.seed), fox_batch),
+            "foxlib_best": (best_row.recipe(self.best, best_cfg, args.seed), best_batch),
+        }
+        self.graphed = best_row.graphed(self.best, device)  # foxlib_best's step: one captured CUDA graph (CUDA only)
+        self.recipes.update({n: self.recipes["foxlib_default"] for n in fig.COMPILED})  # the default row's step
 
-    device = resolve_device(args.device)
-    reports_dir = Path(args.reports_dir)
-    overrides = conf.parse_json_option(args.config, "--config") or {}
-    best = conf.best_configuration(conf.parse_json_option(args.best, "--best"), short_name(device), reports_dir, log)
-    depends_on = best.pop("depends_on")
-    card, cfg, best_cfg = conf.foxlib_configs(args.preset, overrides, best)
-    compile_on, compile_reason = compiled.enabled(args.compile, device, args.compile_off_reason)
-    chosen, not_run = select(args.variants, compile_on, compile_reason)
-    if not set(chosen) - set(fig.PEER_ROWS):
-        raise SystemExit(f"no foxlib row left to run: {not_run}")
-    log(f"device {device} ({describe(device).name}), preset {args.preset}, d={cfg.hidden_size}, "
-        f"H={cfg.num_heads}, observed={cfg.n_observed}, Te={cfg.encoder_length}, Td={cfg.decoder_length}, "
-        f"batch={cfg.batch_size}; best: {best_row.label(best, device)}, {best['precision']} {best['tft_overrides']} "
-        f"({best['source']}); "
-        f"rows: {', '.join(chosen)}; torch.compile {'on' if compile_on else 'off'} ({compile_reason})")
-
-    t0 = time.perf_counter()
-    ds = data.peer_dataset(cfg)
-    fox_batch, peer_batch, windows = data.same_batches(cfg, ds, args.seed)
-    other_batches = {lib: others.batch(lib, ds, peer_batch) for lib in {fig.OTHER_PEERS[n] for n in chosen
-                                                                         if n in fig.OTHER_PEERS}}
-    log(f"built the peer's TimeSeriesDataSet ({len(ds):,} windows) and the same {cfg.batch_size} windows for both "
-        f"in {time.perf_counter() - t0:.1f} s")
-    best_batch = fox_batch
-    if (best_cfg.batch_size, best_cfg.encoder_length, best_cfg.decoder_length, best_cfg.n_observed) != \
-            (cfg.batch_size, cfg.encoder_length, cfg.decoder_length, cfg.n_observed):
-        best_batch = card.example_batch(best_cfg, seed=args.seed)
-    recipes = {  # foxlib's side: the recipe every wave measures (Adam at the card's learning rate)
-        "foxlib_default": (StepRecipe("tft", cfg, "fp32", args.seed), fox_batch),
-        "foxlib_best": (best_row.recipe(best, best_cfg, args.seed), best_batch),
-    }
-    graphed = best_row.graphed(best, device)  # foxlib_best's step: one captured CUDA graph (CUDA only)
-    recipes.update({n: recipes["foxlib_default"] for n in fig.COMPILED})  # compiled: the default row's step
-
-    def instantiate(name):
-        """{model, batch, loss_fn, optimizer, precision, step, compile} on `device`: foxlib's from
+    def instantiate(self, name: str) -> dict[str, Any]:
+        """{model, batch, loss_fn, optimizer, precision, step, compile} on the device: foxlib's from
         foxlib.harness.recipe (its batch checked to be the windows the peer gets; the best row with its
         step options, its step captured as one CUDA graph where `graphed`), compiled rows after their
         first (compiling) steps; the peer's at the same seed and learning rate."""
+        from foxlib.harness.recipe import build_step
+        from foxlib.memory.step import TrainingStep
+        args, device, recipes = self.args, self.device, self.recipes
+        lr = recipes["foxlib_default"][0].learning_rate
         if name in fig.OTHER_PEERS:  # neuralforecast's or darts' torch module, on the same windows
             lib = fig.OTHER_PEERS[name]
             torch.manual_seed(args.seed)
-            model = others.build(name, ds, cfg, args.seed).to(device)
-            optimizer = torch.optim.Adam(others.trainable(model), lr=recipes["foxlib_default"][0].learning_rate)
-            live = {"model": model, "batch": data.to_device(other_batches[lib], device), "loss_fn": others.loss_fn(lib),
-                    "optimizer": optimizer, "precision": args.peer_precision}
+            model = others.build(name, self.ds, self.cfg, args.seed).to(device)
+            optimizer = torch.optim.Adam(others.trainable(model), lr=lr)
+            live = {"model": model, "batch": data.to_device(self.other_batches[lib], device),
+                    "loss_fn": others.loss_fn(lib), "optimizer": optimizer, "precision": args.peer_precision}
         elif name in fig.PEER_ROWS:
             torch.manual_seed(args.seed)
-            model = models.build_peer(ds, cfg, PEER_DEFAULTS.get(name)).to(device)
-            optimizer = torch.optim.Adam(model.parameters(), lr=recipes["foxlib_default"][0].learning_rate)
-            live = {"model": model, "batch": data.to_device(peer_batch, device), "loss_fn": models.peer_loss,
+            model = models.build_peer(self.ds, self.cfg, PEER_DEFAULTS.get(name)).to(device)
+            optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+            live = {"model": model, "batch": data.to_device(self.peer_batch, device), "loss_fn": models.peer_loss,
                     "optimizer": optimizer, "precision": args.peer_precision}
-        elif name == best_row.NAME and graphed:
+        elif name == best_row.NAME and self.graphed:
             return best_row.live(recipes[name][0], device, recipes[name][1])
         else:
             recipe, expected = recipes[name]
@@ -169,13 +163,85 @@ def measure(args, revision: str | None) -> dict[str, Any]:
                 live["step"] = step.step  # the recipe's step (its options' backends held while it runs)
         if "step" not in live:
             live["step"] = TrainingStep(live["model"], live["batch"], live["loss_fn"], live["optimizer"],
-                                            live["precision"], device)
+                                        live["precision"], device)
         if name in fig.COMPILED:
             log(f"  compiling {name} (mode {fig.COMPILED[name]}, backend {args.compile_backend}): "
                 f"{compiled.FIRST_STEPS} first steps")
             live["compile"] = compiled.first_steps(live["step"], device)
             log(f"  compiled in {live['compile']['compile_s']:.1f} s (first step)")
         return live
+
+
+def time_rows(rows: Rows, names: list[str]) -> dict[str, Any]:
+    """{row: its timing dict} of `names` built by `rows`, all alive, timed alternating in one run
+    (foxlib.harness.timing.time_alternating: --warmup untimed rounds, then --repeats)."""
+    from foxlib.harness.timing import time_alternating
+    live = {name: rows.instantiate(name) for name in names}
+    steps = {name: lv["step"] for name, lv in live.items()}
+    args = rows.args
+    log(f"timing {len(steps)} rows alternately: {args.warmup} warm-up round(s) + {args.repeats} repeats")
+    t = time.perf_counter()
+    timings = time_alternating(steps, repeats=args.repeats, warmup=args.warmup, device=rows.device)
+    log(f"  timed in {time.perf_counter() - t:.1f} s: " +
+        ", ".join(f"{n} {tm.median_s * 1e3:,.1f} ms" for n, tm in timings.items()))
+    out = {"timing": {name: tm.to_dict() for name, tm in timings.items()}}
+    out.update({"compile": {n: lv["compile"] for n, lv in live.items() if "compile" in lv}})
+    del steps, live
+    _free(rows.device)
+    return out
+
+
+def further_runs(args, names: list[str]) -> dict[str, Any]:
+    """The rows with a target and the peer timed again in args.runs - 1 fresh processes (this script with
+    --timing-run: each builds them anew, warms up and times them alternating), so that a step-time target is
+    judged on independent runs pooled (foxlib.report.peer_figures.pooled_step_time): {"rows", "asked": args.runs
+    (this run's timing counts as the first), "runs": [{"timing": {row: timing}} or {"error": why}, ...]}."""
+    import json
+    import subprocess
+    import tempfile
+    runs = []
+    base = [sys.executable, str(Path(__file__).resolve()), "--timing-run", "--variants", ",".join(names),
+            "--device", args.device, "--preset", args.preset, "--repeats", str(args.repeats),
+            "--warmup", str(args.warmup), "--seed", str(args.seed), "--peer-precision", args.peer_precision,
+            "--reports-dir", str(args.reports_dir)]
+    base += ["--config", args.config] if args.config else []
+    base += ["--best", args.best] if args.best else []
+    base += ["--allow-dirty"] if args.allow_dirty else []
+    for r in range(2, args.runs + 1):
+        log(f"independent timing run {r}/{args.runs} (a fresh process): {', '.join(names)}")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run.json"
+            done = subprocess.run([*base, "--out", str(out)], stdout=subprocess.PIPE, stderr=None, text=True)
+            if done.returncode == 0 and out.is_file():
+                runs.append({"timing": json.loads(out.read_text())["timing"]})
+            else:
+                runs.append({"error": f"the process exited with {done.returncode}"})
+                log(f"  run {r} failed (exit {done.returncode}): the targets are judged on the runs that did not")
+    return {"rows": names, "asked": args.runs, "runs": runs}
+
+
+def measure(args, revision: str | None) -> dict[str, Any]:
+    """The results file's dict for the parsed arguments; `revision`: the tree's (main checked it once)."""
+    import pytorch_forecasting
+
+    from foxlib.harness.recipe import build_step
+    from foxlib.harness.step_options import StepOptions, backends
+    from foxlib.memory import profile_step
+    from foxlib.memory.devices import describe, environment, resolve_device
+
+    device = resolve_device(args.device)
+    compile_on, compile_reason = compiled.enabled(args.compile, device, args.compile_off_reason)
+    chosen, not_run = select(args.variants, compile_on, compile_reason)
+    if not set(chosen) - set(fig.PEER_ROWS):
+        raise SystemExit(f"no foxlib row left to run: {not_run}")
+    rows = Rows(args, chosen)
+    cfg, best, best_cfg, recipes, graphed = rows.cfg, rows.best, rows.best_cfg, rows.recipes, rows.graphed
+    log(f"device {device} ({describe(device).name}), preset {args.preset}, d={cfg.hidden_size}, "
+        f"H={cfg.num_heads}, observed={cfg.n_observed}, Te={cfg.encoder_length}, Td={cfg.decoder_length}, "
+        f"batch={cfg.batch_size}; best: {best_row.label(best, device)}, {best['precision']} {best['tft_overrides']} "
+        f"({best['source']}); "
+        f"rows: {', '.join(chosen)}; torch.compile {'on' if compile_on else 'off'} ({compile_reason})")
+    instantiate = rows.instantiate
 
     out: dict[str, Any] = {
         "benchmark": "peer-tft",
@@ -187,19 +253,19 @@ def measure(args, revision: str | None) -> dict[str, Any]:
                         "neuralforecast": others.version("neuralforecast"), "darts": others.version("darts"),
                         "lightning": others.version("lightning"), "pandas": others.version("pandas"),
                         "numpy": np.__version__, "threads": torch.get_num_threads()},
-        "arguments": {"device": args.device, "preset": args.preset, "config": overrides, "repeats": args.repeats,
+        "arguments": {"device": args.device, "preset": args.preset, "config": rows.overrides, "repeats": args.repeats,
                       "warmup": args.warmup, "seed": args.seed, "peer_precision": args.peer_precision,
                       "variants": chosen, "compile": args.compile, "compile_backend": args.compile_backend,
-                      "allow_dirty": args.allow_dirty},
+                      "runs": args.runs, "allow_dirty": args.allow_dirty},
         "config": {**{k: v for k, v in dataclasses.asdict(cfg).items() if k not in conf.SAME_FUNCTION_FIELDS},
                    "n_known": 5, "n_static": 1, "lstm_layers": 1},
         "same_configuration": models.same_configuration(cfg),
         "best": {**best, "config": dataclasses.asdict(best_cfg)},
-        "depends_on": depends_on,
+        "depends_on": rows.depends_on,
         "compile": {"setting": args.compile, "enabled": compile_on, "reason": compile_reason,
                     "backend": args.compile_backend, "explain": None},
         "not_run": not_run,
-        "windows": windows,
+        "windows": rows.windows,
         "variants": {},
     }
     changed = sorted(k for k in best["tft_overrides"] if k not in conf.SAME_FUNCTION_FIELDS
@@ -271,22 +337,17 @@ def measure(args, revision: str | None) -> dict[str, Any]:
                                            out["variants"][fox_name])
 
     # time: all rows alive, alternating, in one run (compiled rows compiled again, the process's caches warm)
-    live = {name: instantiate(name) for name in chosen}
-    for name in fig.COMPILED:
-        if name in live:
-            out["variants"][name]["compile"]["recompile_s"] = live[name]["compile"]["compile_s"]
-    steps = {name: lv["step"] for name, lv in live.items()}
-    log(f"timing {len(steps)} rows alternately: {args.warmup} warm-up round(s) + {args.repeats} repeats")
-    t = time.perf_counter()
-    timings = time_alternating(steps, repeats=args.repeats, warmup=args.warmup, device=device)
-    log(f"  timed in {time.perf_counter() - t:.1f} s: " +
-        ", ".join(f"{n} {tm.median_s * 1e3:,.1f} ms" for n, tm in timings.items()))
-    for name, tm in timings.items():
-        out["variants"][name]["timing"] = tm.to_dict()
-    del steps, live
-    _free(device)
+    timed = time_rows(rows, chosen)
+    for name, c in timed["compile"].items():
+        out["variants"][name]["compile"]["recompile_s"] = c["compile_s"]
+    for name, tm in timed["timing"].items():
+        out["variants"][name]["timing"] = tm
+    # and the rows with a target, with the peer, in further independent runs: their step-time targets are judged
+    # on the runs pooled (a verdict needs foxlib.core.pooled_runs.MIN_RUNS)
+    out["timing_runs"] = further_runs(args, [n for n in (fig.PEER, *fig.TARGETS) if n in chosen])
 
     out["ratios"] = fig.ratios(out)
+    out["pooled_step_time"] = fig.pooled_step_time(out)
     out["ratios_by_peer"] = fig.foxlib_over_peers(out)
     out["checks"] = fig.checks(out)
     out["notes"] = notes + others.notes(chosen) + run_notes(out, device, best, best_cfg, chosen)
@@ -343,6 +404,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-backend", default="inductor",
                    help="torch.compile backend of those rows (tests: eager, to skip Inductor's code generation)")
     p.add_argument("--repeats", type=int, default=10, help="timed steps per row (median)")
+    p.add_argument("--runs", type=int, default=MIN_RUNS,
+                   help=f"independent timing runs of the peer and the rows with a target: this run's and runs - 1 more, "
+                        f"each in a fresh process; a step-time target is judged on them pooled and is inconclusive "
+                        f"with fewer than {MIN_RUNS} (default {MIN_RUNS})")
+    p.add_argument("--timing-run", action="store_true",
+                   help="only time --variants alternating and write {\"timing\": {row: timing}} to --out: one further "
+                        "independent run, as the benchmark starts it")
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds before timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reports-dir", default=str(ROOT / "reports"))
@@ -374,8 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         print(fig.text_table(read_json(args.render)))
         return 0
 
-    if args.repeats < 1 or args.warmup < 0:
-        p.error("--repeats must be at least 1 and --warmup at least 0")
+    if args.repeats < 1 or args.warmup < 0 or args.runs < 1:
+        p.error("--repeats and --runs must be at least 1 and --warmup at least 0")
     if args.compile_off_reason and args.compile != "off":
         p.error("--compile-off-reason goes with --compile off only")
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -392,6 +460,11 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"pytorch-forecasting is not installed ({exc}); measure in the peer environment:\n"
                   "  python3 -m venv .venv-peer && .venv-peer/bin/pip install -r requirements-peer.txt "
                   "&& .venv-peer/bin/pip install --no-deps -e .\n")
+    if args.timing_run:  # one further independent run of a measurement (further_runs)
+        if args.out == "auto":
+            p.error("--timing-run writes to --out, a file")
+        write_json(Path(args.out), time_rows(Rows(args, args.variants), args.variants))
+        return 0
     res = measure(args, revision)
     out = Path(args.out) if args.out != "auto" else Path(args.reports_dir) / res["device"].short / "peer-benchmark.json"
     write_json(out, res)

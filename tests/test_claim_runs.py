@@ -2,7 +2,7 @@
 only from independent runs that agree, and the runs themselves (foxlib.waves.wave_8_12.claim_runs)."""
 import pytest
 
-from foxlib.core import seed_claims as sc
+from foxlib.core import pooled_runs as pr, seed_claims as sc
 from foxlib.harness.fresh_process import FailedRun
 from foxlib.waves.wave_8_12 import claim_runs as cr
 from tests.conftest import committed, committed_measurement, committed_path, fresh_process_output, measurement_at
@@ -11,7 +11,7 @@ from tests.conftest import committed, committed_measurement, committed_path, fre
 def _verdict(runs, ratio, spread=None):
     """foxlib.core.seed_claims' verdict of one claim's runs: pooled_verdict on their pooled_interval (the spread
     given, else these runs' own; wave 8.12 pools it over every claim: analysis.claim_verdicts, tested below)."""
-    _, low, high = sc.pooled_interval(runs, spread)
+    _, low, high = pr.pooled_interval(runs, spread)
     return sc.pooled_verdict(len(runs), low, high, ratio)
 
 
@@ -51,7 +51,7 @@ def test_the_committed_h200_runs_of_checkpoint_variables_are_wrong_pooled():
     2.02x [1.81, 2.22]): the third run's interval meets the band, so "every run agrees" called it inconclusive
     where another set of runs called it wrong; pooled, the mean's interval lies above the band."""
     runs = [(2.06, 1.89, 2.19), (2.18, 2.06, 2.28), (2.02, 1.81, 2.22)]
-    centre, low, high = sc.pooled_interval(runs)
+    centre, low, high = pr.pooled_interval(runs)
     assert centre == pytest.approx((2.06 * 2.18 * 2.02) ** (1 / 3))
     assert low > sc.speed_band(sc.speed_ratio("-40% slower"))[1]
     assert _verdict(runs, sc.speed_ratio("-40% slower")) == "wrong"
@@ -62,13 +62,13 @@ def test_the_pooled_interval_by_hand():
     interval (half-width 0.01 on the log scale) is narrower, so it does not widen it."""
     import math
     runs = [(math.exp(x), math.exp(x - 0.01), math.exp(x + 0.01)) for x in (-0.1, 0.0, 0.1)]
-    centre, low, high = sc.pooled_interval(runs)
+    centre, low, high = pr.pooled_interval(runs)
     assert centre == pytest.approx(1.0)
     assert math.log(high) == pytest.approx(4.303 * 0.1 / math.sqrt(3), rel=1e-4)
     assert math.log(low) == pytest.approx(-math.log(high))
     same = [(1.0, 0.9, 1.2)] * 3  # runs that agree exactly: the runs' own intervals / sqrt(3), not a point
     half = math.log(1.2 / 0.9) / 2 / math.sqrt(3)
-    assert sc.pooled_interval(same) == pytest.approx((1.0, math.exp(-half), math.exp(half)))
+    assert pr.pooled_interval(same) == pytest.approx((1.0, math.exp(-half), math.exp(half)))
 
 
 def test_the_spread_between_runs_is_pooled_over_the_claims_timed_together():
@@ -78,12 +78,12 @@ def test_the_spread_between_runs_is_pooled_over_the_claims_timed_together():
     import math
     a = [(math.exp(x), math.exp(x - 0.001), math.exp(x + 0.001)) for x in (-0.1, 0.0, 0.1)]
     b = [(1.0, math.exp(-0.001), math.exp(0.001))] * 3
-    sd, df = sc.run_spread([a, b])
+    sd, df = pr.run_spread([a, b])
     assert df == 4 and sd == pytest.approx(math.sqrt(0.02 / 4))
-    _, low, high = sc.pooled_interval(b, (sd, df))
+    _, low, high = pr.pooled_interval(b, (sd, df))
     assert math.log(high) == pytest.approx(2.776 * sd / math.sqrt(3), rel=1e-4)
     with pytest.raises(ValueError):
-        sc.run_spread([[(1.0, 0.9, 1.1)]])  # one run: no spread
+        pr.run_spread([[(1.0, 0.9, 1.1)]])  # one run: no spread
 
 
 def test_a_verdict_needs_the_pooled_interval_on_one_side_of_an_edge():
@@ -131,7 +131,7 @@ def test_claim_intervals_are_per_run_and_per_training_window():
 def test_the_claim_strategies_are_those_a_seed_guess_names():
     assert set(cr.CLAIM_STRATEGIES) == {"fp16", "checkpoint VSNs", "checkpoint blocks", "checkpoint all",
                                         "checkpoint variables", "batch ÷4", "sequence ÷2"}
-    assert cr.RUNS == sc.MIN_RUNS == 3
+    assert cr.RUNS == pr.MIN_RUNS == 3
 
 
 @pytest.mark.slow

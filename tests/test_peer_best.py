@@ -209,16 +209,28 @@ def test_a_peak_under_the_rows_own_saved_tensors_is_not_shown():
 
 
 def test_fast_path_targets_say_met_tie_or_how_far():
+    """The best row's step time is read as its check reads it (fig.target_step): its independent runs pooled where
+    two or more hold it, else the first run's paired interval; under MIN_RUNS runs, inconclusive."""
     from foxlib.report import peer_figures as fig
-    res = {"variants": {}, "ratios": {"foxlib_best": {
-        "peak": 0.555, "step_time": 0.11, "step_time_interval": {"median": 0.11, "low": 0.098, "high": 0.121}}}}
+
+    def pooled(median, low, high, runs=3):
+        return {"foxlib_best": {"runs": [[median, low, high]] * runs, "median": median, "low": low, "high": high,
+                                "confidence": 0.95}}
+    res = {"variants": {}, "ratios": {"foxlib_best": {"peak": 0.555, "step_time": 0.11}},
+           "pooled_step_time": pooled(0.11, 0.098, 0.121)}
     peak, step = fig.fast_path_lines(res)
     assert peak.endswith("peak ≤ 0.3x the peer's: 0.555x, not met (+0.255 over)")
     assert step.endswith("step time ≤ 0.1x the peer's: 0.110x [0.098, 0.121], a tie: the interval holds the target")
-    res["ratios"]["foxlib_best"].update(peak=0.25, step_time_interval={"median": 0.09, "low": 0.08, "high": 0.095})
+    res["ratios"]["foxlib_best"].update(peak=0.25)
+    res["pooled_step_time"] = pooled(0.09, 0.08, 0.095)
     assert [line.rsplit(", ", 1)[1] for line in fig.fast_path_lines(res)] == ["met", "met"]
-    assert fig.fast_path_lines({"variants": {}, "ratios": {}}) == []
-    # the value shown is the paired median the tables show, not the ratio of medians beside it (CPU: 0.955, 0.943)
-    res["ratios"]["foxlib_best"].update(step_time=0.955, step_time_interval={"median": 0.943, "low": 0.858,
-                                                                             "high": 1.002})
+    assert fig.fast_path_lines({"variants": {}, "ratios": {}, "pooled_step_time": {}}) == []
+    # the value shown is the pooled centre the check reads, not the ratio of medians beside it (CPU: 0.955, 0.943)
+    res["ratios"]["foxlib_best"].update(step_time=0.955)
+    res["pooled_step_time"] = pooled(0.943, 0.858, 1.002)
     assert fig.fast_path_lines(res)[1].endswith("0.943x [0.858, 1.002], not met (+0.843 over)")
+    # one run: its paired interval, inconclusive however far it is from the target
+    res["pooled_step_time"] = {"foxlib_best": {"runs": [[0.05, 0.04, 0.06]]}}
+    res["ratios"]["foxlib_best"]["step_time_interval"] = {"median": 0.05, "low": 0.04, "high": 0.06}
+    assert fig.fast_path_lines(res)[1].endswith(
+        "0.050x [0.040, 0.060], inconclusive: 1 of the 3 independent runs a verdict needs")

@@ -3,9 +3,9 @@ repository's record of them; quotes are the write-up's words), taken with nvidia
 Reports show them only in columns labelled as the seed's; MB here is the seed's own unit. Below: how the seed's
 speed claims are judged.
 """
-import math
 import re
-from typing import Iterable
+
+from foxlib.core.pooled_runs import MIN_RUNS
 
 TFT_8_10_MB = {
     "parameters": 72,
@@ -30,13 +30,8 @@ STRATEGY_GUESSES = {
 }
 FP16_EXPECTED_PEAK_MB = 1548
 
-# independent timing runs (fresh processes) a speed verdict needs: one run's interval is narrower than the spread
-# between runs of the same code (foxlib.waves.wave_8_12.claim_runs)
-MIN_RUNS = 3
 SPEED_BAND = 0.10  # an approximate speed claim ("-40 % slower", "no change") holds within a factor 1 ± 10 %
 WIDE_INTERVAL = 1.5  # high / low of an interval past which it confirms nothing
-# Student's t, 97.5th percentile, for 1 .. 10 degrees of freedom (more: the last): a 95 % interval of a mean
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 SPEED_READING = ("\"+N % faster\" and \"-N % slower\" are read as throughput (training windows per second) N % "
                  "higher or lower: time per window x 1/(1 + N/100) or x 1/(1 - N/100) (-40 % slower = 1.67x, "
                  f"-75 % slower = 4.00x); an approximate claim holds within a factor 1 ± {100 * SPEED_BAND:g} % of that "
@@ -66,44 +61,6 @@ def speed_ratio(text: str) -> float:
 def speed_band(ratio: float) -> tuple[float, float]:
     """The ratios within SPEED_BAND of a claim's."""
     return ratio / (1 + SPEED_BAND), ratio * (1 + SPEED_BAND)
-
-
-def t_975(df: int) -> float:
-    if df < 1:
-        raise ValueError(f"an interval needs at least one degree of freedom, got {df}")
-    return T_975[min(df, len(T_975)) - 1]
-
-
-def run_spread(claims: Iterable[list[tuple[float, float, float]]]) -> tuple[float, int]:
-    """(sd, df): the spread between independent runs on the log scale (each claim's runs' medians around their
-    mean), pooled over every claim timed in the same runs: their noise is the machine's, shared by every strategy
-    timed in them, so pooling estimates it with more degrees of freedom (the sum of runs - 1)."""
-    ss, df = 0.0, 0
-    for runs in claims:
-        logs = [math.log(m) for m, _, _ in runs]
-        if len(logs) > 1:
-            mean = sum(logs) / len(logs)
-            ss += sum((x - mean) ** 2 for x in logs)
-            df += len(logs) - 1
-    if df == 0:
-        raise ValueError("a spread between runs needs a claim with two runs or more")
-    return math.sqrt(ss / df), df
-
-
-def pooled_interval(runs: list[tuple[float, float, float]],
-                    spread: tuple[float, int] | None = None) -> tuple[float, float, float]:
-    """(centre, low, high): the geometric mean of independent runs' medians ((median, low, high) each) with its
-    95 % interval, Student's t on `spread` (run_spread's; the runs' own where None), never narrower than the
-    median run's own half-width on the log scale / sqrt(runs)."""
-    if not runs:
-        raise ValueError("no runs to pool")
-    n = len(runs)
-    logs = [math.log(m) for m, _, _ in runs]
-    centre = sum(logs) / n
-    sd, df = spread if spread is not None else run_spread([runs])
-    halves = sorted(math.log(hi / lo) / 2 for _, lo, hi in runs)
-    half = max(t_975(df) * sd / math.sqrt(n), halves[n // 2] / math.sqrt(n))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def interval_verdict(low: float, high: float, band: tuple[float, float]) -> str:

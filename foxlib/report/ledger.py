@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from foxlib.core import seed_claims
+from foxlib.core.pooled_runs import MIN_RUNS
 from foxlib.core.config import MB
 from foxlib.core.figures import mb_text, slug
 from foxlib.harness.timing import short_coverage
@@ -103,13 +104,13 @@ def _speed(key: str, guess: str, what: str):
             return None
         runs = (pooled or {}).get("runs") or []
         claim = f"the seed's {ratio:,.2f}x ± {100 * seed_claims.SPEED_BAND:g} % is [{band[0]:,.2f}, {band[1]:,.2f}]"
-        if pooled is None or len(runs) < seed_claims.MIN_RUNS:
+        if pooled is None or len(runs) < MIN_RUNS:
             fig = fig or pooled
             low, high = fig.get("low"), fig.get("high")
             interval = (f" [{low:,.2f}, {high:,.2f}]{short_coverage(fig.get('confidence'))}"
                         if low is not None and high is not None else "")
             return (f"{fig['value']:,.2f}x {what}{interval} in {max(len(runs), 1)} timing run; a verdict needs "
-                    f"{seed_claims.MIN_RUNS} independent runs ({claim})", "inconclusive")
+                    f"{MIN_RUNS} independent runs ({claim})", "inconclusive")
         medians = [m for m, _, _ in runs]
         each = ", ".join(f"{m:,.2f}x [{lo:,.2f}, {hi:,.2f}]" for m, lo, hi in runs)
         return (f"{len(runs)} independent runs, {what}: {each}; spread {min(medians):,.2f}-{max(medians):,.2f}x; "

@@ -1,12 +1,14 @@
 """The peer benchmark's figures, pure functions of its results file (benchmarks/peer_tft.py): every row's ratios
 to pytorch-forecasting's TFT at the same configuration (the row "peer"), the step-time ratio's interval over the
-paired rounds of the one alternating run, the issue's targets as checks, and the rows a file lacks, with why.
+paired rounds of the first alternating run (every row), the rows with a target timed in further independent runs and
+their step-time ratios pooled over the runs, the issue's targets as checks, and the rows a file lacks, with why.
 The measuring script stores ratios and checks; the page (peer_page.py) reads them. Keys are read directly: the page
 checks a file has them all first (peer_page.check_results)."""
 from __future__ import annotations
 
 from typing import Any
 
+from foxlib.core import pooled_runs
 from foxlib.core.config import MB
 from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples, shared_confidence
 from foxlib.memory.profile import peak_misses_saved_tensors
@@ -155,11 +157,62 @@ def step_interval_of(r: dict[str, Any]) -> RatioInterval | None:
     return None if i is None else RatioInterval(i["median"], i["low"], i["high"], i.get("confidence", CONFIDENCE))
 
 
+def run_timings(res: dict[str, Any]) -> list[dict[str, dict[str, Any]]]:
+    """Each independent timing run's {row: timing dict}: the first (every row alternating: the rows' own timing) and
+    each further run of timing_runs (a fresh process: the peer and the rows with a target) that did not fail."""
+    first = {name: v["timing"] for name, v in res["variants"].items()}
+    return [first] + [run["timing"] for run in res["timing_runs"]["runs"] if "timing" in run]
+
+
+def run_intervals(res: dict[str, Any], name: str) -> list[RatioInterval]:
+    """Row `name`'s step time over the peer's in each independent run that timed both with raw samples: the
+    median of the per-round ratios and its bootstrap interval (interval_of_samples), one per run."""
+    out = []
+    for run in run_timings(res):
+        a, b = (run.get(name) or {}).get("samples_s"), (run.get(PEER) or {}).get("samples_s")
+        if a and b and len(a) == len(b):
+            out.append(interval_of_samples(a, b))
+    return out
+
+
+def pooled_step_time(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each measured row with a target: its step time over the peer's in every independent run ("runs": [median,
+    low, high] each) and, where two or more runs hold it, the runs pooled (foxlib.core.pooled_runs.pooled_interval:
+    the geometric mean of their medians, a 95 % interval from the spread between runs, pooled over the rows with a
+    target, which were timed in the same runs): "median", "low", "high", "confidence". The measuring script stores
+    it ("pooled_step_time"); the checks and the page read it there."""
+    per = {name: [(i.median, i.low, i.high) for i in run_intervals(res, name)]
+           for name in TARGETS if name in res["variants"]}
+    try:
+        spread = pooled_runs.run_spread(per.values())
+    except ValueError:  # no row with two runs: nothing to pool
+        spread = None
+    out: dict[str, dict[str, Any]] = {}
+    for name, runs in per.items():
+        out[name] = {"runs": [list(r) for r in runs]}
+        if spread is not None and len(runs) > 1:
+            centre, low, high = pooled_runs.pooled_interval(runs, spread)
+            out[name].update(median=centre, low=low, high=high, confidence=pooled_runs.CONFIDENCE)
+    return out
+
+
+def target_step(res: dict[str, Any], name: str) -> tuple[RatioInterval | None, int]:
+    """(the step-time figure a row with a target is judged on and shown with, the independent runs it rests on): its
+    runs pooled where two or more hold it (pooled_step_time, as the file stores it), else the first run's paired
+    interval (None without raw samples)."""
+    p = res["pooled_step_time"].get(name) or {"runs": []}
+    if "median" in p:
+        return RatioInterval(p["median"], p["low"], p["high"], p["confidence"]), len(p["runs"])
+    return step_interval_of(res["ratios"].get(name) or {}), len(p["runs"])
+
+
 def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets: default no heavier (peak) and no slower; best at most half of both. The measuring script
-    stores them ("checks"); a page reads them there (stored_checks). Step time is judged on the paired rounds'
-    interval where there is one (measured: its median): met only when its upper end is under the limit
-    (RatioInterval.under, wave 8.12's slowdown rule), so a difference inside the interval (a tie) is never a PASS."""
+    stores them ("checks"); a page reads them there (stored_checks). Step time is judged on target_step's interval
+    (measured: its centre): met only when its upper end is under the limit (RatioInterval.under, wave 8.12's
+    slowdown rule), so a difference inside the interval (a tie) is never a PASS; and only on
+    foxlib.core.pooled_runs.MIN_RUNS independent runs or more: with fewer, the check is "inconclusive" (not
+    passed), as one run's interval is narrower than the spread between runs of the same code."""
     out = []
     for name, limit in TARGETS.items():
         r = res["ratios"].get(name)
@@ -168,14 +221,25 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
         for key in CHECKED:
             if key not in r:
                 continue
-            i = step_interval_of(r) if key == "step_time" else None
+            i, n = target_step(res, name) if key == "step_time" else (None, 0)
             check = {"name": check_name(res, name, key), "measured": i.median if i else r[key], "limit": limit,
                      "unit": "ratio", "passed": bool(i.under(limit) if i else r[key] <= limit)}
             if i:  # passed is not measured <= limit here: say what decided it
-                check["note"] = (f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]: met only when "
-                                 f"the interval's upper end is under {limit:g}")
+                what = (f"{n} independent runs pooled: {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]" if n > 1 else
+                        f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in one run")
+                check["note"] = f"{what}: met only when the interval's upper end is under {limit:g}"
+                check["runs"] = n
+                if n < pooled_runs.MIN_RUNS:
+                    check.update(passed=False, inconclusive=True)
+                    check["note"] += (f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs a verdict "
+                                      "needs")
             out.append(check)
     return out
+
+
+def check_verdict(check: dict[str, Any]) -> str:
+    """A stored check as the page and the summary say it: PASS, FAIL or INCONCLUSIVE (too few independent runs)."""
+    return "INCONCLUSIVE" if check.get("inconclusive") else "PASS" if check["passed"] else "FAIL"
 
 
 def stored_checks(res: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
@@ -186,8 +250,9 @@ def stored_checks(res: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
 
 
 def fast_path_lines(res: dict[str, Any]) -> list[str]:
-    """How far the best row is from the fast path's targets: met, not met (by how much), or a tie (the
-    step-time interval holds the target)."""
+    """How far the best row is from the fast path's targets: met, not met (by how much), a tie (the
+    step-time interval holds the target) or, for step time, inconclusive (fewer independent runs than a verdict
+    needs); step time read as its check reads it (target_step)."""
     r = res["ratios"].get("foxlib_best")
     if not r:
         return []
@@ -196,10 +261,12 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
         what = "peak" if key == "peak" else "step time"
         if key not in r:
             continue
-        i = step_interval_of(r) if key == "step_time" else None
-        value = i.median if i else r[key]  # the paired median where there is one: the value the tables show
+        i, n = target_step(res, "foxlib_best") if key == "step_time" else (None, 0)
+        value = i.median if i else r[key]  # the figure the step-time check reads: the value the answer shows
         shown = f"{value:.3f}x" + (f" [{i.low:.3f}, {i.high:.3f}]" if i else "")
-        verdict = ("met" if (i.under(limit) if i else value <= limit) else
+        verdict = (f"inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs a verdict needs"
+                   if i and n < pooled_runs.MIN_RUNS else
+                   "met" if (i.under(limit) if i else value <= limit) else
                    "a tie: the interval holds the target" if i and i.holds(limit) else
                    f"not met ({value - limit:+.3f} over)")
         out.append(f"{label(res, 'foxlib_best')}: {what} ≤ {limit}x the peer's: {shown}, {verdict}")
@@ -282,6 +349,5 @@ def text_table(res: dict[str, Any]) -> str:
     out += [f"{m['label']}: {m['reason']}" for m in missing_rows(res)]
     for c in res["checks"]:
         note = f"; {c['note']}" if c.get("note") else ""
-        verdict = "PASS" if c["passed"] else "FAIL"
-        out.append(f"{verdict}  {c['name']}: {c['measured']:.3f} (target <= {c['limit']}{note})")
+        out.append(f"{check_verdict(c)}  {c['name']}: {c['measured']:.3f} (target <= {c['limit']}{note})")
     return "\n".join(out)

@@ -13,6 +13,7 @@ from typing import Any
 
 from foxlib.core import provenance
 from foxlib.core.config import MB
+from foxlib.core.pooled_runs import MIN_RUNS
 from foxlib.core.results import measured_revision, read_json, write_json, write_text
 from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
@@ -25,12 +26,14 @@ MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "opti
 # peak (fig.peak_unseen) and step_time_interval, compile.explain's fields, a library's version (None: not installed);
 # every row but the peer (not run: not_run says why).
 REQUIRED = ("title", "generated_at", "device", "environment", "config", "same_configuration", "best", "depends_on",
-            "compile", "not_run", "variants", "ratios", "ratios_by_peer", "checks", "notes")
+            "compile", "not_run", "variants", "timing_runs", "ratios", "pooled_step_time", "ratios_by_peer", "checks",
+            "notes")
 REQUIRED_IN = {"device": ("name", "type", "short"),
                "environment": ("python", "torch", "pytorch_forecasting", "neuralforecast", "darts", "lightning",
                                "pandas", "threads"),
                "best": ("precision", "tft_overrides", "source", "cuda_graph", "options"),
-               "compile": ("setting", "enabled", "reason", "backend", "explain")}
+               "compile": ("setting", "enabled", "reason", "backend", "explain"),
+               "timing_runs": ("rows", "asked", "runs")}
 ROW_KEYS = ("label", "precision", "n_parameters", "parameter_bytes", "by_block", "memory", "timing")
 ROW_MEMORY_KEYS = (*MEMORY_CATEGORIES, "peak_method")
 ROW_TIMING_KEYS = ("median_s", "iqr_s", "noisy")
@@ -111,25 +114,40 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
     if v is None:
         return {**row, "reason": res["not_run"][name]}
     r, checked = res["ratios"][name], fig.stored_checks(res, name)
-    i = fig.step_interval_of(r)
     row.update(precision=v["precision"], peak_ratio=r.get("peak"),
                peak_mb=fig.peak_mb(res, name),
-               step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=i,
+               step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=fig.step_interval_of(r),
                compile_s=(v.get("compile") or {}).get("compile_s"),
                target=checked["step_time"]["limit"] if checked else None)  # the limit the file's checks judged
     if row["target"] is not None:
         limit = row["target"]
+        judged, runs = fig.target_step(res, name)  # the figure the file's step-time check read
         # the file's verdicts (a peak not shown has no check: not passed)
         row["peak_passed"] = "peak" in checked and checked["peak"]["passed"]
-        row["step_passed"] = checked["step_time"]["passed"]
-        row["step_within_noise"] = bool(i and i.holds(limit))
+        row.update(judged=judged, runs=runs, pooled=runs > 1, step_verdict=fig.check_verdict(checked["step_time"]),
+                   step_within_noise=bool(judged and judged.holds(limit)))
     return row
+
+
+def timing_runs_text(res: dict[str, Any]) -> str:
+    """How many independent timing runs the targets rest on, and any that failed, in words."""
+    tr = res["timing_runs"]
+    rows = ", ".join(fig.label(res, n) for n in tr["rows"])
+    if tr["asked"] == 1:
+        return (f"this file holds one timing run of {rows}: no further run was asked for (--runs 1, or measured "
+                "before the benchmark made them)")
+    made = 1 + sum("timing" in run for run in tr["runs"])
+    failed = [run["error"] for run in tr["runs"] if "error" in run]
+    text = f"{made} independent timing runs of {rows} (the first with every row, then {tr['asked'] - 1} in fresh processes)"
+    return text + (f"; {len(failed)} failed: {'; '.join(failed)}" if failed else "")
 
 
 def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the template shows, as plain values (no HTML), from results that pass check_results."""
     variants, peer, checks, best = res["variants"], res["variants"][fig.PEER], res["checks"], res["best"]
-    passed = all(c["passed"] for c in checks) if checks else None
+    verdicts = {fig.check_verdict(c) for c in checks}
+    passed = None if not checks else False if "FAIL" in verdicts else "inconclusive" if "INCONCLUSIVE" in verdicts \
+        else True
     measured, rendered = measured_revision(res), res.get("rendered_at_revision")
     return {
         "title": res["title"],
@@ -137,8 +155,10 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "generated_at": res["generated_at"],
         "measured_at": measured or "unknown", "rendered_at": rendered or "not rendered yet",
         "dirty": not all(provenance.is_clean(r) for r in (measured, rendered) if r),
-        "verdict": {True: "all targets met", False: "targets not all met", None: "no checks"}[passed],
-        "verdict_class": {True: "pass", False: "fail", None: "none"}[passed],
+        "verdict": {True: "all targets met", False: "targets not all met", None: "no checks",
+                    "inconclusive": "none failed, not all judged: too few independent runs"}[passed],
+        "verdict_class": {True: "pass", False: "fail", None: "none", "inconclusive": "none"}[passed],
+        "min_runs": MIN_RUNS, "timing_runs": timing_runs_text(res),
         "peer": {"label": fig.label(res, fig.PEER), "precision": peer["precision"],
                  "peak_mb": fig.peak_mb(res, fig.PEER), "step_ms": fig.ms(peer["timing"]["median_s"])},
         "answer": [_answer_row(res, n) for n in fig.FOXLIB_ROWS],
@@ -150,7 +170,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "same_configuration": res["same_configuration"],
         "rows": fig.table_rows(res),
         "fast_path": fig.fast_path_lines(res),
-        "checks": checks,
+        "checks": [{**c, "verdict": fig.check_verdict(c)} for c in checks],
         "memory_columns": list(MEMORY_CATEGORIES.values()),
         "memory": [{"label": fig.label(res, n), "cells": [fig.memory_mb(v["memory"], k) for k in MEMORY_CATEGORIES]}
                    for n, v in variants.items()],

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from foxlib.core import seed_claims
+from foxlib.core.pooled_runs import pooled_interval, run_spread
 from foxlib.core.budgets import Check
 from foxlib.core.card_classes import CardClass, classes_for, nearest_class
 from foxlib.core.config import MB
@@ -186,17 +187,17 @@ def accuracy_powered(rec: Measurement812) -> bool:
 def claim_verdicts(r: Measurement812) -> dict[str, dict[str, Any]]:
     """The seed's speed claims judged on the independent runs, once for the page and the index: per claim
     strategy, its runs ((median, low, high) of time per window over fp32), the pooled centre and 95 % interval
-    (foxlib.core.seed_claims.pooled_interval, the spread between runs pooled over every claim: run_spread), the
+    (foxlib.core.pooled_runs.pooled_interval, the spread between runs pooled over every claim: run_spread), the
     claim's ratio and band, and the verdict. {} where the runs were not made."""
     runs = {n: [(x.median, x.low, x.high) for x in v] for n, v in r.claim_runs.items()}
     if not runs:
         return {}
-    spread = seed_claims.run_spread(runs.values())
+    spread = run_spread(runs.values())
     out = {}
     for name, triples in runs.items():
         claim = seed_claims.STRATEGY_GUESSES[r[name].seed_guess]["speed"]
         ratio = seed_claims.speed_ratio(claim)
-        centre, low, high = seed_claims.pooled_interval(triples, spread)
+        centre, low, high = pooled_interval(triples, spread)
         out[name] = {"runs": triples, "centre": centre, "low": low, "high": high, "claim": claim, "ratio": ratio,
                      "band": seed_claims.speed_band(ratio),
                      "verdict": seed_claims.pooled_verdict(len(triples), low, high, ratio)}

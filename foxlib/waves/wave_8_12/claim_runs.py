@@ -19,7 +19,7 @@ import torch
 
 from foxlib.core.progress import progress
 from foxlib.core.schema import Record
-from foxlib.core.seed_claims import MIN_RUNS
+from foxlib.core.pooled_runs import MIN_RUNS
 from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cpu_support import kernel_speed
@@ -29,8 +29,8 @@ from foxlib.waves.wave_8_12.strategies import BASELINE, STRATEGIES
 CLAIM_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.seed_guess)
 """fp16, the checkpointing granularities, batch ÷4 and sequence ÷2: every strategy a seed claim is about."""
 RUNS = MIN_RUNS
-"""Independent runs made by default (foxlib.core.seed_claims.MIN_RUNS). Their spread is pooled over every claim
-timed in them (seed_claims.run_spread): with each claim's 3 runs alone, Student's t for two degrees of freedom
+"""Independent runs made by default (foxlib.core.pooled_runs.MIN_RUNS). Their spread is pooled over every claim
+timed in them (foxlib.core.pooled_runs.run_spread): with each claim's 3 runs alone, Student's t for two degrees of freedom
 (4.30) widened batch ÷4's and sequence ÷2's intervals, about 7 % inside their bands, across an edge in one of
 three sets of H200 runs (d3b10e0); pooled (14 degrees of freedom: 2.14), the three sets gave one verdict per
 claim."""
