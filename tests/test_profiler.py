@@ -172,23 +172,25 @@ def test_second_opinion_agrees_with_the_profiler_on_an_mlp():
         + at["activation"] + at["temporary"] + at["autograd_detail"] == ours.peak
 
 
-def test_the_second_opinion_writes_no_kineto_log_lines_unless_asked():
-    """Kineto's "USDT: ... profiler_start" lines went to stderr, into a notebook's output; a fresh process each,
-    since Kineto reads its level once."""
+def test_foxlibs_profilers_write_no_kineto_log_lines_unless_asked():
+    """Kineto's "USDT: ... profiler_start" lines went to stderr at every CPU profile_step (foxlib.memory.timeline)
+    and second opinion, into a notebook's output; a fresh process each, since Kineto reads its level once."""
     import os
     import subprocess
     import sys
-    code = ("import torch; from foxlib.memory.second_opinion import torch_memory_categories as t; "
+    code = ("import os, torch; from foxlib.memory import profile_step; "
+            "from foxlib.memory.second_opinion import torch_memory_categories as t; "
             "m = torch.nn.Linear(4, 2); b = {'x': torch.randn(3, 4), 'y': torch.randn(3, 2)}; "
             "loss = lambda model, batch: torch.nn.functional.mse_loss(model(batch['x']), batch['y']); "
-            "import os; print(t(m, b, loss, torch.optim.Adam(m.parameters()))['available'], "
+            "p = profile_step(m, b, loss, torch.optim.Adam(m.parameters())).peak; "
+            "print(p > 0, t(m, b, loss, torch.optim.Adam(m.parameters()))['available'], "
             "os.environ['KINETO_LOG_LEVEL'])")
     env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
     quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert quiet.stdout.split() == ["True", "6"] and "profiler_start" not in quiet.stderr
+    assert quiet.stdout.split() == ["True", "True", "6"] and "profiler_start" not in quiet.stderr
     asked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**env, "KINETO_LOG_LEVEL": "0"})
-    assert asked.stdout.split() == ["True", "0"]  # the user's level is kept
+    assert asked.stdout.split() == ["True", "True", "0"]  # the user's level is kept
 
 
 def test_fp16_records_whether_the_grad_scaler_skipped_the_optimizer_step():

@@ -1,12 +1,10 @@
 """A second opinion on a step's memory: PyTorch's own memory profiler, whose categories come from its data-flow
 analysis of the step, independent of foxlib's accounting. Its API is private (`_memory_profile`) and may change
-between releases: a failure is reported, not raised. Kineto, under the profiler, writes a "USDT: ...
-profiler_start/stop" line to stderr at every start and stop (torch 2.13's CPU build), which filled a notebook's output:
-its log is off (KINETO_LOG_LEVEL=6, above its highest level) unless the user set KINETO_LOG_LEVEL.
+between releases: a failure is reported, not raised. Kineto's log is off as for foxlib's own profiling
+(foxlib.memory.timeline.quiet_kineto).
 """
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -15,8 +13,7 @@ import torch
 
 from foxlib.core.schema import Sparse
 from foxlib.memory.step import TrainingStep, check_precision
-
-QUIET_KINETO = "6"  # Kineto's log levels run 0 (verbose) .. 5 (USDT): 6 prints none of them
+from foxlib.memory.timeline import quiet_kineto
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callabl
     step()
     optimizer.zero_grad(set_to_none=True)
     try:
-        os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO)  # read when the profiler first starts
+        quiet_kineto()
         from torch.profiler import ProfilerActivity, profile
         from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])

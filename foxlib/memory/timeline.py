@@ -4,11 +4,16 @@ The CPU has no allocator statistics; torch.profiler with profile_memory=True rec
 the CPU allocator, whose running sum from the region's start is the change in live bytes. (A tensor made before
 the profiler started and freed inside is not reported as a free: the sum can only overstate, and profile_step
 frees the gradients before the measured step.)
+
+Kineto, under the profiler, writes a "USDT: ... profiler_start/stop" line to stderr at every start and stop (torch
+2.13's CPU build): hundreds in a notebook's output. `quiet_kineto` turns its log off (KINETO_LOG_LEVEL=6, above its
+highest level, 5) before any foxlib profiler starts, unless the user set KINETO_LOG_LEVEL.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -17,6 +22,12 @@ import torch
 MARK_FORWARD_END = "foxlib::forward_end"
 CPU_EVENTS_FORMAT = "foxlib.cpu_allocations/1"  # the file CpuTimeline.write makes (JSON)
 _RANGE_PREFIXES = ("foxlib::", "Optimizer.")  # record_function ranges kept (phase boundaries)
+QUIET_KINETO = "6"  # Kineto's log levels run 0 (verbose) .. 5 (USDT): 6 prints none of them
+
+
+def quiet_kineto() -> None:
+    """Kineto's log off for this process (KINETO_LOG_LEVEL, read when a profiler first starts), unless set already."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO)
 
 
 @dataclass
@@ -53,6 +64,7 @@ def cpu_allocations():
     from torch.profiler import ProfilerActivity, profile
 
     timeline = CpuTimeline()
+    quiet_kineto()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
