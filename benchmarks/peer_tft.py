@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import json
 import os
 import sys
 import time
@@ -193,30 +194,25 @@ def time_rows(rows: Rows, names: list[str]) -> dict[str, Any]:
 
 def further_runs(args, names: list[str]) -> dict[str, Any]:
     """The rows with a target and the peer timed again in args.runs - 1 fresh processes (this script with
-    --timing-run: each builds them anew, warms up and times them alternating), so that a step-time target is
-    judged on independent runs pooled (foxlib.report.peer_figures.pooled_step_time): {"rows", "asked": args.runs
-    (this run's timing counts as the first), "runs": [{"timing": {row: timing}} or {"error": why}, ...]}."""
-    import json
-    import subprocess
-    import tempfile
-    runs = []
-    base = [sys.executable, str(Path(__file__).resolve()), "--timing-run", "--variants", ",".join(names),
+    --timing-run, through foxlib.harness.fresh_process.run_child: each builds them anew, warms up and times them
+    alternating), so that a step-time target is judged on independent runs pooled
+    (foxlib.report.peer_figures.pooled_step_time): {"rows", "asked": args.runs (this run's timing counts as the
+    first), "runs": [{"timing": {row: timing}} or {"error": why}, ...]}."""
+    from foxlib.harness.fresh_process import run_child
+    argv = [sys.executable, str(Path(__file__).resolve()), "--timing-run", "--variants", ",".join(names),
             "--device", args.device, "--preset", args.preset, "--repeats", str(args.repeats),
             "--warmup", str(args.warmup), "--seed", str(args.seed), "--peer-precision", args.peer_precision,
             "--reports-dir", str(args.reports_dir)]
-    base += ["--config", args.config] if args.config else []
-    base += ["--best", args.best] if args.best else []
-    base += ["--allow-dirty"] if args.allow_dirty else []
+    argv += ["--config", args.config] if args.config else []
+    argv += ["--best", args.best] if args.best else []
+    argv += ["--allow-dirty"] if args.allow_dirty else []
+    runs = []
     for r in range(2, args.runs + 1):
         log(f"independent timing run {r}/{args.runs} (a fresh process): {', '.join(names)}")
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "run.json"
-            done = subprocess.run([*base, "--out", str(out)], stdout=subprocess.PIPE, stderr=None, text=True)
-            if done.returncode == 0 and out.is_file():
-                runs.append({"timing": json.loads(out.read_text())["timing"]})
-            else:
-                runs.append({"error": f"the process exited with {done.returncode}"})
-                log(f"  run {r} failed (exit {done.returncode}): the targets are judged on the runs that did not")
+        child = run_child(argv)
+        runs.append({"error": child["error"]} if "error" in child else {"timing": child["timing"]})
+        log(f"  run {r} failed ({child['error']}): the targets are judged on the runs that did not" if "error" in child
+            else "  " + ", ".join(f"{n} {t['median_s'] * 1e3:,.1f} ms" for n, t in child["timing"].items()))
     return {"rows": names, "asked": args.runs, "runs": runs}
 
 
@@ -409,8 +405,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"each in a fresh process; a step-time target is judged on them pooled and is inconclusive "
                         f"with fewer than {MIN_RUNS} (default {MIN_RUNS})")
     p.add_argument("--timing-run", action="store_true",
-                   help="only time --variants alternating and write {\"timing\": {row: timing}} to --out: one further "
-                        "independent run, as the benchmark starts it")
+                   help="only time --variants alternating and print {\"timing\": {row: timing}} as JSON on the last "
+                        "line of stdout: one further independent run, as the benchmark starts it")
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds before timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reports-dir", default=str(ROOT / "reports"))
@@ -460,10 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"pytorch-forecasting is not installed ({exc}); measure in the peer environment:\n"
                   "  python3 -m venv .venv-peer && .venv-peer/bin/pip install -r requirements-peer.txt "
                   "&& .venv-peer/bin/pip install --no-deps -e .\n")
-    if args.timing_run:  # one further independent run of a measurement (further_runs)
-        if args.out == "auto":
-            p.error("--timing-run writes to --out, a file")
-        write_json(Path(args.out), time_rows(Rows(args, args.variants), args.variants))
+    if args.timing_run:  # one further independent run of a measurement (further_runs): its JSON, last on stdout
+        print(json.dumps({"timing": time_rows(Rows(args, args.variants), args.variants)["timing"]}))
         return 0
     res = measure(args, revision)
     out = Path(args.out) if args.out != "auto" else Path(args.reports_dir) / res["device"].short / "peer-benchmark.json"

@@ -251,8 +251,8 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
         "3 independent timing runs of pytorch-forecasting TFT, foxlib TFT, default, foxlib TFT, best (8.12) (the first "
         "with every row, then 2 in fresh processes)")
     # one further run failed: two runs pooled, the verdict inconclusive
-    res["timing_runs"]["runs"][1] = {"error": "the process exited with 1"}
-    assert peer_page.context(res)["timing_runs"].endswith("; 1 failed: the process exited with 1")
+    res["timing_runs"]["runs"][1] = {"error": "exit 1: ValueError: unknown preset"}
+    assert peer_page.context(res)["timing_runs"].endswith("; 1 failed: exit 1: ValueError: unknown preset")
     res["pooled_step_time"] = fig.pooled_step_time(res)
     assert len(res["pooled_step_time"]["foxlib_default"]["runs"]) == 2 and "median" in res["pooled_step_time"]["foxlib_default"]
     step = {c["name"]: c for c in fig.checks(res)}[fig.check_name(res, "foxlib_default", "step_time")]
@@ -513,11 +513,14 @@ def tiny_results(tmp_path_factory):
 @pytest.mark.slow
 @needs_peer
 def test_a_further_timing_run_that_fails_is_recorded_with_why(tmp_path):
-    """A fresh process that fails (here: a preset that does not exist) leaves an error in its place, not a run."""
+    """A fresh process that fails (here: a preset that does not exist) leaves its error in its place, not a run:
+    its exit status and last output lines (foxlib.harness.fresh_process.run_child)."""
     args = peer_tft._parser().parse_args(["--preset", "no-such-preset", "--device", "cpu", "--runs", "2",
                                           "--allow-dirty", "--reports-dir", str(tmp_path)])
     out = peer_tft.further_runs(args, ["peer", "foxlib_default"])
-    assert out == {"rows": ["peer", "foxlib_default"], "asked": 2, "runs": [{"error": "the process exited with 1"}]}
+    assert out["rows"] == ["peer", "foxlib_default"] and out["asked"] == 2
+    [run] = out["runs"]
+    assert run["error"].startswith("exit 1: ") and "unknown preset 'no-such-preset'" in run["error"]
 
 
 @pytest.mark.slow

@@ -159,6 +159,22 @@ def test_a_fresh_process_measures_the_step_and_says_why_it_failed():
     assert "error" in bad and "precision" in bad["error"]
 
 
+def test_a_child_process_gives_its_last_json_line_or_says_why_not():
+    """foxlib.harness.fresh_process.run_child, with children that need no torch: a result, a failure with its last
+    lines, a child that prints no JSON, one that outlives its time."""
+    import sys
+
+    from foxlib.harness.fresh_process import run_child
+    py = [sys.executable, "-c"]
+    assert run_child([*py, "import os; print('progress'); print('{\"a\": 1, \"p\": \"' + os.environ['FOXLIB_PROGRESS'] + '\"}')"]) \
+        == {"a": 1, "p": "0"}
+    assert run_child([*py, "import sys; sys.stdin.read() == 'x' and print('{\"read\": true}')"], stdin="x") == {"read": True}
+    failed = run_child([*py, "import sys; print('step 1', file=sys.stderr); sys.exit('bad preset')"])
+    assert failed == {"error": "exit 1: step 1 | bad preset"}
+    assert run_child([*py, "print('done')"])["error"].startswith("exit 0 without a JSON result")
+    assert run_child([*py, "import time; time.sleep(5)"], timeout_s=0.5) == {"error": "no result within 0.5 s"}
+
+
 def test_graph_parts_build_a_capturable_step_and_refuse_a_model_without_a_device_loss():
     from foxlib.harness.recipe import graph_parts
     built, loss = graph_parts(StepRecipe("tft", TINY, "fp32", 0, StepOptions(adam="fused")), CPU)

@@ -80,4 +80,4 @@ def below_class(capability: str | None, device_type: str = "cuda") -> bool:
 def nearest_class(capability: str | None, device_type: str = "cuda") -> CardClass:
     """class_of, where a GPU older than every class (a Pascal, 6.x) or of unknown capability counts as the fp16
     class, whose limits it shares (no bf16, no TF32): what it measured is judged among what it runs."""
-    return BY_NAME["fp16"] if below_class(capability, device_type) else class_of(capability, device_type)
+    return BY_NAME["cpu"] if device_type == "cpu" else _gpu_class(capability) or BY_NAME["fp16"]

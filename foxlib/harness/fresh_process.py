@@ -34,15 +34,28 @@ WARMUP_STEPS = 3
 TIMEOUT_S = 600
 
 
+def run_child(argv: list[str], stdin: str = "", env: dict[str, str] | None = None,
+              timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+    """Run a child process that prints its result as JSON on its last line of stdout (progress off, `env` added):
+    that dict, or {"error": why} where it failed: its exit status and last output lines, no result within
+    `timeout_s`, or no JSON. Used here and by the peer benchmark's further timing runs (benchmarks/peer_tft.py)."""
+    try:
+        run = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout_s,
+                             env={**os.environ, "FOXLIB_PROGRESS": "0", **(env or {})})
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {timeout_s:g} s"}
+    if run.returncode != 0:  # its stderr's end says why
+        return {"error": f"exit {run.returncode}: " + " | ".join((run.stderr or run.stdout).strip().splitlines()[-3:])}
+    try:
+        return json.loads(run.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {"error": "exit 0 without a JSON result on its last line: " + run.stdout.strip()[-200:]}
+
+
 def measure_in_fresh_process(spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The child's result as a dict; {"error": ...} when it failed (its last output lines said why)."""
-    run = subprocess.run([sys.executable, "-m", "foxlib.harness.fresh_process"], input=json.dumps(spec),
-                         capture_output=True, text=True, timeout=TIMEOUT_S,
-                         env={**os.environ, "FOXLIB_PROGRESS": "0", **(env or {})})  # its stderr's end says why
-    if run.returncode != 0:
-        return {"error": f"exit {run.returncode}: " + " | ".join((run.stderr or run.stdout).strip().splitlines()[-3:]),
-                "env": env or {}}
-    return {**json.loads(run.stdout.strip().splitlines()[-1]), "env": env or {}}
+    """The child's result as a dict; {"error": ...} when it failed (run_child), with the environment it was given."""
+    return {**run_child([sys.executable, "-m", "foxlib.harness.fresh_process"], json.dumps(spec), env),
+            "env": env or {}}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -223,16 +223,17 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             i, n = target_step(res, name) if key == "step_time" else (None, 0)
             check = {"name": check_name(res, name, key), "measured": i.median if i else r[key], "limit": limit,
-                     "unit": "ratio", "passed": bool(i.under(limit) if i else r[key] <= limit)}
-            if i:  # passed is not measured <= limit here: say what decided it
+                     "unit": "ratio", "passed": r[key] <= limit}
+            if i:  # judged on the interval and the runs, not on measured <= limit: say what decided it
+                enough = n >= pooled_runs.MIN_RUNS
                 what = (f"{n} independent runs pooled: {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]" if n > 1 else
                         f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in one run")
-                check["note"] = f"{what}: met only when the interval's upper end is under {limit:g}"
-                check["runs"] = n
-                if n < pooled_runs.MIN_RUNS:
-                    check.update(passed=False, inconclusive=True)
-                    check["note"] += (f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs a verdict "
-                                      "needs")
+                check.update(passed=enough and i.under(limit), runs=n,
+                             note=f"{what}: met only when the interval's upper end is under {limit:g}" +
+                             ("" if enough else f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs "
+                                                "a verdict needs"))
+                if not enough:
+                    check["inconclusive"] = True
             out.append(check)
     return out
 

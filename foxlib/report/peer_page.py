@@ -124,7 +124,7 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
         judged, runs = fig.target_step(res, name)  # the figure the file's step-time check read
         # the file's verdicts (a peak not shown has no check: not passed)
         row["peak_passed"] = "peak" in checked and checked["peak"]["passed"]
-        row.update(judged=judged, runs=runs, pooled=runs > 1, step_verdict=fig.check_verdict(checked["step_time"]),
+        row.update(judged=judged, runs=runs, step_verdict=fig.check_verdict(checked["step_time"]),
                    step_within_noise=bool(judged and judged.holds(limit)))
     return row
 
@@ -146,8 +146,8 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
     """Everything the template shows, as plain values (no HTML), from results that pass check_results."""
     variants, peer, checks, best = res["variants"], res["variants"][fig.PEER], res["checks"], res["best"]
     verdicts = {fig.check_verdict(c) for c in checks}
-    passed = None if not checks else False if "FAIL" in verdicts else "inconclusive" if "INCONCLUSIVE" in verdicts \
-        else True
+    state = "none" if not checks else "fail" if "FAIL" in verdicts else "inconclusive" if "INCONCLUSIVE" in verdicts \
+        else "pass"
     measured, rendered = measured_revision(res), res.get("rendered_at_revision")
     return {
         "title": res["title"],
@@ -155,9 +155,9 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "generated_at": res["generated_at"],
         "measured_at": measured or "unknown", "rendered_at": rendered or "not rendered yet",
         "dirty": not all(provenance.is_clean(r) for r in (measured, rendered) if r),
-        "verdict": {True: "all targets met", False: "targets not all met", None: "no checks",
-                    "inconclusive": "none failed, not all judged: too few independent runs"}[passed],
-        "verdict_class": {True: "pass", False: "fail", None: "none", "inconclusive": "none"}[passed],
+        "verdict": {"pass": "all targets met", "fail": "targets not all met", "none": "no checks",
+                    "inconclusive": "none failed, not all judged: too few independent runs"}[state],
+        "verdict_class": "none" if state == "inconclusive" else state,
         "min_runs": MIN_RUNS, "timing_runs": timing_runs_text(res),
         "peer": {"label": fig.label(res, fig.PEER), "precision": peer["precision"],
                  "peak_mb": fig.peak_mb(res, fig.PEER), "step_ms": fig.ms(peer["timing"]["median_s"])},
