@@ -213,7 +213,7 @@ def hand_8_12_measurement(rows):
          "strategies": {}, "skipped": {}, "memory": {}, "predicted": {}, "timing": {}, "accuracy_runs": {},
          "accuracy_source": {}, "claim_runs": {"skipped_all": "not asked"},
          "accuracy_harness": harness,
-         "cublas_workspace": {"skipped": "not asked"}, "accuracy_preset": "seed", "same_function": {},
+         "cublas_workspace": {"skipped_all": "not asked"}, "accuracy_preset": "seed", "same_function": {},
          "floors": floors(1_000_000, None, "test").to_dict()}
     for name, precision, peak, step, loss, own in rows:
         m["strategies"][name] = {"precision": precision, "overrides": {}, "seed_guess": None, "changes_numerics": own,

@@ -3,7 +3,7 @@ only from independent runs that agree, and the runs themselves (foxlib.waves.wav
 import pytest
 
 from foxlib.core import pooled_runs as pr, seed_claims as sc
-from foxlib.harness.fresh_process import FailedRun
+from foxlib.harness.fresh_process import FailedRun, RunsNotMade
 from foxlib.waves.wave_8_12 import claim_runs as cr
 from tests.conftest import committed, committed_measurement, committed_path, fresh_process_output, measurement_at
 
@@ -114,7 +114,7 @@ def test_claim_intervals_are_per_run_and_per_training_window():
     assert cr.claim_intervals(failed) == {} and failed.absent_reason == "independent run 2 failed: exit 1: boom"
     assert failed.runs[1] == FailedRun("exit 1: boom", {}) and failed.runs[0].variants["batch ÷4"].step_s_median == 0.5
     skipped = cr.claim_runs_record({"skipped_all": "not asked"})
-    assert skipped == cr.ClaimsSkipped("not asked") and cr.claim_intervals(skipped) == {}
+    assert skipped == RunsNotMade("not asked") and cr.claim_intervals(skipped) == {}
     assert skipped.absent_reason == "not asked" and skipped.to_dict() == {"skipped_all": "not asked"}
     made = cr.claim_runs_record(data)
     assert made == cr.ClaimRuns.from_dict(data) and made.absent_reason is None

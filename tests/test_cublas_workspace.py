@@ -61,7 +61,7 @@ def test_the_recommendation_carries_the_small_workspace_only_when_it_saves_memor
     assert k.shown_slower and not k.costs_time
     assert analysis.recommend(typed(barely), load_budgets())["cublas_workspace"] == ":16:8"
     assert tables.workspace_table(typed(barely)).loc[0, "reads as"] == "within 2 %"
-    none = analysis.recommend(typed(_measurement({"skipped": workspace.SKIPPED_CPU})), load_budgets())
+    none = analysis.recommend(typed(_measurement({"skipped_all": workspace.SKIPPED_CPU})), load_budgets())
     assert none["cublas_workspace"] is None and "not measured" in none["cublas_workspace_note"]
     table = tables.workspace_table(typed(_measurement(_knob()))).set_index("strategy")
     assert table.loc[NAME, "saved (MB)"] == 69.5 and table.loc[NAME, "reads as"] == "a tie"
@@ -72,9 +72,9 @@ def test_a_failed_or_skipped_knob_gives_no_results_and_says_why():
     failed["runs"]["small"][1] = {"error": "exit 1: CUDA error", "env": {}}
     assert typed(_measurement(failed)).workspace_knob == ()
     assert typed(_measurement(failed)).knob_absent.startswith("a process at the small workspace failed: exit 1")
-    assert typed(_measurement({"skipped": workspace.SKIPPED_CPU})).workspace_knob == ()
-    assert typed(_measurement({"skipped": workspace.SKIPPED_CPU})).knob_absent == workspace.SKIPPED_CPU
-    assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped": workspace.SKIPPED_CPU}
+    assert typed(_measurement({"skipped_all": workspace.SKIPPED_CPU})).workspace_knob == ()
+    assert typed(_measurement({"skipped_all": workspace.SKIPPED_CPU})).knob_absent == workspace.SKIPPED_CPU
+    assert workspace.measure_knob([], {}, "seed", torch.device("cpu"), 0) == {"skipped_all": workspace.SKIPPED_CPU}
     assert workspace.knob_runs(_knob()).absent_reason is None
     assert workspace.knob_runs(failed).to_dict() == failed  # written back as measured
     assert isinstance(workspace.knob_runs(failed).runs["small"][1], FailedRun)

@@ -230,7 +230,8 @@ def test_the_committed_measurement_reads_typed(device):
     from foxlib.harness.equivalence import Equivalence, FailedCheck
     from foxlib.harness.floors import Floors
     from foxlib.harness.training import HarnessSettings
-    from foxlib.waves.wave_8_12.workspace import KnobRuns, KnobSkipped
+    from foxlib.harness.fresh_process import RunsNotMade
+    from foxlib.waves.wave_8_12.workspace import KnobRuns
     from foxlib.memory.cuda_graph import GraphedProfile
     from foxlib.memory.profile import MemoryProfile
     data = committed(device, "8.12")
@@ -259,8 +260,8 @@ def test_the_committed_measurement_reads_typed(device):
         assert m.cublas_workspace.absent_reason is None and len(m.cublas_workspace.runs["small"]) == 3
         assert m.resumed == records.Resumed(data["resumed"]["parts"], data["resumed"]["measured_at"])
     else:  # the CPU has no cuBLAS; the run was not resumed
-        assert m.cublas_workspace == KnobSkipped("skipped: the cuBLAS workspace is a CUDA knob")
-        assert m.cublas_workspace.absent_reason == m.cublas_workspace.skipped and m.resumed is None
+        assert m.cublas_workspace == RunsNotMade("skipped: the cuBLAS workspace is a CUDA knob")
+        assert m.cublas_workspace.absent_reason == m.cublas_workspace.skipped_all and m.resumed is None
 
 
 def _bogus(d):

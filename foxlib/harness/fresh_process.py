@@ -74,6 +74,17 @@ class FailedRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class RunsNotMade(Record):
+    """Fresh-process runs a measurement did not make (wave 8.12's claim runs, its cuBLAS workspace knob): why, as the
+    measurement file holds it ({"skipped_all": why})."""
+    skipped_all: str
+
+    @property
+    def absent_reason(self) -> str:
+        return self.skipped_all
+
+
+@dataclasses.dataclass(frozen=True)
 class ProcessRun(Record):
     """measure_in_fresh_process's result, typed: each variant's run, CUBLAS_WORKSPACE_CONFIG as the child saw it
     (None: unset), the environment it was given."""

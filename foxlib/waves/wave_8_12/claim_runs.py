@@ -6,7 +6,7 @@ is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh pr
 claim's verdict comes from the runs pooled: the interval of their mean holds the spread between them
 (foxlib.core.seed_claims.pooled_verdict).
 
-`measure_claim_runs` returns plain data, `ClaimRuns` (or `ClaimsSkipped`) on load (`claim_runs_record`);
+`measure_claim_runs` returns plain data, `ClaimRuns` (or `RunsNotMade`) on load (`claim_runs_record`);
 `claim_intervals` makes it per strategy, one ratio of time per training window to fp32's per run, with its bootstrap
 interval over that run's rounds.
 """
@@ -20,7 +20,7 @@ import torch
 from foxlib.core.progress import progress
 from foxlib.core.schema import Record
 from foxlib.core.pooled_runs import MIN_RUNS
-from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
+from foxlib.harness.fresh_process import FailedRun, ProcessRun, RunsNotMade, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import RatioInterval, interval_of_samples
 from foxlib.memory.cpu_support import kernel_speed
 from foxlib.models import MODELS
@@ -90,22 +90,12 @@ class ClaimRuns(Record):
                      if isinstance(run, FailedRun)), None)
 
 
-@dataclass(frozen=True)
-class ClaimsSkipped(Record):
-    """measure_claim_runs' data where no run was made: why."""
-    skipped_all: str
-
-    @property
-    def absent_reason(self) -> str:
-        return self.skipped_all
-
-
-def claim_runs_record(d: dict[str, Any]) -> ClaimRuns | ClaimsSkipped:
+def claim_runs_record(d: dict[str, Any]) -> ClaimRuns | RunsNotMade:
     """measure_claim_runs' data, typed; its to_dict() writes it back as measured."""
-    return (ClaimsSkipped if "skipped_all" in d else ClaimRuns).from_dict(d)
+    return (RunsNotMade if "skipped_all" in d else ClaimRuns).from_dict(d)
 
 
-def claim_intervals(data: ClaimRuns | ClaimsSkipped) -> dict[str, tuple[RatioInterval, ...]]:
+def claim_intervals(data: ClaimRuns | RunsNotMade) -> dict[str, tuple[RatioInterval, ...]]:
     """{strategy: one time-per-window ratio to fp32 per run}, fp32 left out; {} where the runs were not made or a
     run failed (absent_reason says why)."""
     if data.absent_reason:

@@ -90,7 +90,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
                                                                            runs=claim_runs))
     out["floors"] = saved.get("floors", lambda: step_floors(base, dev, seed))
     out["cublas_workspace"] = saved.get("cublas_workspace", lambda: measure_knob(chosen, configs, preset, dev, seed)
-                                        if cublas_workspace_knob else {"skipped": "not asked (cublas_workspace_knob=False)"})
+                                        if cublas_workspace_knob else {"skipped_all": "not asked (cublas_workspace_knob=False)"})
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
     out["accuracy_preset"] = acc_preset
     out.update(saved.get("accuracy", lambda: accuracy_runs(

@@ -15,12 +15,13 @@ from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timelines import TimelineRun
 from foxlib.harness.timing import (CONFIDENCE, RESAMPLES, SEED, RatioInterval, Timing, ratio_interval,
                                    shared_confidence)
-from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, ClaimsSkipped, claim_intervals, claim_runs_record
+from foxlib.harness.fresh_process import RunsNotMade
+from foxlib.waves.wave_8_12.claim_runs import ClaimRuns, claim_intervals, claim_runs_record
 from foxlib.waves.wave_8_12.strategies import BASELINE, resolve_overrides
 from foxlib.memory.cuda_graph import GraphedProfile, own_workspaces, profile_from_dict
 from foxlib.memory.profile import MemoryProfile
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
-from foxlib.waves.wave_8_12.workspace import KnobResult, KnobRuns, KnobSkipped, knob_results, knob_runs
+from foxlib.waves.wave_8_12.workspace import KnobResult, KnobRuns, knob_results, knob_runs
 
 
 SCHEMA_VERSION = 4  # of Measurement812.to_dict(); 2 added each strategy's options and workspace bytes, 3 the presets,
@@ -67,9 +68,9 @@ class Measurement(WaveMeasurement, wave="8.12", version=1):
     """strategy -> predict_step's profile, or why there is none (stored as {"error": ...})."""
     timing: dict[str, Timing]
     """strategy -> its step's samples (seconds), alternating in one run."""
-    claim_runs: ClaimRuns | ClaimsSkipped
+    claim_runs: ClaimRuns | RunsNotMade
     floors: Floors
-    cublas_workspace: KnobRuns | KnobSkipped
+    cublas_workspace: KnobRuns | RunsNotMade
     accuracy_preset: str
     accuracy_runs: dict[str, tuple[training.TrainResult, ...]]
     """set of runs (the strategy they were run for) -> its runs, one per seed."""

@@ -8,7 +8,7 @@ from the first, takes the size asked, the knob is measured in fresh processes
 ratio small/default is paired by round (foxlib.harness.timing.interval_of_samples over the rounds'
 medians). CUDA only: a CPU has no cuBLAS.
 
-`measure_knob` returns plain data, `knob_runs` types it (KnobRuns, or KnobSkipped) on load; `knob_results` makes
+`measure_knob` returns plain data, `knob_runs` types it (KnobRuns, or RunsNotMade) on load; `knob_results` makes
 each strategy's KnobResult of it.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 from foxlib.core.progress import progress
 from foxlib.core.schema import Record
-from foxlib.harness.fresh_process import FailedRun, ProcessRun, measure_in_fresh_process, variant_spec
+from foxlib.harness.fresh_process import FailedRun, ProcessRun, RunsNotMade, measure_in_fresh_process, variant_spec
 from foxlib.harness.timing import ROUNDS_FOR_CONFIDENCE, RatioInterval, interval_of_samples
 from foxlib.memory.cuda import CUBLAS_WORKSPACE as VARIABLE
 from foxlib.memory.cuda_graph import own_workspace, profile_from_dict
@@ -43,12 +43,12 @@ def measure_knob(chosen, configs: dict[str, Any], preset: str, device: torch.dev
                  rounds: int = ROUNDS, steps: int = STEPS) -> dict[str, Any]:
     """KNOB_STRATEGIES among `chosen` (wave 8.12's Strategy objects, `configs` their TFT configs) in
     2 x `rounds` fresh processes, as plain data: {"setting", "strategies", "rounds", "steps", "runs":
-    {"default": [...], "small": [...]}} (one child's output per round), or {"skipped": why}."""
+    {"default": [...], "small": [...]}} (one child's output per round), or {"skipped_all": why}."""
     if device.type != "cuda":
-        return {"skipped": SKIPPED_CPU}
+        return {"skipped_all": SKIPPED_CPU}
     picked = sorted((s for s in chosen if s.name in KNOB_STRATEGIES), key=lambda s: s.cuda_graph)  # eager first:
     if not picked:  # an eager profile counts what is allocated at its start, graphs' workspaces included
-        return {"skipped": f"none of {', '.join(KNOB_STRATEGIES)} was measured in this run"}
+        return {"skipped_all": f"none of {', '.join(KNOB_STRATEGIES)} was measured in this run"}
     variants = {s.name: variant_spec(configs[s.name], preset, s.precision, seed, torch.device("cuda"), s.cuda_graph, s.options)
                 for s in picked}
     runs: dict[str, list[dict[str, Any]]] = {"default": [], "small": []}
@@ -113,22 +113,12 @@ class KnobRuns(Record):
                      for setting, rs in self.runs.items() for r in rs if isinstance(r, FailedRun)), None)
 
 
-@dataclass(frozen=True)
-class KnobSkipped(Record):
-    """measure_knob's data where no process ran: why."""
-    skipped: str
-
-    @property
-    def absent_reason(self) -> str:
-        return self.skipped
-
-
-def knob_runs(d: dict[str, Any]) -> KnobRuns | KnobSkipped:
+def knob_runs(d: dict[str, Any]) -> KnobRuns | RunsNotMade:
     """measure_knob's data, typed; its to_dict() writes it back as measured."""
-    return (KnobSkipped if "skipped" in d else KnobRuns).from_dict(d)
+    return (RunsNotMade if "skipped_all" in d else KnobRuns).from_dict(d)
 
 
-def knob_results(knob: KnobRuns | KnobSkipped) -> tuple[KnobResult, ...]:
+def knob_results(knob: KnobRuns | RunsNotMade) -> tuple[KnobResult, ...]:
     """Each strategy's KnobResult; () when the knob was skipped or a process failed (absent_reason says why)."""
     if knob.absent_reason:
         return ()
