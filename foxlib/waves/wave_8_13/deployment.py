@@ -56,10 +56,7 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
     pinned = dict(used, tft_config=pinned_tft_config(m))
 
     def flags(values: dict[str, Any]) -> str:
-        out = []
-        for k, v in values.items():
-            text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-            out.append(f"-p {shlex.quote(f'{k}={text}')}")
+        out = [f"-p {shlex.quote(f'{k}={str(v).lower() if isinstance(v, bool) else v}')}" for k, v in values.items()]
         if params.get("budgets_file"):
             out.append(f"-p {shlex.quote('budgets_file=' + str(params['budgets_file']))}")
         return " ".join(out)
@@ -133,8 +130,8 @@ def risks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[str]:
         out.append(f"**Start-up.** The TFT ships compiled by torch.compile: the warm-up before the cap (every model's "
                    f"first steps and forwards, the TFT compiled, the graphs captured) took "
                    f"{m.warmup.seconds:,.1f} s on {m.device.name}. The production machine needs what "
-                   "inductor needs (Triton and a C compiler) and compiles again in each new process (inductor's on-disk "
-                   "caches shorten a repeat; not measured here).")
+                   "inductor needs (Triton and a C compiler) and compiles again in each new process (inductor's "
+                   "on-disk caches shorten a repeat; not measured here).")
     if m.tft.source == "the tft_config parameter":
         out.append("The TFT's configuration was given by the tft_config parameter, not read from wave 8.12's "
                    "report: make sure it is the one 8.12 recommends for this device.")
@@ -190,7 +187,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
     env = m.environment
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     parts = [
-        f"# Ensemble deployment — wave {WAVE} → {DEPLOYMENT}: **{'GO' if v == 'GO' else 'NO-GO'}**",
+        f"# Ensemble deployment — wave {WAVE} → {DEPLOYMENT}: **{v}**",
         "",
         f"Generated {now} from the wave {WAVE} measurement of {(m.measured_at or '?')} on "
         f"**{m.device.name}** ({m.device.type}), torch {env.torch}, git {measured_revision(m)}. "
@@ -253,6 +250,7 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         "",
     ]
     head = budgets["ensemble"]["min_headroom_mb"] * MB
+    proc = analysis.process_figure(m)
     hrows = []
     for phase, title in (("training", "training (interleaved)"), ("inference", "concurrent inference")):
         used = analysis.figure(m, phase)
@@ -266,8 +264,8 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
         f"(`[ensemble] min_headroom_mb`).",
         "",
         f"The ensemble's **process figure** (model peaks summed + cuBLAS workspaces once per stream + CUDA "
-        f"context): {mb(analysis.process_figure(m))} MB, as if every model were at its peak at once"
-        + ("" if analysis.process_figure(m) is not None else " (not measured: a model did not step)") + "; "
+        f"context): {mb(proc)} MB, as if every model were at its peak at once"
+        + ("" if proc is not None else " (not measured: a model did not step)") + "; "
         f"{analysis.nvml_text(m)}",
         "",
         analysis.cap_text(m),

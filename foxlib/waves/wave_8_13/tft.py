@@ -58,8 +58,8 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
                 reports_dir: str | Path | None = None, card_class: str | None = None) -> ResolvedTft:
     """The TFT to validate (ResolvedTft: its run records a captured step's cuda_graph and options, and the
     cublas_workspace where 8.12 advises one). `tft_config` "auto": 8.12's recommendation for this device (and
-    `card_class`), cited; without one the plain fp32 TFT (the report cited where there is one). Otherwise a JSON object, e.g. TFT_CONFIG_EXAMPLE; an unknown field,
-    option or precision is a ValueError."""
+    `card_class`), cited; without one the plain fp32 TFT (the report cited where there is one). Otherwise a JSON
+    object, e.g. TFT_CONFIG_EXAMPLE; an unknown field, option or precision is a ValueError."""
     text = (tft_config or "").strip()
     recommended = False
     depends_on: list[provenance.Citation] = []
