@@ -211,8 +211,8 @@ def test_the_committed_measurements_load(path):
         assert s.peak_bytes == m.memory[s.name].peak
         assert s.step_samples_s == m.timing[s.name].samples
         # the options typed (StepOptions), stated as results.json holds them: {} where all are the defaults
-        assert s.options == (m.strategies[s.name].options or StepOptions())
-        assert s.stated_options == ({} if m.strategies[s.name].options is None else s.options.to_dict())
+        assert s.options == m.strategies[s.name].options
+        assert s.stated_options == m.strategies[s.name].to_dict().get("options", {})
         assert s.window_ratio.low <= s.window_ratio.median <= s.window_ratio.high
     assert typed(m) == rec  # the bootstrap is seeded: a re-render gives the same intervals
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec

@@ -63,8 +63,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(),
                            "base_config": dataclasses.asdict(base),
                            "strategies": {s.name: StrategyRun(s.precision, s.overrides, s.seed_guess,
-                                                              s.changes_numerics, s.cuda_graph,
-                                                              None if s.options.is_default else s.options)
+                                                              s.changes_numerics, s.cuda_graph, s.options)
                                           for s in chosen},
                            "skipped": skipped}
     saved = Checkpoint(checkpoint_path, {"revision": git_revision(), "device": out["device"].to_dict(),
@@ -113,8 +112,9 @@ class Checkpoint:
         self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         if path and os.path.exists(path):
             held = results.read_json(path)  # a truncated file (a run killed while writing) says so
-            if held["key"] != json.loads(json.dumps(key)):
-                differs = sorted(k for k in key if held["key"].get(k) != json.loads(json.dumps(key[k])))
+            stated = json.loads(json.dumps(key))  # as the file holds it (tuples as lists)
+            if held["key"] != stated:
+                differs = sorted(k for k in stated if held["key"].get(k) != stated[k])
                 raise ValueError(f"{path} was made by another run (its {', '.join(differs)} differ): delete it "
                                  "or pass another checkpoint_path")
             self.parts, self.started = held["parts"], held["started"]
@@ -147,9 +147,7 @@ def _profile_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, 
                     out["memory"][s.name] = r["profile"]
                     out.setdefault("predicted", {})[s.name] = r["predicted"]
             except (RuntimeError, ValueError) as exc:  # one strategy that cannot run here: named, the rest go on
-                if s.name == BASELINE:
-                    raise
-                _drop(s, chosen, out, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
+                _drop(s, chosen, out, "failed", exc)
             bar.advance()
 
 
@@ -163,9 +161,7 @@ def _time_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, out
         try:
             steps[s.name] = capture_step(recipe, dev)[1] if s.cuda_graph else build_step(recipe, dev).step
         except (RuntimeError, ValueError) as exc:
-            if s.name == BASELINE:
-                raise
-            _drop(s, chosen, out, f"failed to build for timing: {type(exc).__name__}: {str(exc)[:300]}")
+            _drop(s, chosen, out, "failed to build for timing", exc)
     timings = time_alternating(steps, repeats=repeats, warmup=warmup, device=dev)
     del steps
     release_memory()
@@ -224,17 +220,18 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
         except (ValueError, RuntimeError) as exc:  # a variant that cannot run here: say why, never hide it
             out[s.name] = FailedCheck(s.name, str(exc)).to_dict()
         release_memory()
-    references.clear()
     return out
 
 
-def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], why: str) -> None:
-    """Take a strategy that failed out of the run, saying why (in "skipped")."""
+def _drop(s: Strategy, chosen: list[Strategy], out: dict[str, Any], what: str, exc: Exception) -> None:
+    """Take a strategy that failed out of the run, saying why (in "skipped"); the baseline's failure is raised."""
+    if s.name == BASELINE:
+        raise exc
     chosen.remove(s)
     out["strategies"].pop(s.name, None)
     out["memory"].pop(s.name, None)
     out.get("predicted", {}).pop(s.name, None)
-    out["skipped"][s.name] = why
+    out["skipped"][s.name] = f"{what}: {type(exc).__name__}: {str(exc)[:300]}"
     release_memory()
 
 

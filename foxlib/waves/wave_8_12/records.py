@@ -38,8 +38,7 @@ class StrategyRun(Sparse):
     seed_guess: str | None
     changes_numerics: bool
     cuda_graph: bool
-    options: StepOptions | None = None
-    """Absent (None) where every option is the default."""
+    options: StepOptions = StepOptions()  # absent from the file where every option is the default (Sparse)
     PARTS = {"options": StepOptions}
 
 
@@ -228,22 +227,20 @@ class Measurement812(Record):
         base_bs = m.base_config["batch_size"]
         runs = {n: tuple(AccuracyRun.from_run(r) for r in rs) for n, rs in m.accuracy_runs.items()}
         same, errors = same_function_figures(m.same_function)
-        base_loss_runs = [r.quantile_loss for r in runs[BASELINE]]
-        base_loss = sum(base_loss_runs) / len(base_loss_runs)
+        base_loss = sum(r.quantile_loss for r in runs[BASELINE]) / len(runs[BASELINE])
         out, workspaces = [], own_workspaces(m.memory)  # m.memory is in the order the profiles were taken
         for name, info in m.strategies.items():
             bs = resolve_overrides(m.base_config, info.overrides).get("batch_size", base_bs)
             step = ratio_interval(m.timing, name, BASELINE, confidence, resamples, seed)
             source = m.accuracy_source[name]
-            losses = [r.quantile_loss for r in runs[source]]
-            loss = sum(losses) / len(losses)
+            loss = sum(r.quantile_loss for r in runs[source]) / len(runs[source])
             out.append(StrategyResult(
                 name=name, precision=info.precision, overrides=dict(info.overrides), batch_size=bs,
                 peak_bytes=int(m.memory[name].peak), activation_bytes=m.memory[name].activations,
                 step_samples_s=m.timing[name].samples, step_ratio=step, window_ratio=step.scaled(base_bs / bs),
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
-                cuda_graph=info.cuda_graph, options=info.options or StepOptions(),
+                cuda_graph=info.cuda_graph, options=info.options,
                 workspace_bytes=workspaces[name]))
         return cls(tuple(out), dict(m.base_config), m.device,
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
