@@ -1,11 +1,7 @@
 """Wave 8.12's decisions and shared figures. They read the typed record (records.py: raw bytes,
 seconds, and each ratio to fp32 with its bootstrap interval over the alternating rounds,
 foxlib.harness.timing.ratio_interval), never a table's rounded columns; a difference inside the
-intervals is a tie, settled by memory. The Pareto front, the recommendation (among every strategy;
-the same among one kind, eager or CUDA graph, beside it) with the cuBLAS workspace size to run it at (workspace.py), the
-lightest strategy at full speed, the checks against
-budgets.toml, whether the accuracy runs have power, and the named figures other pages show too
-(foxlib.core.figures)."""
+intervals is a tie, settled by memory."""
 from __future__ import annotations
 
 from functools import partial
@@ -45,18 +41,18 @@ def pareto(rec: Measurement812) -> list[str]:
     return front
 
 
+def interval_text(s: StrategyResult) -> str:
+    """E.g. "0.64x [0.58, 0.71] of fp32 per window"."""
+    return f"{s.window_ratio} of fp32 per window"
+
+
 def slowdown_check(s: StrategyResult, max_slowdown: float, label: str = "recommended") -> Check:
     """Slowdown per training window against fp32 under `max_slowdown`: passes only when the interval's
     upper end is under it (a 1.9x [1.7, 2.1] strategy is not shown to be under 2x)."""
     iv = s.window_ratio
     return Check(f"{label} ({s.name}) slowdown per training window against fp32 "
                  f"(upper end of the {100 * iv.confidence:g} % interval)", iv.high, max_slowdown, "x",
-                 iv.under(max_slowdown), note=f"{iv} of fp32 per window")
-
-
-def interval_text(s: StrategyResult) -> str:
-    """E.g. "0.64x [0.58, 0.71] of fp32 per window"."""
-    return f"{s.window_ratio} of fp32 per window"
+                 iv.under(max_slowdown), note=interval_text(s))
 
 
 def _describe(s: StrategyResult, rec: Measurement812) -> dict[str, Any]:

@@ -5,10 +5,6 @@ is about (a `seed_guess`, with fp32 beside it) is timed again in `runs` fresh pr
 (foxlib.harness.fresh_process: each builds the steps anew, warms up, then times them alternating), and a
 claim's verdict comes from the runs pooled: the interval of their mean holds the spread between them
 (foxlib.core.seed_claims.pooled_verdict).
-
-`measure_claim_runs` returns plain data, `ClaimRuns` (or `RunsNotMade`) on load (`claim_runs_record`);
-`claim_intervals` makes it per strategy, one ratio of time per training window to fp32's per run, with its bootstrap
-interval over that run's rounds.
 """
 from __future__ import annotations
 

@@ -7,9 +7,6 @@ from the first, takes the size asked, the knob is measured in fresh processes
 (first round only: memory is the same every round) and times them alternating. A strategy's step-time
 ratio small/default is paired by round (foxlib.harness.timing.interval_of_samples over the rounds'
 medians). CUDA only: a CPU has no cuBLAS.
-
-`measure_knob` returns plain data, `knob_runs` types it (KnobRuns, or RunsNotMade) on load; `knob_results` makes
-each strategy's KnobResult of it.
 """
 from __future__ import annotations
 
