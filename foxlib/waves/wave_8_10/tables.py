@@ -178,25 +178,24 @@ def second_opinion_table(m: Measurement) -> pd.DataFrame | None:
     so = m.second_opinion
     if so is None or not so.available:
         return None
-    p, at, mx = m.tft.profile, so.at_peak, so.max_by_category
-    rows = [
-        ("parameters", p.parameters, at.get("parameter"), mx.get("parameter"), "weights: both count the same tensors"),
-        ("optimizer state", p.optimizer_state, at.get("optimizer_state"), mx.get("optimizer_state"),
-         "Adam moments and step counters"),
-        ("gradients", p.gradients, at.get("gradient"), mx.get("gradient"),
+    p = m.tft.profile
+    categories = [  # (foxlib's category, its bytes, torch.profiler's category, note)
+        ("parameters", p.parameters, "parameter", "weights: both count the same tensors"),
+        ("optimizer state", p.optimizer_state, "optimizer_state", "Adam moments and step counters"),
+        ("gradients", p.gradients, "gradient",
          "foxlib: all gradients after backward; at the peak only those already computed exist"),
-        ("activations", p.activations, at.get("activation"), mx.get("activation"),
+        ("activations", p.activations, "activation",
          "foxlib: saved for backward at the end of the forward; torch: tensors it traced to backward use"),
-        ("inputs", p.batch, at.get("input"), mx.get("input"), "the batch"),
-        ("temporaries", None, at.get("temporary"), mx.get("temporary"), "freed inside one op or step"),
-        ("autograd detail", None, at.get("autograd_detail"), mx.get("autograd_detail"),
-         "gradients of intermediate tensors during backward"),
-        ("unexplained (no category)", None, at.get("unknown"), mx.get("unknown"),
+        ("inputs", p.batch, "input", "the batch"),
+        ("temporaries", None, "temporary", "freed inside one op or step"),
+        ("autograd detail", None, "autograd_detail", "gradients of intermediate tensors during backward"),
+        ("unexplained (no category)", None, "unknown",
          "allocations torch could not attribute: e.g. the foreach Adam's temporaries, library workspaces"),
+    ]
+    rows = [(c, f, so.at_peak.get(k), so.max_by_category.get(k), note) for c, f, k, note in categories] + [
         (f"peak (foxlib: {MODEL_PEAK})", p.peak, so.peak_bytes, None,
          "largest live total of the step (torch.profiler's timeline holds what its step allocates, workspaces made "
-         "before it not included)"),
-    ]
+         "before it not included)")]
     return pd.DataFrame([{"category": c, "foxlib (MB)": to_mb(f), "torch.profiler at the peak (MB)": to_mb(t),
                           "torch.profiler, category maximum (MB)": to_mb(x), "note": note}
                          for c, f, t, x, note in rows])

@@ -51,8 +51,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     check_target(accuracy_target)
     names = _split(models, list(MODELS), "model(s)")
     dev = resolve_device(device)
-    tft = MODELS["tft"]
-    cfg = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
+    cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
     acc_cfg = accuracy_config(acc_preset, batch_size=accuracy_batch_size, lr=accuracy_lr,
                               memory_efficient=accuracy_memory_efficient)

@@ -57,8 +57,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     dev = resolve_device(device)
     check_target(accuracy_target)
     chosen, skipped = runnable(select(strategies), dev)
-    tft = MODELS["tft"]
-    base = tft.config(preset, batch_size=batch_size, encoder_length=encoder_length)
+    base = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
     configs = {s.name: configure(base, s.overrides) for s in chosen}
     out: dict[str, Any] = {"device": describe(dev), "environment": environment(),
                            "base_config": dataclasses.asdict(base),
