@@ -176,8 +176,8 @@ def _cell(res: dict[str, Any] | None, md: str = "report.md", headline_lines: boo
 
 def write_index(reports_dir: Path | None = None) -> Path:
     """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
-    import jinja2
     from foxlib.report import baselines, ledger
+    from foxlib.report.render import template
     reports_dir = Path(reports_dir or config.REPORTS_DIR)
     found = collect(reports_dir)
     variants = collect_variants(reports_dir)
@@ -189,9 +189,7 @@ def write_index(reports_dir: Path | None = None) -> Path:
     peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
                 for pattern in PEER_PAGES for p in sorted((reports_dir / d).glob(pattern))]
             for d in devs}
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    page = env.get_template("index.html.j2").render(
+    page = template("index.html.j2", autoescape=True).render(
         answer=answer(found, devs, variants), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING,
         devices=devs, waves=waves, baselines=baselines.rows(reports_dir), deployment=DEPLOYMENT,
         peer={d: p for d, p in peer.items() if p},

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from foxlib.core import provenance
-from foxlib.core.config import MB
 from foxlib.core.pooled_runs import MIN_RUNS
 from foxlib.core.results import measured_revision, read_json, write_json, write_text
 from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
+from foxlib.report.render import template
 
 MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
                      "activations": "activations", "forward_peak": "forward peak", "peak": "step peak"}
@@ -191,7 +191,6 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "environment": res["environment"],
         "architectures": [{"label": fig.label(res, n), "items": list(v["architecture"].items())}
                           for n, v in variants.items() if n in fig.OTHER_PEERS],
-        "MB": MB,
     }
 
 
@@ -199,10 +198,8 @@ def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
     """The page's HTML for a results dict (nothing written); ValueError where it lacks keys (check_results)."""
     import jinja2
     check_results(res)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-                             autoescape=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    return env.get_template("peer-benchmark.html.j2").render(**context(res, cites))
+    page = template("peer-benchmark.html.j2", autoescape=True, undefined=jinja2.StrictUndefined)
+    return page.render(**context(res, cites))
 
 
 def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: bool = False,

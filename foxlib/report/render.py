@@ -1,13 +1,14 @@
-"""From an executed notebook to report.html (self-contained, no code) and report.md (+ figures)."""
+"""From an executed notebook to report.html (self-contained, no code) and report.md (+ figures); the pages made
+from templates/ (the index, the benchmarks' pages) get their template from template()."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import nbformat
-from nbconvert import HTMLExporter, MarkdownExporter
 
 from foxlib.report import captioned, reading
 
+TEMPLATES = Path(__file__).parent / "templates"
 
 NOTEBOOK_ONLY = "notebook-only"  # the tag of a cell written for whoever runs the notebook (in JupyterLab), not for readers
 
@@ -23,8 +24,17 @@ def for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def template(name: str, **options):
+    """The jinja2 template `name` of TEMPLATES, its block tags trimmed (trim_blocks, lstrip_blocks); `options`: the
+    page's other jinja2.Environment settings (autoescape, undefined, ...)."""
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True, **options)
+    return env.get_template(name)
+
+
 def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple[Path, Path]:
     """Write report.html and report.md (figures under figures/) from the executed notebook."""
+    from nbconvert import HTMLExporter, MarkdownExporter
     nb = for_readers(nbformat.read(executed, as_version=4))
     html_exporter = HTMLExporter(template_name="lab", exclude_input=True,
                                  exclude_input_prompt=True, exclude_output_prompt=True)

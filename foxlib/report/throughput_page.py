@@ -9,19 +9,20 @@ from typing import Any
 import jinja2
 
 from foxlib.core import provenance
+from foxlib.report.render import template
+
+
+def device(data: dict[str, Any]) -> str:
+    return data["device"].get("name") or data["device"].get("type")
 
 
 def render(data: dict[str, Any], rendered_at_revision: str | None = None) -> str:
     rows = data["rows"]
     if not rows:
         raise ValueError("the throughput measurement has no rows: nothing ran")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
     best = max(rows, key=lambda r: r["items_per_s"])
-    return env.get_template("throughput.md.j2").render(
-        **{k: v for k, v in data.items() if k != "device"}, best=best,
-        device=data["device"].get("name") or data["device"].get("type"),
+    return template("throughput.md.j2", undefined=jinja2.StrictUndefined, keep_trailing_newline=True).render(
+        **{k: v for k, v in data.items() if k != "device"}, best=best, device=device(data),
         rendered_at_revision=rendered_at_revision or provenance.git_revision())
 
 
@@ -37,11 +38,8 @@ def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | No
     provenance.check_measured(data.get("measured_at_revision"), allow_dirty, str(json_path))
     md = render(data, revision)
     Path(md_path).write_text(md)
-    if html_path:
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=False)
-        device = data["device"].get("name") or data["device"].get("type")
-        Path(html_path).write_text(env.get_template("throughput.html.j2").render(
-            body=mistune.html(md), device=device))
+    if html_path:  # no block tags in it: trimming them changes nothing
+        Path(html_path).write_text(template("throughput.html.j2").render(body=mistune.html(md), device=device(data)))
     return Path(md_path)
 
 
