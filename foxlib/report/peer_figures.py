@@ -77,14 +77,18 @@ def label(res: dict[str, Any], name: str) -> str:
     return ROWS[name] if v is None else v["label"]
 
 
-def step_interval(v: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
-    """The median of the per-round step-time ratios v / base and its bootstrap interval, or None
-    where either side holds no raw samples or their rounds differ in number."""
-    a = v["timing"].get("samples_s") or []
-    b = base["timing"].get("samples_s") or []
-    if not a or len(a) != len(b):
-        return None
-    return {**interval_of_samples(a, b).to_dict(), "rounds": len(a)}
+def paired_interval(timing: dict[str, Any] | None, base: dict[str, Any] | None) -> RatioInterval | None:
+    """The median of the per-round step-time ratios timing / base (two rows' timing dicts of one run) and its
+    bootstrap interval (interval_of_samples), or None where either holds no raw samples or their rounds differ in
+    number."""
+    a, b = (timing or {}).get("samples_s"), (base or {}).get("samples_s")
+    return interval_of_samples(a, b) if a and b and len(a) == len(b) else None
+
+
+def stored_interval(d: dict[str, Any]) -> RatioInterval:
+    """An interval as the file stores it (median, low, high, confidence: none in files written before intervals
+    stated their coverage), beside its "rounds" or "runs"."""
+    return RatioInterval(d["median"], d["low"], d["high"], d.get("confidence", CONFIDENCE))
 
 
 def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[str, Any]]:
@@ -109,11 +113,11 @@ def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[
             # a step captured as one CUDA graph has none measured (its saved tensors are in the graph's pool)
             r["activations"] = v["memory"]["activations"] / peer["memory"]["activations"]
         r["step_time"] = v["timing"]["median_s"] / peer["timing"]["median_s"]
-        interval = step_interval(v, peer)
+        interval = paired_interval(v["timing"], peer["timing"])
         if interval is not None:
             # per round (the rows alternate, so round r of each ran close in time): robust to load drift
-            r["step_time_paired"] = interval["median"]
-            r["step_time_interval"] = interval
+            r["step_time_paired"] = interval.median
+            r["step_time_interval"] = {**interval.to_dict(), "rounds": len(v["timing"]["samples_s"])}
         out[name] = r
     return out
 
@@ -154,7 +158,7 @@ def step_interval_of(r: dict[str, Any]) -> RatioInterval | None:
     """A row's step-time ratio over the paired rounds as foxlib.harness.timing's RatioInterval (its under() and
     tie() are the rule every speed check follows); None for a file without raw samples."""
     i = r.get("step_time_interval")
-    return None if i is None else RatioInterval(i["median"], i["low"], i["high"], i.get("confidence", CONFIDENCE))
+    return None if i is None else stored_interval(i)
 
 
 def run_timings(res: dict[str, Any]) -> list[dict[str, dict[str, Any]]]:
@@ -167,12 +171,7 @@ def run_timings(res: dict[str, Any]) -> list[dict[str, dict[str, Any]]]:
 def run_intervals(res: dict[str, Any], name: str) -> list[RatioInterval]:
     """Row `name`'s step time over the peer's in each independent run that timed both with raw samples: the
     median of the per-round ratios and its bootstrap interval (interval_of_samples), one per run."""
-    out = []
-    for run in run_timings(res):
-        a, b = (run.get(name) or {}).get("samples_s"), (run.get(PEER) or {}).get("samples_s")
-        if a and b and len(a) == len(b):
-            out.append(interval_of_samples(a, b))
-    return out
+    return [i for run in run_timings(res) if (i := paired_interval(run.get(name), run.get(PEER)))]
 
 
 def pooled_step_time(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -202,7 +201,7 @@ def target_step(res: dict[str, Any], name: str) -> tuple[RatioInterval | None, i
     interval (None without raw samples)."""
     p = res["pooled_step_time"].get(name) or {"runs": []}
     if "median" in p:
-        return RatioInterval(p["median"], p["low"], p["high"], p["confidence"]), len(p["runs"])
+        return stored_interval(p), len(p["runs"])
     return step_interval_of(res["ratios"].get(name) or {}), len(p["runs"])
 
 
@@ -259,9 +258,9 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
         return []
     out = []
     for key, limit in FAST_PATH_TARGETS.items():
-        what = "peak" if key == "peak" else "step time"
         if key not in r:
             continue
+        what = "peak" if key == "peak" else "step time"
         i, n = target_step(res, "foxlib_best") if key == "step_time" else (None, 0)
         value = i.median if i else r[key]  # the figure the step-time check reads: the value the answer shows
         shown = f"{value:.3f}x" + (f" [{i.low:.3f}, {i.high:.3f}]" if i else "")

@@ -22,7 +22,7 @@ MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "opti
                      "activations": "activations", "forward_peak": "forward peak", "peak": "step peak"}
 # what the page reads of a results file, all written by benchmarks/peer_tft.py (check_results names what is missing).
 # Optional by design, read with defaults: rendered_at_revision (set by render_file), a row's compile (the torch.compile
-# rows only), a graphed row's memory.cuda_graph, timing.samples_s (fig.step_interval: none, no interval), a ratio's
+# rows only), a graphed row's memory.cuda_graph, timing.samples_s (fig.paired_interval: none, no interval), a ratio's
 # peak (fig.peak_unseen) and step_time_interval, compile.explain's fields, a library's version (None: not installed);
 # every row but the peer (not run: not_run says why).
 REQUIRED = ("title", "generated_at", "device", "environment", "config", "same_configuration", "best", "depends_on",
