@@ -22,12 +22,26 @@ CATEGORY_COLOURS = {
 }
 
 
-def _stack(ax, x: list[float], values: dict[str, list[float]], width: float) -> None:
-    """Bars of `values` (label -> one value in MB per position) stacked in order, coloured by category."""
+# a step profile's categories as the stacked bars show them, bottom up: label -> MemoryProfile field
+STACKED = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
+           "activations": "activations", "buffers (device)": "device_buffers", "temporaries": "temporaries"}
+
+
+def _stack(ax, x: list, profiles: list[MemoryProfile], width: float, labels=tuple(STACKED)) -> None:
+    """One bar per profile at `x`: its categories of `labels` (STACKED) in MB, stacked in order, coloured by category."""
     bottoms = [0.0] * len(x)
-    for label, vals in values.items():
+    for label in labels:
+        vals = [getattr(p, STACKED[label]) / MB for p in profiles]
         ax.bar(x, vals, width, bottom=bottoms, color=CATEGORY_COLOURS[label], label=label)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
+
+
+def _finish(fig: plt.Figure, ax, title: str, **legend) -> plt.Figure:
+    """The chart's title and its legend (matplotlib's legend() arguments), laid out tight."""
+    ax.set_title(title)
+    ax.legend(**legend)
+    fig.tight_layout()
+    return fig
 
 
 def breakdown(profile: MemoryProfile, budgets_mb: dict[str, float], title: str) -> plt.Figure:
@@ -51,10 +65,7 @@ def breakdown(profile: MemoryProfile, budgets_mb: dict[str, float], title: str) 
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("memory (MB = 10^6 bytes)")
-    ax.set_title(title)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, loc="upper right", fontsize=8)
 
 
 def activations_by_module(by_module: dict[str, int], title: str) -> plt.Figure:
@@ -77,11 +88,8 @@ def ensemble(profiles: dict[str, MemoryProfile], totals, card_mb: float, title: 
     figures as hollow bars beside. The title's process peak and share are `totals`' (never recomputed)."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
-    parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
-             "activations": "activations", "buffers (device)": "device_buffers", "temporaries": "temporaries"}
     x = list(range(len(names)))
-    _stack(ax, [i - 0.2 for i in x],
-           {label: [getattr(profiles[n], key) / MB for n in names] for label, key in parts.items()}, 0.4)
+    _stack(ax, [i - 0.2 for i in x], [profiles[n] for n in names], 0.4)
     for i, n in enumerate(names):
         peak = totals.model_peaks[n] / MB
         ax.plot([i - 0.4, i], [peak, peak], color="black", lw=1.5, label="model peak" if i == 0 else None)
@@ -98,11 +106,8 @@ def ensemble(profiles: dict[str, MemoryProfile], totals, card_mb: float, title: 
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("training memory (MB = 10^6 bytes)")
     what = "model peaks + workspaces + context" if totals.on_cuda else "model peaks' sum (CPU)"
-    ax.set_title(f"{title}\nprocess peak ({what}) {totals.process_peak / MB:,.0f} MB = "
-                 f"{100 * totals.share_of(card_mb * MB):.1f} % of the card")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, f"{title}\nprocess peak ({what}) {totals.process_peak / MB:,.0f} MB = "
+                   f"{100 * totals.share_of(card_mb * MB):.1f} % of the card", fontsize=7, ncol=2)
 
 
 def precision_memory(profiles: dict[str, MemoryProfile], budget_mb: float, seed_expectation_mb: dict[str, float],
@@ -110,9 +115,7 @@ def precision_memory(profiles: dict[str, MemoryProfile], budget_mb: float, seed_
     """Per precision: the step's categories stacked, the model peak marked, the seed's expectation beside."""
     names = list(profiles)
     fig, ax = plt.subplots(figsize=(8, 4))
-    parts = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
-             "activations": "activations", "temporaries": "temporaries"}
-    _stack(ax, names, {label: [getattr(profiles[n], key) / MB for n in names] for label, key in parts.items()}, 0.5)
+    _stack(ax, names, [profiles[n] for n in names], 0.5, [k for k in STACKED if k != "buffers (device)"])
     for i, n in enumerate(names):
         peak = profiles[n].peak / MB
         ax.text(i, peak, f"model peak {peak:,.0f}", ha="center", va="bottom", fontsize=8)
@@ -121,10 +124,7 @@ def precision_memory(profiles: dict[str, MemoryProfile], budget_mb: float, seed_
                     label="seed's expectation")
     ax.axhline(budget_mb, color="black", lw=1.5, ls="--", label=f"budget {budget_mb:,.0f} MB")
     ax.set_ylabel("memory of one training step (MB = 10^6 bytes)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, fontsize=7, ncol=2)
 
 
 LOG_AXIS_SPREAD = 30  # ratios spanning more than this factor get a log axis (the axis label says so)
@@ -214,10 +214,7 @@ def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
     ax.set_xlim(max(0.0, min(min(lows), 1.0) - 0.3 * span), max(max(highs), 1.0) + 0.9 * span)  # a ratio is > 0
     ax.set_xlabel(f"step time / fp32's (ratio; above 1 = slower; bar: {100 * shared_confidence(ratios.values()):g} % "
                   "bootstrap interval)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, fontsize=7, loc="lower right")
 
 
 def accuracy_spread(rows: list[Degradation], baseline: tuple[float, str], gate: tuple[float, str], ylabel: str,
@@ -243,7 +240,4 @@ def accuracy_spread(rows: list[Degradation], baseline: tuple[float, str], gate: 
     hi = max(max(max(r.values) for r in rows), baseline[0], gate[0])
     ax.set_ylim(lo - 0.15 * (hi - lo), hi + 0.5 * (hi - lo))  # room for the legend above the lines
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, fontsize=7, loc="upper left")
