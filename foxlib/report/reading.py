@@ -192,8 +192,13 @@ def glossary(terms: Iterable[str] | None = None) -> Block:
 
 # ----------------------------------------------------------------------------- reproduce this report
 
-def _value(v: Any) -> str:
-    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+def _assignments(values: Mapping[str, Any]) -> list[str]:
+    """Parameters as `name=value` (booleans as true/false, as the notebooks' parameters read them)."""
+    return [f"{k}={('true' if v else 'false') if isinstance(v, bool) else v}" for k, v in values.items()]
+
+
+def _flags(assignments: list[str]) -> str:
+    return " ".join(f"-p {shlex.quote(a)}" for a in assignments)
 
 
 def commands(results: Mapping[str, Any]) -> list[str]:
@@ -206,15 +211,13 @@ def commands(results: Mapping[str, Any]) -> list[str]:
     params = dict(results.get("parameters") or {})
     changed = {k: d["value"] for k, d in results["run"]["differs"].items() if k != "budgets_file"}
     budgets = params.get("budgets_file") or ""
-    assignments = [f"{k}={_value(v)}" for k, v in changed.items()] + ([f"budgets_file={budgets}"] if budgets else [])
-    flags = " ".join(f"-p {shlex.quote(a)}" for a in assignments)
+    assignments = _assignments(changed) + ([f"budgets_file={budgets}"] if budgets else [])
+    flags = _flags(assignments)
     if params.get("measurements"):
         device = (results.get("device") or {}).get("type", "cuda")
-        measure_flags = " ".join(f"-p {shlex.quote(a)}" for a in
-                                 [f"{k}={_value(v)}" for k, v in changed.items() if k != "device"]
-                                 + [f"device={device}"])
+        measure = _assignments({**{k: v for k, v in changed.items() if k != "device"}, "device": device})
         where = (results.get("device") or {}).get("name") or device
-        return [f"python -m foxlib measure --wave {wave} {measure_flags} --out measured/wave-{wave}.json"
+        return [f"python -m foxlib measure --wave {wave} {_flags(measure)} --out measured/wave-{wave}.json"
                 f"   # on the machine to measure ({where})",
                 "make render MEASURED=measured   # here: renders every wave-<N>.json in that folder"
                 + (f" (this report also used {flags})" if budgets else "")]
@@ -277,6 +280,7 @@ def closing(results: Mapping[str, Any], report_dir: str | Path = ".", dataset: s
 MAX_PAGE_WIDTH_PX = 1400  # the window every table must fit in
 NUMERIC_CLASS = "foxlib-num"
 MISSING = ("", "—", "-", "nan", "NaN", "None", "n/a")
+# a table cell that reads as a number: "1,009.4", "−9.4", "0.9 %", "1.19x", "812 MB", "0.73x [0.69, 0.80]"
 _NUMBER = re.compile(r"^[+\-\u2212]?\d[\d,]*(\.\d+)?(e[+\-]?\d+)?\s?(%|x|×|MB|MiB|GB|GiB|kB|B|ms|s)?"
                      r"(\s*\[[^\]]*\])?$")
 # JupyterLab's stylesheet (nbconvert's "lab" template) right-aligns every cell of an output table with
@@ -306,14 +310,8 @@ figure.foxlib-figure figcaption {{ max-width: 60em; }}
 """
 
 
-def report_css() -> str:
-    """REPORT_CSS as a <style> element: text left, numeric columns right, no table wider than the window."""
-    return f'<style id="foxlib-reading-css">{REPORT_CSS}</style>'
-
-
-def is_number(text: str) -> bool:
-    """A table cell that reads as a number: "1,009.4", "−9.4", "0.9 %", "1.19x", "812 MB", "0.73x [0.69, 0.80]"."""
-    return bool(_NUMBER.match(text.strip()))
+# REPORT_CSS as a <style> element: text left, numeric columns right, no table wider than the window
+REPORT_STYLE = f'<style id="foxlib-reading-css">{REPORT_CSS}</style>'
 
 
 def _mark_table(table) -> None:
@@ -326,7 +324,7 @@ def _mark_table(table) -> None:
         return  # spanning cells: leave the table as it is
     for col in range(width):
         values = [t for t in (r[col].get_text(" ", strip=True) for r in rows) if t not in MISSING]
-        if not values or not all(is_number(t) for t in values):
+        if not values or not all(_NUMBER.match(t.strip()) for t in values):
             continue
         for r in rows:
             r[col]["class"] = r[col].get("class", []) + [NUMERIC_CLASS]
@@ -347,10 +345,10 @@ def mark_numeric_columns(page_html: str) -> str:
 
 
 def style_report(page_html: str) -> str:
-    """An exported report.html made for readers: report_css in its <head> (once), numeric columns marked."""
+    """An exported report.html made for readers: REPORT_STYLE in its <head> (once), numeric columns marked."""
     out = mark_numeric_columns(page_html)
     if 'id="foxlib-reading-css"' in out:
         return out
     if "</head>" in out:
-        return out.replace("</head>", report_css() + "</head>", 1)
-    return report_css() + out
+        return out.replace("</head>", REPORT_STYLE + "</head>", 1)
+    return REPORT_STYLE + out
