@@ -28,7 +28,7 @@ STACKED = {"parameters": "parameters", "gradients": "gradients", "optimizer stat
 
 
 def _stack(ax, x: list, profiles: list[MemoryProfile], width: float, labels=tuple(STACKED)) -> None:
-    """One bar per profile at `x`: its categories of `labels` (STACKED) in MB, stacked in order, coloured by category."""
+    """One bar per profile at `x`: its categories of `labels` (STACKED) in MB, stacked in order, by colour."""
     bottoms = [0.0] * len(x)
     for label in labels:
         vals = [getattr(p, STACKED[label]) / MB for p in profiles]

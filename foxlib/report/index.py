@@ -58,8 +58,7 @@ def collect_variants(reports_dir: Path | None = None) -> list[dict[str, Any]]:
 
 
 def devices(found: dict[str, dict[str, Any]]) -> list[str]:
-    names = sorted({d for per in found.values() for d in per})
-    return sorted(names, key=lambda d: (d == "cpu", d))  # GPUs first
+    return sorted({d for per in found.values() for d in per}, key=lambda d: (d == "cpu", d))  # GPUs first
 
 
 def status_lines(reports_dir: Path | None = None) -> list[str]:
@@ -186,8 +185,7 @@ def write_index(reports_dir: Path | None = None) -> Path:
               "cells": {d: _cell(found[w.id].get(d)) for d in devs}} for w in WAVES.values()]
     waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
                   "cells": {d: _cell(found["8.13"].get(d), "deployment.md", False) for d in devs}})
-    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
-                for pattern in PEER_PAGES for p in sorted((reports_dir / d).glob(pattern))]
+    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"} for p in _files(reports_dir / d, *PEER_PAGES)]
             for d in devs}
     page = template("index.html.j2", autoescape=True).render(
         answer=answer(found, devs, variants), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING,

@@ -6,6 +6,7 @@ has yet says "not measured", never a guess. The seed's figures are its own (foxl
 """
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -38,7 +39,6 @@ class Claim:
 
 def _v(figs: dict[str, dict[str, Any]], key: str) -> Any:
     """The value of figure `key` (a glob pattern may stand for a configuration part), None if absent."""
-    import fnmatch
     found = [k for k in figs if fnmatch.fnmatchcase(k, key)]
     return figs[found[0]]["value"] if found else None
 
@@ -215,9 +215,6 @@ def rows(found: dict[str, dict[str, dict[str, Any]]], devices: list[str]) -> lis
         for d in devices:
             res = found.get(claim.wave, {}).get(d)
             judged = claim.judge((res or {}).get("figures") or {}) if res else None
-            if judged is None:
-                cells[d] = Cell("not measured")
-            else:
-                cells[d] = Cell(judged[0], judged[1], f"{res['_dir']}/report.html")
+            cells[d] = Cell("not measured") if judged is None else Cell(*judged, f"{res['_dir']}/report.html")
         out.append({"claim": claim.name, "seed": claim.seed, "wave": claim.wave, "cells": cells})
     return out

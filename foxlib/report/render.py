@@ -28,8 +28,8 @@ def template(name: str, **options):
     """The jinja2 template `name` of TEMPLATES, its block tags trimmed (trim_blocks, lstrip_blocks); `options`: the
     page's other jinja2.Environment settings (autoescape, undefined, ...)."""
     import jinja2
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True, **options)
-    return env.get_template(name)
+    loader = jinja2.FileSystemLoader(TEMPLATES)
+    return jinja2.Environment(loader=loader, trim_blocks=True, lstrip_blocks=True, **options).get_template(name)
 
 
 def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple[Path, Path]:
