@@ -62,10 +62,6 @@ def bundle(png: bytes, alt: str, caption: str) -> tuple[dict[str, Any], dict[str
     return data, {META: {"alt": alt, "caption": caption}}
 
 
-def _num(v: float) -> str:
-    return f"{v:,.4g}"
-
-
 def _axis(ax, which: str) -> str:
     label = (ax.get_xlabel() if which == "x" else ax.get_ylabel()) or "unlabelled"
     scale = ax.get_xscale() if which == "x" else ax.get_yscale()
@@ -92,7 +88,7 @@ def describe(fig, max_items: int = 12) -> str:
                                              else ax.get_yticklabels())]
             values = [(r.get_height() if c.orientation == "vertical" else r.get_width()) for r in c.patches]
             names = ticks if len(ticks) == len(values) and all(ticks) else [str(i + 1) for i in range(len(values))]
-            items = [f"{n} {_num(v)}" for n, v in zip(names, values)][:max_items]
+            items = [f"{n} {v:,.4g}" for n, v in zip(names, values)][:max_items]
             label = "" if str(c.get_label()).startswith("_") else f"{c.get_label()}: "
             parts.append(f"bars {label}" + ", ".join(items) + ("…" if len(values) > max_items else ""))
         if named:
@@ -119,10 +115,6 @@ def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> No
     display(data, metadata=metadata, raw=True)
 
 
-def _slug(text: str, limit: int = 40) -> str:
-    return slug(text)[:limit].strip("-") or "figure"
-
-
 def markdown_figure(path: str, alt: str, caption: str) -> str:
     """The Markdown for one figure: the image with its alt text, then the caption in italics."""
     alt_md = alt.replace("[", "(").replace("]", ")").replace("\n", " ")
@@ -146,10 +138,11 @@ def for_markdown(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                     or "image/png" not in out.get("data", {}):
                 continue
             digest = hashlib.sha1(out["data"]["image/png"].encode("ascii")).hexdigest()[:8]
-            name, k = f"{_slug(info['caption'])}-{digest}", 1
+            first = f"{slug(info['caption'])[:40].strip('-') or 'figure'}-{digest}"  # the caption's slug, 40 characters at most
+            name, k = first, 1
             while name in used:
                 k += 1
-                name = f"{_slug(info['caption'])}-{digest}-{k}"
+                name = f"{first}-{k}"
             used.add(name)
             out["metadata"]["filename"] = f"{name}.png"
             out["data"] = {"text/markdown": markdown_figure(f"{FIGURES_DIR}/{name}.png", info["alt"], info["caption"]),

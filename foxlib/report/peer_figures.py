@@ -161,17 +161,13 @@ def step_interval_of(r: dict[str, Any]) -> RatioInterval | None:
     return None if i is None else stored_interval(i)
 
 
-def run_timings(res: dict[str, Any]) -> list[dict[str, dict[str, Any]]]:
-    """Each independent timing run's {row: timing dict}: the first (every row alternating: the rows' own timing) and
-    each further run of timing_runs (a fresh process: the peer and the rows with a target) that did not fail."""
-    first = {name: v["timing"] for name, v in res["variants"].items()}
-    return [first] + [run["timing"] for run in res["timing_runs"]["runs"] if "timing" in run]
-
-
 def run_intervals(res: dict[str, Any], name: str) -> list[RatioInterval]:
-    """Row `name`'s step time over the peer's in each independent run that timed both with raw samples: the
-    median of the per-round ratios and its bootstrap interval (interval_of_samples), one per run."""
-    return [i for run in run_timings(res) if (i := paired_interval(run.get(name), run.get(PEER)))]
+    """Row `name`'s step time over the peer's in each independent run that timed both with raw samples
+    (paired_interval), one per run: the first (every row alternating: the rows' own timing), then each further run of
+    timing_runs (a fresh process: the peer and the rows with a target) that did not fail."""
+    runs = [{n: v["timing"] for n, v in res["variants"].items()}]
+    runs += [run["timing"] for run in res["timing_runs"]["runs"] if "timing" in run]
+    return [i for run in runs if (i := paired_interval(run.get(name), run.get(PEER)))]
 
 
 def pooled_step_time(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
