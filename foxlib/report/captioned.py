@@ -138,7 +138,8 @@ def for_markdown(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                     or "image/png" not in out.get("data", {}):
                 continue
             digest = hashlib.sha1(out["data"]["image/png"].encode("ascii")).hexdigest()[:8]
-            first = f"{slug(info['caption'])[:40].strip('-') or 'figure'}-{digest}"  # the caption's slug, 40 characters at most
+            # the caption's slug (40 characters at most) and the image's hash
+            first = f"{slug(info['caption'])[:40].strip('-') or 'figure'}-{digest}"
             name, k = first, 1
             while name in used:
                 k += 1
