@@ -47,7 +47,10 @@ def _within(ours: float, theirs_mb: float) -> bool:
     return abs(ours / MB - theirs_mb) <= 0.10 * max(theirs_mb, 1)
 
 
-def _category(quantity: str, seed_mb: float):
+def _category(quantity: str):
+    """The fp32 TFT's `quantity` against the seed's figure of that name (seed_claims.TFT_8_10_MB)."""
+    seed_mb = seed_claims.TFT_8_10_MB[quantity]
+
     def judge(figs):
         ours = _v(figs, f"{TFT}/fp32/{quantity}")
         if ours is None:
@@ -78,7 +81,10 @@ def _forward(figs):
     return f"forward peak {mb_text(fwd)}", "holds" if fwd < 500 * MB else "fails"
 
 
-def _reduction(key: str, seed_pct: float):
+def _reduction(key: str, guess: str):
+    """guess: the seed_claims.STRATEGY_GUESSES entry whose memory reduction is judged; key: its model peak."""
+    seed_pct = seed_claims.STRATEGY_GUESSES[guess]["memory_reduction_pct"]
+
     def judge(figs):
         base, ours = _v(figs, f"{TFT}/fp32/model_peak"), _v(figs, key)
         if base is None or ours is None:
@@ -89,7 +95,7 @@ def _reduction(key: str, seed_pct: float):
     return judge
 
 
-def _speed(key: str, guess: str, what: str):
+def _speed(key: str, guess: str):
     """guess: the seed_claims.STRATEGY_GUESSES entry whose speed claim ("-40% slower") is judged, read once
     (seed_claims.speed_ratio, SPEED_READING). key: the strategy's time_per_window_ratio; its independent runs,
     pooled as wave 8.12 pooled them, are the figure beside it, claim_time_per_window_ratio (its value and
@@ -97,6 +103,7 @@ def _speed(key: str, guess: str, what: str):
     ratio = seed_claims.speed_ratio(seed_claims.STRATEGY_GUESSES[guess]["speed"])
     band = seed_claims.speed_band(ratio)
     pooled_key = key.replace("/time_per_window_ratio", "/claim_time_per_window_ratio")
+    what = "fp32's time per window"
 
     def judge(figs):
         fig, pooled = figs.get(key), figs.get(pooled_key)
@@ -164,17 +171,15 @@ def _candle(figs):
 
 
 CLAIMS = (
-    Claim("Model parameters", "72 MB", "8.10", _category("parameters", seed_claims.TFT_8_10_MB["parameters"])),
-    Claim("Forward activations", "2,880 MB", "8.10", _category("activations", seed_claims.TFT_8_10_MB["activations"])),
-    Claim("Backward gradients", "0 MB", "8.10", _category("gradients", seed_claims.TFT_8_10_MB["gradients"])),
-    Claim("Optimizer state", "144 MB", "8.10", _category("optimizer_state", seed_claims.TFT_8_10_MB["optimizer_state"])),
+    Claim("Model parameters", "72 MB", "8.10", _category("parameters")),
+    Claim("Forward activations", "2,880 MB", "8.10", _category("activations")),
+    Claim("Backward gradients", "0 MB", "8.10", _category("gradients")),
+    Claim("Optimizer state", "144 MB", "8.10", _category("optimizer_state")),
     Claim("Peak training", "3,096 MB", "8.10", _peak),
     Claim("615x overhead vs theory", "4.8 MB theory -> 2,952 MB", "8.10", _overhead),
     Claim("Forward memory budget", "should be < 500 MB", "8.10", _forward),
-    Claim("FP16: memory", "-50 % (3,096 -> 1,548 MB)", "8.11",
-          _reduction(f"{TFT}/fp16/model_peak", seed_claims.STRATEGY_GUESSES["fp16"]["memory_reduction_pct"])),
-    Claim("FP16: speed", "+20 % faster", "8.12",
-          _speed(f"{TFT}/fp16/time_per_window_ratio", "fp16", "fp32's time per window")),
+    Claim("FP16: memory", "-50 % (3,096 -> 1,548 MB)", "8.11", _reduction(f"{TFT}/fp16/model_peak", "fp16")),
+    Claim("FP16: speed", "+20 % faster", "8.12", _speed(f"{TFT}/fp16/time_per_window_ratio", "fp16")),
     Claim("FP16: accuracy", "< 2 % loss", "8.11", _accuracy("tft/*/accuracy/fp16/accuracy_change", 2.0)),
     # "checkpoint blocks" checkpoints every major block (the usual reading of the seed's gradient_checkpointing:
     # true); "checkpoint all", the whole body as one segment, is on wave 8.12's page with the other granularities
@@ -182,22 +187,19 @@ CLAIMS = (
                                 ("checkpoint variables", "VSN variables, the granularity that saves memory"))
       for claim in (
           Claim(f"Checkpointing ({label}): memory", "-75 % (-> 774 MB)", "8.12",
-                _reduction(f"{TFT}/fp32/{slug(name)}/model_peak",
-                           seed_claims.STRATEGY_GUESSES["checkpointing"]["memory_reduction_pct"])),
+                _reduction(f"{TFT}/fp32/{slug(name)}/model_peak", "checkpointing")),
           Claim(f"Checkpointing ({label}): speed", "-40 % slower", "8.12",
-                _speed(f"{TFT}/fp32/{slug(name)}/time_per_window_ratio", "checkpointing", "fp32's time per window")),
+                _speed(f"{TFT}/fp32/{slug(name)}/time_per_window_ratio", "checkpointing")),
           Claim(f"Checkpointing ({label}): accuracy", "no cost", "8.12",
                 _same_function(f"{TFT}/fp32/{slug(name)}/grad_rel_diff")))),
     Claim("Batch 32 -> 8: memory", "-75 %", "8.12",
-          _reduction(f"{TFT}/fp32/{slug('batch ÷4')}/model_peak",
-                     seed_claims.STRATEGY_GUESSES["batch_8"]["memory_reduction_pct"])),
+          _reduction(f"{TFT}/fp32/{slug('batch ÷4')}/model_peak", "batch_8")),
     Claim("Batch 32 -> 8: speed", "-75 % slower", "8.12",
-          _speed(f"{TFT}/fp32/{slug('batch ÷4')}/time_per_window_ratio", "batch_8", "fp32's time per window")),
+          _speed(f"{TFT}/fp32/{slug('batch ÷4')}/time_per_window_ratio", "batch_8")),
     Claim("Sequence 60 -> 30: memory", "-50 %", "8.12",
-          _reduction(f"{TFT}/fp32/{slug('sequence ÷2')}/model_peak",
-                     seed_claims.STRATEGY_GUESSES["sequence_30"]["memory_reduction_pct"])),
+          _reduction(f"{TFT}/fp32/{slug('sequence ÷2')}/model_peak", "sequence_30")),
     Claim("Sequence 60 -> 30: speed", "no change", "8.12",
-          _speed(f"{TFT}/fp32/{slug('sequence ÷2')}/time_per_window_ratio", "sequence_30", "fp32's time per window")),
+          _speed(f"{TFT}/fp32/{slug('sequence ÷2')}/time_per_window_ratio", "sequence_30")),
     Claim("Ensemble today (fp32)", "3,411 MB = 83 % of 4 GB, 685 MB free", "8.10",
           _ensemble("fp32", sum(seed_claims.ENSEMBLE_CURRENT_MB.values()))),
     Claim("Ensemble target (FP16 + checkpointing)", "932 MB = 23 %, 3,164 MB free (DQN 3, PPO 73, Mamba-2 82, TFT 774)",
