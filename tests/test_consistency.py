@@ -89,7 +89,7 @@ def test_a_citation_of_a_changed_file_is_found(tmp_path):
     _report(reports, "h200", "8.13", {}, "", depends_on=[citation])
     assert problems(reports) == []
     cited.write_text(cited.read_text().replace("abc1234", "def5678", 1))
-    assert any("cites reports/h200/wave-8.12/results.json" in p for p in problems(reports))
+    assert any("the cited file reports/h200/wave-8.12/results.json changed" in p for p in problems(reports))
 
 
 def test_a_dirty_or_missing_revision_is_found(tmp_path):

@@ -17,7 +17,7 @@ from typing import Any
 
 from foxlib.core import config
 from foxlib.core.figures import display
-from foxlib.core.provenance import Citation, is_clean, sha256_of
+from foxlib.core.provenance import Citation, ProvenanceError, is_clean, verify
 from foxlib.report.index import canonical_pages
 from foxlib.report.reading import format_value
 
@@ -36,12 +36,10 @@ def problems(reports_dir: Path | None = None) -> list[str]:
             if not is_clean(rev):
                 out.append(f"{rel}: {rev_key} is {rev!r}, not a clean commit")
         for c in map(Citation.from_dict, res.get("depends_on") or []):
-            cited = base / c.path
-            if not cited.is_file():
-                out.append(f"{rel}: cites {c.path}, which does not exist")
-            elif sha256_of(cited) != c.sha256:
-                out.append(f"{rel}: cites {c.path} at sha256 {c.sha256[:12]}, but the published file "
-                           f"is {sha256_of(cited)[:12]}")
+            try:
+                verify([c], base)  # the file exists and has the cited sha256
+            except ProvenanceError as exc:
+                out.append(f"{rel}: {exc}")  # "the cited file ... is missing" or "... changed since it was used"
         figures = res.get("figures") or {}
         page = path.parent / "report.md" if path.name == "results.json" else path.with_suffix(".md")
         text = page.read_text() if page.is_file() else None
