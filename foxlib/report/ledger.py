@@ -126,16 +126,16 @@ def _speed(key: str, guess: str):
     return judge
 
 
-def _accuracy(key: str, limit_pct: float | None):
+def _accuracy(key: str, limit_pct: float):
     def judge(figs):
         change, margin = _v(figs, key), _v(figs, "tft/*/accuracy/fp32/skill_margin")
         if change is None:
             return None
         skill = f"; skill over the naive forecast {margin * 100:+.1f} %" if margin is not None else ""
+        text = f"{change * 100:+.2f} % quantile loss{skill}"
         if margin is not None and margin <= 0:
-            return f"{change * 100:+.2f} % quantile loss{skill}", "no power"
-        verdict = "holds" if limit_pct is None or change * 100 <= limit_pct else "wrong"
-        return f"{change * 100:+.2f} % quantile loss{skill}", verdict
+            return text, "no power"
+        return text, "holds" if change * 100 <= limit_pct else "wrong"
     return judge
 
 

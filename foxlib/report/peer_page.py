@@ -120,12 +120,11 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
                compile_s=(v.get("compile") or {}).get("compile_s"),
                target=checked["step_time"]["limit"] if checked else None)  # the limit the file's checks judged
     if row["target"] is not None:
-        limit = row["target"]
         judged, runs = fig.target_step(res, name)  # the figure the file's step-time check read
         # the file's verdicts (a peak not shown has no check: not passed)
-        row["peak_passed"] = "peak" in checked and checked["peak"]["passed"]
-        row.update(judged=judged, runs=runs, step_verdict=fig.check_verdict(checked["step_time"]),
-                   step_within_noise=bool(judged and judged.holds(limit)))
+        row.update(peak_passed="peak" in checked and checked["peak"]["passed"], judged=judged, runs=runs,
+                   step_verdict=fig.check_verdict(checked["step_time"]),
+                   step_within_noise=bool(judged and judged.holds(row["target"])))
     return row
 
 
