@@ -2,13 +2,13 @@
 templates/throughput.md.j2): the answer first, measured and published figures labelled as such."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from foxlib.core import provenance
+from foxlib.core.results import read_json, write_text
 from foxlib.report.render import template
 
 
@@ -33,13 +33,13 @@ def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | No
     uncommitted changes or the measurement names no clean commit of this repository."""
     import mistune
 
-    data = json.loads(Path(json_path).read_text())
+    data = read_json(json_path)
     revision = provenance.check_tree(allow_dirty, "a rendered page")
     provenance.check_measured(data.get("measured_at_revision"), allow_dirty, str(json_path))
     md = render(data, revision)
-    Path(md_path).write_text(md)
+    write_text(md_path, md)
     if html_path:  # no block tags in it: trimming them changes nothing
-        Path(html_path).write_text(template("throughput.html.j2").render(body=mistune.html(md), device=device(data)))
+        write_text(html_path, template("throughput.html.j2").render(body=mistune.html(md), device=device(data)))
     return Path(md_path)
 
 
