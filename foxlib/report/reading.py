@@ -226,12 +226,6 @@ def commands(results: Mapping[str, Any]) -> list[str]:
     return [f"make report WAVE={wave}" + (f' P="{" ".join(assignments)}"' if assignments else "")]
 
 
-def revisions(results: Mapping[str, Any]) -> tuple[str, str]:
-    """(measured-at, rendered-at) revisions, "not recorded" where results.json has none."""
-    return (str(measured_revision(results) or "not recorded"),
-            str(results.get("rendered_at_revision") or "not recorded"))
-
-
 def dataset_description() -> str:
     """The data every model uses, with its date range and split, read from foxlib.data.market."""
     from foxlib.data import market as data
@@ -247,7 +241,8 @@ def dataset_description() -> str:
 def reproduce(results: Mapping[str, Any], dataset: str | None = None) -> Block:
     """"Reproduce this report": commands, revisions, device, software and data set, from results.json's dict."""
     cmds = commands(results)
-    measured, rendered = revisions(results)
+    measured = str(measured_revision(results) or "not recorded")
+    rendered = str(results.get("rendered_at_revision") or "not recorded")
     dev, env = results.get("device") or {}, results.get("environment") or {}
     device = dev.get("name", "unknown device") + (f" ({dev['type']})" if dev.get("type") else "")
     stack = ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "cuda", "driver") if env.get(k))
