@@ -70,18 +70,6 @@ def _from_peer(rel: str, res: dict) -> list[Baseline]:
                      str(res.get("measured_at_revision", "?")), machine(res), median, low, high, confidence)]
 
 
-def collect(reports_dir: Path | None = None) -> dict[str, list[Baseline]]:
-    """{device: its canonical pages' fp32 baselines}, from reports/<device>/wave-*/results.json and the peer
-    benchmark's JSON (variants are not read)."""
-    reports_dir = Path(reports_dir or config.REPORTS_DIR)
-    out: dict[str, list[Baseline]] = {}
-    for path, res in canonical_pages(reports_dir):
-        rel = str(path.relative_to(reports_dir))
-        found = _from_results(rel, res) if path.name == "results.json" else _from_peer(rel, res)
-        out.setdefault(rel.split("/")[0], []).extend(found)
-    return {d: b for d, b in out.items() if b}
-
-
 def disagreements(baselines: list[Baseline]) -> list[str]:
     """Each pair of pages timed at one configuration whose fp32 intervals do not overlap, in words."""
     lines = []
@@ -96,5 +84,12 @@ def disagreements(baselines: list[Baseline]) -> list[str]:
 
 
 def rows(reports_dir: Path | None = None) -> dict[str, dict[str, object]]:
-    """For the index: per device, each page's baseline and the disagreements."""
-    return {d: {"baselines": b, "disagreements": disagreements(b)} for d, b in collect(reports_dir).items()}
+    """For the index: per device with any, its canonical pages' fp32 baselines (reports/<device>/wave-*/results.json
+    and the peer benchmark's JSON; variants are not read) and their disagreements."""
+    reports_dir = Path(reports_dir or config.REPORTS_DIR)
+    found: dict[str, list[Baseline]] = {}
+    for path, res in canonical_pages(reports_dir):
+        rel = str(path.relative_to(reports_dir))
+        page = _from_results(rel, res) if path.name == "results.json" else _from_peer(rel, res)
+        found.setdefault(rel.split("/")[0], []).extend(page)
+    return {d: {"baselines": b, "disagreements": disagreements(b)} for d, b in found.items() if b}
