@@ -104,10 +104,10 @@ def phase_at(phases: Sequence[Phase], x_ms: float) -> str:
 def load(path: str, *, label: str = "", max_points: int = MAX_POINTS) -> MemoryTimeline:
     """A CUDA snapshot (pickle) or a CPU allocation record (JSON), whichever the file is."""
     with open(path, "rb") as f:
-        head = f.read(1)
-    if head == b"{":
-        return from_cpu_events(path, label=label, max_points=max_points)
-    return from_cuda_snapshot(path, label=label, max_points=max_points)
+        data = f.read()
+    if data[:1] == b"{":
+        return from_cpu_events(json.loads(data), label=label, max_points=max_points, source=path)
+    return from_cuda_snapshot(pickle.loads(data), label=label, max_points=max_points, source=path)
 
 
 # ----------------------------------------------------------------------------- building a series
@@ -229,14 +229,10 @@ def cpu_owner_name(ops: Sequence[str]) -> str:
     return inner if inner == outer else f"{inner} in {outer}"
 
 
-def from_cpu_events(events: dict[str, Any] | str, *, label: str = "", max_points: int = MAX_POINTS) -> MemoryTimeline:
-    """The series of a CPU allocation record (a dict or the path of CpuTimeline.write's JSON): the bytes live at
-    the start, then every allocation (+) and free (-), whose running sum is profile_step's CPU peak."""
-    source = ""
-    if isinstance(events, str):
-        source = events
-        with open(events) as f:
-            events = json.load(f)
+def from_cpu_events(events: dict[str, Any], *, label: str = "", max_points: int = MAX_POINTS,
+                    source: str = "") -> MemoryTimeline:
+    """The series of a CPU allocation record (CpuTimeline.write's JSON, read; `source`: its file): the bytes live
+    at the start, then every allocation (+) and free (-), whose running sum is profile_step's CPU peak."""
     if events.get("format") != CPU_EVENTS_FORMAT:
         raise ValueError(f"not a CPU allocation record: format {events.get('format')!r}, "
                          f"expected {CPU_EVENTS_FORMAT!r}")
@@ -322,15 +318,10 @@ def user_frames(frames: Sequence[dict[str, Any]], n: int = 6) -> tuple[str, ...]
     return tuple(kept[:n]) if kept else tuple(frame_text(f) for f in frames[:n])
 
 
-def from_cuda_snapshot(snapshot: dict[str, Any] | str, *, label: str = "", max_points: int = MAX_POINTS
-                       ) -> MemoryTimeline:
-    """The series of a CUDA allocator snapshot (a dict or the path of its pickle), of the device with the longest
-    trace; without the forward's mark, its end is inferred (inferred_forward_end)."""
-    source = ""
-    if isinstance(snapshot, str):
-        source = snapshot
-        with open(snapshot, "rb") as f:
-            snapshot = pickle.load(f)
+def from_cuda_snapshot(snapshot: dict[str, Any], *, label: str = "", max_points: int = MAX_POINTS,
+                       source: str = "") -> MemoryTimeline:
+    """The series of a CUDA allocator snapshot (its pickle, read; `source`: its file), of the device with the
+    longest trace; without the forward's mark, its end is inferred (inferred_forward_end)."""
     traces = snapshot.get("device_traces")
     if not traces or not any(traces):
         raise ValueError("the snapshot has no allocation trace: record it with "
