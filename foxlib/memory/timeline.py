@@ -33,11 +33,15 @@ def quiet_kineto() -> None:
 @dataclass
 class CpuTimeline:
     """Allocation deltas of one region, in time order, and where a forward ended."""
-    forward_end_ns: int | None = None
     allocations: list[tuple[int, int, int, tuple[str, ...]]] = field(default_factory=list)
     """(time ns, bytes +/-, address, names of the ops it was made in, innermost first), in time order."""
     ranges: list[tuple[str, int, int]] = field(default_factory=list)
     """(name, start ns, end ns) of the record_function ranges named foxlib::* or Optimizer.* (phases)."""
+
+    @property
+    def forward_end_ns(self) -> int | None:
+        """When mark_forward_end ran (its range's start), None without a mark."""
+        return next((start for name, start, _ in self.ranges if name == MARK_FORWARD_END), None)
 
     def peak_delta(self, until_ns: int | None = None) -> int:
         """Largest rise of live bytes above the start, up to `until_ns` (whole region if None)."""
@@ -78,11 +82,8 @@ def cpu_allocations():
                 ops.append(p.name)
                 p = p.parent
             allocations.append((e.start_time_ns, e.extra_fields.alloc_size, e.extra_fields.ptr, tuple(ops)))
-        else:
-            if e.name == MARK_FORWARD_END:
-                timeline.forward_end_ns = e.start_time_ns
-            if e.name.startswith(_RANGE_PREFIXES):
-                timeline.ranges.append((e.name, e.start_time_ns, e.end_time_ns))
+        elif e.name.startswith(_RANGE_PREFIXES):
+            timeline.ranges.append((e.name, e.start_time_ns, e.end_time_ns))
         for c in e.children:
             walk(c)
 
