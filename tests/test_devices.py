@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from foxlib.core.schema import Device, Environment
-from foxlib.memory import cuda, devices, profile
+from foxlib.memory import cuda, devices
 from tests.conftest import committed
 
 
@@ -26,7 +26,7 @@ def _as_measured(monkeypatch, device: str) -> tuple[dict, dict]:
         monkeypatch.setattr(cuda, "nvml_view", lambda d: {"available": True, "driver": env["driver"]})
     else:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-        monkeypatch.setattr(profile, "cpu_name", lambda: dev["name"])
+        monkeypatch.setattr(devices, "cpu_name", lambda: dev["name"])
         monkeypatch.setattr(torch, "get_num_threads", lambda: dev["threads"])
     monkeypatch.setattr(platform, "python_version", lambda: env["python"])
     monkeypatch.setattr(platform, "platform", lambda: env["platform"])

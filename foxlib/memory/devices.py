@@ -40,13 +40,24 @@ def short_name(device: torch.device) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
+def cpu_name() -> str:
+    """The processor's model name (/proc/cpuinfo), else what the platform says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
 def describe(device: torch.device) -> Device:
     """What a report records about where it was measured."""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return Device("cuda", torch.cuda.get_device_name(device), short_name(device),
                       total_memory_bytes=int(props.total_memory), capability=f"{props.major}.{props.minor}")
-    from foxlib.memory.profile import cpu_name
     return Device("cpu", cpu_name(), "cpu", threads=torch.get_num_threads())
 
 

@@ -18,6 +18,7 @@ import torch
 
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats, nvml_view
+from foxlib.memory.devices import cpu_name
 from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.memory.timeline import cpu_allocations, mark_forward_end
 
@@ -261,14 +262,3 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
         warmup_steps=len(skipped), workspace_bytes=workspace,
     )
 
-
-def cpu_name() -> str:
-    import platform
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "CPU"
