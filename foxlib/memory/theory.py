@@ -82,19 +82,13 @@ def activation_theory_by_block(cfg, device_type: str = "cpu") -> dict[str, int] 
     }
 
 
-def activation_theory(cfg, precision: str = "fp32", device_type: str = "cpu") -> int | None:
-    """Total saved-for-backward bytes by hand count (plain fp32 path only, else None)."""
-    if precision != "fp32":
-        return None
-    blocks = activation_theory_by_block(cfg, device_type)
-    return None if blocks is None else sum(blocks.values())
-
-
 def training_step(model: str, cfg: Any, n_parameters: int, precision: str = "fp32",
                   device_type: str = "cpu") -> dict[str, int | None]:
     """Theoretical bytes per category for one Adam training step of `model` built from `cfg`."""
     params = F32 * n_parameters
-    activations = activation_theory(cfg, precision, device_type) if model == "tft" else None  # the one hand count
+    # the one hand count: the TFT's, of its plain fp32 path
+    blocks = activation_theory_by_block(cfg, device_type) if model == "tft" and precision == "fp32" else None
+    activations = None if blocks is None else sum(blocks.values())
     return {
         "parameters": params,
         "gradients": params,
