@@ -83,11 +83,10 @@ def buffer_bytes(buffers: dict[str, Any]) -> dict[str, dict[str, Any]]:
 class SavedTensorTracker:
     """The storages autograd saves for backward (parameters and buffers excluded), by the model's direct child
     that saved them: a context around forward + loss; read live_bytes() and by_module() while the graph is held.
-    `storage_key` tells storages apart (predict.py's subclass keys fake ones by identity)."""
+    `key` tells storages apart (predict.py's storage_id tells fake ones apart by identity)."""
 
-    storage_key = staticmethod(storage_key)
-
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, key: Callable[[torch.Tensor], tuple] = storage_key):
+        self.storage_key = key
         self._exclude = {self.storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
         self._saved: dict[tuple[str, int, int], tuple[StorageWeakRef, str]] = {}
         self._where = ["loss"]  # label of the code now running

@@ -51,12 +51,6 @@ def is_fake(t: torch.Tensor) -> bool:
     return isinstance(t, FakeTensor) or t.device.type == "meta"
 
 
-class FakeSavedTensorTracker(accounting.SavedTensorTracker):
-    """accounting.SavedTensorTracker keyed by storage identity instead of data_ptr (fake-safe)."""
-
-    storage_key = staticmethod(storage_id)
-
-
 def _storage_address(t: torch.Tensor) -> int | None:
     try:
         return t.untyped_storage()._cdata
@@ -482,27 +476,21 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         opt = make_optimizer(optimizer, params, lr, foreach)
         scaler = _AlwaysStepScaler(device.type) if precision == "fp16" else None
         model.train()
-        live = None
-
         # the one TrainingStep (foxlib.memory.step), as profile_step runs it: the same statements, the same lifetimes
         run = TrainingStep(model, batch, loss_fn, opt, precision, device, scaler=scaler)
-
-        def make_state():  # the optimizer's state made outside the live count, as a warm-up step would have
-            with live.paused():
-                opt.step()
-
-        def step(tracker=None, on_forward_end=None, make_state_first=False):
-            run(tracker=tracker, on_forward_end=on_forward_end, before_step=make_state if make_state_first else None)
-
         if warmup == "full":
-            step()
+            run()
         elif scaler is not None:
             scaler._lazy_init_scale_growth_tracker(device)  # what the warm-up's scale() would make
         opt.zero_grad(set_to_none=True)
         gc.collect()
 
-        tracker = FakeSavedTensorTracker(model)
+        tracker = accounting.SavedTensorTracker(model, key=storage_id)  # fake-safe: storage identity
         live = LiveStorages(fake_mode)
+
+        def make_state():  # the optimizer's state made outside the live count, as a warm-up step would have
+            with live.paused():
+                opt.step()
 
         def on_forward_end(loss):
             seen["activations"], seen["by_module"] = tracker.live_bytes(), tracker.by_module()
@@ -510,7 +498,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             live.watch_backward(loss)
 
         with live:
-            step(tracker, on_forward_end, make_state_first=warmup == "optimizer")
+            run(tracker=tracker, on_forward_end=on_forward_end,
+                before_step=make_state if warmup == "optimizer" else None)
         if kernel_scratch:
             scratch = probe_kernel_scratch(k for k, _, _ in live.kernel_calls)
             live.add_kernel_scratch(scratch)
@@ -519,8 +508,9 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
         weights = list(model.parameters()) + list(model.buffers())
         own_live = (accounting.unique_bytes(weights + state, storage_id)
                     + accounting.unique_bytes(batch_tensors, storage_id))
-        seen["parameters_fake"] = all(is_fake(p) for p in model.parameters())
-        profile = MemoryProfile(
+        if not all(is_fake(p) for p in model.parameters()):
+            raise AssertionError("predict: parameters became real during the step")
+        return MemoryProfile(
             device=f"predicted ({device.type})",
             device_name="none: fake tensors (torch._subclasses.fake_tensor.FakeTensorMode)",
             precision=precision,
@@ -545,9 +535,6 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
                            f"; {LSTM_MARK} PyTorch's own kernel (no oneDNN workspace)"
                            if any(isinstance(mod, torch.nn.RNNBase) for mod in model.modules()) else ""),
         )
-    if not seen["parameters_fake"]:
-        raise AssertionError("predict: parameters became real during the step")
-    return profile
 
 
 _PREDICTED: dict[tuple, MemoryProfile] = {}
