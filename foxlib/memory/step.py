@@ -17,10 +17,9 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def check_precision(precision: str) -> str:
+def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
-    return precision
 
 
 def autocast(device: torch.device, precision: str):
