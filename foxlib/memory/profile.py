@@ -19,7 +19,7 @@ import torch
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats, nvml_view
 from foxlib.memory.devices import cpu_name
-from foxlib.memory.step import TrainingStep, check_precision
+from foxlib.memory.step import TrainingStep
 from foxlib.memory.timeline import cpu_allocations, mark_forward_end
 
 @dataclass(frozen=True)
@@ -163,11 +163,10 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     for https://pytorch.org/memory_viz; CPU: CpuTimeline.write's JSON); foxlib.memory.live_series.load reads
     either. snapshot_stacks: the CUDA history's stacks (record_cuda_history; "none": the series names no owners).
     """
-    check_precision(precision)
-    device = next(model.parameters()).device
+    run = TrainingStep(model, batch, loss_fn, optimizer, precision)  # checks the precision, finds the device
+    device = run.device
     is_cuda = device.type == "cuda"
     model.train()
-    run = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
 
     def warm() -> bool:  # True if the GradScaler skipped its optimizer step
         before = run.scale()

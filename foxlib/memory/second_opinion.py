@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.core.schema import Sparse
-from foxlib.memory.step import TrainingStep, check_precision
+from foxlib.memory.step import TrainingStep
 from foxlib.memory.timeline import quiet_kineto
 
 
@@ -31,9 +31,8 @@ class SecondOpinion(Sparse):
 def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callable, optimizer: torch.optim.Optimizer,
                             precision: str = "fp32") -> dict[str, Any]:
     """Per category: bytes at the step's peak and each category's own maximum, by torch's profiler (after a warm-up)."""
-    check_precision(precision)
-    device = next(model.parameters()).device
-    step = TrainingStep(model, batch, loss_fn, optimizer, precision, device)
+    step = TrainingStep(model, batch, loss_fn, optimizer, precision)  # checks the precision, finds the device
+    device = step.device
     step()
     optimizer.zero_grad(set_to_none=True)
     try:
