@@ -5,11 +5,11 @@ a library sizes its buffers, e.g. the cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG=
 `measure_in_fresh_process(spec, env)` runs `python -m foxlib.harness.fresh_process` with the spec as
 JSON on stdin: {"device", "profile", "steps", "variants": {name: {"preset", "overrides", "precision",
 "seed", "options", "cuda_graph"}}}. The child profiles each variant first, on a model of its own, as
-the waves do in-process ("profile": true; foxlib.harness.recipe's BuiltStep.profile, or
-foxlib.harness.measure_step.profile_graphed for a captured step; eager ones first), then builds them all and times them
-alternating (foxlib.harness.timing), `steps` rounds after WARMUP_STEPS untimed ones. It returns
-{"variants": {name: {"profile", "step_s_samples", "step_s_median"}}, "cublas_workspace_config"}; with the
-environment it was given, that is a ProcessRun on load (a FailedRun where the child failed).
+the waves do in-process ("profile": true; foxlib.harness.measure_step.profile_recipe; eager ones first),
+then builds them all and times them alternating (foxlib.harness.timing), `steps` rounds after WARMUP_STEPS
+untimed ones. It returns {"variants": {name: {"profile", "step_s_samples", "step_s_median"}},
+"cublas_workspace_config"}; with the environment it was given, that is a ProcessRun on load (a FailedRun
+where the child failed).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from foxlib.core.schema import Record
-from foxlib.harness.measure_step import profile_graphed
+from foxlib.harness.measure_step import profile_recipe
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.step_options import StepOptions
 from foxlib.harness.timing import time_alternating
@@ -115,22 +115,13 @@ def _recipe(spec: dict[str, Any]) -> StepRecipe:
                       StepOptions.from_dict(spec.get("options")))
 
 
-def _profile(recipe: StepRecipe, cuda_graph: bool, device: torch.device) -> dict[str, Any]:
-    """The step's profile as the waves measure it in-process, its model and optimizer freed before the
-    timed steps are built."""
-    if cuda_graph:
-        return profile_graphed(recipe, device)
-    with build_step(recipe, device) as step:
-        return step.profile().to_dict()
-
-
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """What the child measures (the module's docstring), in this process."""
     device = torch.device(spec.get("device", "cuda"))
     variants = {n: (_recipe(v), bool(v.get("cuda_graph"))) for n, v in spec["variants"].items()}
     # eager steps first: an eager profile counts the workspaces allocated at its start, a graph's included
     order = sorted(variants, key=lambda n: variants[n][1])
-    profiles = {n: _profile(*variants[n], device=device) for n in order} if spec.get("profile") else {}
+    profiles = {n: profile_recipe(variants[n][0], device, variants[n][1]) for n in order} if spec.get("profile") else {}
     built = {n: capture_step(r, device) if g else build_step(r, device) for n, (r, g) in variants.items()}
     steps = {n: b[1] if variants[n][1] else b.step for n, b in built.items()}
     timings = time_alternating(steps, repeats=spec.get("steps", 20), warmup=WARMUP_STEPS, device=device)

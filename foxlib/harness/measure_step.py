@@ -43,8 +43,7 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
         predicted = {"error": f"not predicted: {recipe.options.label()} is not modelled by the predictor"}
     else:
         predicted = predict_model(model, cfg, device, precision, seed) if predict else None
-    with build_step(recipe, device) as step:
-        out = _measurement(recipe, step.profile(snapshot_path=snapshot_path).to_dict())
+    out = _measurement(recipe, profile_recipe(recipe, device, snapshot_path=snapshot_path))
     if predicted is not None:
         out["predicted"] = predicted
     return out
@@ -97,6 +96,16 @@ class ModelMeasurement(Sparse):
     @property
     def predicted_only(self) -> bool:
         return self.source == "predicted"
+
+
+def profile_recipe(recipe: StepRecipe, device: torch.device, cuda_graph: bool = False,
+                   snapshot_path: str | None = None) -> dict[str, Any]:
+    """The recipe's step profiled as the waves measure it, as a dict: eager (BuiltStep.profile, a snapshot written
+    to `snapshot_path` if given) or as one CUDA graph (profile_graphed); its model and optimizer freed after."""
+    if cuda_graph:
+        return profile_graphed(recipe, device)
+    with build_step(recipe, device) as step:
+        return step.profile(snapshot_path=snapshot_path).to_dict()
 
 
 def profile_graphed(recipe: StepRecipe, device: torch.device,

@@ -11,9 +11,8 @@ from typing import Any, Iterable
 
 import torch
 
-from foxlib.memory import profile_step
+from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.memory.predict import make_optimizer, predict_step
-from foxlib.memory.profile import release_memory
 
 FIELDS = ("batch_size", "encoder_length", "seq_len")
 
@@ -28,18 +27,14 @@ def _config_with(card, base_config, field: str, value: int):
 
 def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  device: str | torch.device = "cpu", seed: int = 0) -> dict[str, Any]:
-    """One real profile_step of `card` at `config` on `device`."""
-    device = torch.device(device)
-    torch.manual_seed(seed)
-    model = card.build(config).to(device)
-    batch = card.example_batch(config, device=device, seed=seed)
-    opt = make_optimizer(optimizer, model.parameters(), card.learning_rate(config))
-    prof = profile_step(model, batch, card.loss, opt, precision=precision, buffers=card.buffers(batch))
-    out = {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
-           "device_name": prof.device_name, "peak_method": prof.peak_method}
-    del model, batch, opt, prof
-    release_memory()
-    return out
+    """One real profile of the recipe's step (foxlib.harness.recipe) of `card` at `config` on `device`, with
+    `optimizer` (make_optimizer's name) in place of its Adam."""
+    with build_step(StepRecipe(card.name, config, precision, seed), device) as built:
+        if optimizer != "adam":
+            built.optimizer = make_optimizer(optimizer, built.model.parameters(), built.recipe.learning_rate)
+        prof = built.profile()
+    return {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
+            "device_name": prof.device_name, "peak_method": prof.peak_method}
 
 
 def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precision: str = "fp32",
