@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from foxlib.core.schema import Record
+from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.step_options import StepOptions, backends, compile_in_place
 from foxlib.memory.step import autocast, check_precision
 from foxlib.models import MODELS
@@ -125,16 +126,12 @@ def reference_run(reference_cfg, *, precision: str = "fp32", device: str | torch
                   seed: int = 0) -> dict[str, Any]:
     """The plain step of `reference_cfg` (dropout 0, the weights and batch of `seed`), to pass to
     same_function(reference=...) for several variants."""
-    check_precision(precision)
     device = torch.device(device)
-    card = MODELS["tft"]
-    cfg = dataclasses.replace(reference_cfg, dropout=0.0)
-    torch.manual_seed(seed)
-    model = card.build(cfg).to(device)
-    batch = card.example_batch(cfg, device=device, seed=seed)
-    run = _eager(model, batch, precision, device)
-    run.update(cfg=reference_cfg, precision=precision, device=str(device), seed=seed, batch=batch,
-               weights={k: v.detach().clone() for k, v in model.state_dict().items()})
+    recipe = StepRecipe("tft", dataclasses.replace(reference_cfg, dropout=0.0), precision, seed)
+    with build_step(recipe, device) as built:
+        run = _eager(built.model, built.batch, precision, device)
+        run.update(cfg=reference_cfg, precision=precision, device=str(device), seed=seed, batch=built.batch,
+                   weights={k: v.detach().clone() for k, v in built.model.state_dict().items()})
     return run
 
 

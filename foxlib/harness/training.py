@@ -314,7 +314,7 @@ def accuracy_gate(runs: Sequence[TrainResult], candidate: str, baseline: str = "
 
 @dataclass(frozen=True)
 class Degradation(Record):
-    """One row of degradation(), typed: a precision's mean of a metric over seeds against the baseline's."""
+    """One row of degradation(): a precision's mean of a metric over seeds against the baseline's."""
     precision: str
     metric: str
     mean: float
@@ -324,7 +324,7 @@ class Degradation(Record):
     seeds: list[int]
 
 
-def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[dict[str, Any]]:
+def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[Degradation]:
     """Per precision and metric: mean over seeds, degradation in % of the baseline's mean (positive = worse),
     and the baseline's own seed-to-seed spread in %."""
     by_precision: dict[str, list[TrainResult]] = {}
@@ -342,7 +342,6 @@ def degradation(results: list[TrainResult], baseline: str = "fp32") -> list[dict
             values = [r.metrics[metric] for r in runs]
             mean = statistics.fmean(values)
             worse = (mean - base_mean) if lower_better else (base_mean - mean)
-            rows.append({"precision": precision, "metric": metric, "mean": mean,
-                         "values": values, "degradation_pct": 100 * worse / abs(base_mean) if base_mean else 0.0,
-                         "baseline_spread_pct": spread, "seeds": [r.seed for r in runs]})
+            rows.append(Degradation(precision, metric, mean, values, 100 * worse / abs(base_mean) if base_mean else 0.0,
+                                    spread, [r.seed for r in runs]))
     return rows
