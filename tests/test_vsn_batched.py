@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from foxlib.data.market import N_KNOWN
-from foxlib.harness.op_count import count_step, main as op_count_main, seed_recipe
-from foxlib.harness.op_timing import time_variants
+from foxlib.harness.op_count import count_step, main as op_count_main, seed_recipe, time_variants
 from foxlib.models import tft_blocks
 from foxlib.models.tft import PRESETS, build, example_batch, quantile_loss
 

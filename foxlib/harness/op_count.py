@@ -8,13 +8,13 @@ launch or more on CUDA (a few, e.g. views, launch none). Ops are attributed to t
 a forward op to the innermost model submodule (or TFT method) on the Python stack when it was
 called; a backward op to the block that made the autograd node running it (the node is tagged in
 the forward by a TorchFunctionMode). Matrix products (mm, addmm, bmm, baddbmm, ...) are counted
-apart. Deterministic: a count, not a timing (tests/test_op_count.py).
+apart. Deterministic: a count, not a timing (tests/test_vsn_batched.py).
 
 On the CPU the LSTMs are oneDNN's (one op per layer and direction, as cuDNN's on CUDA), attention
 with dropout is the explicit path (CUDA: fused SDPA) and Adam is the one asked for (`adam`).
 
     python -m foxlib.harness.op_count                      # the seed step, old vs batched VSN path
-    python -m foxlib.harness.op_count --device cuda --time # + eager and graphed step times (op_timing)
+    python -m foxlib.harness.op_count --device cuda --time # + eager and graphed step times (time_variants)
 """
 from __future__ import annotations
 
@@ -23,13 +23,17 @@ import collections
 import dataclasses
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from foxlib.harness.fresh_process import measure_in_fresh_process, variant_spec
 from foxlib.harness.recipe import StepRecipe, build_step
 from foxlib.harness.step_options import StepOptions
+from foxlib.harness.timing import Timing, interval_of_samples
+from foxlib.memory.cuda_graph import own_workspace, profile_from_dict
 
 MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_addmm_activation"})
 VIEWS = frozenset({"view", "_unsafe_view", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze",
@@ -209,6 +213,48 @@ def table(counts: dict[str, OpCount]) -> str:
     return "\n".join(lines)
 
 
+def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "cpu", *,
+                  rounds: int = 180) -> dict[str, Any]:
+    """Peaks, then alternating step times of every recipe, eager and graphed (CUDA), for --time: a fresh process
+    (foxlib.harness.fresh_process) profiles each variant on a model of its own, then runs `rounds` rounds, each
+    running every variant's step once, so nothing this process made is in its peaks. The allocator peak is the
+    model peak + the step's own cuBLAS workspaces (foxlib.memory.cuda_graph.own_workspace), as wave 8.12 reports
+    it; each variant's ratio to the first recipe's of the same kind (eager or graph) comes with its bootstrap
+    interval. {"device", "rounds", "variants": {name: {...}}}."""
+    device = torch.device(device)
+    kinds = ("eager", "graph") if device.type == "cuda" else ("eager",)
+    # each config as overrides of the seed preset: the child rebuilds it exactly (variant_spec)
+    variants = {f"{name}, {kind}": variant_spec(r.cfg, "seed", r.precision, r.seed, device, kind == "graph", r.options)
+                for name, r in recipes.items() for kind in kinds}
+    child = measure_in_fresh_process({"device": device.type, "profile": True, "steps": rounds, "variants": variants})
+    if "error" in child:
+        raise RuntimeError(f"the timing process failed: {child['error']}")
+    result: dict[str, Any] = {"device": str(device), "rounds": rounds, "variants": {}}
+    first = {kind: next(n for n in variants if n.endswith(kind)) for kind in kinds}
+    for n, v in child["variants"].items():
+        prof, kind = v["profile"], n.rsplit(", ", 1)[1]
+        t = Timing(n, tuple(v["step_s_samples"]))
+        own = own_workspace(profile_from_dict(prof))
+        row = {"model_peak_bytes": prof["peak"], "allocator_peak_bytes": None if own is None else prof["peak"] + own,
+               "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s,
+               "noisy": t.noisy, "samples_ms": [1e3 * s for s in t.samples]}
+        if n != first[kind]:
+            base = child["variants"][first[kind]]["step_s_samples"]
+            row["ratio_to"] = first[kind]
+            row["ratio"] = interval_of_samples(v["step_s_samples"], base).to_dict()
+        result["variants"][n] = row
+    for name, row in result["variants"].items():
+        line = f"{name:48s} {row['median_ms']:8.2f} ms/step (IQR {row['iqr_ms']:.2f})"
+        if "ratio" in row:
+            r = row["ratio"]
+            line += f"  {r['median']:.3f}x [{r['low']:.3f}, {r['high']:.3f}] of the first"
+        line += f"  model peak {row['model_peak_bytes'] / 1e6:.1f} MB"
+        if row["allocator_peak_bytes"] is not None:
+            line += f", allocator peak {row['allocator_peak_bytes'] / 1e6:.1f} MB"
+        print(line, flush=True)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m foxlib.harness.op_count", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu")
@@ -219,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpointing", default=None, help="both variants' checkpointing (e.g. vsn_variables)")
     p.add_argument("--chunk", type=int, default=0, help="the batched variant's vsn_chunk (0: all variables)")
     p.add_argument("--optimizer-in-backward", action="store_true", help="Adam applied in backward (both variants)")
-    p.add_argument("--time", action="store_true", help="also time the steps (foxlib.harness.op_timing)")
+    p.add_argument("--time", action="store_true", help="also time the steps (time_variants)")
     p.add_argument("--rounds", type=int, default=180, help="alternating rounds, one step of every variant each")
     p.add_argument("--compile", action="store_true",
                    help="also time the batched variant with torch.compile (step_options: not counted, its kernels are "
@@ -237,7 +283,6 @@ def main(argv: list[str] | None = None) -> int:
     print(table(counts))
     result = {"counts": {n: c.to_dict() for n, c in counts.items()}}
     if a.time:
-        from foxlib.harness.op_timing import time_variants
         if a.compile:
             batched = variants[f"batched VSNs (vsn_chunk {a.chunk})"]
             variants[f"batched VSNs (vsn_chunk {a.chunk}), torch.compile"] = dataclasses.replace(
