@@ -1,10 +1,9 @@
-"""foxlib.harness.parallel_training: runs in worker processes are the runs made alone, in the jobs' order."""
+"""foxlib.harness.training.train_many: runs in worker processes are the runs made alone, in the jobs' order."""
 import pytest
 import torch
 
-from foxlib.harness import parallel_training
-from foxlib.harness.parallel_training import auto_workers, train_many
-from foxlib.harness.training import accuracy_config, train_tft
+from foxlib.harness import training
+from foxlib.harness.training import accuracy_config, auto_workers, train_many, train_tft
 
 JOB = dict(max_steps=4, eval_every=2, patience=2, val_windows=16)
 
@@ -27,7 +26,7 @@ def test_in_process_runs_are_train_tft_and_say_how_many_ran_at_once(monkeypatch)
     def run(*args, **kwargs):
         made.append(train_tft(*args, **kwargs))
         return made[-1]
-    monkeypatch.setattr(parallel_training, "train_tft", run)
+    monkeypatch.setattr(training, "train_tft", run)
     out = train_many(_jobs(), "cpu")
     alone = train_tft(_jobs()[0]["cfg"], seed=1, show_progress=False, **JOB).to_dict()
     assert [r["seed"] for r in out] == [1, 0]

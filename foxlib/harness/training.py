@@ -8,12 +8,20 @@ Climatology is the empirical quantiles of the target over every training window,
 without skill over it an accuracy gate has no power. Daily returns are close to a coin flip in sign, so the skill
 to look for is in the quantiles' width following volatility (the "abs_return" target, foxlib.data.market). A
 comparison with fp32 means something only for seeds whose fp32 run has skill (`powered_seeds`).
+
+`train_many` makes several runs at once, each in its own process: an eager TFT run on a GPU is bound by one CPU
+thread launching kernels, and runs in separate processes overlap that work. Each run is seeded and computes the
+steps it would alone; only its wall time reflects the company it had (the harness records "concurrent_runs"). On
+the CPU runs stay in this process, one after another.
 """
 from __future__ import annotations
 
 import copy
+import multiprocessing
+import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -102,7 +110,7 @@ def accuracy_config(preset: str, *, batch_size: int = HARNESS["batch_size"], lr:
 class HarnessSettings(Sparse):
     """Every setting an accuracy run depends on (harness_config), as each run and a wave's accuracy_harness store
     them: the step options where not the defaults (harness_config), the runs sharing the device
-    (foxlib.harness.parallel_training; absent in a measurement made before it recorded them)."""
+    (train_many; absent in a measurement made before it recorded them)."""
     target: str
     tft_config: dict[str, Any]
     max_steps: int
@@ -197,7 +205,7 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     `val_windows` fixed validation windows; stop after `patience` evaluations without improvement; score the best
     checkpoint, and climatology on the same windows. With Adam in backward each gradient is clipped by its own
     norm to `grad_clip`; the options' backends hold for the whole run. `concurrent_runs`: how many runs shared the
-    device at once, this one included (foxlib.harness.parallel_training), recorded in its harness settings."""
+    device at once, this one included (train_many), recorded in its harness settings."""
     options = options or StepOptions()
     check_precision(precision)
     device = torch.device(device)
@@ -242,6 +250,53 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     metrics = evaluate(model, val, val_rows, precision, device, levels=levels)
     return TrainResult(precision, seed, step, best_step, step < max_steps, time.perf_counter() - started,
                        history, metrics, harness)
+
+
+MAX_GPU_WORKERS = 8
+WORKER_THREADS = 2  # intra-op threads per worker process (the runs are launch-bound, not CPU-bound)
+
+
+def auto_workers(n_jobs: int, device: torch.device | str) -> int:
+    """Processes for n_jobs runs: up to MAX_GPU_WORKERS on CUDA (and the host's cores allow), one on the CPU."""
+    if torch.device(device).type != "cuda":
+        return 1
+    return max(1, min(n_jobs, MAX_GPU_WORKERS, (os.cpu_count() or 2) // WORKER_THREADS))
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(WORKER_THREADS)
+
+
+def _run(job: dict[str, Any]) -> dict[str, Any]:
+    return train_tft(**job, show_progress=False).to_dict()
+
+
+def train_many(jobs: Sequence[dict[str, Any]], device: torch.device | str, workers: int = 0,
+               what: str = "accuracy runs") -> list[dict[str, Any]]:
+    """train_tft(**job, device=device, concurrent_runs=workers) for every (picklable) job; TrainResult.to_dict()s
+    in the jobs' order. workers: processes (0: auto_workers); with one, the runs go one after another here."""
+    if workers < 0:
+        raise ValueError(f"workers must be 0 (auto) or more, not {workers}")
+    device = torch.device(device)
+    workers = min(workers or auto_workers(len(jobs), device), max(1, len(jobs)))
+    jobs = [{**job, "device": str(device), "concurrent_runs": workers} for job in jobs]
+    results: list[dict[str, Any] | None] = [None] * len(jobs)
+    with progress(len(jobs), what) as bar:
+        if workers == 1:
+            for i, job in enumerate(jobs):
+                bar.describe(f"{what}: {job.get('precision', 'fp32')} seed {job.get('seed', 0)}")
+                results[i] = _run(job)
+                bar.advance()
+        else:
+            bar.describe(f"{what}: {len(jobs)} runs in {workers} processes")
+            # spawn: a forked child cannot use CUDA once the parent has
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker) as pool:
+                futures = {pool.submit(_run, job): i for i, job in enumerate(jobs)}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.advance()
+    return results  # type: ignore[return-value]
 
 
 def compare_precisions(cfg, precisions: Iterable[str] = ("fp32", "fp16", "bf16"), seeds: Iterable[int] = (0, 1, 2),

@@ -24,8 +24,7 @@ from foxlib.harness.floors import floors, step_flops
 from foxlib.harness.recipe import StepRecipe, build_step, capture_step
 from foxlib.harness.timelines import ALL_CASES, measure_timelines
 from foxlib.harness.timing import time_alternating
-from foxlib.harness.parallel_training import train_many
-from foxlib.harness.training import HARNESS, accuracy_config, check_target
+from foxlib.harness.training import HARNESS, accuracy_config, check_target, train_many
 from foxlib.memory.devices import describe, environment, resolve_device
 from foxlib.memory.profile import release_memory
 from foxlib.models import MODELS
@@ -189,7 +188,7 @@ def accuracy_runs(chosen: list[Strategy], acc_base, seeds: int, device: torch.de
     jobs = [(s, {"cfg": configure(acc_base, dict(key[1])), "precision": s.precision, "seed": sd,
                  "options": s.options, **harness})
             for key, s in keys.items() for sd in range(seeds)]
-    # independent runs: several processes at once on a GPU (foxlib.harness.parallel_training)
+    # independent runs: several processes at once on a GPU (foxlib.harness.training.train_many)
     done = train_many([job for _, job in jobs], device, what="wave 8.12 accuracy")
     for (s, _), r in zip(jobs, done):
         runs.setdefault(s.name, []).append(r)
