@@ -68,9 +68,9 @@ def naive_prediction(levels: np.ndarray, target: torch.Tensor) -> torch.Tensor:
 COVERAGE_BAND = (0.1, 0.9)  # the quantiles whose band coverage_10_90 measures (ideal: their difference)
 
 
-def coverage(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float],
-             lo: float = COVERAGE_BAND[0], hi: float = COVERAGE_BAND[1]) -> float | None:
-    """Share of targets inside the predicted [lo, hi] quantile band (ideal hi − lo); None if not predicted."""
+def coverage(pred: torch.Tensor, target: torch.Tensor, quantiles: Sequence[float]) -> float | None:
+    """Share of targets inside the predicted COVERAGE_BAND quantile band (ideal hi − lo); None if not predicted."""
+    lo, hi = COVERAGE_BAND
     qs = list(quantiles)
     if lo not in qs or hi not in qs:
         return None
