@@ -1,5 +1,5 @@
-"""A wave's measurement (measurement.json): checked as plain data (`check_plain`, which every wave's
-`Measurement.from_dict` and foxlib.run.preflight run), then typed (`WaveMeasurement`, the records' shared header)."""
+"""A wave's measurement (measurement.json): checked as plain data, then typed (`WaveMeasurement.from_dict`, the
+records' shared header), built on `Record`, the plain-data dataclass every typed record is."""
 from __future__ import annotations
 
 import dataclasses
@@ -47,49 +47,6 @@ def _walk(obj: Any, path: str = ""):
 def _is_bytes_key(path: str) -> bool:
     key = re.sub(r"\[\d+\]$", "", path.rsplit(".", 1)[-1])
     return "bytes" in key or key in PROFILE_BYTES
-
-
-def check_plain(data: Any, wave: str, versions: Iterable[int], required: Iterable[str] = (),
-                allowed: Iterable[str] | None = None, nullable: Iterable[str] = (),
-                source: str = "the measurement") -> None:
-    """ValueError, naming the problem, unless `data` is a wave `wave` measurement of one of `versions` (1 without
-    "schema_version"): a device whose short name is a plain folder name, every key of `required` present and not
-    null (but those of `nullable`), none outside `allowed` (when given), numbers finite, no memory figure negative."""
-    versions, required = tuple(versions), tuple(required)
-    if not isinstance(data, dict):
-        raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
-    if data.get("wave") != wave:
-        raise ValueError(f"{source} is not a wave {wave} measurement (it holds wave {data.get('wave')!r})")
-    version = data.get("schema_version", 1)
-    if version not in versions or isinstance(version, bool):
-        raise ValueError(f"{source} has measurement schema_version {version!r}; this foxlib reads "
-                         f"{', '.join(map(str, versions))}: measure it again with this revision")
-    dev = data.get("device")
-    if not isinstance(dev, dict):
-        raise ValueError(f"{source} has no device record (device: {{type, name, short}})")
-    short = dev.get("short")
-    if not isinstance(short, str) or not DEVICE_NAME.fullmatch(short):
-        raise ValueError(f"{source}: device.short {short!r} is not a plain device name (lower-case letters, digits "
-                         "and '-', starting with a letter or digit, e.g. cpu, h200): it names the report's folder")
-    if dev.get("type") not in DEVICE_TYPES:
-        raise ValueError(f"{source}: device.type {dev.get('type')!r} is not one of {', '.join(DEVICE_TYPES)}")
-    if not isinstance(dev.get("name"), str) or not dev["name"].strip():
-        raise ValueError(f"{source}: device.name is missing")
-    missing = [k for k in required if k not in data or (data[k] is None and k not in nullable)]
-    if missing:
-        raise ValueError(f"{source} lacks {', '.join(missing)}: a wave {wave} measurement holds "
-                         f"{', '.join(required)}")
-    unknown = sorted(set(data) - set(allowed)) if allowed is not None else []
-    if unknown:
-        raise ValueError(f"{source} holds {', '.join(unknown)}, which a wave {wave} measurement does not: "
-                         f"it holds {', '.join(allowed)}")
-    for path, value in _walk(data):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{source}: {path} is {value} (every figure must be a finite number)")
-        if value < 0 and _is_bytes_key(path):
-            raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
 
 
 class Record:
@@ -169,10 +126,10 @@ class Environment(Sparse):
 
 
 @dataclasses.dataclass(frozen=True)
-class WaveMeasurement:
+class WaveMeasurement(Sparse):
     """A wave's measurement.json, typed: the header (wave, measured_at and measure_parameters: foxlib.core.results
     .measures; device and environment: records), then the fields a subclass declares (`class Measurement(
-    WaveMeasurement, wave="8.10", version=2)`), those that are records typed by PARTS / MANY (typed()) and what they
+    WaveMeasurement, wave="8.10", version=2)`), those that are records typed by PARTS / MANY (Record) and what they
     cannot say by typed_parts, written by written().
     from_dict runs check_plain: every field present (but one with a default, which an absent key reads as; to_dict
     leaves it out when it holds that default: written, Sparse's rule), null only where Optional, no other key."""
@@ -180,10 +137,6 @@ class WaveMeasurement:
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
     """Fields to_dict writes after schema_version (where the wave's measurement.json has them)."""
-    PARTS: ClassVar[dict[str, Any]] = {}
-    """The wave's fields that are one record each (a list: a tuple of them), typed on load (typed())."""
-    MANY: ClassVar[dict[str, Any]] = {}
-    """The wave's fields that are a record per name."""
     wave: str
     measured_at: str
     measure_parameters: dict[str, Any]
@@ -227,12 +180,52 @@ class WaveMeasurement:
         return tuple(getattr(self, "depends_on", None) or ())
 
     @classmethod
+    def check_plain(cls, data: Any, source: str = "the measurement") -> None:
+        """ValueError, naming the problem, unless `data` is a measurement of this wave and SCHEMA_VERSION (1 without
+        "schema_version"): a device whose short name is a plain folder name, every required() key present and not
+        null (but an Optional field's), no key outside keys(), numbers finite, no memory figure negative."""
+        wave, required, allowed = cls.WAVE, cls.required(), cls.keys()
+        if not isinstance(data, dict):
+            raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
+        if data.get("wave") != wave:
+            raise ValueError(f"{source} is not a wave {wave} measurement (it holds wave {data.get('wave')!r})")
+        version = data.get("schema_version", 1)
+        if version != cls.SCHEMA_VERSION or isinstance(version, bool):
+            raise ValueError(f"{source} has measurement schema_version {version!r}; this foxlib reads "
+                             f"{cls.SCHEMA_VERSION}: measure it again with this revision")
+        dev = data.get("device")
+        if not isinstance(dev, dict):
+            raise ValueError(f"{source} has no device record (device: {{type, name, short}})")
+        short = dev.get("short")
+        if not isinstance(short, str) or not DEVICE_NAME.fullmatch(short):
+            raise ValueError(f"{source}: device.short {short!r} is not a plain device name (lower-case letters, digits "
+                             "and '-', starting with a letter or digit, e.g. cpu, h200): it names the report's folder")
+        if dev.get("type") not in DEVICE_TYPES:
+            raise ValueError(f"{source}: device.type {dev.get('type')!r} is not one of {', '.join(DEVICE_TYPES)}")
+        if not isinstance(dev.get("name"), str) or not dev["name"].strip():
+            raise ValueError(f"{source}: device.name is missing")
+        nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
+        missing = [k for k in required if k not in data or (data[k] is None and k not in nullable)]
+        if missing:
+            raise ValueError(f"{source} lacks {', '.join(missing)}: a wave {wave} measurement holds "
+                             f"{', '.join(required)}")
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ValueError(f"{source} holds {', '.join(unknown)}, which a wave {wave} measurement does not: "
+                             f"it holds {', '.join(allowed)}")
+        for path, value in _walk(data):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{source}: {path} is {value} (every figure must be a finite number)")
+            if value < 0 and _is_bytes_key(path):
+                raise ValueError(f"{source}: {path} is {value} bytes (a memory figure is never negative)")
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "the measurement"):
         """The measurement in `d` (measurement.json's data); a ValueError naming what is wrong, a malformed part
         (a KeyError, a TypeError, a part's own ValueError) included."""
-        names = cls.keys()
-        nullable = [f.name for f in dataclasses.fields(cls) if "None" in str(f.type)]
-        check_plain(d, cls.WAVE, (cls.SCHEMA_VERSION,), cls.required(), names, nullable, source)
+        cls.check_plain(d, source)
         try:
             return cls(**d | typed({"device": Device, "environment": Environment} | cls.PARTS, cls.MANY, d)
                        | cls.typed_parts(d))
