@@ -12,13 +12,12 @@ from tests.conftest import committed_measurement
 @pytest.mark.parametrize("capability, name", [("7.5", "fp16"), ("7.0", "fp16"), ("8.0", "bf16"), ("8.9", "bf16"),
                                               ("9.0", "bf16")])
 def test_a_gpu_s_class_is_read_from_its_compute_capability(capability, name):
-    assert cc.class_of(capability).name == name
+    assert cc.nearest_class(capability).name == name and not cc.below_class(capability)
 
 
 def test_the_cpu_and_unknown_gpus():
-    assert cc.class_of(None, "cpu").name == "cpu"
-    with pytest.raises(ValueError, match="older than every class"):
-        cc.class_of("6.1")
+    assert cc.nearest_class(None, "cpu").name == "cpu"
+    assert cc.below_class("6.1") and cc.nearest_class("6.1").name == "fp16"
     with pytest.raises(ValueError, match="valid: bf16, fp16, cpu"):
         cc.get_class("ampere")
 
@@ -157,7 +156,7 @@ def test_the_committed_index_opens_with_every_class():
 
 def test_a_gpu_older_than_every_class_is_judged_as_the_fp16_class_by_8_13_and_the_index(tmp_path):
     """A Pascal (6.1) or a GPU of unknown capability: 8.13 validates it as the fp16 class (nearest_class, as 8.12
-    does) and says why on its first screen; the index reads its page's class without failing (class_of raised)."""
+    does) and says why on its first screen; the index reads its page's class without failing."""
     import dataclasses
     import json
 

@@ -64,20 +64,13 @@ def _gpu_class(capability: str | None) -> CardClass | None:
     return next((c for c in CLASSES if c.min_capability is not None and (major, minor) >= c.min_capability), None)
 
 
-def class_of(capability: str | None, device_type: str = "cuda") -> CardClass:
-    """The class of a device: "cpu", or a GPU's by its compute capability ("7.5" -> fp16, "9.0" -> bf16)."""
-    found = BY_NAME["cpu"] if device_type == "cpu" else _gpu_class(capability)
-    if found is None:
-        raise ValueError(f"compute capability {capability} is older than every class foxlib knows (7.0+)")
-    return found
-
-
 def below_class(capability: str | None, device_type: str = "cuda") -> bool:
     """Whether a GPU is older than every class, or of unknown capability (nearest_class judges it)."""
     return device_type != "cpu" and _gpu_class(capability) is None
 
 
 def nearest_class(capability: str | None, device_type: str = "cuda") -> CardClass:
-    """class_of, where a GPU older than every class (a Pascal, 6.x) or of unknown capability counts as the fp16
-    class, whose limits it shares (no bf16, no TF32): what it measured is judged among what it runs."""
+    """The class of a device: "cpu", or a GPU's by its compute capability ("7.5" -> fp16, "9.0" -> bf16), where a GPU
+    older than every class (a Pascal, 6.x) or of unknown capability counts as the fp16 class, whose limits it shares
+    (no bf16, no TF32): what it measured is judged among what it runs."""
     return BY_NAME["cpu"] if device_type == "cpu" else _gpu_class(capability) or BY_NAME["fp16"]
