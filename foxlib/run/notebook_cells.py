@@ -89,12 +89,12 @@ def measure(wave_id: str, params: dict[str, Any], keep: Path | None = None) -> W
 
 
 def measure_or_load(wave_id: str, params: dict[str, Any]) -> WaveMeasurement:
-    """The wave's records.Measurement, checked (a ValueError naming what is wrong): loaded from `params["measurements"]`
-    (made by `python -m foxlib measure`, checked by foxlib.run.runner.plan) when given, else measured now (measure)."""
+    """The wave's records.Measurement, checked (a ValueError naming what is wrong): the file `params["measurements"]`
+    (made by `python -m foxlib measure`) as foxlib.run.preflight.check_measurement reads it, else measured now."""
     if not params.get("measurements"):
         return measure(wave_id, params)
-    path = str(params["measurements"])
-    return get_wave(wave_id).part("records").Measurement.from_dict(results.read_json(path), path)
+    from foxlib.run.preflight import check_measurement
+    return check_measurement(wave_id, params["measurements"])
 
 
 def budgets(params: dict[str, Any]) -> dict[str, dict[str, float]]:

@@ -26,6 +26,7 @@ from foxlib.core import config, provenance, results
 from foxlib.core.critical_path import Wave, get_wave
 from foxlib.core.parameters import (NOT_COMPARED, RunKind, device_defaults, read_parameters, resolve, run_kind,
                                     same_value)
+from foxlib.core.schema import WaveMeasurement
 from foxlib.report.index import write_index
 from foxlib.run import preflight
 
@@ -67,6 +68,8 @@ class Plan:
     reports_dir: Path
     checked: Any = None
     """What preflight.check resolved of the parameters (8.13: its TFT), for preflight.check_memory."""
+    measurement: WaveMeasurement | None = None
+    """The measurement file rendered (the measurements parameter), checked and typed; None: measured in the run."""
 
     @property
     def label(self) -> str:  # wave-<N>[-<variant name>]
@@ -89,7 +92,7 @@ class Plan:
         return self.device_dir / f".{self.label}.lock"
 
 
-def check_revision(allow_dirty: bool, measurement: dict[str, Any] | None = None) -> str | None:
+def check_revision(allow_dirty: bool, measurement: dict[str, Any] | WaveMeasurement | None = None) -> str | None:
     """The tree's revision; ProvenanceError, unless `allow_dirty`, when the tree has uncommitted changes or the
     measurement rendered names no clean commit of this repository."""
     revision = provenance.check_tree(allow_dirty, "a report")
@@ -126,7 +129,7 @@ def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Pat
                              f"(python -m foxlib measure --wave {wave.id} ...)")
     checked = preflight.check(wave.id, params)
     kind = run_kind(wave.id, params, measurement.measure_parameters if measurement else None, device_type)
-    return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve(), checked)
+    return Plan(wave, params, device, kind, Path(reports_dir or config.REPORTS_DIR).resolve(), checked, measurement)
 
 
 def _probe_writable(folder: Path) -> None:
@@ -195,8 +198,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
     allow_dirty = config.env_flag("FOXLIB_ALLOW_DIRTY") if allow_dirty is None else allow_dirty
     force = config.env_flag("FOXLIB_FORCE") if force is None else force
     p = plan(wave_id, overrides, reports_dir)
-    measurement = results.read_json(p.params["measurements"]) if p.params.get("measurements") else None
-    check_revision(allow_dirty, measurement)
+    check_revision(allow_dirty, p.measurement)
     if p.final.exists():
         _probe_writable(p.final)
     memory = preflight.check_memory(p.wave.id, p.params, force, p.checked)
