@@ -70,9 +70,6 @@ class Figure:
     def quantity(self) -> str:
         return self.key.rsplit("/", 1)[-1]
 
-    def display(self) -> str:
-        return display(self.value, self.unit)
-
     def to_dict(self) -> dict[str, Any]:
         d = {"value": self.value, "unit": self.unit}
         if self.low is not None or self.high is not None:

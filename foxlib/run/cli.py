@@ -9,7 +9,8 @@ from pathlib import Path
 from foxlib.core import config
 
 
-def _run_flags(p: argparse.ArgumentParser) -> None:
+def _run_flags(p: argparse.ArgumentParser, parameter_help: str | None = None) -> None:
+    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE", help=parameter_help)
     p.add_argument("--parameters", default="", metavar="'NAME=VALUE ...'",
                    help="several overrides in one string, split like a shell line (what make's P passes): "
                         "quote a value that holds spaces or ';', e.g. \"strategies='fp32 (baseline);bf16'\"")
@@ -24,26 +25,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("report", help="run one wave's notebook and write its report")
     r.add_argument("--wave", required=True, help="wave id, e.g. 8.10")
-    r.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a notebook parameter (repeatable); other than the defaults: a variant, "
-                        "written to reports/<device>/variants/wave-<N>-<name>/")
+    _run_flags(r, "override a notebook parameter (repeatable); other than the defaults: a variant, "
+                  "written to reports/<device>/variants/wave-<N>-<name>/")
     r.add_argument("--reports-dir", type=Path, default=None, help=f"default: {config.REPORTS_DIR}")
     r.add_argument("--quiet", action="store_true", help="no progress output")
-    _run_flags(r)
     a = sub.add_parser("reports", help="run every built wave in dependency order, then the index page")
-    a.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a parameter in every wave that has it")
+    _run_flags(a, "override a parameter in every wave that has it")
     a.add_argument("--reports-dir", type=Path, default=None)
     a.add_argument("--quiet", action="store_true")
-    _run_flags(a)
     sub.add_parser("waves", help="list the waves with their titles and status").add_argument(
         "--reports-dir", type=Path, default=None)
     m = sub.add_parser("measure", help="measure a wave without Jupyter and write the measurement JSON "
                                        "(for a GPU machine; render it later with report -p measurements=FILE)")
     m.add_argument("--wave", required=True)
-    m.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE")
-    m.add_argument("--out", type=Path, required=True, help="the measurement JSON to write")
     _run_flags(m)
+    m.add_argument("--out", type=Path, required=True, help="the measurement JSON to write")
     sub.add_parser("index", help="rewrite reports/index.html").add_argument("--reports-dir", type=Path, default=None)
     return p
 
@@ -52,18 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
-    from foxlib.core.budgets import BudgetsError
-    from foxlib.data.market import MarketDataError
-    from foxlib.memory.devices import DeviceError
     from foxlib.memory import NonFiniteLossError
-    from foxlib.core.parameters import ParameterError
+    from foxlib.memory.devices import DeviceError
     from foxlib.run.runner import os_error_line
     try:
         return _run(args)
-    except (ParameterError, BudgetsError, DeviceError, ValueError) as exc:
+    except (DeviceError, ValueError) as exc:  # ValueError: ParameterError, BudgetsError, ProvenanceError too
         print(f"foxlib: error: {exc}", file=sys.stderr)
         return 2
-    except (MarketDataError, NonFiniteLossError, FileNotFoundError, RuntimeError) as exc:
+    except (NonFiniteLossError, FileNotFoundError, RuntimeError) as exc:  # RuntimeError: MarketDataError too
         print(f"foxlib: failed: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # read-only folder, disk full, permission: one line, no traceback
@@ -75,15 +68,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    from foxlib.core.critical_path import WAVES
+    from foxlib.core.parameters import ParameterError, parse_assignments, read_parameters, split_parameters
     from foxlib.report import index
-    from foxlib.core.parameters import parse_assignments, split_parameters
     if args.command == "waves":
         print("\n".join(index.status_lines(args.reports_dir)))
         return 0
     if args.command == "index":
         print(index.write_index(args.reports_dir))
         return 0
-    from foxlib.run.runner import run_wave
+    from foxlib.run.runner import check_revision, plan, run_wave
     allow_dirty = args.allow_dirty or config.env_flag("FOXLIB_ALLOW_DIRTY")
     force = args.force or config.env_flag("FOXLIB_FORCE")
     overrides = parse_assignments(split_parameters(args.parameters) + args.parameter)
@@ -94,9 +88,6 @@ def _run(args) -> int:
                        force=force)
         print(out / "report.html")
         return 0
-    from foxlib.core.parameters import ParameterError, read_parameters
-    from foxlib.run.runner import check_revision, plan
-    from foxlib.core.critical_path import WAVES
     built = [w for w in WAVES.values() if w.built]  # WAVES is in dependency order: 8.13 reads 8.12's report
     declared = {w.id: read_parameters(w.notebook) for w in built}
     unknown = sorted(set(overrides) - {name for names in declared.values() for name in names})
