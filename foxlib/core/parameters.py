@@ -187,8 +187,7 @@ def variant_name(differs: dict[str, dict[str, Any]]) -> str | None:
     when a value had characters a folder name cannot hold."""
     if not differs:
         return None
-    parts = [f"{name}-{_slug(d['value'])}" for name, d in differs.items()]
-    name = "_".join(parts)
+    name = "_".join(f"{name}-{_slug(d['value'])}" for name, d in differs.items())
     lossy = any(_slug(d["value"]) != str(d["value"]).lower() for d in differs.values())
     if len(name) > VARIANT_NAME_MAX or lossy:
         digest = hashlib.sha1(json.dumps({k: d["value"] for k, d in differs.items()}, sort_keys=True,

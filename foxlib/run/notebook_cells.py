@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from foxlib.core import config, results
+from foxlib.core import config, provenance, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
@@ -66,9 +66,8 @@ def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[s
 
 
 def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] | None = None):
-    """Canonical or variant (foxlib.core.parameters.RunKind) of this run: `params` as run, the measurement's own
-    parameters (a measurement file made elsewhere) taking precedence, against the defaults of the device the
-    measurement was made on."""
+    """foxlib.core.parameters.run_kind of this run, on the device the measurement was made on; `params` default: those
+    `parameters` kept for this wave."""
     from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
@@ -105,7 +104,6 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
     """HTML for the top of the report: verdict, device, the revisions it was measured and rendered at (a
     warning when either had uncommitted changes), the failing checks, and for a variant what differs. Reads
     only the header every wave's measurement has (WaveMeasurement)."""
-    from foxlib.core import provenance
     v = verdict(checks)
     colour = "#1a7f37" if v == "GO" else "#cf222e"
     dev = measurement.device
@@ -125,12 +123,11 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
                           for k, d in kind.differs.items())
         notes.append(f'<p class="foxlib-variant" style="color:#9a6700"><b>Variant <code>{html.escape(kind.variant)}'
                      f"</code>, not the canonical report.</b> It differs from the defaults in: {diffs}.</p>")
-    if kind.device_defaults:
-        applied = "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
-                            if k not in kind.differs)
-        if applied:
-            notes.append(f"<p><small>Defaults for the {html.escape(kind.device_type.upper())} (sized for two cores): "
-                         f"{applied}.</small></p>")
+    applied = "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
+                        if k not in kind.differs)
+    if applied:
+        notes.append(f"<p><small>Defaults for the {html.escape(kind.device_type.upper())} (sized for two cores): "
+                     f"{applied}.</small></p>")
     return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
             f'<h2 style="color:{colour};margin:0">Verdict: {v}</h2>'
             f"<p>{len(checks) - len(failed)} of {len(checks)} checks passed · measured on "
@@ -150,7 +147,6 @@ def finish(wave_id: str, params: dict[str, Any], measurement: WaveMeasurement, c
            **extra: Any) -> dict[str, Any]:
     """Write results.json and the measurement (its to_dict(): measurement.json) into the output folder (last cell
     of a wave). The files the measurement cites (depends_on) must still be the ones it read (ProvenanceError)."""
-    from foxlib.core import provenance
     kind = run_kind(wave_id, measurement, params)
     data = measurement.to_dict()
     res = results.build(wave_id, params, data, checks, run=kind.to_dict(), **extra)

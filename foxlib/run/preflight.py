@@ -13,6 +13,7 @@ from typing import Any
 from foxlib.core import provenance, results
 from foxlib.core.budgets import load_budgets
 from foxlib.core.critical_path import get_wave
+from foxlib.core.parameters import ParameterError, read_parameters, resolve
 from foxlib.core.schema import WaveMeasurement
 from foxlib.memory.step import check_precision
 from foxlib.models import MODELS
@@ -125,13 +126,13 @@ def check_measurement_data(wave_id: str, data: Any, source: str = "the measureme
     """The wave's records.Measurement of `data`; a ValueError unless it is a wave `wave_id` measurement this code can
     render: its type's own check (the wave's Measurement.from_dict), then the parameters it was made with and the
     files it cites."""
-    measurement = get_wave(wave_id).part("records").Measurement.from_dict(data, source)
-    mp = data.get("measure_parameters") or {}
+    wave = get_wave(wave_id)
+    measurement = wave.part("records").Measurement.from_dict(data, source)
+    mp = measurement.measure_parameters
     if not isinstance(mp, dict):
         raise ValueError(f"{source}: measure_parameters must be an object of the wave's parameters")
-    from foxlib.core.parameters import ParameterError, read_parameters, resolve
     try:
-        made_with = resolve(read_parameters(get_wave(wave_id).notebook), mp)
+        made_with = resolve(read_parameters(wave.notebook), mp)
     except ParameterError as exc:
         raise ValueError(f"{source}: the parameters it was measured with do not check out: {exc}") from None
     _counts(made_with)
