@@ -7,7 +7,6 @@ peer benchmark: 8.12's) cites it (a Citation: path, revision, sha256); `verify` 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -113,10 +112,9 @@ class Citation(Record):
 
 def cite(path: Path, data: dict[str, Any] | None = None) -> Citation:
     """A citation of the results file at `path`: its display_path, the revision it was measured at, its sha256."""
+    from foxlib.core.results import measured_revision, read_json
     path = Path(path)
-    if data is None:
-        data = json.loads(path.read_text())
-    from foxlib.core.results import measured_revision
+    data = read_json(path) if data is None else data
     return Citation(display_path(path), measured_revision(data), sha256_of(path))
 
 
