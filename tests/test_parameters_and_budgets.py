@@ -71,3 +71,15 @@ def test_verdict_is_go_only_when_every_check_passes():
     assert verdict([ok]) == "GO"
     assert verdict([ok, bad]) == "NO-GO"
     assert verdict([]) == "NO-GO"
+
+
+def test_assignments_written_as_flags_read_back_as_given():
+    from foxlib.core.parameters import p_flags, parse_assignments, split_parameters, to_assignments
+    values = {"quick": True, "strategies": "fp32 (baseline);bf16", "batch_size": 8, "name": "it's"}
+    assert to_assignments(values) == ["quick=true", "strategies=fp32 (baseline);bf16", "batch_size=8", "name=it's"]
+    line = p_flags(to_assignments(values))
+    assert line.startswith("-p quick=true -p 'strategies=fp32 (baseline);bf16' -p batch_size=8 -p ")
+    words = split_parameters(line)  # as the shell splits the command line
+    assert words[::2] == ["-p"] * 4
+    assert parse_assignments(words[1::2]) == {"quick": "true", "strategies": "fp32 (baseline);bf16",
+                                             "batch_size": "8", "name": "it's"}

@@ -10,9 +10,10 @@ import hashlib
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from foxlib.core import config
 from foxlib.core.critical_path import get_wave
@@ -95,7 +96,6 @@ def resolve(declared: dict[str, Parameter], overrides: dict[str, Any],
 
 def split_parameters(text: str) -> list[str]:
     """'a=1 b="x y"' -> ["a=1", "b=x y"]: a line of assignments split as a shell would (make's P)."""
-    import shlex
     try:
         return shlex.split(text or "")
     except ValueError as exc:
@@ -112,6 +112,16 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
         name, value = item.split("=", 1)
         out[name.strip()] = value
     return out
+
+
+def to_assignments(values: Mapping[str, Any]) -> list[str]:
+    """{name: value} -> ["name=value", ...], parse_assignments' inverse (booleans as true/false, as coerce reads them)."""
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()]
+
+
+def p_flags(assignments: Iterable[str]) -> str:
+    """["name=value", ...] -> "-p name=value ...", each quoted for a shell (`python -m foxlib report/measure`)."""
+    return " ".join(f"-p {shlex.quote(a)}" for a in assignments)
 
 
 # ------------------------------------------------------------------ defaults that depend on the device

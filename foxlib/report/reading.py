@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import html
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
 from foxlib.core.figures import display
+from foxlib.core.parameters import p_flags, to_assignments
 from foxlib.core.results import measured_revision
 
 MINUS = "\u2212"  # the minus sign of a signed difference ("−9.4 MB")
@@ -192,15 +192,6 @@ def glossary(terms: Iterable[str] | None = None) -> Block:
 
 # ----------------------------------------------------------------------------- reproduce this report
 
-def _assignments(values: Mapping[str, Any]) -> list[str]:
-    """Parameters as `name=value` (booleans as true/false, as the notebooks' parameters read them)."""
-    return [f"{k}={('true' if v else 'false') if isinstance(v, bool) else v}" for k, v in values.items()]
-
-
-def _flags(assignments: list[str]) -> str:
-    return " ".join(f"-p {shlex.quote(a)}" for a in assignments)
-
-
 def commands(results: Mapping[str, Any]) -> list[str]:
     """The shell commands that reproduce a report from its results.json: `make report WAVE=<N> P="..."`
     (`python -m foxlib report` where a value holds a space or a quote, which make's P cannot carry); for a
@@ -211,13 +202,13 @@ def commands(results: Mapping[str, Any]) -> list[str]:
     params = dict(results.get("parameters") or {})
     changed = {k: d["value"] for k, d in results["run"]["differs"].items() if k != "budgets_file"}
     budgets = params.get("budgets_file") or ""
-    assignments = _assignments(changed) + ([f"budgets_file={budgets}"] if budgets else [])
-    flags = _flags(assignments)
+    assignments = to_assignments(changed) + ([f"budgets_file={budgets}"] if budgets else [])
+    flags = p_flags(assignments)
     if params.get("measurements"):
         device = (results.get("device") or {}).get("type", "cuda")
-        measure = _assignments({**{k: v for k, v in changed.items() if k != "device"}, "device": device})
+        measure = to_assignments({**{k: v for k, v in changed.items() if k != "device"}, "device": device})
         where = (results.get("device") or {}).get("name") or device
-        return [f"python -m foxlib measure --wave {wave} {_flags(measure)} --out measured/wave-{wave}.json"
+        return [f"python -m foxlib measure --wave {wave} {p_flags(measure)} --out measured/wave-{wave}.json"
                 f"   # on the machine to measure ({where})",
                 "make render MEASURED=measured   # here: renders every wave-<N>.json in that folder"
                 + (f" (this report also used {flags})" if budgets else "")]

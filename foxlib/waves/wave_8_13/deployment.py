@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
+from foxlib.core.parameters import p_flags, to_assignments
 from foxlib.core.results import measured_revision, write_text
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.analysis import mb
@@ -56,10 +56,8 @@ def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list
     pinned = dict(used, tft_config=pinned_tft_config(m))
 
     def flags(values: dict[str, Any]) -> str:
-        out = [f"-p {shlex.quote(f'{k}={str(v).lower() if isinstance(v, bool) else v}')}" for k, v in values.items()]
-        if params.get("budgets_file"):
-            out.append(f"-p {shlex.quote('budgets_file=' + str(params['budgets_file']))}")
-        return " ".join(out)
+        budgets = [f"budgets_file={params['budgets_file']}"] if params.get("budgets_file") else []
+        return p_flags(to_assignments(values) + budgets)
 
     py = ".venv/bin/python"
     return {
