@@ -401,7 +401,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch.compile backend of those rows (tests: eager, to skip Inductor's code generation)")
     p.add_argument("--repeats", type=int, default=10, help="timed steps per row (median)")
     p.add_argument("--runs", type=int, default=MIN_RUNS,
-                   help=f"independent timing runs of the peer and the rows with a target: this run's and runs - 1 more, "
+                   help=f"independent timing runs of the peer and the rows with a target: this run's and runs - 1 "
+                        f"more, "
                         f"each in a fresh process; a step-time target is judged on them pooled and is inconclusive "
                         f"with fewer than {MIN_RUNS} (default {MIN_RUNS})")
     p.add_argument("--timing-run", action="store_true",

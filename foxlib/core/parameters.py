@@ -115,7 +115,8 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def to_assignments(values: Mapping[str, Any]) -> list[str]:
-    """{name: value} -> ["name=value", ...], parse_assignments' inverse (booleans as true/false, as coerce reads them)."""
+    """{name: value} -> ["name=value", ...], parse_assignments' inverse (booleans as true/false, as coerce reads
+    them)."""
     return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()]
 
 

@@ -30,7 +30,7 @@ def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "ada
     """One real profile of the recipe's step (foxlib.harness.recipe) of `card` at `config` on `device`, with
     `optimizer` (make_optimizer's name) in place of its Adam."""
     with build_step(StepRecipe(card.name, config, precision, seed), device) as built:
-        if optimizer != "adam":
+        if optimizer != "adam":  # profiled through built.optimizer (built.step, which steps the Adam, is not run)
             built.optimizer = make_optimizer(optimizer, built.model.parameters(), built.recipe.learning_rate)
         prof = built.profile()
     return {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,

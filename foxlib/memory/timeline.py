@@ -6,8 +6,9 @@ the profiler started and freed inside is not reported as a free: the sum can onl
 frees the gradients before the measured step.)
 
 Kineto, under the profiler, writes a "USDT: ... profiler_start/stop" line to stderr at every start and stop (torch
-2.13's CPU build): 24 of them in CPU 8.13's committed notebook before this. `quiet_kineto` turns its log off (KINETO_LOG_LEVEL=6, above its
-highest level, 5) before any foxlib profiler starts, unless the user set KINETO_LOG_LEVEL.
+2.13's CPU build): 24 of them in CPU 8.13's notebook as committed before quiet_kineto existed. `quiet_kineto`
+turns its log off (KINETO_LOG_LEVEL=6, above its highest level, 5) before any foxlib profiler starts, unless the
+user set KINETO_LOG_LEVEL.
 """
 from __future__ import annotations
 

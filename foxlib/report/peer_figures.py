@@ -10,7 +10,7 @@ from typing import Any
 
 from foxlib.core import pooled_runs
 from foxlib.core.config import MB
-from foxlib.harness.timing import CONFIDENCE, RatioInterval, interval_of_samples, shared_confidence
+from foxlib.harness.timing import RatioInterval, interval_of_samples, shared_confidence
 from foxlib.memory.profile import peak_misses_saved_tensors
 
 PEER = "peer"
@@ -86,9 +86,8 @@ def paired_interval(timing: dict[str, Any] | None, base: dict[str, Any] | None) 
 
 
 def stored_interval(d: dict[str, Any]) -> RatioInterval:
-    """An interval as the file stores it (median, low, high, confidence: none in files written before intervals
-    stated their coverage), beside its "rounds" or "runs"."""
-    return RatioInterval(d["median"], d["low"], d["high"], d.get("confidence", CONFIDENCE))
+    """An interval as the file stores it (median, low, high, confidence), beside its "rounds" or "runs"."""
+    return RatioInterval(d["median"], d["low"], d["high"], d["confidence"])
 
 
 def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[str, Any]]:
@@ -217,18 +216,21 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
             if key not in r:
                 continue
             i, n = target_step(res, name) if key == "step_time" else (None, 0)
-            check = {"name": check_name(res, name, key), "measured": i.median if i else r[key], "limit": limit,
-                     "unit": "ratio", "passed": r[key] <= limit}
-            if i:  # judged on the interval and the runs, not on measured <= limit: say what decided it
-                enough = n >= pooled_runs.MIN_RUNS
-                what = (f"{n} independent runs pooled: {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]" if n > 1 else
-                        f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in one run")
-                check.update(passed=enough and i.under(limit), runs=n,
-                             note=f"{what}: met only when the interval's upper end is under {limit:g}" +
-                             ("" if enough else f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs "
-                                                "a verdict needs"))
-                if not enough:
-                    check["inconclusive"] = True
+            if not i:  # a peak, or a step time without raw samples: the ratio against the limit
+                out.append({"name": check_name(res, name, key), "measured": r[key], "limit": limit, "unit": "ratio",
+                            "passed": r[key] <= limit})
+                continue
+            # judged on the interval and the runs, not on measured <= limit: the note says what decided it
+            enough = n >= pooled_runs.MIN_RUNS
+            what = (f"{n} independent runs pooled: {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]" if n > 1 else
+                    f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in one run")
+            check = {"name": check_name(res, name, key), "measured": i.median, "limit": limit, "unit": "ratio",
+                     "passed": enough and i.under(limit), "runs": n,
+                     "note": f"{what}: met only when the interval's upper end is under {limit:g}" +
+                     ("" if enough else f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs "
+                                        "a verdict needs")}
+            if not enough:
+                check["inconclusive"] = True
             out.append(check)
     return out
 

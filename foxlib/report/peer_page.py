@@ -136,7 +136,8 @@ def timing_runs_text(res: dict[str, Any]) -> str:
                 "before the benchmark made them)")
     made = 1 + sum("timing" in run for run in tr["runs"])
     failed = [run["error"] for run in tr["runs"] if "error" in run]
-    text = f"{made} independent timing runs of {rows} (the first with every row, then {tr['asked'] - 1} in fresh processes)"
+    text = (f"{made} independent timing runs of {rows} (the first with every row, then {tr['asked'] - 1} in fresh "
+            "processes)")
     return text + (f"; {len(failed)} failed: {'; '.join(failed)}" if failed else "")
 
 

@@ -26,9 +26,9 @@ CLAIM_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.seed_guess)
 """fp16, the checkpointing granularities, batch ÷4 and sequence ÷2: every strategy a seed claim is about."""
 RUNS = MIN_RUNS
 """Independent runs made by default (foxlib.core.pooled_runs.MIN_RUNS). Their spread is pooled over every claim
-timed in them (foxlib.core.pooled_runs.run_spread): with each claim's 3 runs alone, Student's t for two degrees of freedom
-(4.30) widened batch ÷4's and sequence ÷2's intervals, about 7 % inside their bands, across an edge in one of
-three sets of H200 runs (d3b10e0); pooled (14 degrees of freedom: 2.14), the three sets gave one verdict per
+timed in them (foxlib.core.pooled_runs.run_spread): with each claim's 3 runs alone, Student's t for two degrees of
+freedom (4.30) widened batch ÷4's and sequence ÷2's intervals, about 7 % inside their bands, across an edge in one
+of three sets of H200 runs (d3b10e0); pooled (14 degrees of freedom: 2.14), the three sets gave one verdict per
 claim."""
 STEPS = 20  # timed rounds per run, after the child's warm-up steps
 

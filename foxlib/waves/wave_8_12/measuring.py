@@ -86,8 +86,9 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     out["claim_runs"] = saved.get("claim_runs", lambda: measure_claim_runs(chosen, configs, preset, dev, seed,
                                                                            runs=claim_runs))
     out["floors"] = saved.get("floors", lambda: step_floors(base, dev, seed))
+    not_asked = {"skipped_all": "not asked (cublas_workspace_knob=False)"}
     out["cublas_workspace"] = saved.get("cublas_workspace", lambda: measure_knob(chosen, configs, preset, dev, seed)
-                                        if cublas_workspace_knob else {"skipped_all": "not asked (cublas_workspace_knob=False)"})
+                                        if cublas_workspace_knob else not_asked)
     acc_preset = accuracy_preset if accuracy_preset != "auto" else ("seed" if dev.type == "cuda" else "small")
     out["accuracy_preset"] = acc_preset
     out.update(saved.get("accuracy", lambda: accuracy_runs(
