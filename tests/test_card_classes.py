@@ -68,8 +68,8 @@ def test_8_12_on_a_card_without_bf16_recommends_and_judges_what_that_card_runs()
 
 
 def test_a_cpu_recommendation_is_fp32_whatever_the_measuring_cpu_ran_fast():
-    """The committed CPU run (an AMD EPYC with bf16 kernels) with bf16 made a tie with the fastest strategy (the
-    same interval: a run at 2 rounds timed it so) and the lightest: it would win, yet the CPU class still ships fp32,
+    """The committed CPU run with bf16 made to tie the fastest strategy (the same interval, as a run at 2 rounds on
+    a CPU with bf16 kernels once timed it) and to be the lightest: it would win, yet the CPU class still ships fp32,
     since an AVX2-only CPU runs a bf16 step many times slower. The reason says why. A bf16 GPU with the same
     figures ships bf16."""
     import dataclasses
