@@ -118,6 +118,8 @@ display(notebook.table(tables.workspace_table(record)) if record.workspace_knob 
 
 # %%
 display(notebook.table(tables.table(record)))
+if faults := tables.faults_text(record, recommended["strategy"]):
+    display(Markdown(faults))
 if record.skipped:
     display(Markdown("Not measured here: " + "; ".join(f"{n} ({why})" for n, why in record.skipped.items()) + "."))
 if record.accuracy_preset != record.preset:

@@ -236,3 +236,23 @@ def test_one_header_states_the_least_coverage_of_its_intervals_and_a_tie_holds_t
     assert two.range_text() == "0.90x [0.80, 1.00]" and str(two) == "0.90x [0.80, 1.00] (50 % interval)"
     assert two.holds(1.0) and two.holds(0.8) and not two.under(1.0)  # the upper end at the limit: a tie
     assert not six.holds(1.0) and not six.under(1.0) and six.under(1.31)
+
+
+def test_the_cpu_rounds_count_the_memory_each_call_faults_in():
+    """A call that maps 8 MiB anew and touches every page faults in at least those 8 MiB each round (the kernel
+    maps a fresh anonymous page on its first touch, whatever the allocator); a call that touches nothing new,
+    far less. The counts round-trip through the timing's dict; where none were counted the dict has no key."""
+    import mmap
+    from foxlib.harness.timing import PAGE_BYTES, time_alternating
+    size = 8 * 2**20
+
+    def touch():
+        with mmap.mmap(-1, size) as m:
+            for offset in range(0, size, PAGE_BYTES):
+                m[offset] = 1
+
+    got = time_alternating({"touch": touch, "still": lambda: None}, repeats=3, warmup=1)
+    assert len(got["touch"].faulted_bytes) == 3 and min(got["touch"].faulted_bytes) >= size
+    assert got["still"].faulted_median_bytes < size // 8
+    assert Timing.from_dict(got["touch"].to_dict()) == got["touch"]
+    assert "faulted_bytes_samples" not in Timing("a", (0.1,)).to_dict() and Timing("a", (0.1,)).faulted_median_bytes is None

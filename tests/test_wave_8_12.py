@@ -43,6 +43,26 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     assert sorted(analysis.pareto(typed(m))) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
 
 
+def test_the_memory_each_step_faulted_in_is_shown_where_it_was_counted():
+    """Timings with page-fault counts (the CPU's) give each strategy its median, a table column and a sentence
+    naming fp32's and the recommended strategy's figures; the record keeps them through its dict. Without counts
+    (a GPU's timing, or one measured before they were counted) there is neither column nor sentence, and the
+    record's dict holds no key for them."""
+    m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("light", "fp32", 600, 0.5, 1.00, False)])
+    assert tables.faults_text(typed(m), "light") == "" and "faulted in per step (MB, median)" not in tables.table(
+        typed(m)).columns and "faulted_bytes" not in typed(m).to_dict()["strategies"][0]
+    for name, faulted_mb in ((BASELINE, (3000, 3010, 3020)), ("light", (50, 40, 60))):
+        m.timing[name] = Timing(name, (1.0 if name == BASELINE else 0.5,) * 3, tuple(x * MB for x in faulted_mb))
+    rec = typed(m)
+    assert [s.faulted_bytes for s in rec.strategies] == [3010 * MB, 50 * MB]
+    assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    assert tables.table(rec).set_index("strategy")["faulted in per step (MB, median)"].to_dict() == {
+        BASELINE: 3010.0, "light": 50.0}
+    text = tables.faults_text(rec, "light")
+    assert "Each fp32 step faulted in 3,010.0 MB, each light step 50.0 MB" in text
+    assert "Each fp32 step faulted in 3,010.0 MB:" in tables.faults_text(rec, BASELINE)
+
+
 def test_lightest_no_slower_than_fp32_within_accuracy():
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True),
             ("lightest, slow", "fp32", 300, 1.3, 1.00, False),
@@ -406,6 +426,7 @@ def test_notebook_tiny(tmp_path):
     assert records.Measurement812.from_dict(res["record"]) == typed(measurement_at(out / "measurement.json"))
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()
+    assert "Faulted in per step* (counted on the CPU)" in (out / "report.md").read_text()  # the CPU counts them
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ that coverage (stated_confidence), not CONFIDENCE, and its text says so.
 from __future__ import annotations
 
 import math
+import resource
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -28,11 +29,21 @@ from foxlib.core.schema import Record
 NOISY = 0.10  # a relative IQR above this marks a timing as noisy
 
 
+PAGE_BYTES = resource.getpagesize()
+
+
+def minor_faults() -> int:
+    """This process's minor page faults so far: each is a page touched for the first time since it was mapped."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples of one variant (seconds) and their summary."""
+    """Raw samples of one variant (seconds) and their summary; on the CPU also the memory each sample faulted in
+    (bytes: minor page faults x the page size, counted around the timed call; empty where not counted)."""
     name: str
     samples: tuple[float, ...] = field(repr=False)
+    faulted_bytes: tuple[int, ...] = field(default=(), repr=False)
 
     @property
     def median_s(self) -> float:
@@ -49,16 +60,23 @@ class Timing:
     def noisy(self) -> bool:
         return self.iqr_s > NOISY * self.median_s
 
+    @property
+    def faulted_median_bytes(self) -> int | None:
+        """The median memory a sample faulted in; None where faults were not counted."""
+        return int(statistics.median(self.faulted_bytes)) if self.faulted_bytes else None
+
     def to_dict(self) -> dict:
         return {"name": self.name, "median_s": self.median_s, "iqr_s": self.iqr_s, "noisy": self.noisy,
-                "samples_s": list(self.samples)}
+                "samples_s": list(self.samples)} | (
+            {"faulted_bytes_samples": list(self.faulted_bytes)} if self.faulted_bytes else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> "Timing":
         """Back from to_dict(): the raw samples are the data, the summary is recomputed from them."""
         if not d.get("samples_s"):
             raise ValueError(f"timing {d.get('name')!r} holds no raw samples (samples_s); intervals need them")
-        return cls(d["name"], tuple(float(x) for x in d["samples_s"]))
+        return cls(d["name"], tuple(float(x) for x in d["samples_s"]),
+                   tuple(int(x) for x in d.get("faulted_bytes_samples", ())))
 
 
 def sync_device(device: torch.device | None):
@@ -68,7 +86,8 @@ def sync_device(device: torch.device | None):
 
 def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2,
                      device: torch.device | None = None) -> dict[str, Timing]:
-    """Time each zero-argument callable `repeats` times, alternating between them after `warmup` rounds."""
+    """Time each zero-argument callable `repeats` times, alternating between them after `warmup` rounds; on the CPU
+    (device None or cpu) count the page faults of each timed call too."""
     if not variants or repeats < 1:
         raise ValueError("time_alternating needs at least one variant and one repeat")
     names = list(variants)
@@ -82,6 +101,8 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             raise
 
     samples: dict[str, list[float]] = {n: [] for n in names}
+    faulted: dict[str, list[int]] = {n: [] for n in names}
+    count_faults = device is None or device.type == "cpu"
     # minutes of work on a CPU: shown (stderr; the bar updates at most once a second, outside the timed calls)
     with progress((warmup + repeats) * len(names), f"timing {len(names)} variants alternately") as bar:
         for _ in range(warmup):
@@ -92,11 +113,14 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             order = names[r % len(names):] + names[: r % len(names)]
             for name in order:
                 sync_device(device)
+                faults = minor_faults() if count_faults else 0
                 start = time.perf_counter()
                 run(name)
                 samples[name].append(time.perf_counter() - start)
+                if count_faults:
+                    faulted[name].append((minor_faults() - faults) * PAGE_BYTES)
                 bar.advance()
-    return {n: Timing(n, tuple(s)) for n, s in samples.items()}
+    return {n: Timing(n, tuple(s), tuple(faulted[n])) for n, s in samples.items()}
 
 
 CONFIDENCE = 0.95  # the coverage every interval a report shows aims at (stated_confidence: what its rounds give)

@@ -59,8 +59,22 @@ def table(rec: Measurement812) -> pd.DataFrame:
             "accuracy measured by": "own runs" if s.accuracy_source == s.name else f"= {s.accuracy_source} (same function)",
             "seed's guess: accuracy": guess.get("accuracy"),
             "fp32 spread (%)": round(spread_pct, 2),
-        })
+        } | ({"faulted in per step (MB, median)": to_mb(s.faulted_bytes)} if base.faulted_bytes is not None else {}))
     return pd.DataFrame(rows)
+
+
+def faults_text(rec: Measurement812, recommended: str | None) -> str:
+    """Where the steps' page faults were counted (the CPU), what fp32's step and the recommended one faulted in
+    (Markdown); "" elsewhere."""
+    base = rec[rec.baseline]
+    if base.faulted_bytes is None:
+        return ""
+    pick = rec[recommended] if recommended and recommended != rec.baseline else None
+    return (f"*Faulted in per step* (counted on the CPU): memory a step touched for the first time since it was "
+            f"mapped (minor page faults × the page size), median over the rounds. Each fp32 step faulted in "
+            f"{base.faulted_bytes / MB:,.1f} MB"
+            + (f", each {pick.name} step {pick.faulted_bytes / MB:,.1f} MB" if pick else "")
+            + ": those first touches run inside the timed step, so its step time includes them.")
 
 
 def figures(r: dict[str, Any]) -> str:
