@@ -238,21 +238,25 @@ def test_one_header_states_the_least_coverage_of_its_intervals_and_a_tie_holds_t
     assert not six.holds(1.0) and not six.under(1.0) and six.under(1.31)
 
 
-def test_the_cpu_rounds_count_the_memory_each_call_faults_in():
-    """A call that maps 8 MiB anew and touches every page faults in at least those 8 MiB each round (the kernel
-    maps a fresh anonymous page on its first touch, whatever the allocator); a call that touches nothing new,
-    far less. The counts round-trip through the timing's dict; where none were counted the dict has no key."""
+def test_the_cpu_rounds_count_each_call_s_minor_page_faults():
+    """A call that maps 8 MiB anew and touches every base page takes at least one minor fault per page each round
+    (the kernel maps a fresh anonymous page on its first touch, whatever the allocator; huge pages refused for the
+    mapping, so each fault maps one base page); a call that touches nothing new, far fewer. The counts round-trip
+    through the timing's dict; where none were counted the dict has no key."""
     import mmap
-    from foxlib.harness.timing import PAGE_BYTES, time_alternating
+    from foxlib.harness.timing import time_alternating
     size = 8 * 2**20
+    pages = size // mmap.PAGESIZE
 
     def touch():
         with mmap.mmap(-1, size) as m:
-            for offset in range(0, size, PAGE_BYTES):
+            if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                m.madvise(mmap.MADV_NOHUGEPAGE)
+            for offset in range(0, size, mmap.PAGESIZE):
                 m[offset] = 1
 
     got = time_alternating({"touch": touch, "still": lambda: None}, repeats=3, warmup=1)
-    assert len(got["touch"].faulted_bytes) == 3 and min(got["touch"].faulted_bytes) >= size
-    assert got["still"].faulted_median_bytes < size // 8
+    assert len(got["touch"].minor_faults) == 3 and min(got["touch"].minor_faults) >= pages
+    assert got["still"].median_minor_faults < pages // 8
     assert Timing.from_dict(got["touch"].to_dict()) == got["touch"]
-    assert "faulted_bytes_samples" not in Timing("a", (0.1,)).to_dict() and Timing("a", (0.1,)).faulted_median_bytes is None
+    assert "minor_faults_samples" not in Timing("a", (0.1,)).to_dict() and Timing("a", (0.1,)).median_minor_faults is None

@@ -43,24 +43,23 @@ def test_recommends_the_fastest_under_budget_within_accuracy_tolerance():
     assert sorted(analysis.pareto(typed(m))) == ["fastest, inaccurate", "fastest, too heavy", "light but slow"]
 
 
-def test_the_memory_each_step_faulted_in_is_shown_where_it_was_counted():
-    """Timings with page-fault counts (the CPU's) give each strategy its median, a table column and a sentence
-    naming fp32's and the recommended strategy's figures; the record keeps them through its dict. Without counts
+def test_the_minor_page_faults_of_each_step_are_shown_where_they_were_counted():
+    """Timings with minor-fault counts (the CPU's) give each strategy its median, a table column and a sentence
+    naming fp32's and the recommended strategy's counts; the record keeps them through its dict. Without counts
     (a GPU's timing, or one measured before they were counted) there is neither column nor sentence, and the
     record's dict holds no key for them."""
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("light", "fp32", 600, 0.5, 1.00, False)])
-    assert tables.faults_text(typed(m), "light") == "" and "faulted in per step (MB, median)" not in tables.table(
-        typed(m)).columns and "faulted_bytes" not in typed(m).to_dict()["strategies"][0]
-    for name, faulted_mb in ((BASELINE, (3000, 3010, 3020)), ("light", (50, 40, 60))):
-        m.timing[name] = Timing(name, (1.0 if name == BASELINE else 0.5,) * 3, tuple(x * MB for x in faulted_mb))
+    column = "minor page faults per step (thousands, median)"
+    assert tables.faults_text(typed(m), "light") == "" and column not in tables.table(typed(m)).columns
+    assert "minor_faults" not in typed(m).to_dict()["strategies"][0]
+    for name, faults in ((BASELINE, (745_000, 745_200, 745_400)), ("light", (12, 10, 14))):
+        m.timing[name] = Timing(name, (1.0 if name == BASELINE else 0.5,) * 3, faults)
     rec = typed(m)
-    assert [s.faulted_bytes for s in rec.strategies] == [3010 * MB, 50 * MB]
+    assert [s.minor_faults for s in rec.strategies] == [745_200, 12]
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
-    assert tables.table(rec).set_index("strategy")["faulted in per step (MB, median)"].to_dict() == {
-        BASELINE: 3010.0, "light": 50.0}
-    text = tables.faults_text(rec, "light")
-    assert "Each fp32 step faulted in 3,010.0 MB, each light step 50.0 MB" in text
-    assert "Each fp32 step faulted in 3,010.0 MB:" in tables.faults_text(rec, BASELINE)
+    assert tables.table(rec).set_index("strategy")[column].to_dict() == {BASELINE: 745.2, "light": 0.0}
+    assert "Each fp32 step took 745,200, each light step 12:" in tables.faults_text(rec, "light")
+    assert "Each fp32 step took 745,200:" in tables.faults_text(rec, BASELINE)
 
 
 def test_lightest_no_slower_than_fp32_within_accuracy():
@@ -426,7 +425,7 @@ def test_notebook_tiny(tmp_path):
     assert records.Measurement812.from_dict(res["record"]) == typed(measurement_at(out / "measurement.json"))
     assert res["verdict"] == ("GO" if all(c["passed"] for c in res["checks"]) else "NO-GO")
     assert "Pareto front" in (out / "report.html").read_text()
-    assert "Faulted in per step* (counted on the CPU)" in (out / "report.md").read_text()  # the CPU counts them
+    assert "Minor page faults per step* (counted on the CPU" in (out / "report.md").read_text()  # the CPU counts them
 
 
 @pytest.mark.slow

@@ -29,21 +29,19 @@ from foxlib.core.schema import Record
 NOISY = 0.10  # a relative IQR above this marks a timing as noisy
 
 
-PAGE_BYTES = resource.getpagesize()
-
-
 def minor_faults() -> int:
-    """This process's minor page faults so far: each is a page touched for the first time since it was mapped."""
+    """This process's minor page faults so far: each maps a page the process touches for the first time since it
+    was mapped (a base page, or a transparent huge page where the kernel backs the memory with one)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples of one variant (seconds) and their summary; on the CPU also the memory each sample faulted in
-    (bytes: minor page faults x the page size, counted around the timed call; empty where not counted)."""
+    """Raw samples of one variant (seconds) and their summary; on the CPU also each sample's minor page faults
+    (counted around the timed call; empty where not counted)."""
     name: str
     samples: tuple[float, ...] = field(repr=False)
-    faulted_bytes: tuple[int, ...] = field(default=(), repr=False)
+    minor_faults: tuple[int, ...] = field(default=(), repr=False)
 
     @property
     def median_s(self) -> float:
@@ -61,14 +59,14 @@ class Timing:
         return self.iqr_s > NOISY * self.median_s
 
     @property
-    def faulted_median_bytes(self) -> int | None:
-        """The median memory a sample faulted in; None where faults were not counted."""
-        return int(statistics.median(self.faulted_bytes)) if self.faulted_bytes else None
+    def median_minor_faults(self) -> int | None:
+        """A sample's minor page faults, median; None where they were not counted."""
+        return int(statistics.median(self.minor_faults)) if self.minor_faults else None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "median_s": self.median_s, "iqr_s": self.iqr_s, "noisy": self.noisy,
                 "samples_s": list(self.samples)} | (
-            {"faulted_bytes_samples": list(self.faulted_bytes)} if self.faulted_bytes else {})
+            {"minor_faults_samples": list(self.minor_faults)} if self.minor_faults else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> "Timing":
@@ -76,7 +74,7 @@ class Timing:
         if not d.get("samples_s"):
             raise ValueError(f"timing {d.get('name')!r} holds no raw samples (samples_s); intervals need them")
         return cls(d["name"], tuple(float(x) for x in d["samples_s"]),
-                   tuple(int(x) for x in d.get("faulted_bytes_samples", ())))
+                   tuple(int(x) for x in d.get("minor_faults_samples", ())))
 
 
 def sync_device(device: torch.device | None):
@@ -101,7 +99,7 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             raise
 
     samples: dict[str, list[float]] = {n: [] for n in names}
-    faulted: dict[str, list[int]] = {n: [] for n in names}
+    faults: dict[str, list[int]] = {n: [] for n in names}
     count_faults = device is None or device.type == "cpu"
     # minutes of work on a CPU: shown (stderr; the bar updates at most once a second, outside the timed calls)
     with progress((warmup + repeats) * len(names), f"timing {len(names)} variants alternately") as bar:
@@ -113,14 +111,14 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             order = names[r % len(names):] + names[: r % len(names)]
             for name in order:
                 sync_device(device)
-                faults = minor_faults() if count_faults else 0
+                faults_before = minor_faults() if count_faults else 0
                 start = time.perf_counter()
                 run(name)
                 samples[name].append(time.perf_counter() - start)
                 if count_faults:
-                    faulted[name].append((minor_faults() - faults) * PAGE_BYTES)
+                    faults[name].append(minor_faults() - faults_before)
                 bar.advance()
-    return {n: Timing(n, tuple(s), tuple(faulted[n])) for n, s in samples.items()}
+    return {n: Timing(n, tuple(s), tuple(faults[n])) for n, s in samples.items()}
 
 
 CONFIDENCE = 0.95  # the coverage every interval a report shows aims at (stated_confidence: what its rounds give)

@@ -143,7 +143,7 @@ class StrategyResult(Record):
     cuda_graph: bool = False
     options: StepOptions = StepOptions()  # the step's options (results.json: {} where all are the defaults)
     workspace_bytes: int | None = None  # cuBLAS workspaces beside the step's tensors (None: not measured)
-    faulted_bytes: int | None = None  # the CPU: memory a step faulted in, median over the rounds (Timing)
+    minor_faults: int | None = None  # the CPU: a step's minor page faults, median over the rounds (Timing)
     PARTS: ClassVar[dict[str, Any]] = {"step_ratio": RatioInterval, "window_ratio": RatioInterval,
                                        "options": StepOptions, "step_samples_s": float}  # a list: a tuple (typed())
 
@@ -162,9 +162,9 @@ class StrategyResult(Record):
         return {} if self.options.is_default else self.options.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, the options as stated_options; faulted_bytes only where faults were counted."""
+        """Every field, the options as stated_options; minor_faults only where they were counted."""
         d = super().to_dict() | {"options": self.stated_options}
-        return d if self.faulted_bytes is not None else {k: v for k, v in d.items() if k != "faulted_bytes"}
+        return d if self.minor_faults is not None else {k: v for k, v in d.items() if k != "minor_faults"}
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ class Measurement812(Record):
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
                 cuda_graph=info.cuda_graph, options=info.options,
-                workspace_bytes=workspaces[name], faulted_bytes=m.timing[name].faulted_median_bytes))
+                workspace_bytes=workspaces[name], minor_faults=m.timing[name].median_minor_faults))
         return cls(tuple(out), dict(m.base_config), m.device,
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),

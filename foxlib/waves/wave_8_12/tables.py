@@ -59,22 +59,23 @@ def table(rec: Measurement812) -> pd.DataFrame:
             "accuracy measured by": "own runs" if s.accuracy_source == s.name else f"= {s.accuracy_source} (same function)",
             "seed's guess: accuracy": guess.get("accuracy"),
             "fp32 spread (%)": round(spread_pct, 2),
-        } | ({"faulted in per step (MB, median)": to_mb(s.faulted_bytes)} if base.faulted_bytes is not None else {}))
+        } | ({"minor page faults per step (thousands, median)": round(s.minor_faults / 1000, 1)}
+             if base.minor_faults is not None else {}))
     return pd.DataFrame(rows)
 
 
 def faults_text(rec: Measurement812, recommended: str | None) -> str:
-    """Where the steps' page faults were counted (the CPU), what fp32's step and the recommended one faulted in
-    (Markdown); "" elsewhere."""
+    """Where the steps' minor page faults were counted (the CPU), fp32's and the recommended step's (Markdown); ""
+    elsewhere."""
     base = rec[rec.baseline]
-    if base.faulted_bytes is None:
+    if base.minor_faults is None:
         return ""
     pick = rec[recommended] if recommended and recommended != rec.baseline else None
-    return (f"*Faulted in per step* (counted on the CPU): memory a step touched for the first time since it was "
-            f"mapped (minor page faults × the page size), median over the rounds. Each fp32 step faulted in "
-            f"{base.faulted_bytes / MB:,.1f} MB"
-            + (f", each {pick.name} step {pick.faulted_bytes / MB:,.1f} MB" if pick else "")
-            + ": those first touches run inside the timed step, so its step time includes them.")
+    return (f"*Minor page faults per step* (counted on the CPU, median over the rounds): each maps memory the "
+            f"process touches for the first time since it was mapped (a base page, 4 KiB on x86-64, or a transparent "
+            f"huge page where the kernel uses one). Each fp32 step took {base.minor_faults:,}"
+            + (f", each {pick.name} step {pick.minor_faults:,}" if pick else "")
+            + ": they run inside the timed step, so its step time includes them.")
 
 
 def figures(r: dict[str, Any]) -> str:
