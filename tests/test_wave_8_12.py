@@ -51,15 +51,15 @@ def test_the_minor_page_faults_of_each_step_are_shown_where_they_were_counted():
     m = hand_measurement([(BASELINE, "fp32", 1200, 1.0, 1.00, True), ("light", "fp32", 600, 0.5, 1.00, False)])
     column = "minor page faults per step (thousands, median)"
     assert tables.faults_text(typed(m), "light") == "" and column not in tables.table(typed(m)).columns
-    assert "minor_faults" not in typed(m).to_dict()["strategies"][0]
+    assert "minor_faults_samples" not in typed(m).to_dict()["strategies"][0]
     for name, faults in ((BASELINE, (745_000, 745_200, 745_400)), ("light", (12, 10, 14))):
         m.timing[name] = Timing(name, (1.0 if name == BASELINE else 0.5,) * 3, faults)
     rec = typed(m)
-    assert [s.minor_faults for s in rec.strategies] == [745_200, 12]
+    assert [s.timing.median_minor_faults for s in rec.strategies] == [745_200, 12]
     assert records.Measurement812.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
     assert tables.table(rec).set_index("strategy")[column].to_dict() == {BASELINE: 745.2, "light": 0.0}
-    assert "Each fp32 step took 745,200, each light step 12:" in tables.faults_text(rec, "light")
-    assert "Each fp32 step took 745,200:" in tables.faults_text(rec, BASELINE)
+    assert "fp32's step took a median of 745,200 minor faults, light's 12:" in tables.faults_text(rec, "light")
+    assert "fp32's step took a median of 745,200 minor faults:" in tables.faults_text(rec, BASELINE)
 
 
 def test_lightest_no_slower_than_fp32_within_accuracy():

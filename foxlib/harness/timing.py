@@ -30,8 +30,9 @@ NOISY = 0.10  # a relative IQR above this marks a timing as noisy
 
 
 def minor_faults() -> int:
-    """This process's minor page faults so far: each maps a page the process touches for the first time since it
-    was mapped (a base page, or a transparent huge page where the kernel backs the memory with one)."""
+    """This process's minor page faults so far, all its threads (getrusage): mostly a first touch of anonymous
+    memory since it was mapped or since the kernel took its pages back (a base page, or a transparent huge page where
+    the kernel uses one), also copy-on-write and pages found in the page cache."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
@@ -41,7 +42,7 @@ class Timing:
     (counted around the timed call; empty where not counted)."""
     name: str
     samples: tuple[float, ...] = field(repr=False)
-    minor_faults: tuple[int, ...] = field(default=(), repr=False)
+    minor_faults_samples: tuple[int, ...] = field(default=(), repr=False)
 
     @property
     def median_s(self) -> float:
@@ -61,12 +62,12 @@ class Timing:
     @property
     def median_minor_faults(self) -> int | None:
         """A sample's minor page faults, median; None where they were not counted."""
-        return int(statistics.median(self.minor_faults)) if self.minor_faults else None
+        return int(statistics.median(self.minor_faults_samples)) if self.minor_faults_samples else None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "median_s": self.median_s, "iqr_s": self.iqr_s, "noisy": self.noisy,
                 "samples_s": list(self.samples)} | (
-            {"minor_faults_samples": list(self.minor_faults)} if self.minor_faults else {})
+            {"minor_faults_samples": list(self.minor_faults_samples)} if self.minor_faults_samples else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> "Timing":
@@ -85,7 +86,7 @@ def sync_device(device: torch.device | None):
 def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2,
                      device: torch.device | None = None) -> dict[str, Timing]:
     """Time each zero-argument callable `repeats` times, alternating between them after `warmup` rounds; on the CPU
-    (device None or cpu) count the page faults of each timed call too."""
+    (device None or cpu) count the minor page faults of each timed call too."""
     if not variants or repeats < 1:
         raise ValueError("time_alternating needs at least one variant and one repeat")
     names = list(variants)

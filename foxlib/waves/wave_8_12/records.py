@@ -143,9 +143,10 @@ class StrategyResult(Record):
     cuda_graph: bool = False
     options: StepOptions = StepOptions()  # the step's options (results.json: {} where all are the defaults)
     workspace_bytes: int | None = None  # cuBLAS workspaces beside the step's tensors (None: not measured)
-    minor_faults: int | None = None  # the CPU: a step's minor page faults, median over the rounds (Timing)
+    minor_faults_samples: tuple[int, ...] = ()  # the CPU: each round's step's minor page faults (Timing)
     PARTS: ClassVar[dict[str, Any]] = {"step_ratio": RatioInterval, "window_ratio": RatioInterval,
-                                       "options": StepOptions, "step_samples_s": float}  # a list: a tuple (typed())
+                                       "options": StepOptions, "step_samples_s": float,
+                                       "minor_faults_samples": int}  # a list: a tuple (typed())
 
     @property
     def allocator_peak_bytes(self) -> int | None:
@@ -154,7 +155,7 @@ class StrategyResult(Record):
 
     @property
     def timing(self) -> Timing:
-        return Timing(self.name, self.step_samples_s)
+        return Timing(self.name, self.step_samples_s, self.minor_faults_samples)
 
     @property
     def stated_options(self) -> dict[str, Any]:
@@ -162,9 +163,9 @@ class StrategyResult(Record):
         return {} if self.options.is_default else self.options.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, the options as stated_options; minor_faults only where they were counted."""
+        """Every field, the options as stated_options; minor_faults_samples only where they were counted."""
         d = super().to_dict() | {"options": self.stated_options}
-        return d if self.minor_faults is not None else {k: v for k, v in d.items() if k != "minor_faults"}
+        return d if self.minor_faults_samples else {k: v for k, v in d.items() if k != "minor_faults_samples"}
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ class Measurement812(Record):
                 accuracy_source=source, quantile_loss=loss, accuracy_impact_pct=100 * (loss - base_loss) / base_loss,
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
                 cuda_graph=info.cuda_graph, options=info.options,
-                workspace_bytes=workspaces[name], minor_faults=m.timing[name].median_minor_faults))
+                workspace_bytes=workspaces[name], minor_faults_samples=m.timing[name].minor_faults_samples))
         return cls(tuple(out), dict(m.base_config), m.device,
                    int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),

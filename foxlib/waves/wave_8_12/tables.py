@@ -59,8 +59,8 @@ def table(rec: Measurement812) -> pd.DataFrame:
             "accuracy measured by": "own runs" if s.accuracy_source == s.name else f"= {s.accuracy_source} (same function)",
             "seed's guess: accuracy": guess.get("accuracy"),
             "fp32 spread (%)": round(spread_pct, 2),
-        } | ({"minor page faults per step (thousands, median)": round(s.minor_faults / 1000, 1)}
-             if base.minor_faults is not None else {}))
+        } | ({"minor page faults per step (thousands, median)": round(t.median_minor_faults / 1000, 1)}
+             if base.minor_faults_samples else {}))
     return pd.DataFrame(rows)
 
 
@@ -68,13 +68,14 @@ def faults_text(rec: Measurement812, recommended: str | None) -> str:
     """Where the steps' minor page faults were counted (the CPU), fp32's and the recommended step's (Markdown); ""
     elsewhere."""
     base = rec[rec.baseline]
-    if base.minor_faults is None:
+    if not base.minor_faults_samples:
         return ""
     pick = rec[recommended] if recommended and recommended != rec.baseline else None
-    return (f"*Minor page faults per step* (counted on the CPU, median over the rounds): each maps memory the "
-            f"process touches for the first time since it was mapped (a base page, 4 KiB on x86-64, or a transparent "
-            f"huge page where the kernel uses one). Each fp32 step took {base.minor_faults:,}"
-            + (f", each {pick.name} step {pick.minor_faults:,}" if pick else "")
+    return (f"*Minor page faults per step* (counted on the CPU, median over the rounds): mostly the first touch of "
+            f"memory since it was mapped or since the kernel took its pages back, as when an allocator returns freed "
+            f"memory and maps it again (one fault per base page, or per transparent huge page where the kernel "
+            f"uses one). fp32's step took a median of {base.timing.median_minor_faults:,} minor faults"
+            + (f", {pick.name}'s {pick.timing.median_minor_faults:,}" if pick else "")
             + ": they run inside the timed step, so its step time includes them.")
 
 
