@@ -3,14 +3,16 @@ against foxlib's TFT.
 
 Both models at the same configuration (hidden size, heads, variables, encoder and decoder
 lengths, batch, quantiles, dropout, one LSTM layer), on the same training windows of the real
-S&P 500 / NASDAQ features, in one process run:
+S&P 500 / NASDAQ features:
 
 - parameters (count and bytes), activations saved for backward and the peak of one training
   step, measured by foxlib's `profile_step` (forward + loss, backward, Adam step; fp32 unless
   the row says otherwise; a step captured as one CUDA graph by `profile_graphed_step`: the same
   peak, its activations inside the graph), each row profiled alone;
 - step time: median of `--repeats` full training steps, every row alternating in one run
-  (`foxlib.harness.timing.time_alternating`).
+  (`foxlib.harness.timing.time_alternating`); the rows with a step-time target and the peer timed again in
+  `--runs` - 1 fresh processes (further_runs), the target judged on the runs pooled (this run is the first of
+  them, with every row; the others time those rows only).
 
 Rows (foxlib/report/peer_figures.py: ROWS): `peer` (pytorch-forecasting, same configuration, fp32);
 `peer_hcs8`, `peer_hcs16` (pytorch-forecasting at its own defaults: hidden_continuous_size 8, its

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import torch
+
 from foxlib.core import results
 from foxlib.core.config import MB, ROOT
 from foxlib.models import MODELS
@@ -214,25 +216,26 @@ def test_a_citation_is_a_record_and_a_malformed_one_is_refused_naming_the_file()
         records.Measurement.from_dict({**data, "depends_on": [{"path": "p", "revision": None}]}, "x.json")
 
 
-SLOW_FP16 = {"precision": "fp16", "ratio": 32.89974860647938, "capability": "AVX512", "fast": False,
-             "slow_path_ratio": 4.0, "reason": "this CPU has no fp16 matrix-product kernels (ATen capability AVX512): "
-             "a fp16 product took 33x fp32's time here, so a step would take minutes"}
-"""target_state_kernels as an AMD EPYC without fp16 kernels measured it (measuring.slow_target): the committed CPU
-page is whichever CPU measured it last, with or without them."""
+def slow_fp16(monkeypatch) -> dict:
+    """target_state_kernels as measuring.slow_target writes it on a CPU whose fp16 product took 32.9x fp32's time
+    (an AMD EPYC's probe): the committed CPU page is whichever CPU measured it last, with or without fp16 kernels."""
+    from foxlib.memory.cpu_support import KernelSpeed
+    from foxlib.waves.wave_8_10 import measuring
+    monkeypatch.setattr(measuring, "kernel_speed", lambda precision: KernelSpeed(precision, 32.89974860647938, "AVX512"))
+    return measuring.slow_target(torch.device("cpu"), "predict").to_dict()
 
 
-def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
+def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read(monkeypatch):
     """bare_context (foxlib.memory.cuda.BareContext: the H200's) and target_state_kernels (records.SlowKernels: a
-    CPU's without fp16 kernels, SLOW_FP16) typed on load, None where not measured, and read by the tables by
+    CPU's without fp16 kernels, slow_fp16) typed on load, None where not measured, and read by the tables by
     attribute."""
     from foxlib.memory.cuda import BareContext
     _, gpu_data, gpu = _record("8.10", "h200")
-    _, cpu_data, committed_cpu = _record("8.10", "cpu")
+    _, cpu_data, _ = _record("8.10", "cpu")
     assert gpu.bare_context == BareContext(641_728_512, 2_097_152, 639_631_360,
                                            "this process found in NVML's process list", 33_553_920)
     assert gpu.bare_context.to_dict() == gpu_data["bare_context"] and gpu.target_state_kernels is None
-    assert (committed_cpu.target_state_kernels is None) == (cpu_data.get("target_state_kernels") is None)
-    cpu_data = {**cpu_data, "target_state_kernels": SLOW_FP16}
+    cpu_data = {**cpu_data, "target_state_kernels": slow_fp16(monkeypatch)}
     cpu = records.Measurement.from_dict(cpu_data)
     assert cpu.bare_context is None and isinstance(cpu.target_state_kernels, records.SlowKernels)
     assert cpu.target_state_kernels.to_dict() == cpu_data["target_state_kernels"]
@@ -251,10 +254,10 @@ def test_the_bare_context_and_the_kernel_probe_are_records_the_tables_read():
             k: v for k, v in cpu_data["target_state_kernels"].items() if k != "reason"}}, "m.json")
 
 
-def test_a_model_writes_source_and_note_only_where_its_step_was_predicted_not_run():
-    """harness.measure_step.ModelMeasurement through Sparse's rule, as the CPU's committed 8.10 holds it: a measured
+def test_a_model_writes_source_and_note_only_where_its_step_was_predicted_not_run(monkeypatch):
+    """harness.measure_step.ModelMeasurement through Sparse's rule, on the CPU's committed 8.10: a measured
     model has neither source nor note (their defaults), a target-state model predicted instead (on a CPU without
-    fp16 kernels, SLOW_FP16) has both; its stored prediction typed (a profile, or why it failed); an unknown key is
+    fp16 kernels, slow_fp16) has both; its stored prediction typed (a profile, or why it failed); an unknown key is
     refused."""
     from foxlib.harness.measure_step import ModelMeasurement
     from foxlib.memory.profile import MemoryProfile
@@ -262,7 +265,7 @@ def test_a_model_writes_source_and_note_only_where_its_step_was_predicted_not_ru
     data = committed("cpu", "8.10")
     measured, target = data["ensemble"]["dqn"], data["target_state"]["tft"]
     instead = {**{k: v for k, v in target.items() if k not in ("source", "note")}, "source": "predicted",
-               "note": SLOW_FP16["reason"]}
+               "note": slow_fp16(monkeypatch)["reason"]}
     m, p = ModelMeasurement.from_dict(measured), ModelMeasurement.from_dict(instead)
     assert (m.source, m.note, m.learning_rate) == ("measured", "", 0.00025) and isinstance(m.predicted, MemoryProfile)
     assert list(m.to_dict()) == ["model", "title", "config", "learning_rate", "profile", "predicted", "second_opinion"]

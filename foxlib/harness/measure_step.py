@@ -101,8 +101,11 @@ class ModelMeasurement(Sparse):
 def profile_recipe(recipe: StepRecipe, device: torch.device, cuda_graph: bool = False,
                    snapshot_path: str | None = None) -> dict[str, Any]:
     """The recipe's step profiled as the waves measure it, as a dict: eager (BuiltStep.profile, a snapshot written
-    to `snapshot_path` if given) or as one CUDA graph (profile_graphed); its model and optimizer freed after."""
+    to `snapshot_path` if given) or as one CUDA graph (profile_graphed, which takes no snapshot: asking for both is
+    a ValueError); its model and optimizer freed after."""
     if cuda_graph:
+        if snapshot_path:
+            raise ValueError("profile_recipe takes an allocator snapshot of an eager step only, not of a CUDA graph")
         return profile_graphed(recipe, device)
     with build_step(recipe, device) as step:
         return step.profile(snapshot_path=snapshot_path).to_dict()

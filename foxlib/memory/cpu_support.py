@@ -94,10 +94,10 @@ def _print_caps() -> int:
 
 
 SLOW_PATH_RATIO = 4.0
-"""A 16-bit matrix product this many times slower than fp32's (or more) runs without kernels for it. At the probe's
-shape: an AMD EPYC (one thread) ran bf16 at 0.4-0.5x fp32 with its AVX-512 kernels, fp16 there and both under the
-AVX2 cap at 25-43x (the conversion path); an Intel Xeon with AMX, bf16 0.30x and fp16 1.10x, and under the AVX2 cap
-76x and 71x. The threshold sits far from both."""
+"""A 16-bit matrix product this many times slower than fp32's (or more) runs without kernels for it. With
+kernels a 16-bit product takes about fp32's time or less; through the conversion path (no kernels, or under the AVX2
+cap) tens of times more: the threshold sits far from both. `python -m foxlib.memory.cpu_support kernels fp16|bf16`
+probes this CPU."""
 
 _PROBE_SHAPE = (256, 256, 256)  # (m, k, n): 17 M multiply-adds, about 12 ms on the slow path
 

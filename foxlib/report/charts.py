@@ -11,7 +11,7 @@ from foxlib.core import seed_claims
 from foxlib.core.config import MB
 from foxlib.harness.timing import shared_confidence
 
-if TYPE_CHECKING:  # the charts read its fields; importing it would import torch
+if TYPE_CHECKING:  # types only: the charts read their fields (the accuracy harness is not needed to draw them)
     from foxlib.harness.training import Degradation
     from foxlib.memory.profile import MemoryProfile
 

@@ -294,8 +294,8 @@ def ms(seconds: float | None) -> str:
 
 
 def coverage_pct(res: dict[str, Any]) -> str:
-    """The coverage the rows' step-time intervals state (every row is timed in the same rounds:
-    foxlib.harness.timing.stated_confidence), e.g. "95", for the tables' headers; CONFIDENCE where none has one."""
+    """The coverage the rows' step-time intervals state (every row is timed in the same rounds: the least of theirs,
+    foxlib.harness.timing.shared_confidence), e.g. "95", for the tables' headers; CONFIDENCE where none has one."""
     found = [i for r in res["ratios"].values() if r and (i := step_interval_of(r))]
     return f"{100 * shared_confidence(found):g}"
 

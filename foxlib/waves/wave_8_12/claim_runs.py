@@ -28,8 +28,8 @@ RUNS = MIN_RUNS
 """Independent runs made by default (foxlib.core.pooled_runs.MIN_RUNS). Their spread is pooled over every claim
 timed in them (foxlib.core.pooled_runs.run_spread): with each claim's 3 runs alone, Student's t for two degrees of
 freedom (4.30) widened batch ÷4's and sequence ÷2's intervals, about 7 % inside their bands, across an edge in one
-of three sets of H200 runs (d3b10e0); pooled (14 degrees of freedom: 2.14), the three sets gave one verdict per
-claim."""
+of three sets of H200 runs (d3b10e0); pooled (14 degrees of freedom: t_975 gives 2.23, its table's last, a little
+wider than the exact 2.14), the three sets gave one verdict per claim."""
 STEPS = 20  # timed rounds per run, after the child's warm-up steps
 
 
