@@ -10,9 +10,8 @@ S&P 500 / NASDAQ features:
   the row says otherwise; a step captured as one CUDA graph by `profile_graphed_step`: the same
   peak, its activations inside the graph), each row profiled alone;
 - step time: median of `--repeats` full training steps, every row alternating in one run
-  (`foxlib.harness.timing.time_alternating`); the rows with a step-time target and the peer timed again in
-  `--runs` - 1 fresh processes (further_runs), the target judged on the runs pooled (this run is the first of
-  them, with every row; the others time those rows only).
+  (`foxlib.harness.timing.time_alternating`: the tables); the rows with a step-time target and the peer timed
+  again in `--runs` fresh processes (timing_runs), each with the same rows, the target judged on those runs pooled.
 
 Rows (foxlib/report/peer_figures.py: ROWS): `peer` (pytorch-forecasting, same configuration, fp32);
 `peer_hcs8`, `peer_hcs16` (pytorch-forecasting at its own defaults: hidden_continuous_size 8, its
@@ -194,12 +193,13 @@ def time_rows(rows: Rows, names: list[str]) -> dict[str, Any]:
     return out
 
 
-def further_runs(args, names: list[str]) -> dict[str, Any]:
-    """The rows with a target and the peer timed again in args.runs - 1 fresh processes (this script with
-    --timing-run, through foxlib.harness.fresh_process.run_child: each builds them anew, warms up and times them
-    alternating), so that a step-time target is judged on independent runs pooled
-    (foxlib.report.peer_figures.pooled_step_time): {"rows", "asked": args.runs (this run's timing counts as the
-    first), "runs": [{"timing": {row: timing}} or {"error": why}, ...]}."""
+def timing_runs(args, names: list[str]) -> dict[str, Any]:
+    """The rows with a target and the peer timed in args.runs fresh processes (this script with --timing-run,
+    through foxlib.harness.fresh_process.run_child: each builds the same rows anew, warms up and times them
+    alternating), so that a step-time target is judged on independent runs alike, pooled
+    (foxlib.report.peer_figures.pooled_step_time): {"rows", "asked": args.runs, "runs": [{"timing": {row: timing}}
+    or {"error": why}, ...]}. The measuring process's own run, with every row, is the tables' and is not pooled: it
+    times more rows, so it is not alike."""
     from foxlib.harness.fresh_process import run_child
     argv = [sys.executable, str(Path(__file__).resolve()), "--timing-run", "--variants", ",".join(names),
             "--device", args.device, "--preset", args.preset, "--repeats", str(args.repeats),
@@ -209,7 +209,7 @@ def further_runs(args, names: list[str]) -> dict[str, Any]:
     argv += ["--best", args.best] if args.best else []
     argv += ["--allow-dirty"] if args.allow_dirty else []
     runs = []
-    for r in range(2, args.runs + 1):
+    for r in range(1, args.runs + 1):
         log(f"independent timing run {r}/{args.runs} (a fresh process): {', '.join(names)}")
         child = run_child(argv)
         runs.append({"error": child["error"]} if "error" in child else {"timing": child["timing"]})
@@ -340,9 +340,9 @@ def measure(args, revision: str | None) -> dict[str, Any]:
         out["variants"][name]["compile"]["recompile_s"] = c["compile_s"]
     for name, tm in timed["timing"].items():
         out["variants"][name]["timing"] = tm
-    # and the rows with a target, with the peer, in further independent runs: their step-time targets are judged
-    # on the runs pooled (a verdict needs foxlib.core.pooled_runs.MIN_RUNS)
-    out["timing_runs"] = further_runs(args, [n for n in (fig.PEER, *fig.TARGETS) if n in chosen])
+    # and the rows with a target, with the peer, in independent runs alike: their step-time targets are judged
+    # on those runs pooled (a verdict needs foxlib.core.pooled_runs.MIN_RUNS)
+    out["timing_runs"] = timing_runs(args, [n for n in (fig.PEER, *fig.TARGETS) if n in chosen])
 
     out["ratios"] = fig.ratios(out)
     out["pooled_step_time"] = fig.pooled_step_time(out)
@@ -403,13 +403,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch.compile backend of those rows (tests: eager, to skip Inductor's code generation)")
     p.add_argument("--repeats", type=int, default=10, help="timed steps per row (median)")
     p.add_argument("--runs", type=int, default=MIN_RUNS,
-                   help=f"independent timing runs of the peer and the rows with a target: this run's and runs - 1 "
-                        f"more, "
-                        f"each in a fresh process; a step-time target is judged on them pooled and is inconclusive "
+                   help=f"independent timing runs of the peer and the rows with a target, each in a fresh process "
+                        f"with the same rows (the tables' run, with every row, is not one of them); a step-time target is judged on them pooled and is inconclusive "
                         f"with fewer than {MIN_RUNS} (default {MIN_RUNS})")
     p.add_argument("--timing-run", action="store_true",
                    help="only time --variants alternating and print {\"timing\": {row: timing}} as JSON on the last "
-                        "line of stdout: one further independent run, as the benchmark starts it")
+                        "line of stdout: one independent timing run, as the benchmark starts it")
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds before timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reports-dir", default=str(ROOT / "reports"))
@@ -441,8 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         print(fig.text_table(read_json(args.render)))
         return 0
 
-    if args.repeats < 1 or args.warmup < 0 or args.runs < 1:
-        p.error("--repeats and --runs must be at least 1 and --warmup at least 0")
+    if args.repeats < 1 or args.warmup < 0 or args.runs < 0:
+        p.error("--repeats must be at least 1, --runs and --warmup at least 0")
     if args.compile_off_reason and args.compile != "off":
         p.error("--compile-off-reason goes with --compile off only")
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -459,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         p.exit(2, f"pytorch-forecasting is not installed ({exc}); measure in the peer environment:\n"
                   "  python3 -m venv .venv-peer && .venv-peer/bin/pip install -r requirements-peer.txt "
                   "&& .venv-peer/bin/pip install --no-deps -e .\n")
-    if args.timing_run:  # one further independent run of a measurement (further_runs): its JSON, last on stdout
+    if args.timing_run:  # one independent timing run of a measurement (timing_runs): its JSON, last on stdout
         print(json.dumps({"timing": time_rows(Rows(args, args.variants), args.variants)["timing"]}))
         return 0
     res = measure(args, revision)

@@ -226,16 +226,16 @@ def test_ratios_intervals_and_checks():
 
 
 def test_a_step_time_target_is_judged_on_independent_runs_pooled():
-    """The fixture's first run (every row) and its two further runs (peer, default, best): each run's paired interval,
-    pooled (foxlib.core.pooled_runs: geometric mean of the medians, the spread pooled over both rows with a target);
-    with fewer than MIN_RUNS runs the step-time checks are inconclusive, not passed, however far from the limit."""
+    """The fixture's three independent timing runs (peer, default, best, each in a fresh process; the first times
+    as the all-rows run did): each run's paired interval, pooled (foxlib.core.pooled_runs: geometric mean of the
+    medians, the spread pooled over both rows with a target); with fewer than MIN_RUNS runs the step-time checks are inconclusive, not passed, however far from the limit."""
     from foxlib.core.pooled_runs import pooled_interval, run_spread
     res = json.loads(FIXTURE.read_text())
     per = {n: fig.run_intervals(res, n) for n in fig.TARGETS}
     assert [len(v) for v in per.values()] == [3, 3]
     first = interval_of_samples(res["variants"]["foxlib_default"]["timing"]["samples_s"],
                                 res["variants"]["peer"]["timing"]["samples_s"])
-    assert per["foxlib_default"][0] == first  # the first run's interval is the rows' own timing's
+    assert per["foxlib_default"][0] == first  # its first run timed as the all-rows run: the same interval
     runs = {n: [(i.median, i.low, i.high) for i in v] for n, v in per.items()}
     pooled = fig.pooled_step_time(res)
     centre, low, high = pooled_interval(runs["foxlib_default"], run_spread(runs.values()))
@@ -248,9 +248,9 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
     assert step["measured"] == pytest.approx(centre) and step["passed"] and step["runs"] == 3
     assert fig.check_verdict(step) == "PASS"
     assert peer_page.context(res)["timing_runs"] == (
-        "3 independent timing runs of pytorch-forecasting TFT, foxlib TFT, default, foxlib TFT, best (8.12) (the first "
-        "with every row, then 2 in fresh processes)")
-    # one further run failed: two runs pooled, the verdict inconclusive
+        "3 independent timing runs of pytorch-forecasting TFT, foxlib TFT, default, foxlib TFT, best (8.12), each in a "
+        "fresh process with these rows only")
+    # one run failed: two runs pooled, the verdict inconclusive
     res["timing_runs"]["runs"][1] = {"error": "exit 1: ValueError: unknown preset"}
     assert peer_page.context(res)["timing_runs"].endswith("; 1 failed: exit 1: ValueError: unknown preset")
     res["pooled_step_time"] = fig.pooled_step_time(res)
@@ -258,7 +258,12 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
     step = {c["name"]: c for c in fig.checks(res)}[fig.check_name(res, "foxlib_default", "step_time")]
     assert (step["passed"], step["inconclusive"], fig.check_verdict(step)) == (False, True, "INCONCLUSIVE")
     assert step["note"].endswith("inconclusive: 2 of the 3 independent runs a verdict needs")
-    # none further (a file of one run): the first run's paired interval, inconclusive; the peak checks unchanged
+    # one run: its paired interval (not the all-rows run's), inconclusive
+    res["timing_runs"]["runs"] = res["timing_runs"]["runs"][2:]
+    res["pooled_step_time"] = fig.pooled_step_time(res)
+    judged, runs = fig.target_step(res, "foxlib_default")
+    assert runs == 1 and judged == per["foxlib_default"][2] != first
+    # none (a file without independent runs): the all-rows run's paired interval, inconclusive; the peaks unchanged
     res["timing_runs"]["runs"] = []
     res["pooled_step_time"] = fig.pooled_step_time(res)
     res["checks"] = fig.checks(res)
@@ -267,8 +272,7 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
     assert step["measured"] == first.median and "in one run" in step["note"]
     context = peer_page.context(res)
     assert context["verdict"] == "none failed, not all judged: too few independent runs"
-    res["timing_runs"]["asked"] = 1
-    assert peer_page.context(res)["timing_runs"].startswith("this file holds one timing run of")
+    assert peer_page.context(res)["timing_runs"].startswith("this file holds no independent timing run of")
 
 
 def test_a_step_time_tie_is_not_a_pass():
@@ -513,13 +517,13 @@ def tiny_results(tmp_path_factory):
 
 @pytest.mark.slow
 @needs_peer
-def test_a_further_timing_run_that_fails_is_recorded_with_why(tmp_path):
+def test_a_timing_run_that_fails_is_recorded_with_why(tmp_path):
     """A fresh process that fails (here: a preset that does not exist) leaves its error in its place, not a run:
     its exit status and last output lines (foxlib.harness.fresh_process.run_child)."""
-    args = peer_tft._parser().parse_args(["--preset", "no-such-preset", "--device", "cpu", "--runs", "2",
+    args = peer_tft._parser().parse_args(["--preset", "no-such-preset", "--device", "cpu", "--runs", "1",
                                           "--allow-dirty", "--reports-dir", str(tmp_path)])
-    out = peer_tft.further_runs(args, ["peer", "foxlib_default"])
-    assert out["rows"] == ["peer", "foxlib_default"] and out["asked"] == 2
+    out = peer_tft.timing_runs(args, ["peer", "foxlib_default"])
+    assert out["rows"] == ["peer", "foxlib_default"] and out["asked"] == 1
     [run] = out["runs"]
     assert run["error"].startswith("exit 1: ") and "unknown preset 'no-such-preset'" in run["error"]
 
@@ -559,7 +563,7 @@ def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
         assert res["variants"]["darts_skip"]["architecture"]["skip_interpolation"] is True
         assert any("skip_interpolation" in n for n in res["notes"]) and any("neuralforecast" in n for n in res["notes"])
     assert len(res["checks"]) == 4 and all(isinstance(c["passed"], bool) for c in res["checks"])
-    # the peer and the rows with a target timed again in two fresh processes; each row's runs pooled
+    # the peer and the rows with a target timed in three fresh processes; each row's runs pooled
     assert res["timing_runs"]["rows"] == ["peer", "foxlib_default", "foxlib_best"] and res["timing_runs"]["asked"] == 3
     for run in res["timing_runs"]["runs"]:
         assert set(run["timing"]) == {"peer", "foxlib_default", "foxlib_best"}, run
@@ -567,7 +571,6 @@ def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
     for name in fig.TARGETS:
         p = res["pooled_step_time"][name]
         assert len(p["runs"]) == 3 and p["low"] <= p["median"] <= p["high"], name
-        assert p["runs"][0][0] == res["ratios"][name]["step_time_interval"]["median"]  # the first run: this one's
     assert {c["runs"] for c in res["checks"] if "runs" in c} == {3}
     assert res["config"]["hidden_size"] == 16 and res["config"]["batch_size"] == 4
     assert len(res["windows"]) == 4 and res["notes"]

@@ -1,7 +1,7 @@
 """The peer benchmark's figures, pure functions of its results file (benchmarks/peer_tft.py): every row's ratios
 to pytorch-forecasting's TFT at the same configuration (the row "peer"), the step-time ratio's interval over the
-paired rounds of the first alternating run (every row), the rows with a target timed in further independent runs and
-their step-time ratios pooled over the runs, the issue's targets as checks, and the rows a file lacks, with why.
+paired rounds of the all-rows run (every row alternating in the measuring process), the rows with a target timed with
+the peer in independent runs alike (fresh processes, the same rows) and their step-time ratios pooled over those runs, the issue's targets as checks, and the rows a file lacks, with why.
 The measuring script stores ratios and checks; the page (peer_page.py) reads them. Keys are read directly: the page
 checks a file has them all first (peer_page.check_results)."""
 from __future__ import annotations
@@ -161,11 +161,11 @@ def step_interval_of(r: dict[str, Any]) -> RatioInterval | None:
 
 
 def run_intervals(res: dict[str, Any], name: str) -> list[RatioInterval]:
-    """Row `name`'s step time over the peer's in each independent run that timed both with raw samples
-    (paired_interval), one per run: the first (every row alternating: the rows' own timing), then each further run of
-    timing_runs (a fresh process: the peer and the rows with a target) that did not fail."""
-    runs = [{n: v["timing"] for n, v in res["variants"].items()}]
-    runs += [run["timing"] for run in res["timing_runs"]["runs"] if "timing" in run]
+    """Row `name`'s step time over the peer's in each independent timing run (timing_runs: a fresh process timing
+    the peer and the rows with a target, the same rows in each) that did not fail and holds both with raw samples
+    (paired_interval), one per run. The rows' own timing (every row alternating in the measuring process: the
+    tables) is not one of them."""
+    runs = [run["timing"] for run in res["timing_runs"]["runs"] if "timing" in run]
     return [i for run in runs if (i := paired_interval(run.get(name), run.get(PEER)))]
 
 
@@ -192,11 +192,14 @@ def pooled_step_time(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def target_step(res: dict[str, Any], name: str) -> tuple[RatioInterval | None, int]:
     """(the step-time figure a row with a target is judged on and shown with, the independent runs it rests on): its
-    runs pooled where two or more hold it (pooled_step_time, as the file stores it), else the first run's paired
-    interval (None without raw samples)."""
+    runs pooled where two or more hold it (pooled_step_time, as the file stores it), else its one independent run's
+    paired interval, else the all-rows run's (None without raw samples), with the runs the file pooled (0 or 1)."""
     p = res["pooled_step_time"].get(name) or {"runs": []}
     if "median" in p:
         return stored_interval(p), len(p["runs"])
+    single = run_intervals(res, name)
+    if len(single) == 1:
+        return single[0], 1
     return step_interval_of(res["ratios"].get(name) or {}), len(p["runs"])
 
 

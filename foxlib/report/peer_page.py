@@ -131,13 +131,12 @@ def timing_runs_text(res: dict[str, Any]) -> str:
     """How many independent timing runs the targets rest on, and any that failed, in words."""
     tr = res["timing_runs"]
     rows = ", ".join(fig.label(res, n) for n in tr["rows"])
-    if tr["asked"] == 1:
-        return (f"this file holds one timing run of {rows}: no further run was asked for (--runs 1, or measured "
-                "before the benchmark made them)")
-    made = 1 + sum("timing" in run for run in tr["runs"])
+    if not tr["runs"]:
+        return (f"this file holds no independent timing run of {rows}: none was asked for (--runs 0), or it was "
+                "measured before the benchmark made them")
+    made = sum("timing" in run for run in tr["runs"])
     failed = [run["error"] for run in tr["runs"] if "error" in run]
-    text = (f"{made} independent timing runs of {rows} (the first with every row, then {tr['asked'] - 1} in fresh "
-            "processes)")
+    text = f"{made} independent timing runs of {rows}, each in a fresh process with these rows only"
     return text + (f"; {len(failed)} failed: {'; '.join(failed)}" if failed else "")
 
 
