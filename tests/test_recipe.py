@@ -8,6 +8,7 @@ import torch
 from foxlib.memory import accounting
 from foxlib.models import MODELS
 from foxlib.harness.recipe import StepRecipe, build_step, optimizer_for
+from foxlib.harness.step_options import StepOptions
 
 CPU = torch.device("cpu")
 
@@ -123,6 +124,26 @@ def test_a_bad_recipe_names_the_valid_choices():
         StepRecipe("tft", _small("tft"), precision="fp8")
     with pytest.raises(ValueError, match="tft"):
         StepRecipe("lstm", _small("tft"))
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'; valid optimizers: adam, sgd"):
+        StepRecipe("tft", _small("tft"), optimizer="rmsprop")
+    with pytest.raises(ValueError, match="are Adam's: the optimizer is 'sgd'"):
+        StepRecipe("tft", _small("tft"), options=StepOptions(adam="fused"), optimizer="sgd")
+
+
+def test_an_sgd_recipe_steps_plain_sgd_and_says_so():
+    """The optimizer is the recipe's: SGD at the card's learning rate, stepped by the recipe's own step (no state,
+    so its profile holds no optimizer state); the recipe's dict names it, and an Adam recipe's dict does not."""
+    recipe = StepRecipe("dqn", _small("dqn"), optimizer="sgd")
+    with build_step(recipe, CPU) as built:
+        assert type(built.optimizer) is torch.optim.SGD
+        assert built.optimizer.param_groups[0]["lr"] == MODELS["dqn"].learning_rate(recipe.cfg)
+        before = [p.detach().clone() for p in built.model.parameters()]
+        built.step()
+        assert any(not torch.equal(a, b) for a, b in zip(before, built.model.parameters()))
+        assert built.profile().optimizer_state == 0
+    assert recipe.to_dict()["optimizer"] == "sgd" and "optimizer" not in StepRecipe("dqn", recipe.cfg).to_dict()
+    with pytest.raises(ValueError, match="Adam's options \\['capturable'\\] given for 'sgd'"):
+        build_step(recipe, CPU, capturable=True)
 
 
 def test_profile_is_the_steps_profile():

@@ -5,16 +5,20 @@ from foxlib.core.schema import readable_version
 
 
 def test_versions_this_foxlib_reads_and_those_it_refuses():
-    assert readable_version({}, "8.10", 2) == 1  # files from before the key: version 1
+    """One version is read (committed files are migrated); an older, newer, missing or boolean one is refused with
+    what to do."""
+    assert readable_version({}, "8.10", 1) == 1  # files from before the key: version 1
     assert readable_version({"schema_version": 2, "wave": "8.10"}, "8.10", 2) == 2
-    with pytest.raises(ValueError, match="newer than this foxlib reads \\(2\\): update foxlib"):
+    with pytest.raises(ValueError, match="schema_version 3; this foxlib reads 2: update foxlib to read it"):
         readable_version({"schema_version": 3}, "8.10", 2)
-    with pytest.raises(ValueError, match="schema version 0: this foxlib reads versions 1..2"):
-        readable_version({"schema_version": 0}, "8.12", 2)
-    with pytest.raises(ValueError, match="schema version None"):
+    with pytest.raises(ValueError, match="schema_version 1; this foxlib reads 2: measure it again"):
+        readable_version({"schema_version": 1}, "8.12", 2)
+    with pytest.raises(ValueError, match="schema_version None"):
         readable_version({}, "8.12", 2, absent=None)  # a key the record must carry
+    with pytest.raises(ValueError, match="schema_version True; this foxlib reads 1: measure it again"):
+        readable_version({"schema_version": True}, "8.12", 1)  # True == 1, but not a version
     with pytest.raises(ValueError, match="a measurement of wave '8.11', not 8.10"):
-        readable_version({"wave": "8.11"}, "8.10", 2)
+        readable_version({"wave": "8.11"}, "8.10", 1)
 
 
 def test_a_record_writes_a_nested_sparse_record_through_its_own_rule():

@@ -211,7 +211,7 @@ def test_the_record_round_trips_through_json_and_refuses_another_schema():
     assert [r.has_skill for r in (_run(0, 1.0, 0.02), _run(0, 1.0, 0.019))] == [True, False]
     assert "has_skill" not in d["accuracy_runs"][BASELINE][0]
     for version in (0, 3):  # 3 stored them
-        with pytest.raises(ValueError, match=f"schema version {version}"):
+        with pytest.raises(ValueError, match=f"schema_version {version}; this foxlib reads {records.SCHEMA_VERSION}"):
             records.Measurement812.from_dict({**d, "schema_version": version})
     with pytest.raises(KeyError, match="measured: fp32 \\(baseline\\); efficient"):
         rec["fp8"]

@@ -17,20 +17,19 @@ PROFILE_BYTES = ("parameters", "gradients", "optimizer_state", "activations", "p
                  "live_before_step", "batch")
 
 
-def readable_version(d: Mapping[str, Any], wave: str, newest: int, *, oldest: int = 1,
-                     absent: int | None = 1) -> int:
-    """d's "schema_version" (`absent` where the key is missing; None: it is required); a ValueError, naming what to
-    do, unless this foxlib reads it (oldest..newest) and the record is of `wave`."""
-    version = d.get("schema_version", absent)
-    if not isinstance(version, int) or version < oldest:
-        raise ValueError(f"a wave {wave} record of schema version {version!r}: this foxlib reads versions "
-                         f"{oldest}..{newest}")
-    if version > newest:
-        raise ValueError(f"a wave {wave} record of schema version {version}, newer than this foxlib reads "
-                         f"({newest}): update foxlib to read it")
+def readable_version(d: Mapping[str, Any], wave: str, version: int, *, absent: int | None = 1,
+                     source: str = "the record") -> int:
+    """d's "schema_version" (`absent` where the key is missing; None: it is required), which must be `version`, the
+    one this foxlib reads (committed files are migrated, never read in an older form); a ValueError, naming what to
+    do, unless it is (a bool is not a version) and the record is of `wave`."""
+    found = d.get("schema_version", absent)
+    if found != version or isinstance(found, bool):
+        newer = isinstance(found, int) and not isinstance(found, bool) and found > version
+        raise ValueError(f"{source} has wave {wave} schema_version {found!r}; this foxlib reads {version}: "
+                         + ("update foxlib to read it" if newer else "measure it again with this revision"))
     if str(d.get("wave", wave)) != wave:
         raise ValueError(f"a measurement of wave {d['wave']!r}, not {wave}")
-    return version
+    return found
 
 
 def _walk(obj: Any, path: str = ""):
@@ -189,10 +188,7 @@ class WaveMeasurement(Sparse):
             raise ValueError(f"{source} is not a measurement (a JSON object), got {type(data).__name__}")
         if data.get("wave") != wave:
             raise ValueError(f"{source} is not a wave {wave} measurement (it holds wave {data.get('wave')!r})")
-        version = data.get("schema_version", 1)
-        if version != cls.SCHEMA_VERSION or isinstance(version, bool):
-            raise ValueError(f"{source} has measurement schema_version {version!r}; this foxlib reads "
-                             f"{cls.SCHEMA_VERSION}: measure it again with this revision")
+        readable_version(data, wave, cls.SCHEMA_VERSION, source=source)
         dev = data.get("device")
         if not isinstance(dev, dict):
             raise ValueError(f"{source} has no device record (device: {{type, name, short}})")

@@ -13,9 +13,8 @@ import torch
 
 from foxlib.core.schema import Record
 from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.harness.step_options import StepOptions, backends, compile_in_place
+from foxlib.harness.step_options import StepOptions, backends
 from foxlib.memory.step import autocast, check_precision
-from foxlib.models import MODELS
 from foxlib.models.tft import quantile_loss
 
 TOLERANCE_REL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
@@ -80,9 +79,9 @@ def _read(model, pred, loss) -> dict[str, Any]:
             "grads": {n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}}
 
 
-def _graphed(model, batch, precision: str, device: torch.device) -> dict[str, Any]:
-    """The training step captured in one CUDA graph (the GraphedStep 8.12 times), replayed once from the model's
-    current weights: its prediction, loss and gradients."""
+def _graphed(model, batch, optimizer, precision: str, device: torch.device) -> dict[str, Any]:
+    """The training step captured in one CUDA graph (the GraphedStep 8.12 times; `optimizer`: capturable), replayed
+    once from the model's current weights: its prediction, loss and gradients."""
     from foxlib.memory.cuda_graph import GraphedStep
 
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -93,7 +92,6 @@ def _graphed(model, batch, precision: str, device: torch.device) -> dict[str, An
         kept["pred"] = m(b)
         return quantile_loss(kept["pred"], b["target"], levels)
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=model.config.lr, capturable=True)
     step = GraphedStep(model, batch, loss_fn, optimizer, precision).capture()
     model.load_state_dict(weights)  # the warm-up steps moved the weights: back, in place (the graph reads them)
     loss = step()
@@ -156,16 +154,16 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
     elif (reference["cfg"], reference["precision"], reference["device"], reference["seed"]) != (
             reference_cfg, precision, str(device), seed):
         raise ValueError("the reference run was made with other arguments (config, precision, device or seed)")
-    var_cfg = dataclasses.replace(variant_cfg, dropout=0.0)
-    torch.manual_seed(seed if variant_seed is None else variant_seed)
-    variant = MODELS["tft"].build(var_cfg).to(device)
-    if variant_seed is None:
-        variant.load_state_dict(reference["weights"])
-    if options.compile:
-        compile_in_place(variant, options.cpp_wrapper)
-    batch = {k: v.clone() for k, v in reference["batch"].items()}  # a graph refills its inputs: a copy
-    with backends(options):
-        run = _graphed(variant, batch, precision, device) if cuda_graph else _eager(variant, batch, precision, device)
+    # the recipe's model (compiled where the options say) and Adam (capturable for a graph); the reference's batch
+    recipe = StepRecipe("tft", dataclasses.replace(variant_cfg, dropout=0.0), precision,
+                        seed if variant_seed is None else variant_seed, options)
+    with build_step(recipe, device, **({"capturable": True} if cuda_graph else {})) as built:
+        if variant_seed is None:
+            built.model.load_state_dict(reference["weights"])
+        batch = {k: v.clone() for k, v in reference["batch"].items()}  # a graph refills its inputs: a copy
+        with backends(options):
+            run = (_graphed(built.model, batch, built.optimizer, precision, device) if cuda_graph
+                   else _eager(built.model, batch, precision, device))
     return compare(reference, run, name=name or _describe(variant_cfg, cuda_graph, options), precision=precision,
                    device=str(device))
 

@@ -1,7 +1,8 @@
 """The one training-step recipe: what "a training step of this model" means everywhere in foxlib.
 
-A recipe names the model card, its config, the precision, the seed and the step's options. `build_step` turns it
-into the model, one batch of real market data, Adam at the card's learning rate and the one TrainingStep; the
+A recipe names the model card, its config, the precision, the seed, the optimizer and the step's options. `build_step`
+turns it into the model, one batch of real market data, the optimizer (Adam unless it says SGD) at the card's learning
+rate and the one TrainingStep; the
 waves, notebooks, benchmarks, training and the profilers all start from here.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends, compile_in_place
+from foxlib.memory.predict import OPTIMIZERS, make_optimizer
 from foxlib.memory.profile import release_memory
 from foxlib.memory.step import TrainingStep, check_precision
 from foxlib.models import MODELS
@@ -20,16 +22,22 @@ from foxlib.models import MODELS
 
 @dataclass(frozen=True)
 class StepRecipe:
-    """One training step of one model: which card, which config, which precision, which seed."""
+    """One training step of one model: which card, which config, which precision, which seed, which optimizer."""
     model: str  # a MODELS key
     cfg: Any  # the card's config dataclass
     precision: str = "fp32"
     seed: int = 0  # seeds the weights' initialisation and the batch drawn
     options: StepOptions = StepOptions()
+    optimizer: str = "adam"  # foxlib.memory.predict.OPTIMIZERS: "sgd" keeps no state (screening's what-if)
 
     def __post_init__(self):
         MODELS[self.model]  # noqa: B018 - the registry raises a ValueError naming the valid models
         check_precision(self.precision)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
+        if self.optimizer != "adam" and (self.options.adam == "fused" or self.options.optimizer_in_backward):
+            raise ValueError(f"the step options {self.options.to_dict()} are Adam's: the optimizer is "
+                             f"{self.optimizer!r}")
         if self.precision == "fp16" and self.options.optimizer_in_backward:
             raise ValueError("fp16 trains through a GradScaler, which must see every gradient before any "
                              "step: Adam in backward cannot run with it (use bf16 or fp32)")
@@ -47,6 +55,8 @@ class StepRecipe:
              "seed": self.seed, "learning_rate": self.learning_rate}
         if not self.options.is_default:
             d["options"] = self.options.to_dict()
+        if self.optimizer != "adam":
+            d["optimizer"] = self.optimizer
         return d
 
 
@@ -92,7 +102,12 @@ class BuiltStep:
 def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, *, clip_each: float | None = None,
                   **adam: Any) -> torch.optim.Optimizer:
     """Adam over the model's parameters at the card's learning rate, as the recipe's options say (extra Adam
-    options, e.g. capturable=True for a CUDA graph, pass through; clip_each: OptimizerInBackward's clipping)."""
+    options, e.g. capturable=True for a CUDA graph, pass through; clip_each: OptimizerInBackward's clipping); plain
+    SGD where the recipe's optimizer is "sgd" (make_optimizer)."""
+    if recipe.optimizer != "adam":
+        if adam or clip_each is not None:
+            raise ValueError(f"Adam's options {sorted(adam) or ['clip_each']} given for {recipe.optimizer!r}")
+        return make_optimizer(recipe.optimizer, model.parameters(), recipe.learning_rate)
     if recipe.options.adam == "fused":
         adam["fused"] = True
     if recipe.options.optimizer_in_backward:

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import torch
 
 from foxlib.harness.recipe import StepRecipe, build_step
-from foxlib.memory.predict import make_optimizer, predict_step
+from foxlib.memory.predict import predict_step
 
 FIELDS = ("batch_size", "encoder_length", "seq_len")
 
@@ -28,10 +28,8 @@ def _config_with(card, base_config, field: str, value: int):
 def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "adam",
                  device: str | torch.device = "cpu", seed: int = 0) -> dict[str, Any]:
     """One real profile of the recipe's step (foxlib.harness.recipe) of `card` at `config` on `device`, with
-    `optimizer` (make_optimizer's name) in place of its Adam."""
-    with build_step(StepRecipe(card.name, config, precision, seed), device) as built:
-        if optimizer != "adam":  # profiled through built.optimizer (built.step, which steps the Adam, is not run)
-            built.optimizer = make_optimizer(optimizer, built.model.parameters(), built.recipe.learning_rate)
+    `optimizer` (StepRecipe.optimizer)."""
+    with build_step(StepRecipe(card.name, config, precision, seed, optimizer=optimizer), device) as built:
         prof = built.profile()
     return {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
             "device_name": prof.device_name, "peak_method": prof.peak_method}

@@ -86,8 +86,8 @@ class SavedTensorTracker:
     `key` tells storages apart (predict.py's storage_id tells fake ones apart by identity)."""
 
     def __init__(self, model: torch.nn.Module, key: Callable[[torch.Tensor], tuple] = storage_key):
-        self.storage_key = key
-        self._exclude = {self.storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
+        self.key = key  # storage_key, or predict.py's storage_id
+        self._exclude = {self.key(t) for t in list(model.parameters()) + list(model.buffers())}
         self._saved: dict[tuple[str, int, int], tuple[StorageWeakRef, str]] = {}
         self._where = ["loss"]  # label of the code now running
         self._handles = []
@@ -98,7 +98,7 @@ class SavedTensorTracker:
         self.saves += 1
         if t.layout == torch.strided or t.layout == torch.sparse_coo:
             try:
-                key = self.storage_key(t)
+                key = self.key(t)
             except (RuntimeError, NotImplementedError):  # tensor subclasses without storage
                 return t
             if key not in self._exclude:

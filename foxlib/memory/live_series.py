@@ -103,11 +103,13 @@ def phase_at(phases: Sequence[Phase], x_ms: float) -> str:
 
 def load(path: str, *, label: str = "", max_points: int = MAX_POINTS) -> MemoryTimeline:
     """A CUDA snapshot (pickle) or a CPU allocation record (JSON), whichever the file is."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:1] == b"{":
-        return from_cpu_events(json.loads(data), label=label, max_points=max_points, source=path)
-    return from_cuda_snapshot(pickle.loads(data), label=label, max_points=max_points, source=path)
+    with open(path, "rb") as f:  # parsed from the file as read: a large snapshot is not held twice
+        is_json = f.read(1) == b"{"
+        f.seek(0)
+        data = json.load(f) if is_json else pickle.load(f)
+    if is_json:
+        return from_cpu_events(data, label=label, max_points=max_points, source=path)
+    return from_cuda_snapshot(data, label=label, max_points=max_points, source=path)
 
 
 # ----------------------------------------------------------------------------- building a series
