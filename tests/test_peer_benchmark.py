@@ -269,7 +269,8 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
     res["checks"] = fig.checks(res)
     assert [fig.check_verdict(c) for c in res["checks"]] == ["PASS", "INCONCLUSIVE", "PASS", "INCONCLUSIVE"]
     step = {c["name"]: c for c in res["checks"]}[fig.check_name(res, "foxlib_default", "step_time")]
-    assert step["measured"] == first.median and "in one run" in step["note"]
+    assert step["measured"] == first.median and "in one run" in step["note"] and step["runs"] == 0
+    assert step["note"].endswith("inconclusive: 0 of the 3 independent runs a verdict needs")
     context = peer_page.context(res)
     assert context["verdict"] == "none failed, not all judged: too few independent runs"
     assert peer_page.context(res)["timing_runs"].startswith("this file holds no independent timing run of")

@@ -193,14 +193,14 @@ def pooled_step_time(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def target_step(res: dict[str, Any], name: str) -> tuple[RatioInterval | None, int]:
     """(the step-time figure a row with a target is judged on and shown with, the independent runs it rests on): its
     runs pooled where two or more hold it (pooled_step_time, as the file stores it), else its one independent run's
-    paired interval, else the all-rows run's (None without raw samples), with the runs the file pooled (0 or 1)."""
+    paired interval, else the all-rows run's (None without raw samples), which is no independent run (0)."""
     p = res["pooled_step_time"].get(name) or {"runs": []}
     if "median" in p:
         return stored_interval(p), len(p["runs"])
     single = run_intervals(res, name)
     if len(single) == 1:
         return single[0], 1
-    return step_interval_of(res["ratios"].get(name) or {}), len(p["runs"])
+    return step_interval_of(res["ratios"].get(name) or {}), 0
 
 
 def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
