@@ -17,6 +17,8 @@ def test_versions_this_foxlib_reads_and_those_it_refuses():
         readable_version({}, "8.12", 2, absent=None)  # a key the record must carry
     with pytest.raises(ValueError, match="schema_version True; this foxlib reads 1: measure it again"):
         readable_version({"schema_version": True}, "8.12", 1)  # True == 1, but not a version
+    with pytest.raises(ValueError, match="the wave 8.10 record has schema_version 2.0; this foxlib reads 2"):
+        readable_version({"schema_version": 2.0}, "8.10", 2)  # 2.0 == 2, but not a version
     with pytest.raises(ValueError, match="a measurement of wave '8.11', not 8.10"):
         readable_version({"wave": "8.11"}, "8.10", 1)
 

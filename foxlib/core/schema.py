@@ -18,14 +18,15 @@ PROFILE_BYTES = ("parameters", "gradients", "optimizer_state", "activations", "p
 
 
 def readable_version(d: Mapping[str, Any], wave: str, version: int, *, absent: int | None = 1,
-                     source: str = "the record") -> int:
+                     source: str = "") -> int:
     """d's "schema_version" (`absent` where the key is missing; None: it is required), which must be `version`, the
     one this foxlib reads (committed files are migrated, never read in an older form); a ValueError, naming what to
-    do, unless it is (a bool is not a version) and the record is of `wave`."""
+    do, unless it is (an int: a bool or a float is not a version) and the record is of `wave`."""
     found = d.get("schema_version", absent)
-    if found != version or isinstance(found, bool):
-        newer = isinstance(found, int) and not isinstance(found, bool) and found > version
-        raise ValueError(f"{source} has wave {wave} schema_version {found!r}; this foxlib reads {version}: "
+    source = source or f"the wave {wave} record"
+    if type(found) is not int or found != version:  # a bool (True == 1) or a float (2.0 == 2) is no version
+        newer = type(found) is int and found > version
+        raise ValueError(f"{source} has schema_version {found!r}; this foxlib reads {version}: "
                          + ("update foxlib to read it" if newer else "measure it again with this revision"))
     if str(d.get("wave", wave)) != wave:
         raise ValueError(f"a measurement of wave {d['wave']!r}, not {wave}")

@@ -14,9 +14,8 @@ from typing import Any, Callable
 import torch
 
 from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends, compile_in_place
-from foxlib.memory.predict import OPTIMIZERS, make_optimizer
 from foxlib.memory.profile import release_memory
-from foxlib.memory.step import TrainingStep, check_precision
+from foxlib.memory.step import OPTIMIZERS, TrainingStep, check_precision, make_optimizer
 from foxlib.models import MODELS
 
 
@@ -28,7 +27,7 @@ class StepRecipe:
     precision: str = "fp32"
     seed: int = 0  # seeds the weights' initialisation and the batch drawn
     options: StepOptions = StepOptions()
-    optimizer: str = "adam"  # foxlib.memory.predict.OPTIMIZERS: "sgd" keeps no state (screening's what-if)
+    optimizer: str = "adam"  # foxlib.memory.step.OPTIMIZERS: "sgd" keeps no state (screening's what-if)
 
     def __post_init__(self):
         MODELS[self.model]  # noqa: B018 - the registry raises a ValueError naming the valid models
@@ -106,7 +105,8 @@ def optimizer_for(recipe: StepRecipe, model: torch.nn.Module, *, clip_each: floa
     SGD where the recipe's optimizer is "sgd" (make_optimizer)."""
     if recipe.optimizer != "adam":
         if adam or clip_each is not None:
-            raise ValueError(f"Adam's options {sorted(adam) or ['clip_each']} given for {recipe.optimizer!r}")
+            given = sorted(adam) + (["clip_each"] if clip_each is not None else [])
+            raise ValueError(f"Adam's options {given} given for {recipe.optimizer!r}")
         return make_optimizer(recipe.optimizer, model.parameters(), recipe.learning_rate)
     if recipe.options.adam == "fused":
         adam["fused"] = True

@@ -23,11 +23,10 @@ from torch.utils._pytree import tree_flatten
 
 from foxlib.memory import accounting
 from foxlib.memory.profile import MemoryProfile
-from foxlib.memory.step import TrainingStep, check_precision
+from foxlib.memory.step import TrainingStep, check_precision, make_optimizer
 from foxlib.memory.timeline import CpuTimeline, cpu_allocations
 from foxlib.memory.tolerances import LSTM_MARK
 
-OPTIMIZERS = ("adam", "sgd")
 DROPOUTS = ("cpu", "fused")
 PEAK_METHOD = ("predicted: model, autograd and optimizer on fake tensors (FakeTensorMode, no memory "
                "allocated); tensors live at the start + largest running sum of the storages that "
@@ -406,15 +405,6 @@ class _AlwaysStepScaler(torch.amp.GradScaler):
 
     def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
         return optimizer.step(*args, **kwargs)
-
-
-def make_optimizer(name: str, params, lr: float, foreach: bool | None = None) -> torch.optim.Optimizer:
-    """torch.optim.Adam (default betas and eps) or plain SGD at `lr`. foreach=None: torch's default."""
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, foreach=foreach)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, foreach=foreach)
-    raise ValueError(f"unknown optimizer {name!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
 
 
 def _optimizer_label(optimizer: str, foreach: bool | None) -> str:

@@ -14,7 +14,17 @@ from typing import Any, Callable
 import torch
 
 PRECISIONS = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("adam", "sgd")
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def make_optimizer(name: str, params, lr: float, foreach: bool | None = None) -> torch.optim.Optimizer:
+    """torch.optim.Adam (default betas and eps) or plain SGD at `lr`. foreach=None: torch's default."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, foreach=foreach)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, foreach=foreach)
+    raise ValueError(f"unknown optimizer {name!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
 
 
 def check_precision(precision: str) -> None:

@@ -225,8 +225,9 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             # judged on the interval and the runs, not on measured <= limit: the note says what decided it
             enough = n >= pooled_runs.MIN_RUNS
+            where = {0: "the all-rows run (no independent run)", 1: "one independent run"}
             what = (f"{n} independent runs pooled: {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]" if n > 1 else
-                    f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in one run")
+                    f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in {where[n]}")
             check = {"name": check_name(res, name, key), "measured": i.median, "limit": limit, "unit": "ratio",
                      "passed": enough and i.under(limit), "runs": n,
                      "note": f"{what}: met only when the interval's upper end is under {limit:g}" +

@@ -67,11 +67,18 @@ def missing_keys(res: dict[str, Any]) -> list[str]:
 
 
 def check_results(res: dict[str, Any], where: str = "the results") -> None:
-    """ValueError naming every key the page needs that `res` lacks (missing_keys); the page reads them directly."""
+    """ValueError naming every key the page needs that `res` lacks (missing_keys), or a file whose figures pool its
+    all-rows run (an earlier layout: it made one independent timing run fewer than it asked for, counting itself);
+    the page reads the keys directly."""
     missing = missing_keys(res)
     if missing:
         raise ValueError(f"{where}: not a complete peer benchmark results file (benchmarks/peer_tft.py writes one): "
                          f"missing {', '.join(missing)}")
+    tr = res["timing_runs"]
+    if len(tr["runs"]) != tr["asked"]:
+        raise ValueError(f"{where}: asked for {tr['asked']} independent timing runs and holds {len(tr['runs'])}: "
+                         "measured before each run was a fresh process (its targets pool the all-rows run); measure "
+                         "it again (make peer-bench)")
 
 
 def citations(res: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
@@ -136,7 +143,8 @@ def timing_runs_text(res: dict[str, Any]) -> str:
                 "measured before the benchmark made them")
     made = sum("timing" in run for run in tr["runs"])
     failed = [run["error"] for run in tr["runs"] if "error" in run]
-    text = f"{made} independent timing runs of {rows}, each in a fresh process with these rows only"
+    text = (f"{made} independent timing run{'s' if made != 1 else ''} of {rows}, each in a fresh process with these "
+            "rows only")
     return text + (f"; {len(failed)} failed: {'; '.join(failed)}" if failed else "")
 
 

@@ -257,6 +257,6 @@ class Measurement812(Record):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":
         """From to_dict()'s data (every field, each record through its own to_dict), of this schema version."""
-        readable_version(d, "8.12", SCHEMA_VERSION, absent=None, source="the wave 8.12 record")
+        readable_version(d, "8.12", SCHEMA_VERSION, absent=None)
         return super().from_dict(d)
 
