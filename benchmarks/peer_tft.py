@@ -197,8 +197,8 @@ def timing_runs(args, names: list[str]) -> dict[str, Any]:
     """The rows with a target and the peer timed in args.runs fresh processes (this script with --timing-run,
     through foxlib.harness.fresh_process.run_child: each builds the same rows anew, warms up and times them
     alternating), so that a step-time target is judged on independent runs alike, pooled
-    (foxlib.report.peer_figures.pooled_step_time): {"rows", "asked": args.runs, "runs": [{"timing": {row: timing}}
-    or {"error": why}, ...]}. The measuring process's own run, with every row, is the tables' and is not pooled: it
+    (foxlib.report.peer_figures.pooled_step_time): {"rows", "runs": [{"timing": {row: timing}} or {"error": why},
+    ...]}, one entry per run asked for (arguments.runs). The measuring process's own run, with every row, is the tables' and is not pooled: it
     times more rows, so it is not alike."""
     from foxlib.harness.fresh_process import run_child
     argv = [sys.executable, str(Path(__file__).resolve()), "--timing-run", "--variants", ",".join(names),
@@ -215,7 +215,7 @@ def timing_runs(args, names: list[str]) -> dict[str, Any]:
         runs.append({"error": child["error"]} if "error" in child else {"timing": child["timing"]})
         log(f"  run {r} failed ({child['error']}): the targets are judged on the runs that did not" if "error" in child
             else "  " + ", ".join(f"{n} {t['median_s'] * 1e3:,.1f} ms" for n, t in child["timing"].items()))
-    return {"rows": names, "asked": args.runs, "runs": runs}
+    return {"rows": names, "runs": runs}
 
 
 def measure(args, revision: str | None) -> dict[str, Any]:

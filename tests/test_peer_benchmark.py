@@ -272,7 +272,7 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
     assert (step["passed"], step["inconclusive"], fig.check_verdict(step)) == (False, True, "INCONCLUSIVE")
     assert step["note"].endswith("inconclusive: 2 of the 3 independent runs a verdict needs")
     # one run: its paired interval (not the all-rows run's), inconclusive
-    res["timing_runs"].update(runs=res["timing_runs"]["runs"][2:], asked=1)
+    res["timing_runs"]["runs"], res["arguments"]["runs"] = res["timing_runs"]["runs"][2:], 1
     res["pooled_step_time"] = fig.pooled_step_time(res)
     judged, runs = fig.target_step(res, "foxlib_default")
     assert runs == 1 and judged == per["foxlib_default"][2] != first
@@ -282,7 +282,7 @@ def test_a_step_time_target_is_judged_on_independent_runs_pooled():
     res["checks"] = fig.checks(res)
     assert "1 run's interval; a verdict needs 3" in peer_page.render(res)
     # none (a file without independent runs): the all-rows run's paired interval, inconclusive; the peaks unchanged
-    res["timing_runs"].update(runs=[], asked=0)
+    res["timing_runs"]["runs"], res["arguments"]["runs"] = [], 0
     res["pooled_step_time"] = fig.pooled_step_time(res)
     res["checks"] = fig.checks(res)
     assert [fig.check_verdict(c) for c in res["checks"]] == ["PASS", "INCONCLUSIVE", "PASS", "INCONCLUSIVE"]
@@ -543,7 +543,7 @@ def test_a_timing_run_that_fails_is_recorded_with_why(tmp_path):
     args = peer_tft._parser().parse_args(["--preset", "no-such-preset", "--device", "cpu", "--runs", "1",
                                           "--allow-dirty", "--reports-dir", str(tmp_path)])
     out = peer_tft.timing_runs(args, ["peer", "foxlib_default"])
-    assert out["rows"] == ["peer", "foxlib_default"] and out["asked"] == 1
+    assert out["rows"] == ["peer", "foxlib_default"] and len(out["runs"]) == 1  # one entry per run asked for
     [run] = out["runs"]
     assert run["error"].startswith("exit 1: ") and "unknown preset 'no-such-preset'" in run["error"]
 
@@ -584,7 +584,8 @@ def test_tiny_benchmark_has_every_row_category_and_positive_times(tiny_results):
         assert any("skip_interpolation" in n for n in res["notes"]) and any("neuralforecast" in n for n in res["notes"])
     assert len(res["checks"]) == 4 and all(isinstance(c["passed"], bool) for c in res["checks"])
     # the peer and the rows with a target timed in three fresh processes; each row's runs pooled
-    assert res["timing_runs"]["rows"] == ["peer", "foxlib_default", "foxlib_best"] and res["timing_runs"]["asked"] == 3
+    assert res["timing_runs"]["rows"] == ["peer", "foxlib_default", "foxlib_best"] and res["arguments"]["runs"] == 3
+    assert len(res["timing_runs"]["runs"]) == 3
     for run in res["timing_runs"]["runs"]:
         assert set(run["timing"]) == {"peer", "foxlib_default", "foxlib_best"}, run
         assert all(len(t["samples_s"]) == 2 and min(t["samples_s"]) > 0 for t in run["timing"].values())

@@ -24,7 +24,8 @@ MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "opti
 # rows only), a graphed row's memory.cuda_graph, timing.samples_s (fig.paired_interval: none, no interval), a ratio's
 # peak (fig.peak_unseen) and step_time_interval, compile.explain's fields, a library's version (None: not installed);
 # every row but the peer (not run: not_run says why).
-REQUIRED = ("title", "generated_at", "device", "environment", "config", "same_configuration", "best", "depends_on",
+REQUIRED = ("title", "generated_at", "device", "environment", "arguments", "config", "same_configuration", "best",
+            "depends_on",
             "compile", "not_run", "variants", "timing_runs", "ratios", "pooled_step_time", "ratios_by_peer", "checks",
             "notes")
 REQUIRED_IN = {"device": ("name", "type", "short"),
@@ -32,7 +33,8 @@ REQUIRED_IN = {"device": ("name", "type", "short"),
                                "pandas", "threads"),
                "best": ("precision", "tft_overrides", "source", "cuda_graph", "options"),
                "compile": ("setting", "enabled", "reason", "backend", "explain"),
-               "timing_runs": ("rows", "asked", "runs")}
+               "arguments": ("runs",),
+               "timing_runs": ("rows", "runs")}
 ROW_KEYS = ("label", "precision", "n_parameters", "parameter_bytes", "by_block", "memory", "timing")
 ROW_MEMORY_KEYS = (*MEMORY_CATEGORIES, "peak_method")
 ROW_TIMING_KEYS = ("median_s", "iqr_s", "noisy")
@@ -74,9 +76,9 @@ def check_results(res: dict[str, Any], where: str = "the results") -> None:
     if missing:
         raise ValueError(f"{where}: not a complete peer benchmark results file (benchmarks/peer_tft.py writes one): "
                          f"missing {', '.join(missing)}")
-    tr = res["timing_runs"]
-    if len(tr["runs"]) != tr["asked"]:
-        raise ValueError(f"{where}: asked for {tr['asked']} independent timing runs and holds {len(tr['runs'])}: "
+    asked, made = res["arguments"]["runs"], len(res["timing_runs"]["runs"])
+    if made != asked:
+        raise ValueError(f"{where}: asked for {asked} independent timing runs and holds {made}: "
                          "measured before each run was a fresh process (its targets pool the all-rows run); measure "
                          "it again (make peer-bench)")
 
