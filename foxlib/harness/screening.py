@@ -25,16 +25,6 @@ def _config_with(card, base_config, field: str, value: int):
     return dataclasses.replace(base_config, **{field: value})
 
 
-def measure_peak(card, config, *, precision: str = "fp32", optimizer: str = "adam",
-                 device: str | torch.device = "cpu", seed: int = 0) -> dict[str, Any]:
-    """One real profile of the recipe's step (foxlib.harness.recipe) of `card` at `config` on `device`, with
-    `optimizer` (StepRecipe.optimizer)."""
-    with build_step(StepRecipe(card.name, config, precision, seed, optimizer=optimizer), device) as built:
-        prof = built.profile()
-    return {"peak": prof.peak, "forward_peak": prof.forward_peak, "device": prof.device,
-            "device_name": prof.device_name, "peak_method": prof.peak_method}
-
-
 def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precision: str = "fp32",
                     candidates: Iterable[int] | None = None, confirm: bool = True,
                     device: str | torch.device = "cpu", optimizer: str = "adam",
@@ -49,11 +39,11 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
     budget_bytes = int(budget_bytes)
     device = torch.device(device)
     foreach = True if device.type == "cuda" else None  # the Adam implementation torch picks there
-    base_value = getattr(base_config, field) if hasattr(base_config, field) else None
+    base_value = getattr(base_config, field, None)
     _config_with(card, base_config, field, base_value)  # validates the field name
     probes: dict[int, int | None] = {}
 
-    def peak_of(value: int) -> int | None:
+    def fits(value: int) -> bool:
         if value not in probes:
             try:
                 cfg = _config_with(card, base_config, field, value)
@@ -62,11 +52,7 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
                                              foreach=foreach).peak
             except ValueError:  # the model or its data refuse this value
                 probes[value] = None
-        return probes[value]
-
-    def fits(value: int) -> bool:
-        peak = peak_of(value)
-        return peak is not None and peak <= budget_bytes
+        return probes[value] is not None and probes[value] <= budget_bytes
 
     answer = None
     if candidates is not None:
@@ -92,18 +78,17 @@ def largest_fitting(card, base_config, field: str, budget_bytes: int, *, precisi
     result: dict[str, Any] = {
         "model": card.name, "field": field, "budget_bytes": budget_bytes, "precision": precision,
         "optimizer": optimizer, "device": str(device), "probes": probes, "answer": answer,
-        "predicted_peak": probes.get(answer) if answer is not None else None, "confirmation": None,
+        "predicted_peak": probes.get(answer), "confirmation": None,
     }
     if confirm and answer is not None:
-        cfg = _config_with(card, base_config, field, answer)
-        measured = measure_peak(card, cfg, precision=precision, optimizer=optimizer, device=device)
+        # one real profile of the recipe's step (foxlib.harness.recipe) at the answer
+        recipe = StepRecipe(card.name, _config_with(card, base_config, field, answer), precision, optimizer=optimizer)
+        with build_step(recipe, device) as built:
+            measured = built.profile()
         predicted = result["predicted_peak"]
         result["confirmation"] = {
-            "measured_peak": measured["peak"],
-            "fits": measured["peak"] <= budget_bytes,
-            "error_bytes": predicted - measured["peak"],
-            "relative_error": (predicted - measured["peak"]) / measured["peak"],
-            "device_name": measured["device_name"],
-            "peak_method": measured["peak_method"],
+            "measured_peak": measured.peak, "fits": measured.peak <= budget_bytes,
+            "error_bytes": predicted - measured.peak, "relative_error": (predicted - measured.peak) / measured.peak,
+            "device_name": measured.device_name, "peak_method": measured.peak_method,
         }
     return result
