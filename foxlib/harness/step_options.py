@@ -98,20 +98,12 @@ def compile_in_place(model: torch.nn.Module, cpp_wrapper: bool = False) -> torch
     """`model` compiled in place by torch.compile (`nn.Module.compile`: the same module, parameters and state dict;
     its forward compiled on the first call), dropout through PyTorch's own random ops (inductor's
     `fallback_random`), so that the compiled model computes the same function. `cpp_wrapper`: with CPP_WRAPPER too;
-    run it inside `inductor_options(True)`, which the backward, compiled lazily on the first backward, reads
+    run it inside `backends` (cpp_wrapper set), which the backward, compiled lazily on the first backward, reads
     (options given to torch.compile miss it: pytorch/pytorch#178845). Given to torch.compile as well, they make
     another backend, so the model is compiled anew rather than given the graphs dynamo cached for another model of
     the same class with other options (scripts/diagnose_eager_step.py at a384e34: a warm-up of 0.1 s)."""
     model.compile(options={"fallback_random": True, **(CPP_WRAPPER if cpp_wrapper else {})})
     return model
-
-
-def inductor_options(cpp_wrapper: bool) -> contextlib.AbstractContextManager:
-    """CPP_WRAPPER held in inductor's config while inside (restored after); nothing when not asked."""
-    if not cpp_wrapper:
-        return contextlib.nullcontext()
-    import torch._inductor.config
-    return torch._inductor.config.patch(**CPP_WRAPPER)
 
 
 @contextlib.contextmanager
@@ -131,10 +123,14 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
 @contextlib.contextmanager
 def backends(options: StepOptions) -> Iterator[None]:
     """The options' backend settings held while inside (restored after): TF32 matmuls, cuDNN off, inductor's
-    C++ wrapper."""
-    with matmul_tf32(options.tf32), (contextlib.nullcontext() if options.cudnn
-                                     else torch.backends.cudnn.flags(enabled=False)), \
-            inductor_options(options.cpp_wrapper):
+    C++ wrapper (CPP_WRAPPER in inductor's config, which the backward, compiled lazily, reads)."""
+    with contextlib.ExitStack() as held:
+        held.enter_context(matmul_tf32(options.tf32))
+        if not options.cudnn:
+            held.enter_context(torch.backends.cudnn.flags(enabled=False))
+        if options.cpp_wrapper:
+            from torch._inductor import config as inductor_config
+            held.enter_context(inductor_config.patch(**CPP_WRAPPER))
         yield
 
 
