@@ -9,7 +9,7 @@ import torch
 
 from foxlib.core.schema import Sparse
 from foxlib.memory.profile import MemoryProfile, release_memory
-from foxlib.memory.second_opinion import SecondOpinion
+from foxlib.memory.second_opinion import SecondOpinion, torch_memory_categories
 from foxlib.memory.tolerances import FailedPrediction, predicted_profile
 from foxlib.models import MODELS
 from foxlib.harness.recipe import StepRecipe, build_step, graph_parts
@@ -39,14 +39,11 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
     The model and its optimizer are freed before returning, so measurements can follow each other
     in one process without counting each other's memory."""
     recipe = StepRecipe(model, cfg, precision, seed, options or StepOptions())
-    if predict and not recipe.options.is_default:  # the predictor models the plain step only
-        predicted = {"error": f"not predicted: {recipe.options.label()} is not modelled by the predictor"}
-    else:
-        predicted = predict_model(model, cfg, device, precision, seed) if predict else None
-    out = _measurement(recipe, profile_recipe(recipe, device, snapshot_path=snapshot_path))
-    if predicted is not None:
-        out["predicted"] = predicted
-    return out
+    extra = {}
+    if predict:  # the predictor models the plain step only
+        extra["predicted"] = (predict_model(model, cfg, device, precision, seed) if recipe.options.is_default
+                              else {"error": f"not predicted: {recipe.options.label()} is not modelled by the predictor"})
+    return _measurement(recipe, profile_recipe(recipe, device, snapshot_path=snapshot_path)) | extra
 
 
 def predict_instead(model: str, cfg: Any, device: torch.device, precision: str, seed: int, why: str
@@ -69,7 +66,6 @@ def _measurement(recipe: StepRecipe, profile: dict[str, Any]) -> dict[str, Any]:
 
 def second_opinion(model: str, cfg: Any, device: torch.device, precision: str = "fp32", seed: int = 0) -> dict[str, Any]:
     """The same training step as measure_model's (foxlib.harness.recipe), categorised by PyTorch's own memory profiler."""
-    from foxlib.memory.second_opinion import torch_memory_categories
     with build_step(StepRecipe(model, cfg, precision, seed), device) as step:
         return torch_memory_categories(step.model, step.batch, step.loss_fn, step.optimizer, precision)
 
