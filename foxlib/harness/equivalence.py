@@ -55,14 +55,6 @@ def check_from_dict(d: dict[str, Any]) -> Equivalence | FailedCheck:
     return (FailedCheck if "error" in d else Equivalence).from_dict(d)
 
 
-def _check_claim(reference_cfg, variant_cfg) -> None:
-    ref, var = dataclasses.asdict(reference_cfg), dataclasses.asdict(variant_cfg)
-    other = sorted(k for k in ref if k not in EQUIVALENT_FIELDS and ref[k] != var[k])
-    if other:
-        raise ValueError(f"the variant changes {other}: it computes another function; only "
-                         f"{', '.join(EQUIVALENT_FIELDS)} may differ from the reference")
-
-
 def _eager(model, batch, precision: str, device: torch.device) -> dict[str, Any]:
     """Forward + loss + backward in training mode: the prediction, the loss and every gradient (float32)."""
     model.train()
@@ -144,7 +136,11 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
     to reuse."""
     check_precision(precision)
     device = torch.device(device)
-    _check_claim(reference_cfg, variant_cfg)
+    ref, var = dataclasses.asdict(reference_cfg), dataclasses.asdict(variant_cfg)
+    other = sorted(k for k in ref if k not in EQUIVALENT_FIELDS and ref[k] != var[k])
+    if other:
+        raise ValueError(f"the variant changes {other}: it computes another function; only "
+                         f"{', '.join(EQUIVALENT_FIELDS)} may differ from the reference")
     if options.changes_numerics:
         raise ValueError(f"the options {', '.join(options.numeric_changes)} change the numbers: another function")
     if cuda_graph and device.type != "cuda":
@@ -169,7 +165,6 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
 
 
 def _describe(cfg, cuda_graph: bool, options: StepOptions) -> str:
-    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}",
-             f"vsn_chunk={cfg.vsn_chunk}"] + (["vsn_batched=True"] if cfg.vsn_batched else []) + \
-        (["CUDA graph"] if cuda_graph else []) + ([options.label()] if not options.is_default else [])
-    return ", ".join(parts)
+    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}", f"vsn_chunk={cfg.vsn_chunk}",
+             "vsn_batched=True" if cfg.vsn_batched else "", "CUDA graph" if cuda_graph else "", options.label()]
+    return ", ".join(p for p in parts if p)  # the default options' label is empty
