@@ -9,6 +9,7 @@ import dataclasses
 import gc
 import os
 import pickle
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -111,9 +112,8 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
             continue
         peak, activations, outside = result
         series = load(path, label=case.name, max_points=max_points)
-        html_path = None
-        if viewer_html and device.type == "cuda":
-            html_path = viewer_html_file(path, path.rsplit(".", 1)[0] + ".html")
+        html_path = (viewer_html_file(path, path.rsplit(".", 1)[0] + ".html")
+                     if viewer_html and device.type == "cuda" else None)
         runs[case.name] = TimelineRun(case.name, recipe.to_dict(), series, path, html_path, peak, activations,
                                       seconds=time.perf_counter() - started, stacks=used, outside_bytes=outside)
     return runs
@@ -123,16 +123,16 @@ def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: 
             stacks: str) -> tuple[int, int | None, int]:
     """One case's step with the allocation history on: (peak, activations or None, outside bytes)."""
     if case.cuda_graph:
-        peak, outside = _record_graphed(recipe, device, path, stacks)
-        return peak, None, outside
+        return _record_graphed(recipe, device, path, stacks)
     with build_step(recipe, device) as step:
         profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
     return profile.peak, profile.activations, profile.workspace_bytes
 
 
-def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str = "python") -> tuple[int, int]:
+def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str) -> tuple[int, None, int]:
     """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, write the
-    snapshot; returns (the model peak over capture and replay, the outside bytes), as profile_graphed_step does."""
+    snapshot; returns (the model peak over capture and replay, None: no activations, the outside bytes), as
+    profile_graphed_step does."""
     from foxlib.memory.cuda_graph import GraphedStep, bytes_outside_step
 
     step, loss = graph_parts(recipe, device)
@@ -157,7 +157,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
         finally:
             torch.cuda.memory._record_memory_history(enabled=None)
             del graphed
-    return peak, outside
+    return peak, None, outside
 
 
 def own_timelines(runs: dict[str, TimelineRun]) -> dict[str, MemoryTimeline | None]:
@@ -183,8 +183,6 @@ def keep_beside(runs: dict[str, TimelineRun], out_dir: str,
     """Copy each run's snapshot into out_dir beside a report, with the viewer's HTML for CUDA snapshots; returns
     per run the file names relative to out_dir (None where there is none). A file is looked for at its path, then
     by its name in each of search_dirs (a measurement made on another machine names paths there)."""
-    import shutil
-
     os.makedirs(out_dir, exist_ok=True)
     links: dict[str, dict[str, str | None]] = {}
     for name, run in runs.items():
