@@ -2,8 +2,7 @@
 
 A recipe names the model card, its config, the precision, the seed, the optimizer and the step's options. `build_step`
 turns it into the model, one batch of real market data, the optimizer (Adam unless it says SGD) at the card's learning
-rate and the one TrainingStep; the
-waves, notebooks, benchmarks, training and the profilers all start from here.
+rate and the one TrainingStep; the waves, notebooks, benchmarks, training and the profilers all start from here.
 """
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from foxlib.harness.step_options import OptimizerInBackward, StepOptions, backends, compile_in_place
-from foxlib.memory.profile import release_memory
+from foxlib.memory.profile import profile_step, release_memory
 from foxlib.memory.step import OPTIMIZERS, TrainingStep, check_precision, make_optimizer
 from foxlib.models import MODELS
 
@@ -81,7 +80,6 @@ class BuiltStep:
 
     def profile(self, *, snapshot_path: str | None = None, **kwargs: Any):
         """profile_step of this very step, the card's buffers on their own line."""
-        from foxlib.memory import profile_step
         with backends(self.recipe.options):
             return profile_step(self.model, self.batch, self.loss_fn, self.optimizer, self.recipe.precision,
                                 buffers=self.buffers, snapshot_path=snapshot_path, **kwargs)
