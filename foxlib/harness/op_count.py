@@ -195,21 +195,16 @@ def seed_recipe(vsn_batched: bool, precision: str = "bf16", adam: str = "fused",
 
 def table(counts: dict[str, OpCount]) -> str:
     """A text table: per block, the ops (fwd/bwd) and matrix products of each counted variant."""
-    names = list(counts)
-    blocks = list(dict.fromkeys(b for c in counts.values() for b in c.per_block()))
-    head = f"{'block':34s}" + "".join(f" | {n[:30]:>30s}" for n in names)
+    def row(label: str, cells: list) -> str:
+        return f"{label:34s}" + "".join(f" | {x:>30}" for x in cells)
+
+    head = row("block", [n[:30] for n in counts])
     lines = [head, "-" * len(head)]
-    for b in blocks + ["TOTAL"]:
-        cells = []
-        for n in names:
-            c = counts[n]
-            if b == "TOTAL":
-                cells.append(f"{c.total:6d} ops ({c.views:5d} views) {c.matmuls:4d} mm")
-            else:
-                r = c.per_block().get(b, {"ops": 0, "fwd": 0, "bwd": 0, "matmuls": 0})
-                cells.append(f"{r['ops']:6d} ops ({r['fwd']:4d}+{r['bwd']:5d}) {r['matmuls']:4d} mm")
-        lines.append(f"{b:34s}" + "".join(f" | {x:>30s}" for x in cells))
-    lines.append(f"{'kernels (ops less views)':34s}" + "".join(f" | {c.total - c.views:30d}" for c in counts.values()))
+    for b in dict.fromkeys(b for c in counts.values() for b in c.per_block()):
+        rs = [c.per_block().get(b, {"ops": 0, "fwd": 0, "bwd": 0, "matmuls": 0}) for c in counts.values()]
+        lines.append(row(b, [f"{r['ops']:6d} ops ({r['fwd']:4d}+{r['bwd']:5d}) {r['matmuls']:4d} mm" for r in rs]))
+    lines.append(row("TOTAL", [f"{c.total:6d} ops ({c.views:5d} views) {c.matmuls:4d} mm" for c in counts.values()]))
+    lines.append(row("kernels (ops less views)", [c.total - c.views for c in counts.values()]))
     return "\n".join(lines)
 
 
@@ -238,16 +233,12 @@ def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "
         row = {"model_peak_bytes": prof["peak"], "allocator_peak_bytes": None if own is None else prof["peak"] + own,
                "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s,
                "noisy": t.noisy, "samples_ms": [1e3 * s for s in t.samples]}
+        line = f"{n:48s} {row['median_ms']:8.2f} ms/step (IQR {row['iqr_ms']:.2f})"
         if n != first[kind]:
-            base = child["variants"][first[kind]]["step_s_samples"]
-            row["ratio_to"] = first[kind]
-            row["ratio"] = interval_of_samples(v["step_s_samples"], base).to_dict()
+            r = interval_of_samples(v["step_s_samples"], child["variants"][first[kind]]["step_s_samples"])
+            row |= {"ratio_to": first[kind], "ratio": r.to_dict()}
+            line += f"  {r.median:.3f}x [{r.low:.3f}, {r.high:.3f}] of the first"
         result["variants"][n] = row
-    for name, row in result["variants"].items():
-        line = f"{name:48s} {row['median_ms']:8.2f} ms/step (IQR {row['iqr_ms']:.2f})"
-        if "ratio" in row:
-            r = row["ratio"]
-            line += f"  {r['median']:.3f}x [{r['low']:.3f}, {r['high']:.3f}] of the first"
         line += f"  model peak {row['model_peak_bytes'] / 1e6:.1f} MB"
         if row["allocator_peak_bytes"] is not None:
             line += f", allocator peak {row['allocator_peak_bytes'] / 1e6:.1f} MB"
