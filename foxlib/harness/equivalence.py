@@ -165,6 +165,7 @@ def same_function(reference_cfg, variant_cfg, *, precision: str = "fp32", device
 
 
 def _describe(cfg, cuda_graph: bool, options: StepOptions) -> str:
-    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}", f"vsn_chunk={cfg.vsn_chunk}",
-             "vsn_batched=True" if cfg.vsn_batched else "", "CUDA graph" if cuda_graph else "", options.label()]
+    parts = [f"checkpointing={cfg.checkpointing}", f"memory_efficient={cfg.memory_efficient}",
+             f"vsn_chunk={cfg.vsn_chunk}", "vsn_batched=True" if cfg.vsn_batched else "",
+             "CUDA graph" if cuda_graph else "", options.label()]
     return ", ".join(p for p in parts if p)  # the default options' label is empty

@@ -122,8 +122,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     # eager steps first: an eager profile counts the workspaces allocated at its start, a graph's included
     order = sorted(variants, key=lambda n: variants[n][1])
     profiles = {n: profile_recipe(variants[n][0], device, variants[n][1]) for n in order} if spec.get("profile") else {}
-    built = {n: capture_step(r, device) if g else build_step(r, device) for n, (r, g) in variants.items()}
-    steps = {n: b[1] if variants[n][1] else b.step for n, b in built.items()}
+    steps = {n: capture_step(r, device)[1] if g else build_step(r, device).step for n, (r, g) in variants.items()}
     timings = time_alternating(steps, repeats=spec.get("steps", 20), warmup=WARMUP_STEPS, device=device)
     return {"variants": {n: {"profile": profiles.get(n), "step_s_samples": list(t.samples), "step_s_median": t.median_s}
                          for n, t in timings.items()},

@@ -99,8 +99,7 @@ def _label_from_stack(names: dict[int, str], root: torch.nn.Module) -> str:
                 part = VSN_PARTS.get(parts[1] if len(parts) > 1 else frame.f_code.co_name, "selection + sum")
                 return f"{block}: {part}"
             return block
-        code = frame.f_code.co_name
-        if code == "quantile_loss":
+        if frame.f_code.co_name == "quantile_loss":
             return "loss"
         frame = frame.f_back
     return "other"
@@ -161,9 +160,8 @@ def count_step(recipe: StepRecipe, device: str | torch.device = "cpu", warmup: i
     built = build_step(recipe, device)
     for _ in range(warmup):
         built.step()
-    count = OpCount()
     tagger = _Tagger(built.model)
-    counter = _Counter(tagger, count)
+    counter = _Counter(tagger, OpCount())
     opt_step = built.optimizer.step
 
     def optimizer_step(*a, **k):  # ops outside forward and backward: the optimizer's
@@ -179,7 +177,7 @@ def count_step(recipe: StepRecipe, device: str | torch.device = "cpu", warmup: i
             built.step()
     finally:
         del built.optimizer.step
-    return count
+    return counter.count
 
 
 def seed_recipe(vsn_batched: bool, precision: str = "bf16", adam: str = "fused", preset: str = "seed",

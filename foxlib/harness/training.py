@@ -225,9 +225,8 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     # the one training step (foxlib.memory.step); Adam in backward clips each parameter itself
     run = TrainingStep(model, None, card.loss, optimizer, precision, device,
                        clip=None if options.optimizer_in_backward else grad_clip)
-    best, best_state, best_step, since_best, history = float("inf"), None, 0, 0, []
+    best, best_state, best_step, since_best, history, step = float("inf"), None, 0, 0, [], 0
     started = time.perf_counter()
-    step = 0
     with backends(options), progress(max_steps, f"train tft {precision} seed {seed}", show_progress) as bar:
         while step < max_steps:
             batch = train.get(rng.integers(0, len(train), size=cfg.batch_size), device=device)
