@@ -83,6 +83,7 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
     """Profile one step of the TFT `cfg` with each case's overrides on `device` and read its timeline. Writes
     {prefix}-{case}.pickle (CUDA snapshot) or .json (CPU events) in out_dir, and for CUDA the viewer's .html."""
     device = torch.device(device)
+    cuda = device.type == "cuda"
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         raise ValueError(f"case names must differ (they name the files): {', '.join(names)}")
@@ -91,31 +92,29 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
     for case in cases:
         started = time.perf_counter()
         recipe = StepRecipe("tft", dataclasses.replace(cfg, **case.overrides), case.precision, seed)
-        if case.cuda_graph and device.type != "cuda":
+        if case.cuda_graph and not cuda:
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None, skipped=GRAPH_NEEDS_CUDA)
             continue
-        path = os.path.join(out_dir, f"{prefix}-{slug(case.name)}." + ("pickle" if device.type == "cuda" else "json"))
-        result, failures, used = None, [], None
-        for stacks in STACKS_TRIED if device.type == "cuda" else STACKS_TRIED[:1]:
+        path = os.path.join(out_dir, f"{prefix}-{slug(case.name)}." + ("pickle" if cuda else "json"))
+        failures = []
+        for stacks in STACKS_TRIED if cuda else STACKS_TRIED[:1]:
             try:
-                result = _record(recipe, case, device, path, stacks)
-                used = stacks if device.type == "cuda" else None
+                peak, activations, outside = _record(recipe, case, device, path, stacks)
                 break
             except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
-                if device.type == "cuda":
+                if cuda:
                     torch.cuda.memory._record_memory_history(enabled=None)
                     release_memory()
                 failures.append(f"stacks={stacks}: {type(exc).__name__}: {str(exc)[:160]}")
-        if result is None:
+        else:  # every stacks setting failed
             runs[case.name] = TimelineRun(case.name, recipe.to_dict(), None, None,
                                           skipped="failed: " + "; ".join(failures))
             continue
-        peak, activations, outside = result
         series = load(path, label=case.name, max_points=max_points)
-        html_path = (viewer_html_file(path, path.rsplit(".", 1)[0] + ".html")
-                     if viewer_html and device.type == "cuda" else None)
+        html_path = viewer_html_file(path, path.rsplit(".", 1)[0] + ".html") if viewer_html and cuda else None
         runs[case.name] = TimelineRun(case.name, recipe.to_dict(), series, path, html_path, peak, activations,
-                                      seconds=time.perf_counter() - started, stacks=used, outside_bytes=outside)
+                                      seconds=time.perf_counter() - started, stacks=stacks if cuda else None,
+                                      outside_bytes=outside)
     return runs
 
 
