@@ -262,10 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="write the counts (and times) as JSON here")
     a = p.parse_args(argv)
     extra = {k: v for k, v in (("dropout", a.dropout), ("checkpointing", a.checkpointing)) if v is not None}
-    variants = {"per-chunk VSNs (vsn_chunk 4)": seed_recipe(False, a.precision, a.adam, a.preset,
-                                                            a.optimizer_in_backward, **extra),
-                f"batched VSNs (vsn_chunk {a.chunk})": seed_recipe(True, a.precision, a.adam, a.preset,
-                                                                   a.optimizer_in_backward, vsn_chunk=a.chunk, **extra)}
+    common, batched = (a.precision, a.adam, a.preset, a.optimizer_in_backward), f"batched VSNs (vsn_chunk {a.chunk})"
+    variants = {"per-chunk VSNs (vsn_chunk 4)": seed_recipe(False, *common, **extra),
+                batched: seed_recipe(True, *common, vsn_chunk=a.chunk, **extra)}
     counts = {n: count_step(r, a.device) for n, r in variants.items()}
     print(f"one training step, {a.preset} preset, {a.precision}, {a.adam} Adam"
           f"{' in backward' if a.optimizer_in_backward else ''}, {extra or 'no overrides'}, on {a.device}:")
@@ -273,9 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"counts": {n: c.to_dict() for n, c in counts.items()}}
     if a.time:
         if a.compile:
-            batched = variants[f"batched VSNs (vsn_chunk {a.chunk})"]
-            variants[f"batched VSNs (vsn_chunk {a.chunk}), torch.compile"] = dataclasses.replace(
-                batched, options=dataclasses.replace(batched.options, compile=True))
+            compiled = dataclasses.replace(variants[batched].options, compile=True)
+            variants[f"{batched}, torch.compile"] = dataclasses.replace(variants[batched], options=compiled)
         result["timing"] = time_variants(variants, a.device, rounds=a.rounds)
     if a.out:
         import json
