@@ -84,11 +84,10 @@ class StepOptions(Record):
         return cls(**d)
 
     def label(self) -> str:
-        parts = (["fused Adam"] if self.adam == "fused" else []) + \
-                (["Adam in backward"] if self.optimizer_in_backward else []) + (["TF32"] if self.tf32 else []) + \
-                ([] if self.cudnn else ["LSTMs without cuDNN"]) + \
-                (["torch.compile" + (" (C++ wrapper)" if self.cpp_wrapper else "")] if self.compile else [])
-        return " + ".join(parts)
+        parts = {"fused Adam": self.adam == "fused", "Adam in backward": self.optimizer_in_backward, "TF32": self.tf32,
+                 "LSTMs without cuDNN": not self.cudnn,
+                 "torch.compile" + (" (C++ wrapper)" if self.cpp_wrapper else ""): self.compile}
+        return " + ".join(name for name, on in parts.items() if on)
 
 
 CPP_WRAPPER = {"cpp_wrapper": True, "combo_kernels": True}  # inductor's options for StepOptions.cpp_wrapper
