@@ -262,10 +262,6 @@ def auto_workers(n_jobs: int, device: torch.device | str) -> int:
     return max(1, min(n_jobs, MAX_GPU_WORKERS, (os.cpu_count() or 2) // WORKER_THREADS))
 
 
-def _init_worker() -> None:
-    torch.set_num_threads(WORKER_THREADS)
-
-
 def _run(job: dict[str, Any]) -> dict[str, Any]:
     return train_tft(**job, show_progress=False).to_dict()
 
@@ -290,7 +286,8 @@ def train_many(jobs: Sequence[dict[str, Any]], device: torch.device | str, worke
             bar.describe(f"{what}: {len(jobs)} runs in {workers} processes")
             # spawn: a forked child cannot use CUDA once the parent has
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker) as pool:
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=torch.set_num_threads,
+                                     initargs=(WORKER_THREADS,)) as pool:
                 futures = {pool.submit(_run, job): i for i, job in enumerate(jobs)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
@@ -348,14 +345,10 @@ def accuracy_gate(runs: Sequence[TrainResult], candidate: str, baseline: str = "
     seed, for the record) says nothing."""
     threshold = _min_skill(runs)
     seeds = powered_seeds(runs, baseline, threshold)
-    used = seeds or sorted({r.seed for r in runs if r.precision == baseline})
-
-    def mean_loss(precision: str) -> float:
-        return statistics.fmean(r.metrics["quantile_loss"] for r in runs
-                                if r.precision == precision and r.seed in used)
-
-    base, cand = mean_loss(baseline), mean_loss(candidate)
     base_runs = [r for r in runs if r.precision == baseline]
+    used = seeds or sorted({r.seed for r in base_runs})
+    base, cand = (statistics.fmean(r.metrics["quantile_loss"] for r in runs if r.precision == p and r.seed in used)
+                  for p in (baseline, candidate))
     return {"candidate": candidate, "baseline": baseline, "min_skill": threshold, "powered": bool(seeds),
             "powered_seeds": seeds, "seeds_compared": used, "baseline_quantile_loss": base,
             "candidate_quantile_loss": cand, "degradation_pct": 100 * (cand - base) / base,
