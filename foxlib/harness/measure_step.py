@@ -55,8 +55,7 @@ def predict_instead(model: str, cfg: Any, device: torch.device, precision: str, 
     predicted = predict_model(model, cfg, device, precision, seed, kernel_scratch=False)
     if "error" in predicted:
         raise RuntimeError(f"{model}: {why}, and {predicted['error']}")
-    recipe = StepRecipe(model, cfg, precision, seed, StepOptions())
-    return _measurement(recipe, predicted) | {"source": "predicted", "note": why}
+    return _measurement(StepRecipe(model, cfg, precision, seed), predicted) | {"source": "predicted", "note": why}
 
 
 def _measurement(recipe: StepRecipe, profile: dict[str, Any]) -> dict[str, Any]:

@@ -65,8 +65,7 @@ class OpCount:
     def add(self, block: str, phase: str, name: str) -> None:
         c = self.blocks.setdefault(block, collections.Counter())
         kind = "matmul" if name in MATMULS else "view" if name in VIEWS else "other"
-        c[phase] += 1
-        c[f"{phase}_{kind}"] += 1
+        c.update((phase, f"{phase}_{kind}"))
         self.total += 1
         self.matmuls += kind == "matmul"
         self.views += kind == "view"
