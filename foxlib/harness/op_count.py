@@ -154,11 +154,10 @@ class _Counter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count_step(recipe: StepRecipe, device: str | torch.device = "cpu", warmup: int = 1) -> OpCount:
-    """The aten ops of one training step of `recipe` (after `warmup` steps: Adam's state exists)."""
+def count_step(recipe: StepRecipe, device: str | torch.device = "cpu") -> OpCount:
+    """The aten ops of one training step of `recipe` (after one warm-up step: Adam's state exists)."""
     built = build_step(recipe, device)
-    for _ in range(warmup):
-        built.step()
+    built.step()
     tagger = _Tagger(built.model)
     counter = _Counter(tagger, OpCount())
     opt_step = built.optimizer.step
