@@ -208,12 +208,8 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     passed), as one run's interval is narrower than the spread between runs of the same code."""
     out = []
     for name, limit in TARGETS.items():
-        r = res["ratios"].get(name)
-        if r is None:
-            continue
-        for key in CHECKED:
-            if key not in r:
-                continue
+        r = res["ratios"].get(name) or {}
+        for key in (k for k in CHECKED if k in r):
             i, n = target_step(res, name) if key == "step_time" else (None, 0)
             if not i:  # a peak, or a step time without raw samples: the ratio against the limit
                 out.append({"name": check_name(res, name, key), "measured": r[key], "limit": limit, "unit": "ratio",
@@ -251,9 +247,7 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
     """How far the best row is from the fast path's targets: met, not met (by how much), a tie (the
     step-time interval holds the target) or, for step time, inconclusive (fewer independent runs than a verdict
     needs); step time read as its check reads it (target_step)."""
-    r = res["ratios"].get("foxlib_best")
-    if not r:
-        return []
+    r = res["ratios"].get("foxlib_best") or {}
     out = []
     for key, limit in FAST_PATH_TARGETS.items():
         if key not in r:

@@ -77,10 +77,9 @@ def check(wave_id: str, params: dict[str, Any]) -> Any:
     load_budgets(params.get("budgets_file") or None)
     _counts(params)
     _non_empty(params)
-    for key in ("preset", "ensemble_preset"):
-        if key in params:
-            for card in MODELS.values():
-                card.preset(params[key])
+    for preset in [params[k] for k in ("preset", "ensemble_preset") if k in params]:
+        for card in MODELS.values():
+            card.preset(preset)
     if params.get("accuracy_preset", "auto") != "auto":
         MODELS["tft"].preset(params["accuracy_preset"])
     if "accuracy_target" in params:
