@@ -61,10 +61,9 @@ def _from_peer(rel: str, res: dict) -> list[Baseline]:
     cfg = res.get("config") or {}
     if not samples or row.get("precision") != "fp32" or not cfg:
         return []
-    median, low, high, confidence = median_interval(samples)
     preset = (res.get("arguments") or {}).get("preset", "seed")
     return [Baseline(rel, f"tft/{preset}/b{cfg['batch_size']}/t{cfg['encoder_length']}",
-                     str(res.get("measured_at_revision", "?")), machine(res), median, low, high, confidence)]
+                     str(res.get("measured_at_revision", "?")), machine(res), *median_interval(samples))]
 
 
 def disagreements(baselines: list[Baseline]) -> list[str]:

@@ -277,9 +277,7 @@ def mb(value: float | None) -> str:
 def memory_mb(mem: dict[str, Any], key: str) -> str:
     """One memory category in MB; a step captured as one CUDA graph saves its activations in the graph's
     pool, where no hook sees them (foxlib.memory.cuda_graph.profile_graphed_step): said so."""
-    if mem[key] is None and mem.get("cuda_graph"):
-        return IN_GRAPH
-    return mb(mem[key])
+    return IN_GRAPH if mem[key] is None and mem.get("cuda_graph") else mb(mem[key])
 
 
 def ms(seconds: float | None) -> str:
