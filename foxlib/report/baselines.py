@@ -36,9 +36,6 @@ class Baseline:
     confidence: float | None
     """None: a results file written before intervals stated their coverage."""
 
-    def overlaps(self, other: "Baseline") -> bool:
-        return self.low_s <= other.high_s and other.low_s <= self.high_s
-
     def text(self) -> str:
         return (f"{self.median_s * 1e3:,.1f} ms [{self.low_s * 1e3:,.1f}, {self.high_s * 1e3:,.1f}]"
                 f"{short_coverage(self.confidence)}")
@@ -64,10 +61,9 @@ def _from_peer(rel: str, res: dict) -> list[Baseline]:
     cfg = res.get("config") or {}
     if not samples or row.get("precision") != "fp32" or not cfg:
         return []
-    median, low, high, confidence = median_interval(samples)
     preset = (res.get("arguments") or {}).get("preset", "seed")
     return [Baseline(rel, f"tft/{preset}/b{cfg['batch_size']}/t{cfg['encoder_length']}",
-                     str(res.get("measured_at_revision", "?")), machine(res), median, low, high, confidence)]
+                     str(res.get("measured_at_revision", "?")), machine(res), *median_interval(samples))]
 
 
 def disagreements(baselines: list[Baseline]) -> list[str]:
@@ -75,7 +71,7 @@ def disagreements(baselines: list[Baseline]) -> list[str]:
     lines = []
     for i, a in enumerate(baselines):
         for b in baselines[i + 1:]:
-            if a.configuration == b.configuration and not a.overlaps(b):
+            if a.configuration == b.configuration and (a.high_s < b.low_s or b.high_s < a.low_s):
                 ratio = max(a.median_s, b.median_s) / min(a.median_s, b.median_s)
                 machines = f" (measured on {a.machine} and on {b.machine})" if a.machine != b.machine else ""
                 lines.append(f"{a.page} {a.text()} and {b.page} {b.text()} differ by {ratio:,.2f}x, beyond their "

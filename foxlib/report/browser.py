@@ -58,8 +58,7 @@ window.addEventListener('load', () => {
 
 def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
+        if path := shutil.which(name):
             return path
     raise FileNotFoundError("no Chromium found: install it with `apt-get install -y chromium` (make test does)")
 
@@ -67,10 +66,9 @@ def chromium() -> str:
 def check_page(html_path: Path, timeout_s: int = 120, width_px: int = 1400) -> dict:
     """Load `html_path` in headless Chromium, in a window `width_px` wide, and return what the page
     showed (see _PROBE)."""
-    html = Path(html_path).read_text()
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "page.html"
-        probe.write_text(html.replace("</body>", _PROBE + "</body>", 1))
+        probe.write_text(Path(html_path).read_text().replace("</body>", _PROBE + "</body>", 1))
         out = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--window-size={width_px},1000",
                               f"--user-data-dir={tmp}/profile", "--dump-dom",
                               probe.as_uri()], capture_output=True, text=True, timeout=timeout_s)

@@ -63,8 +63,7 @@ def bundle(png: bytes, alt: str, caption: str) -> tuple[dict[str, Any], dict[str
 
 
 def _axis(ax, which: str) -> str:
-    label = (ax.get_xlabel() if which == "x" else ax.get_ylabel()) or "unlabelled"
-    scale = ax.get_xscale() if which == "x" else ax.get_yscale()
+    label, scale = getattr(ax, f"get_{which}label")() or "unlabelled", getattr(ax, f"get_{which}scale")()
     return f"{which} axis {label}" + (f" ({scale} scale)" if scale != "linear" else "")
 
 
@@ -115,17 +114,11 @@ def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> No
     display(data, metadata=metadata, raw=True)
 
 
-def markdown_figure(path: str, alt: str, caption: str) -> str:
-    """The Markdown for one figure: the image with its alt text, then the caption in italics."""
-    alt_md = alt.replace("[", "(").replace("]", ")").replace("\n", " ")
-    return f"![{alt_md}]({path})\n\n*Figure: {caption.strip()}*\n"
-
-
 def for_markdown(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of `nb` for MarkdownExporter(output_files_dir=FIGURES_DIR): every show_figure output becomes
-    text/markdown with its PNG, named in its "filename" metadata (a slug of the caption + a hash of the image,
-    unique in the notebook). An output with both HTML and its own Markdown (reading's blocks) keeps the
-    Markdown; other outputs are untouched."""
+    text/markdown (the image with its alt text, then the caption in italics) with its PNG, named in its "filename"
+    metadata (a slug of the caption + a hash of the image, unique in the notebook). An output with both HTML and its
+    own Markdown (reading's blocks) keeps the Markdown; other outputs are untouched."""
     nb = nbformat.from_dict(nb)
     used: set[str] = set()
     for cell in nb.cells:
@@ -134,10 +127,9 @@ def for_markdown(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             if "text/html" in data and "text/markdown" in data and META not in out.get("metadata", {}):
                 del data["text/html"]  # an output with its own Markdown (foxlib.report.reading's blocks) uses it
             info = out.get("metadata", {}).get(META)
-            if out.get("output_type") not in ("display_data", "execute_result") or not info \
-                    or "image/png" not in out.get("data", {}):
+            if out.get("output_type") not in ("display_data", "execute_result") or not info or "image/png" not in data:
                 continue
-            digest = hashlib.sha1(out["data"]["image/png"].encode("ascii")).hexdigest()[:8]
+            digest = hashlib.sha1(data["image/png"].encode("ascii")).hexdigest()[:8]
             # the caption's slug (40 characters at most) and the image's hash
             first = f"{slug(info['caption'])[:40].strip('-') or 'figure'}-{digest}"
             name, k = first, 1
@@ -146,7 +138,8 @@ def for_markdown(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 name = f"{first}-{k}"
             used.add(name)
             out["metadata"]["filename"] = f"{name}.png"
-            out["data"] = {"text/markdown": markdown_figure(f"{FIGURES_DIR}/{name}.png", info["alt"], info["caption"]),
-                           "image/png": out["data"]["image/png"]}
+            alt = info["alt"].replace("[", "(").replace("]", ")").replace("\n", " ")
+            md = f"![{alt}]({FIGURES_DIR}/{name}.png)\n\n*Figure: {info['caption'].strip()}*\n"
+            out["data"] = {"text/markdown": md, "image/png": data["image/png"]}
     return nb
 

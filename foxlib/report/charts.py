@@ -46,13 +46,12 @@ def _finish(fig: plt.Figure, ax, title: str, **legend) -> plt.Figure:
 
 def breakdown(profile: MemoryProfile, budgets_mb: dict[str, float], title: str) -> plt.Figure:
     """Measured categories (bars) with their budgets (red lines) and the seed's figures (hollow marks)."""
-    rows = [("parameters", profile.parameters, budgets_mb["parameters_mb"], seed_claims.TFT_8_10_MB["parameters"]),
-            ("forward activations", profile.activations, budgets_mb["forward_activations_mb"],
-             seed_claims.TFT_8_10_MB["activations"]),
-            ("gradients", profile.gradients, budgets_mb["gradients_mb"], seed_claims.TFT_8_10_MB["gradients"]),
-            ("optimizer state", profile.optimizer_state, budgets_mb["optimizer_state_mb"],
-             seed_claims.TFT_8_10_MB["optimizer_state"]),
-            ("model peak", profile.peak, budgets_mb["peak_training_mb"], seed_claims.TFT_8_10_MB["peak"])]
+    seed = seed_claims.TFT_8_10_MB
+    rows = [("parameters", profile.parameters, budgets_mb["parameters_mb"], seed["parameters"]),
+            ("forward activations", profile.activations, budgets_mb["forward_activations_mb"], seed["activations"]),
+            ("gradients", profile.gradients, budgets_mb["gradients_mb"], seed["gradients"]),
+            ("optimizer state", profile.optimizer_state, budgets_mb["optimizer_state_mb"], seed["optimizer_state"]),
+            ("model peak", profile.peak, budgets_mb["peak_training_mb"], seed["peak"])]
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for i, (name, measured, budget, seed_mb) in enumerate(rows):
         ok = measured <= budget * MB

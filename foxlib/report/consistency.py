@@ -40,7 +40,6 @@ def problems(reports_dir: Path | None = None) -> list[str]:
                 verify([c], base)  # the file exists and has the cited sha256
             except ProvenanceError as exc:
                 out.append(f"{rel}: {exc}")  # "the cited file ... is missing" or "... changed since it was used"
-        figures = res.get("figures") or {}
         page = path.parent / "report.md" if path.name == "results.json" else path.with_suffix(".md")
         text = page.read_text() if page.is_file() else None
         if text is not None and path.name == "results.json":
@@ -48,7 +47,7 @@ def problems(reports_dir: Path | None = None) -> list[str]:
                 if format_value(c["measured"], c["unit"]) not in text:
                     out.append(f"{rel}: check {c['name']!r} = {format_value(c['measured'], c['unit'])} is not shown "
                                f"on {page.relative_to(base)}")
-        for key, fig in figures.items():
+        for key, fig in (res.get("figures") or {}).items():
             if not (isinstance(fig, dict) and "value" in fig and "unit" in fig):
                 out.append(f"{rel}: figure {key} is {fig!r}, not {{value, unit}} (foxlib.core.figures)")
                 continue

@@ -138,8 +138,7 @@ def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dic
     for d in devs:
         device_type = "cpu" if d == "cpu" else "cuda"  # reports/<device>/: cpu, or a GPU's short name
         runs = _class_runs(found, variants or [], d, device_type)
-        r812 = found.get("8.12", {}).get(d) or {}
-        per_class = r812.get("recommended_per_class") or {}
+        per_class = (found.get("8.12", {}).get(d) or {}).get("recommended_per_class") or {}
         for c in classes_for(device_type):
             res, rec = runs.get(c.name), per_class.get(c.name) or {}
             ship = f"ship {rec['strategy']}" if rec.get("strategy") else "8.12 has no recommendation for it"

@@ -94,18 +94,15 @@ def ratios(res: dict[str, Any], base: str = PEER, names=None) -> dict[str, dict[
     """Every measured row but the peer (or those of `names`), over the peer (or the row `base`): parameters,
     activations (where measured: not for a step captured as one CUDA graph), peak, step time (ratio of
     medians; median of per-round ratios, with its interval)."""
-    variants = res["variants"]
-    peer = variants.get(base)
+    peer = res["variants"].get(base)
     if peer is None:
         return {}
     out = {}
-    for name, v in variants.items():
+    for name, v in res["variants"].items():
         if name == base or (names is not None and name not in names):
             continue
-        r: dict[str, Any] = {
-            "parameters": v["n_parameters"] / peer["n_parameters"],
-            "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"],
-        }
+        r: dict[str, Any] = {"parameters": v["n_parameters"] / peer["n_parameters"],
+                             "parameter_bytes": v["parameter_bytes"] / peer["parameter_bytes"]}
         if not peak_unseen(res, name) and not peak_unseen(res, base):
             r["peak"] = v["memory"]["peak"] / peer["memory"]["peak"]
         if v["memory"]["activations"] is not None and peer["memory"]["activations"]:
@@ -140,8 +137,7 @@ def peers_table(res: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         v, over = variants[name], res["ratios_by_peer"][name]
         row.update(precision=v["precision"], n_parameters=f"{v['n_parameters']:,}",
-                   peak_mb=peak_mb(res, name),
-                   step_ms=ms(v["timing"]["median_s"]),
+                   peak_mb=peak_mb(res, name), step_ms=ms(v["timing"]["median_s"]),
                    foxlib={f: {"peak": (f"{over[f]['peak']:.3f}×" if "peak" in over[f] else "n/a"),
                                "step": interval_text(over[f])} if f in over else None for f in OVER_PEERS})
         out.append(row)
@@ -212,12 +208,8 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
     passed), as one run's interval is narrower than the spread between runs of the same code."""
     out = []
     for name, limit in TARGETS.items():
-        r = res["ratios"].get(name)
-        if r is None:
-            continue
-        for key in CHECKED:
-            if key not in r:
-                continue
+        r = res["ratios"].get(name) or {}
+        for key in (k for k in CHECKED if k in r):
             i, n = target_step(res, name) if key == "step_time" else (None, 0)
             if not i:  # a peak, or a step time without raw samples: the ratio against the limit
                 out.append({"name": check_name(res, name, key), "measured": r[key], "limit": limit, "unit": "ratio",
@@ -255,14 +247,11 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
     """How far the best row is from the fast path's targets: met, not met (by how much), a tie (the
     step-time interval holds the target) or, for step time, inconclusive (fewer independent runs than a verdict
     needs); step time read as its check reads it (target_step)."""
-    r = res["ratios"].get("foxlib_best")
-    if not r:
-        return []
+    r = res["ratios"].get("foxlib_best") or {}
     out = []
     for key, limit in FAST_PATH_TARGETS.items():
         if key not in r:
             continue
-        what = "peak" if key == "peak" else "step time"
         i, n = target_step(res, "foxlib_best") if key == "step_time" else (None, 0)
         value = i.median if i else r[key]  # the figure the step-time check reads: the value the answer shows
         shown = f"{value:.3f}x" + (f" [{i.low:.3f}, {i.high:.3f}]" if i else "")
@@ -271,7 +260,7 @@ def fast_path_lines(res: dict[str, Any]) -> list[str]:
                    "met" if (i.under(limit) if i else value <= limit) else
                    "a tie: the interval holds the target" if i and i.holds(limit) else
                    f"not met ({value - limit:+.3f} over)")
-        out.append(f"{label(res, 'foxlib_best')}: {what} ≤ {limit}x the peer's: {shown}, {verdict}")
+        out.append(f"{label(res, 'foxlib_best')}: {key.replace('_', ' ')} ≤ {limit}x the peer's: {shown}, {verdict}")
     return out
 
 
@@ -288,9 +277,7 @@ def mb(value: float | None) -> str:
 def memory_mb(mem: dict[str, Any], key: str) -> str:
     """One memory category in MB; a step captured as one CUDA graph saves its activations in the graph's
     pool, where no hook sees them (foxlib.memory.cuda_graph.profile_graphed_step): said so."""
-    if mem[key] is None and mem.get("cuda_graph"):
-        return IN_GRAPH
-    return mb(mem[key])
+    return IN_GRAPH if mem[key] is None and mem.get("cuda_graph") else mb(mem[key])
 
 
 def ms(seconds: float | None) -> str:

@@ -25,9 +25,8 @@ MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "opti
 # peak (fig.peak_unseen) and step_time_interval, compile.explain's fields, a library's version (None: not installed);
 # every row but the peer (not run: not_run says why).
 REQUIRED = ("title", "generated_at", "device", "environment", "arguments", "config", "same_configuration", "best",
-            "depends_on",
-            "compile", "not_run", "variants", "timing_runs", "ratios", "pooled_step_time", "ratios_by_peer", "checks",
-            "notes")
+            "depends_on", "compile", "not_run", "variants", "timing_runs", "ratios", "pooled_step_time",
+            "ratios_by_peer", "checks", "notes")
 REQUIRED_IN = {"device": ("name", "type", "short"),
                "environment": ("python", "torch", "pytorch_forecasting", "neuralforecast", "darts", "lightning",
                                "pandas", "threads"),
@@ -122,8 +121,7 @@ def _answer_row(res: dict[str, Any], name: str) -> dict[str, Any]:
     if v is None:
         return {**row, "reason": res["not_run"][name]}
     r, checked = res["ratios"][name], fig.stored_checks(res, name)
-    row.update(precision=v["precision"], peak_ratio=r.get("peak"),
-               peak_mb=fig.peak_mb(res, name),
+    row.update(precision=v["precision"], peak_ratio=r.get("peak"), peak_mb=fig.peak_mb(res, name),
                step_ms=fig.ms(v["timing"]["median_s"]), step_ratio=r["step_time"], interval=fig.step_interval_of(r),
                compile_s=(v.get("compile") or {}).get("compile_s"),
                target=checked["step_time"]["limit"] if checked else None)  # the limit the file's checks judged
@@ -158,9 +156,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         else "pass"
     measured, rendered = measured_revision(res), res.get("rendered_at_revision")
     return {
-        "title": res["title"],
-        "device": res["device"],
-        "generated_at": res["generated_at"],
+        **{k: res[k] for k in ("title", "device", "generated_at", "same_configuration", "environment")},
         "measured_at": measured or "unknown", "rendered_at": rendered or "not rendered yet",
         "dirty": not all(provenance.is_clean(r) for r in (measured, rendered) if r),
         "verdict": {"pass": "all targets met", "fail": "targets not all met", "none": "no checks",
@@ -175,7 +171,6 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "missing": fig.missing_rows(res),
         "rounds": len(peer["timing"].get("samples_s") or []),
         "coverage_pct": fig.coverage_pct(res),
-        "same_configuration": res["same_configuration"],
         "rows": fig.table_rows(res),
         "fast_path": fig.fast_path_lines(res),
         "checks": [{**c, "verdict": fig.check_verdict(c)} for c in checks],
@@ -185,8 +180,7 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "peak_method": peer["memory"]["peak_method"],
         "timing": [{"label": fig.label(res, n), "median": fig.ms(v["timing"]["median_s"]),
                     "iqr": fig.ms(v["timing"]["iqr_s"]), "repeats": len(v["timing"].get("samples_s") or []),
-                    "noisy": "yes" if v["timing"]["noisy"] else "no"}
-                   for n, v in variants.items()],
+                    "noisy": "yes" if v["timing"]["noisy"] else "no"} for n, v in variants.items()],
         "compile": {**res["compile"],  # setting, enabled, reason, backend, explain
                     "rows": [{"label": fig.label(res, n), **variants[n]["compile"]}
                              for n in fig.COMPILED if n in variants]},
@@ -196,7 +190,6 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
         "best": {"precision": best["precision"], "overrides": json.dumps(best["tft_overrides"]),
                  "step": best_step(res), "source": relative_source(best["source"])},
         "citations": cites if cites is not None else citations(res),
-        "environment": res["environment"],
         "architectures": [{"label": fig.label(res, n), "items": list(v["architecture"].items())}
                           for n, v in variants.items() if n in fig.OTHER_PEERS],
     }

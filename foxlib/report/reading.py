@@ -27,10 +27,7 @@ class Block:
     def _repr_markdown_(self) -> str:
         return self.markdown
 
-    def __str__(self) -> str:
-        return self.markdown
-
-    __repr__ = __str__  # text/plain of the display bundle
+    __str__ = __repr__ = _repr_markdown_  # __repr__: text/plain of the display bundle
 
 
 def code_html(escaped: str) -> str:

@@ -39,13 +39,11 @@ def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple
     html_exporter = HTMLExporter(template_name="lab", exclude_input=True,
                                  exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = html_exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    body = reading.style_report(body)  # text columns left, numbers right, tables within the window
     html_path = out_dir / "report.html"
-    html_path.write_text(body)
+    html_path.write_text(reading.style_report(body))  # text columns left, numbers right, tables within the window
 
-    md_exporter = MarkdownExporter(exclude_input=True)
-    body, resources = md_exporter.from_notebook_node(captioned.for_markdown(nb),
-                                                     resources={"output_files_dir": captioned.FIGURES_DIR})
+    body, resources = MarkdownExporter(exclude_input=True).from_notebook_node(
+        captioned.for_markdown(nb), resources={"output_files_dir": captioned.FIGURES_DIR})
     for name, data in resources.get("outputs", {}).items():
         path = out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 from foxlib.core import config
@@ -83,10 +84,9 @@ def _run(args) -> int:
     overrides = parse_assignments(split_parameters(args.parameters) + args.parameter)
     if args.command == "measure":
         return _measure(args.wave, overrides, args.out, allow_dirty, force)
+    run = partial(run_wave, reports_dir=args.reports_dir, progress=not args.quiet, allow_dirty=allow_dirty, force=force)
     if args.command == "report":
-        out = run_wave(args.wave, overrides, args.reports_dir, progress=not args.quiet, allow_dirty=allow_dirty,
-                       force=force)
-        print(out / "report.html")
+        print(run(args.wave, overrides) / "report.html")
         return 0
     built = [w for w in WAVES.values() if w.built]  # WAVES is in dependency order: 8.13 reads 8.12's report
     declared = {w.id: read_parameters(w.notebook) for w in built}
@@ -100,8 +100,7 @@ def _run(args) -> int:
         plan(wave.id, mine[wave.id], args.reports_dir)
     for i, wave in enumerate(built, 1):
         print(f"[{i}/{len(built)}] wave {wave.id}: {wave.title}", file=sys.stderr, flush=True)
-        print(run_wave(wave.id, mine[wave.id], args.reports_dir, progress=not args.quiet, allow_dirty=allow_dirty,
-                       force=force) / "report.html")
+        print(run(wave.id, mine[wave.id]) / "report.html")
     print(index.write_index(args.reports_dir))
     return 0
 

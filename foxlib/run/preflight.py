@@ -37,11 +37,9 @@ class MemoryRefused(ValueError):
 
 def _counts(params: dict[str, Any]) -> None:
     for key in POSITIVE + NON_NEGATIVE:
-        value = params.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            low = 1 if key in POSITIVE else 0
-            if value < low:
-                raise ValueError(f"parameter {key!r} must be at least {low}, got {value}")
+        value, low = params.get(key), int(key in POSITIVE)
+        if isinstance(value, int) and not isinstance(value, bool) and value < low:
+            raise ValueError(f"parameter {key!r} must be at least {low}, got {value}")
     if isinstance(params.get("seed"), int) and params["seed"] > MAX_SEED:
         raise ValueError(f"parameter 'seed' must be at most {MAX_SEED}, got {params['seed']}")
 
@@ -66,8 +64,7 @@ def _encoder_fits_the_data(params: dict[str, Any]) -> None:
     from foxlib.data.market import market_features
     cfg = MODELS["tft"].preset(params["preset"])
     features = market_features(cfg.n_observed)
-    n, train_end = len(features.dates), features.train_end
-    longest = min(train_end, n - train_end - 1) - cfg.decoder_length
+    longest = min(features.train_end, len(features.dates) - features.train_end - 1) - cfg.decoder_length
     if params["encoder_length"] > longest:
         raise ValueError(f"parameter 'encoder_length' must be at most {longest} trading days (the longest window "
                          f"that fits both the training and the validation period of the market data), "
@@ -80,19 +77,15 @@ def check(wave_id: str, params: dict[str, Any]) -> Any:
     load_budgets(params.get("budgets_file") or None)
     _counts(params)
     _non_empty(params)
-    for key in ("preset", "ensemble_preset"):
-        if key in params:
-            for card in MODELS.values():
-                card.preset(params[key])
+    for preset in [params[k] for k in ("preset", "ensemble_preset") if k in params]:
+        for card in MODELS.values():
+            card.preset(preset)
     if params.get("accuracy_preset", "auto") != "auto":
         MODELS["tft"].preset(params["accuracy_preset"])
     if "accuracy_target" in params:
         from foxlib.harness.training import check_target
         check_target(params["accuracy_target"])
-    for key in ("precision", "candidate"):
-        if key in params:
-            check_precision(params[key])
-    for p in _names(params.get("precisions", "")):
+    for p in [params[k] for k in ("precision", "candidate") if k in params] + _names(params.get("precisions", "")):
         check_precision(p)
     if wave_id == "8.11":
         from foxlib.waves.wave_8_11.measuring import check_precisions

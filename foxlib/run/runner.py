@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,9 +169,8 @@ def _locked(plan: Plan):
 
 def _remove_leftovers(plan: Plan) -> None:
     """Work and old folders of this report left by runs that were killed (we hold the lock: none is running)."""
-    for pattern in (f".{plan.label}.*.partial", f".{plan.label}.*.old", f".{plan.label}.partial",
-                    f".{plan.label}.old"):
-        for p in plan.final.parent.glob(pattern):
+    for suffix in ("*.partial", "*.old", "partial", "old"):
+        for p in plan.final.parent.glob(f".{plan.label}.{suffix}"):
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -241,12 +240,10 @@ def _execute(p: Plan, progress: bool) -> dict[str, Any]:
                                        cwd=str(config.ROOT))
         except PapermillExecutionError as exc:
             kept = ""
-            try:
+            with suppress(OSError):
                 shutil.rmtree(p.failed, ignore_errors=True)
                 work.rename(p.failed)
                 kept = f"; the failed notebook is {p.failed / 'notebook.ipynb'}"
-            except OSError:
-                pass
             raise WaveFailed(
                 f"wave {p.wave.id} failed in notebook cell {exc.cell_index} "
                 f"(`{exc.source.strip().splitlines()[0] if exc.source.strip() else ''}` ...): "
