@@ -95,10 +95,9 @@ def _captured(run: Callable[[], Any], device: torch.device, member: Member) -> C
 
 
 def _stats(samples: list[float]) -> dict[str, Any]:
-    p50, p99 = np.percentile(samples, [50, 99]) if samples else (None, None)
-    return {"p50_s": None if p50 is None else float(p50), "p99_s": None if p99 is None else float(p99),
-            "mean_s": statistics.fmean(samples) if samples else None, "n": len(samples),
-            "samples_s": [float(s) for s in samples]}
+    p50, p99 = map(float, np.percentile(samples, [50, 99])) if samples else (None, None)
+    return {"p50_s": p50, "p99_s": p99, "mean_s": statistics.fmean(samples) if samples else None,
+            "n": len(samples), "samples_s": [float(s) for s in samples]}
 
 
 class Together:
