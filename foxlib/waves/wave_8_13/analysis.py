@@ -110,10 +110,9 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     label = how(r)
     n = len(r.order)
     train = figure(r, "training")
-    ran = len(t.steps)
     what = ("allocator reserved peak + CUDA context" if cap.enforced else
             "accounted peak: each model's measured step peak plus what the other models keep")
-    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {what}"
+    t_note = (f"{label}; {len(t.steps)} of {n * r.steps} interleaved steps ran; {what}"
               + (f"; OUT OF MEMORY {t.oom.where}: {t.oom.error}" if t.oom else "")
               + f"; {limit_text(r)}")
     inf = figure(r, "inference")

@@ -154,9 +154,9 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
                for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "context_before_warmup": None, "warmup": None, "step_profiles": None,
-        "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
-        "tft": tft,
+        "schema_version": SCHEMA_VERSION, "context": None, "context_before_warmup": None, "warmup": None,
+        "step_profiles": None, "device": describe(dev), "environment": environment(), "order": order,
+        "steps": steps, "tft": tft,
         "graph_mode": {"asked": True, "on": graph_mode,
                        "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
                               "inference forward captured where it can be" if graph_mode else
@@ -175,8 +175,7 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
             reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
             stack.callback(reader.close)
             out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
-            context = measure_context(dev)
-            out["context"] = context
+            out["context"] = context = measure_context(dev)
             total = torch.cuda.get_device_properties(dev).total_memory
             arith = cap_arithmetic(card, context.context_bytes, total, cap_bytes)
             out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
@@ -187,7 +186,6 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
             sampler = Sampler(reader)
         else:
             cap = cap_bytes or card
-            out["context"] = None
             out["cap"] = {"card_bytes": card, "context_bytes": 0, "cap_bytes": cap, "fraction": None,
                           "override": bool(cap_bytes), "device_total_bytes": None, "limit_bytes": cap,
                           "enforced": False,

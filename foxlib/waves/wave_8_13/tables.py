@@ -75,9 +75,8 @@ def configuration_table(r: Measurement) -> pd.DataFrame:
     for name in r.order:
         info = r.models[name]
         cfg = info.config
-        keys = [k for k in KEY_SETTINGS if k in cfg]
-        rows.append({"model": name, "title": info.title, "precision": info.precision,
-                     "preset": info.preset, "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
+        rows.append({"model": name, "title": info.title, "precision": info.precision, "preset": info.preset,
+                     "key settings": ", ".join(f"{k}={cfg[k]}" for k in KEY_SETTINGS if k in cfg)})
     graphs = r.graph_mode
     if graphs and graphs.on:  # wave 8.12 recommended a captured step: how each model ran
         for row in rows:
