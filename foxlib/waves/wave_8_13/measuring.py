@@ -71,11 +71,9 @@ def class_facts(chosen: CardClass, own: CardClass, tft: TftRun, ensemble_precisi
 @contextlib.contextmanager
 def class_limits(chosen: CardClass, dev: torch.device):
     """TF32 off while the run lasts where the class has none; restored after."""
-    if dev.type != "cuda" or chosen.tf32:
-        yield
-        return
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    if dev.type == "cuda" and not chosen.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
