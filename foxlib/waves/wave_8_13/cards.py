@@ -168,9 +168,8 @@ def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequ
             measured = [f for f in mine if f.source == "measured" and f.card_bytes == card.memory_bytes]
             if len(measured) > 1:
                 raise ValueError(f"configuration {conf!r} has {len(measured)} measurements for {card.label}; give one")
-            chosen = measured[0] if measured else (predicted[0] if predicted else None)
-            if chosen is not None:
-                cells.append(_judge(card, chosen, headroom))
+            if measured or predicted:  # the measured footprint first
+                cells.append(_judge(card, (measured + predicted)[0], headroom))
     notes = tuple((f.configuration, f.source, f.note) for f in footprints if f.note)
     return CardTable(tuple(cards), configurations, tuple(cells), headroom, notes)
 

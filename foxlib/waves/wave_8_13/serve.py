@@ -31,13 +31,9 @@ def inference_input(member: Member, device: torch.device, n: int, seed: int) -> 
     rows = n or cfg.batch_size
     name = member.name
     if name in ("tft", "mamba2"):
-        if member.batch is not None and rows == cfg.batch_size:
-            batch = member.batch
-        else:
-            batch = member.card.example_batch(dataclasses.replace(cfg, batch_size=rows), device=device, seed=seed)
-        if name == "tft":
-            return {k: v for k, v in batch.items() if k != "target"}
-        return batch["x"]
+        batch = (member.batch if member.batch is not None and rows == cfg.batch_size else
+                 member.card.example_batch(dataclasses.replace(cfg, batch_size=rows), device=device, seed=seed))
+        return {k: v for k, v in batch.items() if k != "target"} if name == "tft" else batch["x"]
     batch = member.batch if member.batch is not None else member.card.example_batch(cfg, device=device, seed=seed)
     if name == "dqn":
         return batch.replay.sample(rows, np.random.default_rng(seed), device)["observations"]
