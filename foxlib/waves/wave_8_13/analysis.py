@@ -97,10 +97,8 @@ def limit_text(m: Measurement) -> str:
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
     cap = m.cap
-    if cap.enforced:
-        return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context "
-                f"{mb(cap.context_bytes)} MB")
-    return NOT_ENFORCED
+    return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context {mb(cap.context_bytes)} MB"
+            if cap.enforced else NOT_ENFORCED)
 
 
 def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:

@@ -190,12 +190,11 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
                           "how": f"{NOT_ENFORCED}: the CPU has no allocator cap and no CUDA context; each model's "
                                  "training step measured alone (foxlib.harness.measure_step.measure_model), the "
                                  "interleaved run accounted from those measurements"}
-            profiles = {}
+            out["step_profiles"] = profiles = {}
             for m in members:
                 bar.describe(f"measuring one {m.name} step alone ({m.precision})")
                 profiles[m.name] = measure_model(m.name, m.cfg, dev, m.precision, seed)["profile"]
                 bar.advance()
-            out["step_profiles"] = profiles
             out["nvml"] = {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
                            "interval_s": None, "samples": []}
             plan = account_training(profiles, order, steps, cap)
