@@ -97,10 +97,8 @@ def limit_text(m: Measurement) -> str:
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
     cap = m.cap
-    if cap.enforced:
-        return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context "
-                f"{mb(cap.context_bytes)} MB")
-    return NOT_ENFORCED
+    return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context {mb(cap.context_bytes)} MB"
+            if cap.enforced else NOT_ENFORCED)
 
 
 def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
@@ -110,10 +108,9 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     label = how(r)
     n = len(r.order)
     train = figure(r, "training")
-    ran = len(t.steps)
     what = ("allocator reserved peak + CUDA context" if cap.enforced else
             "accounted peak: each model's measured step peak plus what the other models keep")
-    t_note = (f"{label}; {ran} of {n * r.steps} interleaved steps ran; {what}"
+    t_note = (f"{label}; {len(t.steps)} of {n * r.steps} interleaved steps ran; {what}"
               + (f"; OUT OF MEMORY {t.oom.where}: {t.oom.error}" if t.oom else "")
               + f"; {limit_text(r)}")
     inf = figure(r, "inference")

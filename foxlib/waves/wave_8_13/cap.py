@@ -107,14 +107,11 @@ def account_training(profiles: dict[str, dict[str, Any]], order: list[str], step
     """The interleaved run on paper, from each model's measured step: loading the models one by one, then each
     step's peak plus what the others keep; stops at the first point over `cap` ("oom")."""
     out: dict[str, Any] = {"setup_bytes": 0, "steps": [], "oom": None}
-    loaded = 0
     for name in order:
-        loaded += resident_bytes(profiles[name], False)
-        if loaded > cap:
-            out["setup_bytes"] = loaded
-            out["oom"] = accounting_oom("setup", name, None, loaded, cap)
+        out["setup_bytes"] += resident_bytes(profiles[name], False)
+        if out["setup_bytes"] > cap:
+            out["oom"] = accounting_oom("setup", name, None, out["setup_bytes"], cap)
             return out
-    out["setup_bytes"] = loaded
     stepped: set[str] = set()
     for s in range(1, steps + 1):
         for name in order:

@@ -168,9 +168,8 @@ def fits(footprints: Iterable[Footprint], min_headroom_bytes: float, cards: Sequ
             measured = [f for f in mine if f.source == "measured" and f.card_bytes == card.memory_bytes]
             if len(measured) > 1:
                 raise ValueError(f"configuration {conf!r} has {len(measured)} measurements for {card.label}; give one")
-            chosen = measured[0] if measured else (predicted[0] if predicted else None)
-            if chosen is not None:
-                cells.append(_judge(card, chosen, headroom))
+            if measured or predicted:  # the measured footprint first
+                cells.append(_judge(card, (measured + predicted)[0], headroom))
     notes = tuple((f.configuration, f.source, f.note) for f in footprints if f.note)
     return CardTable(tuple(cards), configurations, tuple(cells), headroom, notes)
 
@@ -287,7 +286,6 @@ def measured_overheads(m: Measurement) -> Overheads:
     device = m.device.name
     if not m.cap.enforced:
         return Overheads(0, 0, 0, 0, device)
-
     cache = [max(0, p.peak_bytes - p.peak_allocated_bytes) for p in (m.training, m.inference)]
     return Overheads(analysis.largest_context_bytes(m), analysis.workspace_bytes(m), *cache, device)
 
@@ -354,17 +352,15 @@ def cell_text(cell: CardCell | None, phase: str, headroom_bytes: int) -> str:
     if cell is None:
         return "— (no figure)"
     fp = cell.footprint
-    error = fp.training_margin if phase == "trains" else fp.serving_margin
-    grow = 1 + error
     if phase == "trains":
-        ok, used, free = cell.trains, fp.training_bytes, cell.training_free_bytes
+        ok, used, free, error = cell.trains, fp.training_bytes, cell.training_free_bytes, fp.training_margin
         margin = f"{mb(free)} MB free" if free >= 0 else f"{mb(-free)} MB short"
     else:
-        ok, used, free = cell.serves, fp.serving_bytes, cell.serving_free_bytes
-        left = cell.serving_limit_bytes - int(used * grow)
+        ok, used, free, error = cell.serves, fp.serving_bytes, cell.serving_free_bytes, fp.serving_margin
+        left = cell.serving_limit_bytes - int(used * (1 + error))
         margin = (f"{mb(free)} MB free" if left >= 0 else
                   f"{mb(free)} MB free, {mb(-left)} MB under the {mb(headroom_bytes)} MB headroom")
-    shown = (f"{mb(used)} MB + {_pct(error)} % for the prediction's error = {mb(int(used * grow))}"
+    shown = (f"{mb(used)} MB + {_pct(error)} % for the prediction's error = {mb(int(used * (1 + error)))}"
              if error else mb(used))
     text = f"{'yes' if ok else 'no'}: {shown} of {mb(cell.card.memory_bytes)} MB, {margin} ({fp.source})"
     return text + (f"; {cell.reason}" if cell.reason else "")

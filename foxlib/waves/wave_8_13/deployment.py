@@ -182,13 +182,12 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
     v = verdict(checks)
     card = cap.card_bytes
     label = analysis.how(m)
-    env = m.environment
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     parts = [
         f"# Ensemble deployment — wave {WAVE} → {DEPLOYMENT}: **{v}**",
         "",
         f"Generated {now} from the wave {WAVE} measurement of {(m.measured_at or '?')} on "
-        f"**{m.device.name}** ({m.device.type}), torch {env.torch}, git {measured_revision(m)}. "
+        f"**{m.device.name}** ({m.device.type}), torch {m.environment.torch}, git {measured_revision(m)}. "
         "Memory in MB = 10^6 bytes.",
         "",
         analysis.depends_on_text(m),

@@ -71,11 +71,9 @@ def class_facts(chosen: CardClass, own: CardClass, tft: TftRun, ensemble_precisi
 @contextlib.contextmanager
 def class_limits(chosen: CardClass, dev: torch.device):
     """TF32 off while the run lasts where the class has none; restored after."""
-    if dev.type != "cuda" or chosen.tf32:
-        yield
-        return
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    if dev.type == "cuda" and not chosen.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
@@ -154,9 +152,9 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
                for n in order]
     card = int(round(card_gb * GIB))
     out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "context_before_warmup": None, "warmup": None, "step_profiles": None,
-        "device": describe(dev), "environment": environment(), "order": order, "steps": steps,
-        "tft": tft,
+        "schema_version": SCHEMA_VERSION, "context": None, "context_before_warmup": None, "warmup": None,
+        "step_profiles": None, "device": describe(dev), "environment": environment(), "order": order,
+        "steps": steps, "tft": tft,
         "graph_mode": {"asked": True, "on": graph_mode,
                        "why": "wave 8.12 recommended a CUDA-graph strategy: every model's training step and "
                               "inference forward captured where it can be" if graph_mode else
@@ -175,8 +173,7 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
             reader = NvmlProcessReader(dev)  # NVML opened before the context is measured
             stack.callback(reader.close)
             out["warmup"] = warm_up(members, dev, mode, inference_batch, seed)
-            context = measure_context(dev)
-            out["context"] = context
+            out["context"] = context = measure_context(dev)
             total = torch.cuda.get_device_properties(dev).total_memory
             arith = cap_arithmetic(card, context.context_bytes, total, cap_bytes)
             out["cap"] = {**arith, "reserved_at_cap_bytes": torch.cuda.memory_reserved(dev), "enforced": True,
@@ -187,19 +184,17 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
             sampler = Sampler(reader)
         else:
             cap = cap_bytes or card
-            out["context"] = None
             out["cap"] = {"card_bytes": card, "context_bytes": 0, "cap_bytes": cap, "fraction": None,
                           "override": bool(cap_bytes), "device_total_bytes": None, "limit_bytes": cap,
                           "enforced": False,
                           "how": f"{NOT_ENFORCED}: the CPU has no allocator cap and no CUDA context; each model's "
                                  "training step measured alone (foxlib.harness.measure_step.measure_model), the "
                                  "interleaved run accounted from those measurements"}
-            profiles = {}
+            out["step_profiles"] = profiles = {}
             for m in members:
                 bar.describe(f"measuring one {m.name} step alone ({m.precision})")
                 profiles[m.name] = measure_model(m.name, m.cfg, dev, m.precision, seed)["profile"]
                 bar.advance()
-            out["step_profiles"] = profiles
             out["nvml"] = {"applicable": False, "note": "not applicable on the CPU: no NVML, no CUDA context",
                            "interval_s": None, "samples": []}
             plan = account_training(profiles, order, steps, cap)

@@ -92,23 +92,18 @@ def step_member(member: Member, device: torch.device) -> float:
     return float(loss.float())
 
 
-def _device_bytes(obj: Any, device: torch.device) -> int:
-    return accounting.unique_bytes(t for t in accounting.iter_tensors(obj) if t.device.type == device.type)
-
-
-def _host_bytes(obj: Any, device: torch.device) -> int:
-    """Host RAM of a batch: numpy arrays (e.g. DQN's replay buffer), and CPU tensors when training on a GPU."""
-    cpu = accounting.unique_bytes(t for t in accounting.iter_tensors(obj) if t.device.type == "cpu") \
-        if device.type != "cpu" else 0
-    return accounting.array_bytes(obj) + cpu
+def _tensor_bytes(obj: Any, device_type: str) -> int:
+    return accounting.unique_bytes(t for t in accounting.iter_tensors(obj) if t.device.type == device_type)
 
 
 def static_footprints(members: list[Member], device: torch.device) -> dict[str, dict[str, int]]:
-    """Per loaded model: weights, Adam state, its batch/buffers on the device and in host RAM (exact)."""
+    """Per loaded model: weights, Adam state, its batch/buffers on the device and in host RAM (exact; host: numpy
+    arrays, e.g. DQN's replay buffer, and CPU tensors when training on a GPU)."""
     return {m.name: {"parameters_bytes": accounting.parameter_bytes(m.model),
                      "optimizer_state_bytes": accounting.optimizer_state_bytes(m.optimizer) if m.optimizer else 0,
-                     "batch_device_bytes": _device_bytes(m.batch, device),
-                     "batch_host_bytes": _host_bytes(m.batch, device)}
+                     "batch_device_bytes": _tensor_bytes(m.batch, device.type),
+                     "batch_host_bytes": accounting.array_bytes(m.batch)
+                     + (_tensor_bytes(m.batch, "cpu") if device.type != "cpu" else 0)}
             for m in members if m.model is not None}
 
 

@@ -3,6 +3,7 @@ step and round (`Sampler`), its largest sample checked against the card (`nvml_p
 list this process nothing is guessed: the check is not applicable and says why."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -111,8 +112,7 @@ class NvmlProcessReader:
         self.pynvml = pynvml
         try:
             self.handle = nvml_handle(pynvml, device)
-            first = self()
-            self.note = ("this process found in NVML's process list" if first is not None else
+            self.note = ("this process found in NVML's process list" if self() is not None else
                          f"this process (pid {os.getpid()}) is not in NVML's process list (a container's PID "
                          "namespace?): NVML's per-process figure is unavailable")
         except Exception as exc:  # noqa: BLE001
@@ -130,10 +130,8 @@ class NvmlProcessReader:
 
     def close(self) -> None:
         if self.pynvml is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.pynvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
-                pass
         self.handle = self.pynvml = None
 
 

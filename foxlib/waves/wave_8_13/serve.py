@@ -31,13 +31,9 @@ def inference_input(member: Member, device: torch.device, n: int, seed: int) -> 
     rows = n or cfg.batch_size
     name = member.name
     if name in ("tft", "mamba2"):
-        if member.batch is not None and rows == cfg.batch_size:
-            batch = member.batch
-        else:
-            batch = member.card.example_batch(dataclasses.replace(cfg, batch_size=rows), device=device, seed=seed)
-        if name == "tft":
-            return {k: v for k, v in batch.items() if k != "target"}
-        return batch["x"]
+        batch = (member.batch if member.batch is not None and rows == cfg.batch_size else
+                 member.card.example_batch(dataclasses.replace(cfg, batch_size=rows), device=device, seed=seed))
+        return {k: v for k, v in batch.items() if k != "target"} if name == "tft" else batch["x"]
     batch = member.batch if member.batch is not None else member.card.example_batch(cfg, device=device, seed=seed)
     if name == "dqn":
         return batch.replay.sample(rows, np.random.default_rng(seed), device)["observations"]
@@ -95,10 +91,9 @@ def _captured(run: Callable[[], Any], device: torch.device, member: Member) -> C
 
 
 def _stats(samples: list[float]) -> dict[str, Any]:
-    p50, p99 = np.percentile(samples, [50, 99]) if samples else (None, None)
-    return {"p50_s": None if p50 is None else float(p50), "p99_s": None if p99 is None else float(p99),
-            "mean_s": statistics.fmean(samples) if samples else None, "n": len(samples),
-            "samples_s": [float(s) for s in samples]}
+    p50, p99 = map(float, np.percentile(samples, [50, 99])) if samples else (None, None)
+    return {"p50_s": p50, "p99_s": p99, "mean_s": statistics.fmean(samples) if samples else None,
+            "n": len(samples), "samples_s": [float(s) for s in samples]}
 
 
 class Together:

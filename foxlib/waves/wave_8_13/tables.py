@@ -75,9 +75,8 @@ def configuration_table(r: Measurement) -> pd.DataFrame:
     for name in r.order:
         info = r.models[name]
         cfg = info.config
-        keys = [k for k in KEY_SETTINGS if k in cfg]
-        rows.append({"model": name, "title": info.title, "precision": info.precision,
-                     "preset": info.preset, "key settings": ", ".join(f"{k}={cfg[k]}" for k in keys)})
+        rows.append({"model": name, "title": info.title, "precision": info.precision, "preset": info.preset,
+                     "key settings": ", ".join(f"{k}={cfg[k]}" for k in KEY_SETTINGS if k in cfg)})
     graphs = r.graph_mode
     if graphs and graphs.on:  # wave 8.12 recommended a captured step: how each model ran
         for row in rows:
@@ -135,13 +134,12 @@ def totals_table(r: Measurement, budgets: dict[str, dict[str, float]]) -> pd.Dat
         ("inference: + CUDA context = on the card", inf, f"must leave {mb(head, 0)} MB free"),
         ("inference: headroom on the card", card - inf, f"{100 * inf / card:.1f} % of the card used"),
     ]
-    nv = nvml_check(r)
     for phase in ("training", "inference"):
         vals = [v for v in r.nvml.values(phase) if v is not None]
         if vals:
             rows.append((f"{phase}: largest NVML process figure", max(vals),
                          f"{len(vals)} samples; what nvidia-smi shows ≈ context + reserved"))
-    rows.append(("largest NVML process figure", nv.max_bytes, nvml_text(r)))
+    rows.append(("largest NVML process figure", nvml_check(r).max_bytes, nvml_text(r)))
     for phase in ("training", "inference"):
         p = r.phase(phase)
         if p.nvml_end and p.nvml_end.process_used_bytes is not None:

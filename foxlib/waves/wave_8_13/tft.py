@@ -40,17 +40,11 @@ def _precision_and_overrides(rec: Any, source: str) -> tuple[str, dict[str, Any]
     nested = rec.get("tft_overrides") or {}
     if not isinstance(nested, dict):
         raise ValueError(f"tft_config from {source}: tft_overrides must be an object of TFT fields, got {nested!r}")
-    if "tft_overrides" in rec:  # 8.12's recommendation: its other keys (strategy, peak_bytes, reason...) describe it
-        overrides = dict(nested)
-    else:
-        overrides = {k: v for k, v in rec.items()
-                     if k not in ("precision", "cuda_graph", "options", "cublas_workspace")}
+    # 8.12's recommendation (tft_overrides): its other keys (strategy, peak_bytes, reason...) describe it
+    overrides = dict(nested) if "tft_overrides" in rec else {
+        k: v for k, v in rec.items() if k not in ("precision", "cuda_graph", "options", "cublas_workspace")}
     precision = rec.get("precision") or overrides.get("precision") or "fp32"
     overrides.pop("precision", None)
-    try:
-        check_precision(precision)
-    except ValueError as exc:
-        raise ValueError(f"tft_config from {source}: {exc}") from None
     return precision, overrides
 
 
@@ -98,6 +92,7 @@ def resolve_tft(tft_config: str, preset: str, device_short: str,
         source = "the tft_config parameter"
     precision, overrides = _precision_and_overrides(rec, source)
     try:
+        check_precision(precision)
         cfg = MODELS["tft"].config(preset, **overrides)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"tft_config from {source}: {exc}") from None
