@@ -494,9 +494,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             scratch = probe_kernel_scratch(k for k, _, _ in live.kernel_calls)
             live.add_kernel_scratch(scratch)
         # live at the start of the step: weights, buffers, optimizer state, the batch
-        state = list(accounting.iter_tensors(list(opt.state.values())))
-        weights = list(model.parameters()) + list(model.buffers())
-        own_live = (accounting.unique_bytes(weights + state, storage_id)
+        own_live = (accounting.unique_bytes([*model.parameters(), *model.buffers(),
+                                             *accounting.iter_tensors(list(opt.state.values()))], storage_id)
                     + accounting.unique_bytes(batch_tensors, storage_id))
         if not all(is_fake(p) for p in model.parameters()):
             raise AssertionError("predict: parameters became real during the step")
@@ -504,14 +503,10 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             device=f"predicted ({device.type})",
             device_name="none: fake tensors (torch._subclasses.fake_tensor.FakeTensorMode)",
             precision=precision,
-            n_parameters=sum(p.numel() for p in model.parameters()),
-            parameters=accounting.unique_bytes(weights, storage_id),
-            gradients=accounting.unique_bytes((p.grad for p in model.parameters()), storage_id),
-            optimizer_state=accounting.unique_bytes(state, storage_id),
+            **accounting.step_bytes(model, opt, batch, storage_id),
             activations=seen["activations"],
             activations_by_module=seen["by_module"],
             saved_tensor_saves=tracker.saves,
-            batch=accounting.unique_bytes(batch_tensors, storage_id),
             buffers=accounting.buffer_bytes(dict(buffers or {})),
             live_before_step=own_live,
             forward_peak=own_live + live.marked_peak,

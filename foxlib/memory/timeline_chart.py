@@ -118,8 +118,7 @@ def caption(series: Sequence[MemoryTimeline], budget_bytes: int | None = None) -
             "diamond: bytes live when the forward ended (what it keeps for backward); triangle: the step's peak, "
             "with the largest groups of allocations live at it named under the panel (grouped by the code "
             "that made them). ")
-    same = len({s.peak_bytes for s in series}) > 1 and max(s.peak_bytes for s in series) > 0
-    if len(series) > 1 and same:
+    if len({s.peak_bytes for s in series}) > 1 and max(s.peak_bytes for s in series) > 0:
         lo = min(series, key=lambda s: s.peak_bytes)
         hi = max(series, key=lambda s: s.peak_bytes)
         text += (f"Peaks range from {mb_text(lo.peak_bytes)} ({lo.label}) to {mb_text(hi.peak_bytes)} ({hi.label}). ")
