@@ -51,14 +51,10 @@ def environment_ceiling(env: dict[str, str] | None = None) -> tuple[int, str] | 
     """(rank, why) of the lowest cap the environment sets (DNNL_MAX_CPU_ISA, ATEN_CPU_CAPABILITY), or None; an
     unknown value counts as none (the library ignores it too)."""
     env = os.environ if env is None else env
-    found = []
-    aten = env.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-    if aten in _ATEN_RANK:
-        found.append((_ATEN_RANK[aten], f"ATEN_CPU_CAPABILITY={aten} is set"))
-    dnnl = env.get("DNNL_MAX_CPU_ISA", "").strip().upper()
-    if dnnl in _DNNL_RANK:
-        found.append((_DNNL_RANK[dnnl], f"DNNL_MAX_CPU_ISA={dnnl} is set"))
-    return min(found) if found else None
+    found = [(ranks[value], f"{name}={value} is set") for name, value, ranks in (
+        ("ATEN_CPU_CAPABILITY", env.get("ATEN_CPU_CAPABILITY", "").strip().lower(), _ATEN_RANK),
+        ("DNNL_MAX_CPU_ISA", env.get("DNNL_MAX_CPU_ISA", "").strip().upper(), _DNNL_RANK)) if value in ranks]
+    return min(found, default=None)
 
 
 @dataclass(frozen=True)

@@ -74,9 +74,8 @@ def error_pct(predicted: float, measured: float) -> float:
 
 
 def within(category: str, predicted: float, measured: float, device_type: str = "cpu", lstm: bool = False) -> bool:
-    if abs(predicted - measured) <= ABSOLUTE_SLACK_BYTES:
-        return True
-    return abs(error_pct(predicted, measured)) <= tolerance_pct(category, device_type, lstm)
+    return (abs(predicted - measured) <= ABSOLUTE_SLACK_BYTES
+            or abs(error_pct(predicted, measured)) <= tolerance_pct(category, device_type, lstm))
 
 
 def reason(category: str, device_type: str, lstm: bool = False) -> str:
