@@ -187,18 +187,15 @@ class LiveStorages(TorchDispatchMode):
         self._settle()
         self.marked_peak = self.peak
 
-    def add_kernel_scratch(self, inner_peak_bytes: Mapping[tuple, int]) -> int:
+    def add_kernel_scratch(self, inner_peak_bytes: Mapping[tuple, int]) -> None:
         """Raise the peaks by what the real kernels of the recorded SCRATCH_OPS calls hold inside themselves:
         at such a call the allocator holds the bytes live before it plus the call's own high-water mark
-        (`inner_peak_bytes`, from probe_kernel_scratch). Returns how many calls raised a peak."""
-        raised = 0
+        (`inner_peak_bytes`, from probe_kernel_scratch)."""
         for key, live_before, in_forward in self.kernel_calls:
             at = live_before + inner_peak_bytes.get(key, 0)
-            if at > self.peak:
-                self.peak, raised = at, raised + 1
-            if in_forward and self.marked_peak is not None and at > self.marked_peak:
-                self.marked_peak = at
-        return raised
+            self.peak = max(self.peak, at)
+            if in_forward and self.marked_peak is not None:
+                self.marked_peak = max(self.marked_peak, at)
 
     @contextlib.contextmanager
     def paused(self):
