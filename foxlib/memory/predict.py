@@ -266,8 +266,7 @@ def onednn_rnn_workspace_bytes(spec: tuple) -> int:
     on zeros of the same shapes and dtypes, outside every mode and autocast."""
     # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
     with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
-        out = _MKLDNN_RNN(*_probe_args(spec))
-        return out[3].untyped_storage().nbytes()
+        return _MKLDNN_RNN(*_probe_args(spec))[3].untyped_storage().nbytes()
 
 
 # losses whose reduced CPU result may be a view into the elementwise buffer (checked at run time)
@@ -330,8 +329,7 @@ class RealKernelSizes(TorchDispatchMode):
         elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
             if loss_keeps_elementwise_buffer(func, probe_spec(args)):
                 shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
-                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
-                out = buffer.view(-1)[0]
+                out = torch.empty(shape, dtype=out.dtype, device=out.device).view(-1)[0]
         return out
 
 

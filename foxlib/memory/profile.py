@@ -203,16 +203,12 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             torch.cuda.memory._record_memory_history(enabled=None)
         stats = allocator_stats(device)
         nvml = nvml_view(device)
-        cuda = {
-            **stats,
-            "allocated_at_step_start_bytes": allocated_at_start,
-            "nvml": nvml,
-            "context_bytes": (nvml["process_used_bytes"] - stats["reserved_bytes"])
-            if "process_used_bytes" in nvml else None,
-            "fragmentation": (stats["inactive_split_bytes"] / stats["reserved_bytes"])
-            if stats["reserved_bytes"] else 0.0,
-            "snapshot": snapshot_path,
-        }
+        cuda = {**stats, "allocated_at_step_start_bytes": allocated_at_start, "nvml": nvml,
+                "context_bytes": (nvml["process_used_bytes"] - stats["reserved_bytes"])
+                if "process_used_bytes" in nvml else None,
+                "fragmentation": (stats["inactive_split_bytes"] / stats["reserved_bytes"])
+                if stats["reserved_bytes"] else 0.0,
+                "snapshot": snapshot_path}
         live_before = allocated_at_start - workspace
         method = ("CUDA caching allocator: max_memory_allocated() after reset_peak_memory_stats(), less the "
                   "workspaces allocated before the step (workspace_bytes)")

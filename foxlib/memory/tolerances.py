@@ -107,7 +107,6 @@ def compare(predicted: MemoryProfile | FailedPrediction | None, measured: Memory
         why = predicted.error if predicted else "no prediction in this measurement (made before predictions existed)"
         return pd.DataFrame([{c: None for c in cols} | {"category": "all", "within": False, "why": why}], columns=cols)
     rows = []
-    foreign = measured.workspace_bytes
     lstm = runs_lstm(predicted, measured)
     for c in CATEGORIES:
         p, m = float(getattr(predicted, c)), float(getattr(measured, c))
@@ -118,7 +117,7 @@ def compare(predicted: MemoryProfile | FailedPrediction | None, measured: Memory
         rows.append({"category": LABELS[c], "predicted (MB)": p / MB, "measured (MB)": m / MB,
                      "error (%)": round(error_pct(p, m), 2), "tolerance (%)": tolerance_pct(c, device_type, lstm),
                      "within": ok, "why": why})
-    if foreign:
+    if foreign := measured.workspace_bytes:
         rows.append({"category": NON_TENSOR_LABEL, "predicted (MB)": None, "measured (MB)": foreign / MB,
                      "error (%)": None, "tolerance (%)": None, "within": "—",
                      "why": "not a tensor of the step: taken out of the measured peaks above, shown here"})
