@@ -29,11 +29,8 @@ def _leaves(obj: Any, kind: type) -> Iterator:
     """Every `kind` inside nested dicts, lists, tuples and objects with __dict__ (modules and classes excluded)."""
     if isinstance(obj, kind):
         yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _leaves(v, kind)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
+    elif isinstance(obj, (dict, list, tuple)):
+        for v in obj.values() if isinstance(obj, dict) else obj:
             yield from _leaves(v, kind)
     elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type, torch.Tensor)):
         yield from _leaves(vars(obj), kind)
@@ -50,9 +47,8 @@ def iter_arrays(obj: Any) -> Iterator[np.ndarray]:
 
 def array_bytes(obj: Any) -> int:
     """The numpy arrays inside `obj` (host memory), each base array once."""
-    arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
-              for a in iter_arrays(obj)}
-    return sum(a.nbytes for a in arrays.values())
+    bases = (a if a.base is None else a.base for a in iter_arrays(obj))
+    return sum(a.nbytes for a in {id(a): a for a in bases}.values())
 
 
 def parameter_bytes(model: torch.nn.Module, key: StorageKey = storage_key) -> int:
@@ -66,7 +62,7 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer, key: StorageKey = st
 
 def step_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any,
                key: StorageKey = storage_key) -> dict[str, int]:
-    """A step's persistent categories (bytes; n_parameters, elements) and its batch's bytes, by ProfiledStep's names."""
+    """A step's persistent categories and its batch in bytes (n_parameters: elements), under ProfiledStep's names."""
     return {"n_parameters": sum(p.numel() for p in model.parameters()), "parameters": parameter_bytes(model, key),
             "gradients": unique_bytes((p.grad for p in model.parameters()), key),
             "optimizer_state": optimizer_state_bytes(optimizer, key), "batch": unique_bytes(iter_tensors(batch), key)}

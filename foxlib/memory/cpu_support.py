@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import time
+import timeit
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +84,7 @@ def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> l
 def _print_caps() -> int:
     """One line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)."""
     for plan in runnable_caps(cpu_flags()):
-        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten}"
-              + (f" {plan.reason}" if plan.reason else ""))
+        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten} {plan.reason}".rstrip())
     return 0
 
 
@@ -133,12 +132,7 @@ def kernel_speed(precision: str) -> KernelSpeed:
     def best(dtype) -> float:
         x, y = a.to(dtype), b.to(dtype)
         x @ y, x @ y
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            x @ y
-            times.append(time.perf_counter() - start)
-        return min(times)
+        return min(timeit.repeat(lambda: x @ y, repeat=5, number=1))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -5,6 +5,7 @@ has reserved; the allocator's `allocated` is what tensors use: NVML ≈ context 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -80,10 +81,8 @@ def nvml_view(device: torch.device) -> dict[str, Any]:
     except Exception as exc:
         return {"available": False, "note": f"NVML query failed: {exc}"}
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 @dataclasses.dataclass(frozen=True)
