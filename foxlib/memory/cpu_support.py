@@ -70,8 +70,7 @@ def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> l
     ceiling = environment_ceiling(env)
     out = []
     for cap in CAPS:
-        missing = sorted(cap.flags - flags)
-        if missing:
+        if missing := sorted(cap.flags - flags):
             out.append(CapPlan(cap, False, f"this CPU lacks {', '.join(missing)}: torch would stop with "
                                           "'Illegal instruction'"))
         elif ceiling is not None and cap.rank > ceiling[0]:

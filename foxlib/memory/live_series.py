@@ -165,8 +165,7 @@ def group_owners(live: Iterable[LiveAllocation], phases: Sequence[Phase], top: i
         big = max(members, key=lambda a: a.bytes)
         out.append(PeakOwner(name=name, bytes=sum(a.bytes for a in members), count=len(members),
                              phase=phase_at(phases, big.x_ms), frames=big.frames))
-    out.sort(key=lambda o: (-o.bytes, o.name))
-    return out[:top]
+    return sorted(out, key=lambda o: (-o.bytes, o.name))[:top]
 
 
 def downsample(x: Sequence[float], y: Sequence[int], max_points: int = MAX_POINTS) -> tuple[list[float], list[int]]:
