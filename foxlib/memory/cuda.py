@@ -109,7 +109,6 @@ def bare_context(device: torch.device) -> BareContext | None:
     before = torch.cuda.memory_allocated(device)
     (x @ x).sum().item()
     workspace = torch.cuda.memory_allocated(device) - before - 512  # the product's result: one 512 B block
-    del x
     return BareContext(used, reserved, None if used is None else used - reserved, nvml.get("note"), max(workspace, 0))
 
 

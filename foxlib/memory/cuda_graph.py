@@ -150,15 +150,13 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     loss = float(step.capture()())
     torch.cuda.synchronize(device)
     stats = allocator_stats(device)
-    out = GraphedProfile(
+    return GraphedProfile(
         device=str(device), device_name=torch.cuda.get_device_name(device), precision=precision,
         **accounting.step_bytes(model, optimizer, step.inputs),
         peak=torch.cuda.max_memory_allocated(device) - workspace, workspace_bytes=workspace,
         loss=loss, peak_method=METHOD, warmup_steps=WARMUP_STEPS,
         cuda={**stats, "workspace_of_other_streams_bytes": other_streams,
               "workspace_of_capture_stream_bytes": workspace - other_streams})
-    del step
-    return out
 
 
 def own_workspace(profile: MemoryProfile | GraphedProfile) -> int:
