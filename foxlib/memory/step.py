@@ -54,9 +54,7 @@ class TrainingStep:
         self.model, self.batch, self.loss_fn = model, batch, loss_fn
         self.optimizer, self.precision = optimizer, precision
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        if scaler is None and precision == "fp16":
-            scaler = torch.amp.GradScaler(self.device.type)
-        self.scaler = scaler
+        self.scaler = torch.amp.GradScaler(self.device.type) if scaler is None and precision == "fp16" else scaler
         self.clip = clip
 
     def __call__(self, batch: Any = None, *, tracker: Any = None, check: str | None = None,
