@@ -126,7 +126,7 @@ class Replay:
 
     def __init__(self, start: int):
         self.x, self.live, self.alive = [0.0], [start], {}
-        self.peak, self.peak_i, self.at_peak = start, 0, {}
+        self.peak, self.peak_x, self.at_peak = start, 0.0, {}
 
     def add(self, x: float, delta: int, addr: int, made: LiveAllocation | None = None):
         """An event at x ms: `delta` bytes live more (fewer), `made` the allocation now at `addr` (None: freed)."""
@@ -137,22 +137,20 @@ class Replay:
         self.x.append(x)
         self.live.append(self.live[-1] + delta)
         if self.live[-1] > self.peak:
-            self.peak, self.peak_i, self.at_peak = self.live[-1], len(self.live) - 1, dict(self.alive)
+            self.peak, self.peak_x, self.at_peak = self.live[-1], x, dict(self.alive)
 
 
 def finish_series(replay: Replay, *, label: str, device: str, phases: tuple[Phase, ...], phase_source: str,
                   source: str, method: str, max_points: int,
                   reconstruction_error_bytes: int | None = None) -> MemoryTimeline:
-    peak_x = replay.x[replay.peak_i]
     forward_end_bytes = replay.live[max(bisect.bisect_right(replay.x, phases[0].end_ms) - 1, 0)] if phases else None
     xs, ys = downsample(replay.x, replay.live, max_points)
     return MemoryTimeline(
         label=label, device=device, x_ms=tuple(xs), live_bytes=tuple(ys), phases=phases,
-        phase_source=phase_source, peak_bytes=replay.peak, peak_ms=peak_x, peak_phase=phase_at(phases, peak_x),
-        owners=tuple(group_owners(replay.at_peak.values(), phases)), start_bytes=replay.live[0],
-        events=len(replay.x) - 1,
-        source=source, method=method, reconstruction_error_bytes=reconstruction_error_bytes,
-        forward_end_bytes=forward_end_bytes)
+        phase_source=phase_source, peak_bytes=replay.peak, peak_ms=replay.peak_x,
+        peak_phase=phase_at(phases, replay.peak_x), owners=tuple(group_owners(replay.at_peak.values(), phases)),
+        start_bytes=replay.live[0], events=len(replay.x) - 1, source=source, method=method,
+        reconstruction_error_bytes=reconstruction_error_bytes, forward_end_bytes=forward_end_bytes)
 
 
 def group_owners(live: Iterable[LiveAllocation], phases: Sequence[Phase], top: int = 5) -> list[PeakOwner]:
