@@ -80,13 +80,6 @@ def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> l
     return out
 
 
-def _print_caps() -> int:
-    """One line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)."""
-    for plan in runnable_caps(cpu_flags()):
-        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten} {plan.reason}".rstrip())
-    return 0
-
-
 SLOW_PATH_RATIO = 4.0
 """A 16-bit matrix product this many times slower than fp32's (or more) runs without kernels for it. With
 kernels a 16-bit product takes about fp32's time or less; through the conversion path (no kernels, or under the AVX2
@@ -145,7 +138,10 @@ def kernel_speed(precision: str) -> KernelSpeed:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["caps"]:
-        return _print_caps()
+        # one line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)
+        for plan in runnable_caps(cpu_flags()):
+            print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten} {plan.reason}".rstrip())
+        return 0
     if len(argv) == 2 and argv[0] == "kernels":
         print(kernel_speed(argv[1]).to_dict())
         return 0
