@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+StorageKey = Callable[[torch.Tensor], tuple]  # tells storages apart: storage_key, or predict.py's storage_id
+
 
 def storage_key(t: torch.Tensor) -> tuple[str, int, int]:
     """(device, data_ptr, nbytes) of the tensor's untyped storage: equal for every view of it."""
@@ -18,7 +20,7 @@ def storage_key(t: torch.Tensor) -> tuple[str, int, int]:
     return (str(t.device), s.data_ptr(), s.nbytes())
 
 
-def unique_bytes(tensors: Iterable[torch.Tensor | None], key: Callable[[torch.Tensor], tuple] = storage_key) -> int:
+def unique_bytes(tensors: Iterable[torch.Tensor | None], key: StorageKey = storage_key) -> int:
     """Bytes of the distinct storages behind `tensors` (views and repeats counted once), told apart by `key`."""
     return sum(k[2] for k in {key(t) for t in tensors if t is not None})
 
@@ -27,11 +29,8 @@ def _leaves(obj: Any, kind: type) -> Iterator:
     """Every `kind` inside nested dicts, lists, tuples and objects with __dict__ (modules and classes excluded)."""
     if isinstance(obj, kind):
         yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _leaves(v, kind)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
+    elif isinstance(obj, (dict, list, tuple)):
+        for v in obj.values() if isinstance(obj, dict) else obj:
             yield from _leaves(v, kind)
     elif hasattr(obj, "__dict__") and not isinstance(obj, (torch.nn.Module, type, torch.Tensor)):
         yield from _leaves(vars(obj), kind)
@@ -48,22 +47,25 @@ def iter_arrays(obj: Any) -> Iterator[np.ndarray]:
 
 def array_bytes(obj: Any) -> int:
     """The numpy arrays inside `obj` (host memory), each base array once."""
-    arrays = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a)
-              for a in iter_arrays(obj)}
-    return sum(a.nbytes for a in arrays.values())
+    bases = (a if a.base is None else a.base for a in iter_arrays(obj))
+    return sum(a.nbytes for a in {id(a): a for a in bases}.values())
 
 
-def parameter_bytes(model: torch.nn.Module) -> int:
+def parameter_bytes(model: torch.nn.Module, key: StorageKey = storage_key) -> int:
     """Weights and registered buffers, each storage once."""
-    return unique_bytes(list(model.parameters()) + list(model.buffers()))
+    return unique_bytes(list(model.parameters()) + list(model.buffers()), key)
 
 
-def gradient_bytes(model: torch.nn.Module) -> int:
-    return unique_bytes(p.grad for p in model.parameters() if p.grad is not None)
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer, key: StorageKey = storage_key) -> int:
+    return unique_bytes(iter_tensors(list(optimizer.state.values())), key)
 
 
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    return unique_bytes(iter_tensors(list(optimizer.state.values())))
+def step_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any,
+               key: StorageKey = storage_key) -> dict[str, int]:
+    """A step's persistent categories and its batch in bytes (n_parameters: elements), under ProfiledStep's names."""
+    return {"n_parameters": sum(p.numel() for p in model.parameters()), "parameters": parameter_bytes(model, key),
+            "gradients": unique_bytes((p.grad for p in model.parameters()), key),
+            "optimizer_state": optimizer_state_bytes(optimizer, key), "batch": unique_bytes(iter_tensors(batch), key)}
 
 
 def buffer_bytes(buffers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -73,9 +75,8 @@ def buffer_bytes(buffers: dict[str, Any]) -> dict[str, dict[str, Any]]:
         tensors = list(iter_tensors(obj))
         device_bytes = unique_bytes(t for t in tensors if t.device.type != "cpu")
         host_bytes = unique_bytes(t for t in tensors if t.device.type == "cpu") + array_bytes(obj)
-        out[name] = {"bytes": device_bytes + host_bytes,
-                     "lives_in": "device" if device_bytes and not host_bytes else
-                                 "host" if host_bytes and not device_bytes else "device+host" if host_bytes else "none",
+        lives_in = "+".join(where for where, n in (("device", device_bytes), ("host", host_bytes)) if n) or "none"
+        out[name] = {"bytes": device_bytes + host_bytes, "lives_in": lives_in,
                      "device_bytes": device_bytes, "host_bytes": host_bytes}
     return out
 
@@ -85,8 +86,8 @@ class SavedTensorTracker:
     that saved them: a context around forward + loss; read live_bytes() and by_module() while the graph is held.
     `key` tells storages apart (predict.py's storage_id tells fake ones apart by identity)."""
 
-    def __init__(self, model: torch.nn.Module, key: Callable[[torch.Tensor], tuple] = storage_key):
-        self.key = key  # storage_key, or predict.py's storage_id
+    def __init__(self, model: torch.nn.Module, key: StorageKey = storage_key):
+        self.key = key
         self._exclude = {self.key(t) for t in list(model.parameters()) + list(model.buffers())}
         self._saved: dict[tuple[str, int, int], tuple[StorageWeakRef, str]] = {}
         self._where = ["loss"]  # label of the code now running
@@ -96,7 +97,7 @@ class SavedTensorTracker:
 
     def _pack(self, t: torch.Tensor):
         self.saves += 1
-        if t.layout == torch.strided or t.layout == torch.sparse_coo:
+        if t.layout in (torch.strided, torch.sparse_coo):
             try:
                 key = self.key(t)
             except (RuntimeError, NotImplementedError):  # tensor subclasses without storage
@@ -109,14 +110,9 @@ class SavedTensorTracker:
 
     def __enter__(self):
         self._where = ["loss"]  # outside the model's forward: the loss function
-        top = self._model
-        self._handles.append(top.register_forward_pre_hook(lambda m, a: self._where.append("(model body)")))
-        self._handles.append(top.register_forward_hook(lambda m, a, o: (self._where.pop(), None)[1]))
-        for name, child in top.named_children():
-            self._handles.append(child.register_forward_pre_hook(
-                lambda m, a, name=name: self._where.append(name)))
-            self._handles.append(child.register_forward_hook(
-                lambda m, a, o: (self._where.pop(), None)[1]))
+        for name, module in [("(model body)", self._model), *self._model.named_children()]:
+            self._handles.append(module.register_forward_pre_hook(lambda m, a, name=name: self._where.append(name)))
+            self._handles.append(module.register_forward_hook(lambda m, a, o: (self._where.pop(), None)[1]))
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self._hooks.__enter__()
         return self

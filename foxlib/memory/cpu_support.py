@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import time
+import timeit
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,14 +51,10 @@ def environment_ceiling(env: dict[str, str] | None = None) -> tuple[int, str] | 
     """(rank, why) of the lowest cap the environment sets (DNNL_MAX_CPU_ISA, ATEN_CPU_CAPABILITY), or None; an
     unknown value counts as none (the library ignores it too)."""
     env = os.environ if env is None else env
-    found = []
-    aten = env.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-    if aten in _ATEN_RANK:
-        found.append((_ATEN_RANK[aten], f"ATEN_CPU_CAPABILITY={aten} is set"))
-    dnnl = env.get("DNNL_MAX_CPU_ISA", "").strip().upper()
-    if dnnl in _DNNL_RANK:
-        found.append((_DNNL_RANK[dnnl], f"DNNL_MAX_CPU_ISA={dnnl} is set"))
-    return min(found) if found else None
+    found = [(ranks[value], f"{name}={value} is set") for name, value, ranks in (
+        ("ATEN_CPU_CAPABILITY", env.get("ATEN_CPU_CAPABILITY", "").strip().lower(), _ATEN_RANK),
+        ("DNNL_MAX_CPU_ISA", env.get("DNNL_MAX_CPU_ISA", "").strip().upper(), _DNNL_RANK)) if value in ranks]
+    return min(found, default=None)
 
 
 @dataclass(frozen=True)
@@ -74,8 +70,7 @@ def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> l
     ceiling = environment_ceiling(env)
     out = []
     for cap in CAPS:
-        missing = sorted(cap.flags - flags)
-        if missing:
+        if missing := sorted(cap.flags - flags):
             out.append(CapPlan(cap, False, f"this CPU lacks {', '.join(missing)}: torch would stop with "
                                           "'Illegal instruction'"))
         elif ceiling is not None and cap.rank > ceiling[0]:
@@ -83,14 +78,6 @@ def runnable_caps(flags: frozenset[str], env: dict[str, str] | None = None) -> l
         else:
             out.append(CapPlan(cap, True))
     return out
-
-
-def _print_caps() -> int:
-    """One line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)."""
-    for plan in runnable_caps(cpu_flags()):
-        print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten}"
-              + (f" {plan.reason}" if plan.reason else ""))
-    return 0
 
 
 SLOW_PATH_RATIO = 4.0
@@ -137,12 +124,7 @@ def kernel_speed(precision: str) -> KernelSpeed:
     def best(dtype) -> float:
         x, y = a.to(dtype), b.to(dtype)
         x @ y, x @ y
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            x @ y
-            times.append(time.perf_counter() - start)
-        return min(times)
+        return min(timeit.repeat(lambda: x @ y, repeat=5, number=1))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -156,7 +138,10 @@ def kernel_speed(precision: str) -> KernelSpeed:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["caps"]:
-        return _print_caps()
+        # one line per cap, `RUN <dnnl> <aten>` or `SKIP <dnnl> <aten> <reason>` (scripts/test-isa.sh reads it)
+        for plan in runnable_caps(cpu_flags()):
+            print(f"{'RUN' if plan.runs else 'SKIP'} {plan.cap.dnnl} {plan.cap.aten} {plan.reason}".rstrip())
+        return 0
     if len(argv) == 2 and argv[0] == "kernels":
         print(kernel_speed(argv[1]).to_dict())
         return 0

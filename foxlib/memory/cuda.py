@@ -5,6 +5,7 @@ has reserved; the allocator's `allocated` is what tensors use: NVML ≈ context 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -80,10 +81,8 @@ def nvml_view(device: torch.device) -> dict[str, Any]:
     except Exception as exc:
         return {"available": False, "note": f"NVML query failed: {exc}"}
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +109,6 @@ def bare_context(device: torch.device) -> BareContext | None:
     before = torch.cuda.memory_allocated(device)
     (x @ x).sum().item()
     workspace = torch.cuda.memory_allocated(device) - before - 512  # the product's result: one 512 B block
-    del x
     return BareContext(used, reserved, None if used is None else used - reserved, nvml.get("note"), max(workspace, 0))
 
 

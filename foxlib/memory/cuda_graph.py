@@ -98,9 +98,8 @@ def bytes_outside_step(model: torch.nn.Module, batch: Any, optimizer: torch.opti
     the optimizer's state): cuBLAS workspaces of every stream used, and anything else the process keeps.
     Taken after the eager warm-up, it is what a graphed step's model peak leaves out."""
     device = next(model.parameters()).device
-    mine = (list(model.parameters()) + list(model.buffers()) + list(accounting.iter_tensors(batch))
-            + [p.grad for p in model.parameters() if p.grad is not None]
-            + list(accounting.iter_tensors(list(optimizer.state.values()))))
+    mine = [*model.parameters(), *model.buffers(), *accounting.iter_tensors([batch, list(optimizer.state.values())]),
+            *(p.grad for p in model.parameters() if p.grad is not None)]
     return max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(mine, device))
 
 
@@ -151,18 +150,13 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     loss = float(step.capture()())
     torch.cuda.synchronize(device)
     stats = allocator_stats(device)
-    out = GraphedProfile(
+    return GraphedProfile(
         device=str(device), device_name=torch.cuda.get_device_name(device), precision=precision,
-        n_parameters=sum(p.numel() for p in model.parameters()),
-        parameters=accounting.parameter_bytes(model), gradients=accounting.gradient_bytes(model),
-        optimizer_state=accounting.optimizer_state_bytes(optimizer),
-        batch=accounting.unique_bytes(accounting.iter_tensors(step.inputs)),
+        **accounting.step_bytes(model, optimizer, step.inputs),
         peak=torch.cuda.max_memory_allocated(device) - workspace, workspace_bytes=workspace,
         loss=loss, peak_method=METHOD, warmup_steps=WARMUP_STEPS,
         cuda={**stats, "workspace_of_other_streams_bytes": other_streams,
               "workspace_of_capture_stream_bytes": workspace - other_streams})
-    del step
-    return out
 
 
 def own_workspace(profile: MemoryProfile | GraphedProfile) -> int:

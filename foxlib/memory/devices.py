@@ -1,6 +1,7 @@
 """Which device to measure on, and the short name its reports are filed under."""
 from __future__ import annotations
 
+import contextlib
 import platform
 import re
 
@@ -42,13 +43,10 @@ def short_name(device: torch.device) -> str:
 
 def cpu_name() -> str:
     """The processor's model name (/proc/cpuinfo), else what the platform says."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or "CPU"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import pickle
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from foxlib.core.schema import Record
@@ -107,9 +107,7 @@ def load(path: str, *, label: str = "", max_points: int = MAX_POINTS) -> MemoryT
         is_json = f.read(1) == b"{"
         f.seek(0)
         data = json.load(f) if is_json else pickle.load(f)
-    if is_json:
-        return from_cpu_events(data, label=label, max_points=max_points, source=path)
-    return from_cuda_snapshot(data, label=label, max_points=max_points, source=path)
+    return (from_cpu_events if is_json else from_cuda_snapshot)(data, label=label, max_points=max_points, source=path)
 
 
 # ----------------------------------------------------------------------------- building a series
@@ -123,37 +121,36 @@ class LiveAllocation:
     frames: tuple[str, ...] = ()
 
 
-@dataclass
 class Replay:
-    """A full-resolution series while it is built: one point per event."""
-    x: list[float] = field(default_factory=list)
-    live: list[int] = field(default_factory=list)
-    peak: int = -1
-    peak_i: int = 0
-    at_peak: dict[int, LiveAllocation] = field(default_factory=dict)
+    """A full-resolution series while it is built: one point per event, from `start` bytes live at 0 ms."""
 
-    def add(self, x: float, live: int, alive: dict[int, LiveAllocation]):
+    def __init__(self, start: int):
+        self.x, self.live, self.alive = [0.0], [start], {}
+        self.peak, self.peak_x, self.at_peak = start, 0.0, {}
+
+    def add(self, x: float, delta: int, addr: int, made: LiveAllocation | None = None):
+        """An event at x ms: `delta` bytes live more (fewer), `made` the allocation now at `addr` (None: freed)."""
+        if made is None:
+            self.alive.pop(addr, None)
+        else:
+            self.alive[addr] = made
         self.x.append(x)
-        self.live.append(live)
-        if live > self.peak:
-            self.peak, self.peak_i, self.at_peak = live, len(self.live) - 1, dict(alive)
+        self.live.append(self.live[-1] + delta)
+        if self.live[-1] > self.peak:
+            self.peak, self.peak_x, self.at_peak = self.live[-1], x, dict(self.alive)
 
 
 def finish_series(replay: Replay, *, label: str, device: str, phases: tuple[Phase, ...], phase_source: str,
-                  start_bytes: int, events: int, source: str, method: str, max_points: int,
+                  source: str, method: str, max_points: int,
                   reconstruction_error_bytes: int | None = None) -> MemoryTimeline:
-    peak_x = replay.x[replay.peak_i]
-    forward_end_bytes = None
-    if phases:
-        i = bisect.bisect_right(replay.x, phases[0].end_ms) - 1
-        forward_end_bytes = replay.live[max(i, 0)]
+    forward_end_bytes = replay.live[max(bisect.bisect_right(replay.x, phases[0].end_ms) - 1, 0)] if phases else None
     xs, ys = downsample(replay.x, replay.live, max_points)
     return MemoryTimeline(
         label=label, device=device, x_ms=tuple(xs), live_bytes=tuple(ys), phases=phases,
-        phase_source=phase_source, peak_bytes=replay.peak, peak_ms=peak_x, peak_phase=phase_at(phases, peak_x),
-        owners=tuple(group_owners(replay.at_peak.values(), phases)), start_bytes=start_bytes, events=events,
-        source=source, method=method, reconstruction_error_bytes=reconstruction_error_bytes,
-        forward_end_bytes=forward_end_bytes)
+        phase_source=phase_source, peak_bytes=replay.peak, peak_ms=replay.peak_x,
+        peak_phase=phase_at(phases, replay.peak_x), owners=tuple(group_owners(replay.at_peak.values(), phases)),
+        start_bytes=replay.live[0], events=len(replay.x) - 1, source=source, method=method,
+        reconstruction_error_bytes=reconstruction_error_bytes, forward_end_bytes=forward_end_bytes)
 
 
 def group_owners(live: Iterable[LiveAllocation], phases: Sequence[Phase], top: int = 5) -> list[PeakOwner]:
@@ -166,8 +163,7 @@ def group_owners(live: Iterable[LiveAllocation], phases: Sequence[Phase], top: i
         big = max(members, key=lambda a: a.bytes)
         out.append(PeakOwner(name=name, bytes=sum(a.bytes for a in members), count=len(members),
                              phase=phase_at(phases, big.x_ms), frames=big.frames))
-    out.sort(key=lambda o: (-o.bytes, o.name))
-    return out[:top]
+    return sorted(out, key=lambda o: (-o.bytes, o.name))[:top]
 
 
 def downsample(x: Sequence[float], y: Sequence[int], max_points: int = MAX_POINTS) -> tuple[list[float], list[int]]:
@@ -180,13 +176,9 @@ def downsample(x: Sequence[float], y: Sequence[int], max_points: int = MAX_POINT
         return list(x), list(y)
     buckets = max_points // 2 - 1
     keep = {0, n - 1}
-    for b in range(buckets):
-        lo, hi = b * n // buckets, (b + 1) * n // buckets
-        if hi <= lo:
-            continue
-        seg = range(lo, hi)
-        keep.add(min(seg, key=lambda i: y[i]))
-        keep.add(max(seg, key=lambda i: y[i]))
+    for b in range(buckets):  # n > buckets: every run holds at least one event
+        seg = range(b * n // buckets, (b + 1) * n // buckets)
+        keep |= {min(seg, key=y.__getitem__), max(seg, key=y.__getitem__)}
     idx = sorted(keep)
     return [x[i] for i in idx], [y[i] for i in idx]
 
@@ -248,21 +240,12 @@ def from_cpu_events(events: dict[str, Any], *, label: str = "", max_points: int 
     fwd = next((r[1] for r in ranges if r[0] == MARK_FORWARD_END), None)
     opt = next((r for r in ranges if r[0].startswith(OPTIMIZER_STEP_PREFIX)), (None, None, None))
     phases = step_phases(ms(fwd), ms(opt[1]), ms(opt[2]), ms(max(times)))
-    live = start = int(events["live_at_start_bytes"])
-    alive: dict[int, LiveAllocation] = {}
-    replay = Replay()
-    replay.add(0.0, live, alive)
+    replay = Replay(int(events["live_at_start_bytes"]))
     for t, d, addr, ops in allocations:
         x = ms(t)
-        live += d
-        if d > 0:
-            alive[addr] = LiveAllocation(d, cpu_owner_name(ops), x, tuple(ops[:6]))
-        else:
-            alive.pop(addr, None)
-        replay.add(x, live, alive)
+        replay.add(x, d, addr, LiveAllocation(d, cpu_owner_name(ops), x, tuple(ops[:6])) if d > 0 else None)
     return finish_series(replay, label=label, device="cpu", phases=phases,
-                         phase_source="annotations" if phases else "none: no forward mark in the record",
-                         start_bytes=start, events=len(allocations), source=source,
+                         phase_source="annotations" if phases else "none: no forward mark in the record", source=source,
                          method=("CPU: tensors live at the start + running sum of the CPU allocator's allocation "
                                  "events (torch.profiler, profile_memory=True)"), max_points=max_points)
 
@@ -279,6 +262,7 @@ NO_STACKS_OWNER = "unnamed: the history was recorded without stacks"
 LIBRARY_PATHS = ("/torch/", "/site-packages/", "<frozen", "/lib/python3")
 GENERIC_FRAMES = {"forward", "_loop", "_run", "_body", "_batched", "inner", "loss", "step", "__call__", "_call_impl",
                   "_wrapped_call_impl", "profile_step", "measure", "main"}  # frames too common to name an owner
+RUNNER_FRAMES = ("step", "profile_step")  # the runner's own frames: never an owner
 
 
 def round_size(size: int) -> int:
@@ -294,12 +278,12 @@ def is_library(f: dict[str, Any]) -> bool:
     return any(s in f["filename"] for s in LIBRARY_PATHS)
 
 
-def cuda_owner_name(frames: Sequence[dict[str, Any]], in_backward: bool, runner: Sequence[str] = ()) -> str:
+def cuda_owner_name(frames: Sequence[dict[str, Any]], in_backward: bool) -> str:
     """A short name for where an allocation was made, from its Python stack (innermost first)."""
     if not frames:
         return ("backward: the autograd engine (no Python stack on its thread)" if in_backward
                 else "no Python stack (made by C++ code)")
-    user = [f for f in frames if not is_library(f) and f["name"] not in runner]
+    user = [f for f in frames if not is_library(f) and f["name"] not in RUNNER_FRAMES]
     recompute = in_backward and any("torch/utils/checkpoint.py" in f["filename"] for f in frames)
     torch_fn = frames[0]["name"] if is_library(frames[0]) else ""
     if not user:
@@ -378,20 +362,14 @@ def from_cuda_snapshot(snapshot: dict[str, Any], *, label: str = "", max_points:
     phases = step_phases(ms(fwd), ms(opt_start), ms(opt_end), ms(max(times)))
     if not phases:
         phase_source = "none: the snapshot has no forward mark and its stacks do not show where backward began"
-    runner = ("step", "profile_step")
     # a history recorded without stacks (record_cuda_history("none")) names no owner
     has_stacks = any(e.get("frames") for e in trace if e["action"] == "alloc")
 
     # replay
     seg_starts = sorted(segments)
     alloc_starts = sorted(allocated)
-    live = sum(allocated.values())
-    start_bytes = live
-    alive: dict[int, LiveAllocation] = {}
     sizes = dict(allocated)
-    replay = Replay()
-    replay.add(0.0, live, alive)
-    n_events = 0
+    replay = Replay(sum(allocated.values()))
     for e in trace:
         a, addr = e["action"], e["addr"]
         if a == "segment_alloc":
@@ -404,30 +382,25 @@ def from_cuda_snapshot(snapshot: dict[str, Any], *, label: str = "", max_points:
             continue
         if a not in ("alloc", "free_completed"):
             continue
-        n_events += 1
         x = ms(e["time_us"])
         if a == "alloc":
             size = block_size(addr, e["size"], seg_starts, segments, alloc_starts) if exact else round_size(e["size"])
             sizes[addr] = size
             bisect.insort(alloc_starts, addr)
-            live += size
             frames = e.get("frames", [])
-            in_backward = phase_at(phases, x) == "backward"
-            owner = cuda_owner_name(frames, in_backward, runner) if has_stacks else NO_STACKS_OWNER
-            alive[addr] = LiveAllocation(size, owner, x, user_frames(frames))
+            owner = cuda_owner_name(frames, phase_at(phases, x) == "backward") if has_stacks else NO_STACKS_OWNER
+            replay.add(x, size, addr, LiveAllocation(size, owner, x, user_frames(frames)))
         else:
-            live -= sizes.pop(addr, round_size(e["size"]))
-            alive.pop(addr, None)
             remove_sorted(alloc_starts, addr)
-        replay.add(x, live, alive)
+            replay.add(x, -sizes.pop(addr, round_size(e["size"])), addr)
     method = ("CUDA allocator snapshot: its trace replayed on the allocator's address map (blocks: requests "
               "rounded to 512 B; a large block left whole when at most 1 MiB would remain), from the "
               "blocks allocated at the trace's start" + ("" if exact else
               "; approximate: expandable segments or roundup_power2_divisions are set, blocks taken as "
               "rounded requests"))
     return finish_series(replay, label=label, device="cuda", phases=phases, phase_source=phase_source,
-                         start_bytes=start_bytes, events=n_events, source=source, method=method,
-                         max_points=max_points, reconstruction_error_bytes=live - end_allocated)
+                         source=source, method=method, max_points=max_points,
+                         reconstruction_error_bytes=replay.live[-1] - end_allocated)
 
 
 def remove_sorted(starts: list[int], addr: int) -> None:

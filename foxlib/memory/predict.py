@@ -187,18 +187,15 @@ class LiveStorages(TorchDispatchMode):
         self._settle()
         self.marked_peak = self.peak
 
-    def add_kernel_scratch(self, inner_peak_bytes: Mapping[tuple, int]) -> int:
+    def add_kernel_scratch(self, inner_peak_bytes: Mapping[tuple, int]) -> None:
         """Raise the peaks by what the real kernels of the recorded SCRATCH_OPS calls hold inside themselves:
         at such a call the allocator holds the bytes live before it plus the call's own high-water mark
-        (`inner_peak_bytes`, from probe_kernel_scratch). Returns how many calls raised a peak."""
-        raised = 0
+        (`inner_peak_bytes`, from probe_kernel_scratch)."""
         for key, live_before, in_forward in self.kernel_calls:
             at = live_before + inner_peak_bytes.get(key, 0)
-            if at > self.peak:
-                self.peak, raised = at, raised + 1
-            if in_forward and self.marked_peak is not None and at > self.marked_peak:
-                self.marked_peak = at
-        return raised
+            self.peak = max(self.peak, at)
+            if in_forward and self.marked_peak is not None:
+                self.marked_peak = max(self.marked_peak, at)
 
     @contextlib.contextmanager
     def paused(self):
@@ -269,8 +266,7 @@ def onednn_rnn_workspace_bytes(spec: tuple) -> int:
     on zeros of the same shapes and dtypes, outside every mode and autocast."""
     # grad mode on (the kernel keeps no workspace under no_grad); the zeros require no grad
     with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
-        out = _MKLDNN_RNN(*_probe_args(spec))
-        return out[3].untyped_storage().nbytes()
+        return _MKLDNN_RNN(*_probe_args(spec))[3].untyped_storage().nbytes()
 
 
 # losses whose reduced CPU result may be a view into the elementwise buffer (checked at run time)
@@ -333,8 +329,7 @@ class RealKernelSizes(TorchDispatchMode):
         elif func in _REDUCING_LOSSES and isinstance(out, torch.Tensor) and out.dim() == 0:
             if loss_keeps_elementwise_buffer(func, probe_spec(args)):
                 shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
-                buffer = torch.empty(shape, dtype=out.dtype, device=out.device)
-                out = buffer.view(-1)[0]
+                out = torch.empty(shape, dtype=out.dtype, device=out.device).view(-1)[0]
         return out
 
 
@@ -494,9 +489,8 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             scratch = probe_kernel_scratch(k for k, _, _ in live.kernel_calls)
             live.add_kernel_scratch(scratch)
         # live at the start of the step: weights, buffers, optimizer state, the batch
-        state = list(accounting.iter_tensors(list(opt.state.values())))
-        weights = list(model.parameters()) + list(model.buffers())
-        own_live = (accounting.unique_bytes(weights + state, storage_id)
+        own_live = (accounting.unique_bytes([*model.parameters(), *model.buffers(),
+                                             *accounting.iter_tensors(list(opt.state.values()))], storage_id)
                     + accounting.unique_bytes(batch_tensors, storage_id))
         if not all(is_fake(p) for p in model.parameters()):
             raise AssertionError("predict: parameters became real during the step")
@@ -504,14 +498,10 @@ def predict_model_step(build, batch: Any, loss_fn, *, precision: str = "fp32", o
             device=f"predicted ({device.type})",
             device_name="none: fake tensors (torch._subclasses.fake_tensor.FakeTensorMode)",
             precision=precision,
-            n_parameters=sum(p.numel() for p in model.parameters()),
-            parameters=accounting.unique_bytes(weights, storage_id),
-            gradients=accounting.unique_bytes((p.grad for p in model.parameters()), storage_id),
-            optimizer_state=accounting.unique_bytes(state, storage_id),
+            **accounting.step_bytes(model, opt, batch, storage_id),
             activations=seen["activations"],
             activations_by_module=seen["by_module"],
             saved_tensor_saves=tracker.saves,
-            batch=accounting.unique_bytes(batch_tensors, storage_id),
             buffers=accounting.buffer_bytes(dict(buffers or {})),
             live_before_step=own_live,
             forward_peak=own_live + live.marked_peak,

@@ -89,19 +89,15 @@ class MemoryProfile(ProfiledStep):
         return max(0, self.peak - (self.parameters + self.gradients + self.optimizer_state
                                    + self.activations + self.device_buffers))
 
+    DERIVED = ("temporaries", "context_bytes", "process_peak")  # written by to_dict, recomputed by from_dict
+
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["temporaries"] = self.temporaries
-        d["context_bytes"] = self.context_bytes
-        d["process_peak"] = self.process_peak
-        return d
+        return dataclasses.asdict(self) | {k: getattr(self, k) for k in self.DERIVED}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MemoryProfile":
         """A profile from to_dict()'s JSON (the derived figures are recomputed, not read)."""
-        d = dict(d)
-        for derived in ("temporaries", "context_bytes", "process_peak"):
-            d.pop(derived, None)
+        d = {k: v for k, v in d.items() if k not in cls.DERIVED}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -113,22 +109,14 @@ def peak_misses_saved_tensors(d: Mapping[str, Any]) -> bool:
     """Whether a profile dict's peak is under what its own figures say was live at the forward's end (activations
     beside live_before_step, the batch counted once): it missed tensors held outside the measured step, e.g. in
     a CUDA graph pool filled in the warm-up (torch.compile's reduce-overhead). False where a figure is missing."""
-    need = [d.get(k) for k in ("peak", "activations", "live_before_step", "batch")]
-    if any(v is None for v in need):
-        return False
-    peak, activations, before, batch = need
-    return peak < before + activations - batch
+    peak, activations, before, batch = (d.get(k) for k in ("peak", "activations", "live_before_step", "batch"))
+    return None not in (peak, activations, before, batch) and peak < before + activations - batch
 
 
 def cuda_block_bytes(tensors, device: torch.device) -> int:
     """What the CUDA caching allocator holds for these tensors: each storage on `device` once, in 512-byte blocks."""
-    seen: dict[int, int] = {}
-    for t in tensors:
-        if t.device != device:
-            continue
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = -(-s.nbytes() // 512) * 512
-    return sum(seen.values())
+    storages = {s.data_ptr(): s.nbytes() for s in (t.untyped_storage() for t in tensors if t.device == device)}
+    return sum(-(-n // 512) * 512 for n in storages.values())
 
 
 MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
@@ -146,10 +134,8 @@ def record_cuda_history(stacks: str = "python") -> None:
     """Turn on the CUDA allocator's alloc/free history with `stacks`: "python", "all" (Python and C++) or "none"."""
     if stacks not in ("python", "all", "none"):
         raise ValueError(f"stacks must be 'python', 'all' or 'none', not {stacks!r}")
-    if stacks == "none":
-        torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, context=None, stacks="python")
-    else:
-        torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks=stacks)
+    torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, context=None if stacks == "none" else "all",
+                                             stacks="python" if stacks == "none" else stacks)
 
 
 def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
@@ -182,9 +168,8 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
     gc.collect()
 
     scale_before = run.scale()  # lowered by the step if it skips
-    own = (list(model.parameters()) + list(model.buffers())
-           + list(accounting.iter_tensors(list(optimizer.state.values())))
-           + [t for t in accounting.iter_tensors(batch) if t.device == device])
+    own = [*model.parameters(), *model.buffers(), *accounting.iter_tensors(list(optimizer.state.values())),
+           *(t for t in accounting.iter_tensors(batch) if t.device == device)]
     own_live = accounting.unique_bytes(own)
     tracker = accounting.SavedTensorTracker(model)
     seen: dict[str, int] = {}
@@ -218,16 +203,12 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
             torch.cuda.memory._record_memory_history(enabled=None)
         stats = allocator_stats(device)
         nvml = nvml_view(device)
-        cuda = {
-            **stats,
-            "allocated_at_step_start_bytes": allocated_at_start,
-            "nvml": nvml,
-            "context_bytes": (nvml["process_used_bytes"] - stats["reserved_bytes"])
-            if "process_used_bytes" in nvml else None,
-            "fragmentation": (stats["inactive_split_bytes"] / stats["reserved_bytes"])
-            if stats["reserved_bytes"] else 0.0,
-            "snapshot": snapshot_path,
-        }
+        cuda = {**stats, "allocated_at_step_start_bytes": allocated_at_start, "nvml": nvml,
+                "context_bytes": (nvml["process_used_bytes"] - stats["reserved_bytes"])
+                if "process_used_bytes" in nvml else None,
+                "fragmentation": (stats["inactive_split_bytes"] / stats["reserved_bytes"])
+                if stats["reserved_bytes"] else 0.0,
+                "snapshot": snapshot_path}
         live_before = allocated_at_start - workspace
         method = ("CUDA caching allocator: max_memory_allocated() after reset_peak_memory_stats(), less the "
                   "workspaces allocated before the step (workspace_bytes)")
@@ -246,14 +227,10 @@ def profile_step(model: torch.nn.Module, batch: Any, loss_fn: Callable[[torch.nn
 
     return MemoryProfile(
         device=str(device), device_name=name, precision=precision,
-        n_parameters=sum(p.numel() for p in model.parameters()),
-        parameters=accounting.parameter_bytes(model),
-        gradients=accounting.gradient_bytes(model),
-        optimizer_state=accounting.optimizer_state_bytes(optimizer),
+        **accounting.step_bytes(model, optimizer, batch),
         activations=seen["activations"],
         activations_by_module=seen["by_module"],
         saved_tensor_saves=tracker.saves,
-        batch=accounting.unique_bytes(accounting.iter_tensors(batch)),
         buffers=accounting.buffer_bytes(dict(buffers or {})),
         live_before_step=live_before, forward_peak=forward_peak, peak=peak, loss=loss,
         peak_method=method, cuda=cuda,

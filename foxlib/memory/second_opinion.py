@@ -40,8 +40,7 @@ def torch_memory_categories(model: torch.nn.Module, batch: Any, loss_fn: Callabl
         from torch.profiler import ProfilerActivity, profile
         from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):
             with profile(activities=activities, profile_memory=True, record_shapes=True, with_stack=True) as prof:
                 step()
             timeline = MemoryProfileTimeline(prof._memory_profile())

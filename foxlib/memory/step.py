@@ -2,8 +2,9 @@
 through a GradScaler). Profiling, prediction, timing, CUDA-graph capture, the second opinion, training and the
 models' own short runs (their `train`) all run this one `TrainingStep`, adding what they need in its hooks, so
 they measure the same statements in the same order with the same lifetimes. Hooks, in order: `tracker` (a
-context around forward + loss), `check` (a non-finite loss stops there), `on_forward_end(loss)`, `clip` (the
-gradients' joint norm, unscaled first under fp16), `before_step()`.
+context around forward + loss), `check` (a non-finite loss stops there: NonFiniteLossError naming the step, e.g.
+"measured step"), `on_forward_end(loss)`, `clip` (the gradients' joint norm, unscaled first under fp16),
+`before_step()`.
 """
 from __future__ import annotations
 
@@ -35,22 +36,11 @@ def check_precision(precision: str) -> None:
 def autocast(device: torch.device, precision: str):
     """The forward's context for a precision: nothing for fp32, torch.autocast otherwise."""
     check_precision(precision)
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=DTYPES[precision])
+    return contextlib.nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=DTYPES[precision])
 
 
 class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite during a measured, warm-up or training step."""
-
-
-def finite_loss(loss: torch.Tensor, when: str) -> float:
-    """The loss as a float; NonFiniteLossError naming `when` ("measured step", ...) if it is NaN or infinite."""
-    value = float(loss.detach().float())
-    if not math.isfinite(value):
-        raise NonFiniteLossError(f"the loss is {value} at the {when}: training diverged "
-                                 "(lower the learning rate, use bf16 instead of fp16, or check the data)")
-    return value
 
 
 class TrainingStep:
@@ -64,9 +54,7 @@ class TrainingStep:
         self.model, self.batch, self.loss_fn = model, batch, loss_fn
         self.optimizer, self.precision = optimizer, precision
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        if scaler is None and precision == "fp16":
-            scaler = torch.amp.GradScaler(self.device.type)
-        self.scaler = scaler
+        self.scaler = torch.amp.GradScaler(self.device.type) if scaler is None and precision == "fp16" else scaler
         self.clip = clip
 
     def __call__(self, batch: Any = None, *, tracker: Any = None, check: str | None = None,
@@ -75,8 +63,9 @@ class TrainingStep:
         self.optimizer.zero_grad(set_to_none=True)
         with autocast(self.device, self.precision), (tracker if tracker is not None else contextlib.nullcontext()):
             loss = self.loss_fn(self.model, self.batch if batch is None else batch)
-        if check is not None:
-            finite_loss(loss, check)
+        if check is not None and not math.isfinite(value := float(loss.detach().float())):
+            raise NonFiniteLossError(f"the loss is {value} at the {check}: training diverged "
+                                     "(lower the learning rate, use bf16 instead of fp16, or check the data)")
         if on_forward_end is not None:
             on_forward_end(loss)
         scaler = self.scaler

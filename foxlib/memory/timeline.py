@@ -70,10 +70,9 @@ def cpu_allocations():
 
     timeline = CpuTimeline()
     quiet_kineto()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            yield timeline
+    with warnings.catch_warnings(action="ignore"), \
+            profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        yield timeline
     allocations = []
 
     def walk(e):

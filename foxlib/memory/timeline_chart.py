@@ -43,8 +43,7 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
     if not series:
         raise ValueError("timeline_chart needs at least one MemoryTimeline")
     n = len(series)
-    fig, axes = plt.subplots(1, n, figsize=(max(5.5, 4.6 * n), 6.4), sharey=True, squeeze=False)
-    axes = axes[0]
+    fig, (axes,) = plt.subplots(1, n, figsize=(max(5.5, 4.6 * n), 6.4), sharey=True, squeeze=False)
     panel_width_in = fig.get_figwidth() / n * 0.85
     top = max(max(s.peak_bytes for s in series), budget_bytes or 0) / MB * 1.08
     for ax, s in zip(axes, series):
@@ -71,9 +70,8 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
         ax.set_xlabel("time since the step began (ms)")
         ax.set_xlim(0, span)
         ax.set_ylim(0, top)
-        lines = [f"▼ peak {mb_text(s.peak_bytes)}; largest owners live at it:"]
-        for o in s.owners[:2]:
-            lines.append(f"  {mb_text(o.bytes)} ×{o.count}: {_short(o.name)}")
+        lines = [f"▼ peak {mb_text(s.peak_bytes)}; largest owners live at it:",
+                 *(f"  {mb_text(o.bytes)} ×{o.count}: {_short(o.name)}" for o in s.owners[:2])]
         if s.forward_end_bytes is not None:
             lines.append(f"◆ left for backward at forward end: {mb_text(s.forward_end_bytes - s.start_bytes)}")
         ax.text(0.0, -0.2, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=7.2,
@@ -118,8 +116,7 @@ def caption(series: Sequence[MemoryTimeline], budget_bytes: int | None = None) -
             "diamond: bytes live when the forward ended (what it keeps for backward); triangle: the step's peak, "
             "with the largest groups of allocations live at it named under the panel (grouped by the code "
             "that made them). ")
-    same = len({s.peak_bytes for s in series}) > 1 and max(s.peak_bytes for s in series) > 0
-    if len(series) > 1 and same:
+    if len({s.peak_bytes for s in series}) > 1 and max(s.peak_bytes for s in series) > 0:
         lo = min(series, key=lambda s: s.peak_bytes)
         hi = max(series, key=lambda s: s.peak_bytes)
         text += (f"Peaks range from {mb_text(lo.peak_bytes)} ({lo.label}) to {mb_text(hi.peak_bytes)} ({hi.label}). ")

@@ -74,9 +74,8 @@ def error_pct(predicted: float, measured: float) -> float:
 
 
 def within(category: str, predicted: float, measured: float, device_type: str = "cpu", lstm: bool = False) -> bool:
-    if abs(predicted - measured) <= ABSOLUTE_SLACK_BYTES:
-        return True
-    return abs(error_pct(predicted, measured)) <= tolerance_pct(category, device_type, lstm)
+    return (abs(predicted - measured) <= ABSOLUTE_SLACK_BYTES
+            or abs(error_pct(predicted, measured)) <= tolerance_pct(category, device_type, lstm))
 
 
 def reason(category: str, device_type: str, lstm: bool = False) -> str:
@@ -108,7 +107,6 @@ def compare(predicted: MemoryProfile | FailedPrediction | None, measured: Memory
         why = predicted.error if predicted else "no prediction in this measurement (made before predictions existed)"
         return pd.DataFrame([{c: None for c in cols} | {"category": "all", "within": False, "why": why}], columns=cols)
     rows = []
-    foreign = measured.workspace_bytes
     lstm = runs_lstm(predicted, measured)
     for c in CATEGORIES:
         p, m = float(getattr(predicted, c)), float(getattr(measured, c))
@@ -119,7 +117,7 @@ def compare(predicted: MemoryProfile | FailedPrediction | None, measured: Memory
         rows.append({"category": LABELS[c], "predicted (MB)": p / MB, "measured (MB)": m / MB,
                      "error (%)": round(error_pct(p, m), 2), "tolerance (%)": tolerance_pct(c, device_type, lstm),
                      "within": ok, "why": why})
-    if foreign:
+    if foreign := measured.workspace_bytes:
         rows.append({"category": NON_TENSOR_LABEL, "predicted (MB)": None, "measured (MB)": foreign / MB,
                      "error (%)": None, "tolerance (%)": None, "within": "—",
                      "why": "not a tensor of the step: taken out of the measured peaks above, shown here"})
