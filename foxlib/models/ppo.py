@@ -126,13 +126,11 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
     (dones[t] = obs[t] starts a new episode). Returns (advantages, returns = advantages + values)."""
     advantages = torch.zeros_like(rewards)
     last = torch.zeros_like(next_value)
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # of step t + 1, per step t
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])
     for t in reversed(range(rewards.shape[0])):
-        if t == rewards.shape[0] - 1:
-            next_nonterminal, next_values = 1.0 - next_done, next_value
-        else:
-            next_nonterminal, next_values = 1.0 - dones[t + 1], values[t + 1]
-        delta = rewards[t] + gamma * next_values * next_nonterminal - values[t]
-        advantages[t] = last = delta + gamma * gae_lambda * next_nonterminal * last
+        delta = rewards[t] + gamma * next_values[t] * next_nonterminal[t] - values[t]
+        advantages[t] = last = delta + gamma * gae_lambda * next_nonterminal[t] * last
     return advantages, advantages + values
 
 
