@@ -34,24 +34,15 @@ def memory_table(m: Measurement) -> pd.DataFrame:
 
 def models_table(m: Measurement) -> pd.DataFrame:
     """Every model's model peak per precision (the figure wave 8.10 shows under the same name)."""
-    rows = []
-    for name, per in m.memory.items():
-        row = {"model": name}
-        for p, prof in per.items():
-            row[f"{p} model peak (MB)"] = to_mb(prof.peak)
-        for p in m.precisions:
-            if p != "fp32":
-                row[f"{p} vs fp32 (%)"] = round(100 * (per[p].peak / per["fp32"].peak - 1), 1)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"model": name, **{f"{p} model peak (MB)": to_mb(prof.peak) for p, prof in per.items()},
+                          **{f"{p} vs fp32 (%)": round(100 * (per[p].peak / per["fp32"].peak - 1), 1)
+                             for p in m.precisions if p != "fp32"}} for name, per in m.memory.items()])
 
 
 def why_not_half(m: Measurement) -> pd.DataFrame:
     """Why "fp16 halves memory" does not hold: what stays fp32, and the 16-bit extras."""
     base, rows = m.memory["tft"]["fp32"], []
-    for p in m.precisions:
-        if p == "fp32":
-            continue
+    for p in [p for p in m.precisions if p != "fp32"]:
         prof = m.memory["tft"][p]
         kept = prof.parameters + prof.gradients + prof.optimizer_state
         halved_ideal = base.activations / 2
