@@ -99,7 +99,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
     tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
     best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
-    plural = {None: "strategies", False: "eager strategies", True: "CUDA-graph strategies"}[cuda_graph] + open_to
+    plural = kind.replace("strategy", "strategies")
     if len(ok) == 1:
         reason = f"the only {kind} with {gates}"
     elif not tied:

@@ -206,9 +206,7 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
     says "same function". fp16 CUDA-graph strategies are not captured (GraphedStep refuses fp16)."""
     out: dict[str, dict[str, Any]] = {}
     references: dict[str, dict[str, Any]] = {}  # the plain step, once per precision
-    for s in chosen:
-        if s.changes_numerics:
-            continue
+    for s in [s for s in chosen if not s.changes_numerics]:
         try:
             if s.precision not in references:
                 references[s.precision] = reference_run(base, precision=s.precision, device=device, seed=seed)
