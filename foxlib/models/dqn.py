@@ -102,10 +102,8 @@ class ReplayBuffer:
         self.on_host = isinstance(on, str) and on == "host"
         for name, dtype in self.FIELDS.items():
             shape = (capacity, obs_dim) if name.endswith("observations") else (capacity,)
-            if self.on_host:
-                setattr(self, name, np.zeros(shape, dtype=dtype))
-            else:
-                setattr(self, name, torch.zeros(shape, dtype=getattr(torch, dtype), device=on))
+            setattr(self, name, np.zeros(shape, dtype=dtype) if self.on_host else
+                    torch.zeros(shape, dtype=getattr(torch, dtype), device=on))
         self.pos, self.full = 0, False
 
     def __len__(self) -> int:
