@@ -224,12 +224,10 @@ class VariableSelectionNetwork(nn.Module):
         chunk = chunk or m
         pieces = zip(x.reshape(-1, m).split(chunk, dim=1), weights.reshape(-1, m).split(chunk, dim=1),
                      emb_weight.split(chunk), emb_bias.split(chunk), self.variable_grns.chunks(chunk))
+        grn, extra = (self.variable_grns.fused, ()) if fused else (self.variable_grns.folded, (self.batched,))
         out = None
         for xc, vc, wc, bc, params in pieces:
-            if fused:
-                part = run(self.variable_grns.fused, xc, vc, wc, bc, *params)                # (N, d)
-            else:
-                part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)  # (N, d)
+            part = run(grn, xc, vc, wc, bc, *params, *extra)  # (N, d)
             out = part if out is None else out + part
         return out.view(*x.shape[:-1], out.shape[-1]), weights
 
