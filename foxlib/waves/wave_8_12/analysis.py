@@ -77,12 +77,11 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     the strategies that hold for the class (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class, fp32
     alone for CPUs); None: the measuring device's own class, so that a card without bf16 (a T4, emulating bf16
     slowly) is never told to ship a bf16 strategy its run measured."""
-    kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
     given = card_class is not None
     card_class = card_class or own_class(rec)
     open_to = (f" open to the {card_class.name} class" if given or any(
         not card_class.may_recommend(s.precision, s.options.tf32) for s in rec.strategies) else "")
-    kind += open_to
+    kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph] + open_to
     why_not = (f"; {card_class.why_not}" if any(card_class.allows(s.precision, s.options.tf32) and not
                                                  card_class.may_recommend(s.precision, s.options.tf32)
                                                  for s in rec.strategies) else "")
