@@ -183,12 +183,11 @@ def ppo_loss(agent: Agent, mb: dict[str, torch.Tensor], cfg: PPOConfig) -> torch
     if cfg.norm_adv and len(advantages) > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     pg_loss = clipped_surrogate(newlogprob, mb["logprobs"], advantages, cfg.clip_coef).mean()
+    v_loss = (newvalue - mb["returns"]) ** 2
     if cfg.clip_vloss:
-        v_unclipped = (newvalue - mb["returns"]) ** 2
         v_clipped = mb["values"] + torch.clamp(newvalue - mb["values"], -cfg.clip_coef, cfg.clip_coef)
-        v_loss = 0.5 * torch.max(v_unclipped, (v_clipped - mb["returns"]) ** 2).mean()
-    else:
-        v_loss = 0.5 * ((newvalue - mb["returns"]) ** 2).mean()
+        v_loss = torch.max(v_loss, (v_clipped - mb["returns"]) ** 2)
+    v_loss = 0.5 * v_loss.mean()
     return pg_loss - cfg.ent_coef * entropy.mean() + cfg.vf_coef * v_loss
 
 
