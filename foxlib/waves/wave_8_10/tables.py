@@ -235,7 +235,6 @@ def target_state_note(m: Measurement) -> str:
     k = m.target_state_kernels
     if k is None:
         return ""
-    return (f"**Predicted, not run**: {k.reason} ({k.ratio:,.0f}x ≥ {k.slow_path_ratio:g}x). Each step is "
-            "predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: "
-            f"{PEAK_TOLERANCE_PCT:g} % on the "
-            "peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")
+    return (f"**Predicted, not run**: {k.reason} ({k.ratio:,.0f}x ≥ {k.slow_path_ratio:g}x). Each step is predicted "
+            f"on fake tensors by `foxlib.memory.predict_step` (its tolerance: {PEAK_TOLERANCE_PCT:g} % on the peak; "
+            "measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")
