@@ -132,8 +132,7 @@ def market_features(n_observed: int = N_FEATURES_MAX) -> MarketFeatures:
     if not 1 <= n_observed <= N_FEATURES_MAX:
         raise ValueError(f"n_observed must be in 1..{N_FEATURES_MAX}, got {n_observed}")
     ohlcv = load_ohlcv()
-    frames = [_features(ohlcv[s], ohlcv[o]) for s, o in (("sp500", "nasdaq"), ("nasdaq", "sp500"))]
-    frames = [f.iloc[WARMUP_DAYS:, :n_observed] for f in frames]
+    frames = [_features(ohlcv[s], ohlcv[o]).iloc[WARMUP_DAYS:, :n_observed] for s, o in (SERIES, SERIES[::-1])]
     dates = frames[0].index
     raw = np.stack([f.to_numpy() for f in frames])  # (S, N, F)
     if not np.isfinite(raw).all():

@@ -86,8 +86,7 @@ class DQN(nn.Module):
             t.copy_(tau * q + (1.0 - tau) * t)
 
 
-def build(cfg: DQNConfig) -> DQN:
-    return DQN(cfg)
+build = DQN  # config -> module
 
 
 class ReplayBuffer:
@@ -103,10 +102,8 @@ class ReplayBuffer:
         self.on_host = isinstance(on, str) and on == "host"
         for name, dtype in self.FIELDS.items():
             shape = (capacity, obs_dim) if name.endswith("observations") else (capacity,)
-            if self.on_host:
-                setattr(self, name, np.zeros(shape, dtype=dtype))
-            else:
-                setattr(self, name, torch.zeros(shape, dtype=getattr(torch, dtype), device=on))
+            setattr(self, name, np.zeros(shape, dtype=dtype) if self.on_host else
+                    torch.zeros(shape, dtype=getattr(torch, dtype), device=on))
         self.pos, self.full = 0, False
 
     def __len__(self) -> int:
@@ -166,9 +163,7 @@ def td_loss(model: DQN, data: dict[str, torch.Tensor], cfg: DQNConfig) -> torch.
         target_max = model.target_network(data["next_observations"]).float().max(dim=1).values
         td_target = data["rewards"].float() + cfg.gamma * target_max * (1.0 - data["dones"].float())
     old_val = model.q_network(data["observations"]).float().gather(1, data["actions"][:, None]).squeeze(1)
-    if cfg.td_loss == "huber":
-        return F.smooth_l1_loss(old_val, td_target)
-    return F.mse_loss(old_val, td_target)
+    return (F.smooth_l1_loss if cfg.td_loss == "huber" else F.mse_loss)(old_val, td_target)
 
 
 def loss(model: DQN, batch: DQNBatch) -> torch.Tensor:

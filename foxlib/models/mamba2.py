@@ -238,16 +238,13 @@ class Mamba2Forecaster(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         h = self.embed(features)
+        checkpointed = self.cfg.checkpointing and torch.is_grad_enabled()
         for layer in self.layers:
-            if self.cfg.checkpointing and torch.is_grad_enabled():
-                h = checkpoint(layer, h, use_reentrant=False)
-            else:
-                h = layer(h)
+            h = checkpoint(layer, h, use_reentrant=False) if checkpointed else layer(h)
         return self.head(self.norm_f(h)).squeeze(-1)
 
 
-def build(cfg: Mamba2Config) -> Mamba2Forecaster:
-    return Mamba2Forecaster(cfg)
+build = Mamba2Forecaster  # config -> module
 
 
 def example_batch(cfg: Mamba2Config, device: str | torch.device = "cpu", seed: int = 0) -> dict[str, torch.Tensor]:

@@ -126,13 +126,11 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
     (dones[t] = obs[t] starts a new episode). Returns (advantages, returns = advantages + values)."""
     advantages = torch.zeros_like(rewards)
     last = torch.zeros_like(next_value)
+    next_nonterminal = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])  # of step t + 1, per step t
+    next_values = torch.cat([values[1:], next_value.unsqueeze(0)])
     for t in reversed(range(rewards.shape[0])):
-        if t == rewards.shape[0] - 1:
-            next_nonterminal, next_values = 1.0 - next_done, next_value
-        else:
-            next_nonterminal, next_values = 1.0 - dones[t + 1], values[t + 1]
-        delta = rewards[t] + gamma * next_values * next_nonterminal - values[t]
-        advantages[t] = last = delta + gamma * gae_lambda * next_nonterminal * last
+        delta = rewards[t] + gamma * next_values[t] * next_nonterminal[t] - values[t]
+        advantages[t] = last = delta + gamma * gae_lambda * next_nonterminal[t] * last
     return advantages, advantages + values
 
 
@@ -185,12 +183,11 @@ def ppo_loss(agent: Agent, mb: dict[str, torch.Tensor], cfg: PPOConfig) -> torch
     if cfg.norm_adv and len(advantages) > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     pg_loss = clipped_surrogate(newlogprob, mb["logprobs"], advantages, cfg.clip_coef).mean()
+    v_loss = (newvalue - mb["returns"]) ** 2
     if cfg.clip_vloss:
-        v_unclipped = (newvalue - mb["returns"]) ** 2
         v_clipped = mb["values"] + torch.clamp(newvalue - mb["values"], -cfg.clip_coef, cfg.clip_coef)
-        v_loss = 0.5 * torch.max(v_unclipped, (v_clipped - mb["returns"]) ** 2).mean()
-    else:
-        v_loss = 0.5 * ((newvalue - mb["returns"]) ** 2).mean()
+        v_loss = torch.max(v_loss, (v_clipped - mb["returns"]) ** 2)
+    v_loss = 0.5 * v_loss.mean()
     return pg_loss - cfg.ent_coef * entropy.mean() + cfg.vf_coef * v_loss
 
 

@@ -86,7 +86,8 @@ class TemporalFusionTransformer(nn.Module):
         c_s, c_e, c_h, c_c = self._run("block", encoders, xi)
         if self.config.memory_efficient or self.config.checkpointing in CHUNKED:  # folded embeddings
             # CHUNKED modes checkpoint inside the VSN (per chunk); the other modes around it, as for the plain path
-            select = self._direct if self.config.checkpointing in CHUNKED else lambda *a: self._run("vsn", *a)
+            select = ((lambda fn, *a: fn(*a)) if self.config.checkpointing in CHUNKED
+                      else lambda *a: self._run("vsn", *a))
             past = select(self._select_past_folded, known[:, :Te], observed, c_s.unsqueeze(1))
             future = select(self._select_future_folded, known[:, Te:], c_s.unsqueeze(1))
         else:
@@ -107,10 +108,6 @@ class TemporalFusionTransformer(nn.Module):
 
     def _select_future(self, known, c_s):
         return self.decoder_vsn(self.known_embedding(known), c_s)[0]     # (B, T_d, d)
-
-    @staticmethod
-    def _direct(fn, *args):
-        return fn(*args)
 
     def _select_folded(self, vsn, x, emb_weight, emb_bias, c_s):
         chunked, chunk = self.config.checkpointing in CHUNKED, self.config.vsn_chunk
@@ -178,9 +175,7 @@ def build(cfg: TFTConfig) -> TemporalFusionTransformer:
     return TemporalFusionTransformer(cfg)
 
 
-@lru_cache(maxsize=8)
-def _windows(n_observed: int, encoder_length: int, decoder_length: int, split: str) -> MarketWindows:
-    return MarketWindows(n_observed, encoder_length, decoder_length, split)
+_windows = lru_cache(maxsize=8)(MarketWindows)
 
 
 def example_batch(cfg: TFTConfig, device="cpu", seed: int = 0) -> dict[str, torch.Tensor]:

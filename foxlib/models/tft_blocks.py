@@ -136,7 +136,7 @@ class VariableGRNs(nn.Module):
         two float32 (N, c·d) buffers (one element per channel and sample). Under autocast the residual and
         the norm stay in the 16-bit compute dtype (folded() sums and normalises in float32, then rounds for
         the weighted sum): half the bytes, fewer casts. Dropout: one draw over (c, N, d), as folded's. -> (N, d)."""
-        (n, c), d = x.shape, emb_weight.shape[1]
+        d = emb_weight.shape[1]
         with torch.autocast(x.device.type, enabled=False):  # parameter-sized, in the parameters' dtype
             wb = torch.stack([emb_weight, emb_bias], dim=1)                                      # (c, 2, d)
             uk = torch.baddbmm(F.pad(b1.unsqueeze(1), (0, 0, 1, 0)), wb, w1.transpose(1, 2))  # W1 w_j; W1 b_j + b1
@@ -224,12 +224,10 @@ class VariableSelectionNetwork(nn.Module):
         chunk = chunk or m
         pieces = zip(x.reshape(-1, m).split(chunk, dim=1), weights.reshape(-1, m).split(chunk, dim=1),
                      emb_weight.split(chunk), emb_bias.split(chunk), self.variable_grns.chunks(chunk))
+        grn, extra = (self.variable_grns.fused, ()) if fused else (self.variable_grns.folded, (self.batched,))
         out = None
         for xc, vc, wc, bc, params in pieces:
-            if fused:
-                part = run(self.variable_grns.fused, xc, vc, wc, bc, *params)                # (N, d)
-            else:
-                part = run(self.variable_grns.folded, xc, vc, wc, bc, *params, self.batched)  # (N, d)
+            part = run(grn, xc, vc, wc, bc, *params, *extra)  # (N, d)
             out = part if out is None else out + part
         return out.view(*x.shape[:-1], out.shape[-1]), weights
 

@@ -71,9 +71,8 @@ class TFTConfig:
             raise ValueError(f"quantiles must be a non-empty tuple of values in (0, 1), got {self.quantiles}")
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
-        if not isinstance(self.memory_efficient, bool):
-            raise ValueError(f"memory_efficient must be True or False, got {self.memory_efficient!r}")
-        if not isinstance(self.vsn_batched, bool):
-            raise ValueError(f"vsn_batched must be True or False, got {self.vsn_batched!r}")
+        for name in ("memory_efficient", "vsn_batched"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.vsn_batched and not self.memory_efficient:
             raise ValueError("vsn_batched needs memory_efficient=True (it is a form of the folded, batched path)")

@@ -48,14 +48,11 @@ def ensemble_totals(m: Measurement, target_state: bool = False) -> EnsembleTotal
     if not models:
         return None
     profiles = {k: v.profile for k, v in models.items()}
-    context_bytes = 0
-    if m.on_cuda:
-        context_bytes = (max(p.context_bytes for p in profiles.values())
-                         or int(m.bare_context and m.bare_context.context_bytes or 0))
-    return EnsembleTotals(
-        model_peaks={k: p.peak for k, p in profiles.items()},
-        workspace_bytes=max(p.workspace_bytes for p in profiles.values()), context_bytes=context_bytes,
-        on_cuda=m.on_cuda)
+    context_bytes = (max(p.context_bytes for p in profiles.values())
+                     or int(m.bare_context and m.bare_context.context_bytes or 0)) if m.on_cuda else 0
+    return EnsembleTotals(model_peaks={k: p.peak for k, p in profiles.items()},
+                          workspace_bytes=max(p.workspace_bytes for p in profiles.values()),
+                          context_bytes=context_bytes, on_cuda=m.on_cuda)
 
 
 def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:

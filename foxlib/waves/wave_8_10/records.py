@@ -66,8 +66,7 @@ class Measurement(WaveMeasurement, wave="8.10", version=SCHEMA_VERSION):
 
     def prediction_pairs(self) -> dict[str, tuple[MemoryProfile | FailedPrediction | None, MemoryProfile]]:
         """The TFT's, then the ensemble's models'."""
-        return {name: (e.predicted, e.profile)
-                for name, e in {"tft": self.tft, **self.ensemble}.items()}
+        return {name: (e.predicted, e.profile) for name, e in {"tft": self.tft, **self.ensemble}.items()}
 
     @property
     def models(self) -> dict[str, ModelMeasurement]:

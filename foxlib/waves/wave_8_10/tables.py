@@ -16,16 +16,14 @@ from foxlib.waves.wave_8_10.records import Measurement
 
 def breakdown_table(m: Measurement, budgets: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The TFT's categories against their budgets, with the theory and the seed beside them."""
-    p, b, th = m.tft.profile, budgets["tft"], m.theory
+    p, b, th, seed = m.tft.profile, budgets["tft"], m.theory, seed_claims.TFT_8_10_MB
     rows = [
-        ("parameters", p.parameters, b["parameters_mb"], th.parameters, seed_claims.TFT_8_10_MB["parameters"]),
-        ("forward activations (saved for backward)", p.activations, b["forward_activations_mb"],
-         th.activations, seed_claims.TFT_8_10_MB["activations"]),
-        ("gradients", p.gradients, b["gradients_mb"], th.gradients, seed_claims.TFT_8_10_MB["gradients"]),
-        ("optimizer state", p.optimizer_state, b["optimizer_state_mb"], th.optimizer_state,
-         seed_claims.TFT_8_10_MB["optimizer_state"]),
-        (f"peak training: {MODEL_PEAK} (the step's tensors)", p.peak, b["peak_training_mb"], th.peak,
-         seed_claims.TFT_8_10_MB["peak"]),
+        ("parameters", p.parameters, b["parameters_mb"], th.parameters, seed["parameters"]),
+        ("forward activations (saved for backward)", p.activations, b["forward_activations_mb"], th.activations,
+         seed["activations"]),
+        ("gradients", p.gradients, b["gradients_mb"], th.gradients, seed["gradients"]),
+        ("optimizer state", p.optimizer_state, b["optimizer_state_mb"], th.optimizer_state, seed["optimizer_state"]),
+        (f"peak training: {MODEL_PEAK} (the step's tensors)", p.peak, b["peak_training_mb"], th.peak, seed["peak"]),
         ("forward peak (the step's tensors)", p.forward_peak, None, None, seed_claims.TFT_FORWARD_MEASURED_MB),
         ("temporaries at the model peak (outputs, intermediates)", p.temporaries, None, None, None),
         ("input batch", p.batch, None, None, None),
@@ -237,7 +235,6 @@ def target_state_note(m: Measurement) -> str:
     k = m.target_state_kernels
     if k is None:
         return ""
-    return (f"**Predicted, not run**: {k.reason} ({k.ratio:,.0f}x ≥ {k.slow_path_ratio:g}x). Each step is "
-            "predicted on fake tensors by `foxlib.memory.predict_step` (its tolerance: "
-            f"{PEAK_TOLERANCE_PCT:g} % on the "
-            "peak; measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")
+    return (f"**Predicted, not run**: {k.reason} ({k.ratio:,.0f}x ≥ {k.slow_path_ratio:g}x). Each step is predicted "
+            f"on fake tensors by `foxlib.memory.predict_step` (its tolerance: {PEAK_TOLERANCE_PCT:g} % on the peak; "
+            "measured errors in the prediction table above). `target_state_slow=\"measure\"` runs it.")

@@ -37,7 +37,7 @@ def checks(m: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
     worst = max(base, key=lambda r: r.metrics["quantile_loss"] / r.metrics["naive_quantile_loss"])
     wm = worst.metrics
     row = next(r for r in quantile_loss_rows(m) if r.precision == c)
-    skill_note = (f"skill scores (1 − QL / climatology's) per seed: "
+    skill_note = ("skill scores (1 − QL / climatology's) per seed: "
                   + ", ".join(f"{s}: {100 * v:+.2f} %" for s, v in gate["baseline_skill_scores"].items())
                   + f"; worst seed {worst.seed}: QL {wm['quantile_loss']:.4f} vs climatology "
                     f"{wm['naive_quantile_loss']:.4f}")

@@ -34,24 +34,15 @@ def memory_table(m: Measurement) -> pd.DataFrame:
 
 def models_table(m: Measurement) -> pd.DataFrame:
     """Every model's model peak per precision (the figure wave 8.10 shows under the same name)."""
-    rows = []
-    for name, per in m.memory.items():
-        row = {"model": name}
-        for p, prof in per.items():
-            row[f"{p} model peak (MB)"] = to_mb(prof.peak)
-        for p in m.precisions:
-            if p != "fp32":
-                row[f"{p} vs fp32 (%)"] = round(100 * (per[p].peak / per["fp32"].peak - 1), 1)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"model": name, **{f"{p} model peak (MB)": to_mb(prof.peak) for p, prof in per.items()},
+                          **{f"{p} vs fp32 (%)": round(100 * (per[p].peak / per["fp32"].peak - 1), 1)
+                             for p in m.precisions if p != "fp32"}} for name, per in m.memory.items()])
 
 
 def why_not_half(m: Measurement) -> pd.DataFrame:
     """Why "fp16 halves memory" does not hold: what stays fp32, and the 16-bit extras."""
     base, rows = m.memory["tft"]["fp32"], []
-    for p in m.precisions:
-        if p == "fp32":
-            continue
+    for p in [p for p in m.precisions if p != "fp32"]:
         prof = m.memory["tft"][p]
         kept = prof.parameters + prof.gradients + prof.optimizer_state
         halved_ideal = base.activations / 2
@@ -73,18 +64,13 @@ def speed_table(m: Measurement) -> pd.DataFrame:
     samples are noisy, and the seed's guess. The ratio is the median of the per-round ratios (the rounds alternate
     the precisions), not the ratio of the medians beside it, and its column says so: the two can order two
     precisions differently where they tie (the H200's fp16 and bf16, reports/h200/wave-8.11/)."""
-    ratios = speed_ratios(m)
-    rows = []
-    for p, t in m.timing.items():
-        r = ratios[p]
-        rows.append({
-            "precision": p, "median step (ms)": round(1e3 * t.median_s, 2), "IQR (ms)": round(1e3 * t.iqr_s, 2),
-            "median of per-round ratios to fp32": round(r.median, 3),
-            "ratio interval (low, high)": f"{r.low:.2f} – {r.high:.2f}",
-            "noisy (IQR > 10 %)": t.noisy,
-            "seed's guess": seed_claims.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
-        })
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{
+        "precision": p, "median step (ms)": round(1e3 * t.median_s, 2), "IQR (ms)": round(1e3 * t.iqr_s, 2),
+        "median of per-round ratios to fp32": round(r.median, 3),
+        "ratio interval (low, high)": f"{r.low:.2f} – {r.high:.2f}",
+        "noisy (IQR > 10 %)": t.noisy,
+        "seed's guess": seed_claims.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
+    } for (p, t), r in zip(m.timing.items(), speed_ratios(m).values())])  # speed_ratios keeps m.timing's order
 
 
 def speed_line(m: Measurement) -> str:

@@ -75,15 +75,13 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     cuda_graph None: among every strategy (the recommendation: wave 8.13 trains and serves a graphed one
     with captured steps); False / True: the same among the eager / the CUDA-graph ones. card_class: only
     the strategies that hold for the class (foxlib.core.card_classes: no bf16 or TF32 on the fp16 class, fp32
-    alone for CPUs); None:
-    the measuring device's own class, so that a card without bf16 (a T4, emulating bf16 slowly) is never told to
-    ship a bf16 strategy its run measured."""
-    kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph]
+    alone for CPUs); None: the measuring device's own class, so that a card without bf16 (a T4, emulating bf16
+    slowly) is never told to ship a bf16 strategy its run measured."""
     given = card_class is not None
     card_class = card_class or own_class(rec)
     open_to = (f" open to the {card_class.name} class" if given or any(
         not card_class.may_recommend(s.precision, s.options.tf32) for s in rec.strategies) else "")
-    kind += open_to
+    kind = {None: "strategy", False: "eager strategy", True: "CUDA-graph strategy"}[cuda_graph] + open_to
     why_not = (f"; {card_class.why_not}" if any(card_class.allows(s.precision, s.options.tf32) and not
                                                  card_class.may_recommend(s.precision, s.options.tf32)
                                                  for s in rec.strategies) else "")
@@ -99,7 +97,7 @@ def recommend(rec: Measurement812, budgets: dict[str, dict[str, float]], cuda_gr
     fastest = min(ok, key=lambda s: (s.window_ratio.median, s.peak_bytes, s.name))
     tied = [s for s in ok if s is not fastest and s.window_ratio.tie(fastest.window_ratio)]
     best = min([fastest, *tied], key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name))
-    plural = {None: "strategies", False: "eager strategies", True: "CUDA-graph strategies"}[cuda_graph] + open_to
+    plural = kind.replace("strategy", "strategies")
     if len(ok) == 1:
         reason = f"the only {kind} with {gates}"
     elif not tied:
@@ -153,9 +151,7 @@ def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, flo
     strategy qualifies."""
     ok = [s for s in _kind(rec, None, own_class(rec)) if s.window_ratio.high <= 1.0
           and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
-    if not ok:
-        return None
-    return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec)
+    return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec) if ok else None
 
 
 def checks(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> list[Check]:

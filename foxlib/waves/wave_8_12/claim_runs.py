@@ -43,13 +43,11 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
         return {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
     skipped: dict[str, str] = {}
     picked = []
-    for s in chosen:
-        if s.name != BASELINE and s.name not in CLAIM_STRATEGIES:
-            continue
+    for s in [s for s in chosen if s.name == BASELINE or s.name in CLAIM_STRATEGIES]:
         if device.type == "cpu" and s.precision != "fp32" and not kernel_speed(s.precision).fast:
             skipped[s.name] = kernel_speed(s.precision).reason()
-            continue
-        picked.append(s)
+        else:
+            picked.append(s)
     variants = {s.name: variant_spec(configs[s.name], preset, s.precision, seed, device, s.cuda_graph, s.options)
                 for s in picked}
     out: list[dict[str, Any]] = []
@@ -97,16 +95,9 @@ def claim_intervals(data: ClaimRuns | RunsNotMade) -> dict[str, tuple[RatioInter
     if data.absent_reason:
         return {}
     base_bs = data.batch_sizes[BASELINE]
-    out: dict[str, tuple[RatioInterval, ...]] = {}
-    for name in data.strategies:
-        if name == BASELINE:
-            continue
-        per_run = []
-        for run in data.runs:
-            step = interval_of_samples(run.variants[name].step_s_samples, run.variants[BASELINE].step_s_samples)
-            per_run.append(step.scaled(base_bs / data.batch_sizes[name]))
-        out[name] = tuple(per_run)
-    return out
+    return {name: tuple(interval_of_samples(run.variants[name].step_s_samples, run.variants[BASELINE].step_s_samples)
+                        .scaled(base_bs / data.batch_sizes[name]) for run in data.runs)
+            for name in data.strategies if name != BASELINE}
 
 
 def main(argv: list[str] | None = None) -> int:

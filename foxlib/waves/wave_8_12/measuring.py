@@ -137,14 +137,12 @@ def _profile_all(chosen: list[Strategy], configs, dev: torch.device, seed: int, 
         for s in sorted(chosen, key=lambda s: s.cuda_graph):
             bar.describe(f"profiling {s.name} on {dev}")
             try:
-                if s.cuda_graph:
-                    out["memory"][s.name] = profile_graphed(StepRecipe("tft", configs[s.name], s.precision, seed,
-                                                                       s.options), dev)
-                    out.setdefault("predicted", {})[s.name] = {"error": "not predicted: the step runs as one CUDA graph"}
-                else:
-                    r = measure_model("tft", configs[s.name], dev, s.precision, seed, options=s.options)
-                    out["memory"][s.name] = r["profile"]
-                    out.setdefault("predicted", {})[s.name] = r["predicted"]
+                cfg = configs[s.name]
+                r = ({"profile": profile_graphed(StepRecipe("tft", cfg, s.precision, seed, s.options), dev),
+                      "predicted": {"error": "not predicted: the step runs as one CUDA graph"}} if s.cuda_graph else
+                     measure_model("tft", cfg, dev, s.precision, seed, options=s.options))
+                out["memory"][s.name] = r["profile"]
+                out.setdefault("predicted", {})[s.name] = r["predicted"]
             except (RuntimeError, ValueError) as exc:  # one strategy that cannot run here: named, the rest go on
                 _drop(s, chosen, out, "failed", exc)
             bar.advance()
@@ -206,9 +204,7 @@ def same_function_checks(chosen: list[Strategy], base, device: torch.device, see
     says "same function". fp16 CUDA-graph strategies are not captured (GraphedStep refuses fp16)."""
     out: dict[str, dict[str, Any]] = {}
     references: dict[str, dict[str, Any]] = {}  # the plain step, once per precision
-    for s in chosen:
-        if s.changes_numerics:
-            continue
+    for s in [s for s in chosen if not s.changes_numerics]:
         try:
             if s.precision not in references:
                 references[s.precision] = reference_run(base, precision=s.precision, device=device, seed=seed)

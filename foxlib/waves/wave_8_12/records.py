@@ -52,9 +52,7 @@ class Resumed(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Measurement(WaveMeasurement, wave="8.12", version=1):
-    """Wave 8.12's measurement.json: measure()'s data with its header (foxlib.core.results.measures), checked on load
-    and its records typed (WaveMeasurement.from_dict); `Measurement812.from_measurement` makes the decisions' record
-    of it."""
+    """Wave 8.12's measurement.json: measure()'s data with its header (foxlib.core.results.measures)."""
     schema_version: int = 1  # 8.12's measurement.json has never held one: absent reads as 1
     base_config: dict[str, Any]
     strategies: dict[str, StrategyRun]

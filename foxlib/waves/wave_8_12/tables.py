@@ -168,11 +168,9 @@ def accuracy_skill(rec: Measurement812) -> pd.DataFrame:
     """Per set of accuracy runs (one per distinct function): climatology's and the model's validation
     quantile loss, the skill score per seed, 10-90 coverage, seeds with skill. An accuracy impact means
     something only where the fp32 baseline's runs have skill."""
-    rows = []
-    for name, rs in rec.accuracy_runs.items():
-        r = skill_row([dataclasses.asdict(x) for x in rs], [x.seed for x in rs], rs[0].min_skill)
-        rows.append({"accuracy runs of": name, **skill_columns(r)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"accuracy runs of": name, **skill_columns(skill_row(
+        [dataclasses.asdict(x) for x in rs], [x.seed for x in rs], rs[0].min_skill))}
+        for name, rs in rec.accuracy_runs.items()])
 
 
 def same_function_table(same: dict[str, Equivalence], errors: dict[str, str]) -> pd.DataFrame:
@@ -203,8 +201,7 @@ def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> p
     for name in dict.fromkeys(r["strategy"] for r in picks if r["strategy"]):  # each once, in that order
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
-        t = fl.time_floor_s or {}
-        arithmetic = t.get("bf16" if s.precision != "fp32" else ("tf32" if s.options.tf32 else "fp32"))
+        arithmetic = (fl.time_floor_s or {}).get("bf16" if s.precision != "fp32" else ("tf32" if s.options.tf32 else "fp32"))
         floor_s = None if arithmetic is None else max(arithmetic, fl.traffic_floor_s or 0)
         rows += [
             {"strategy": name, "quantity": "model peak (MB)", "measured": to_mb(s.peak_bytes),
