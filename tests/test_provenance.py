@@ -215,14 +215,13 @@ def test_a_measurement_naming_no_commit_is_refused_unless_allowed(monkeypatch, t
     """A mistyped FOXLIB_GIT_REVISION on the GPU machine labels a measurement with a revision no commit has:
     every render refuses it (waves, peer and throughput pages), as it refuses one from uncommitted changes."""
     from foxlib.report import throughput_page
-    from foxlib.run import runner
     monkeypatch.setattr(provenance, "git_revision", lambda root=None: "feed123")
     monkeypatch.setattr(provenance, "is_commit", lambda revision, root=None: revision == "abc1234")
     provenance.check_measured("abc1234", False)
     provenance.check_measured("adb0b9e5", True)
     with pytest.raises(provenance.ProvenanceError, match="names revision adb0b9e5, which is no commit"):
-        runner.check_revision(False, {"measured_at_revision": "adb0b9e5"})
-    assert runner.check_revision(True, {"measured_at_revision": "adb0b9e5"}) == "feed123"
+        provenance.check_tree(False, measurement={"measured_at_revision": "adb0b9e5"})
+    assert provenance.check_tree(True, measurement={"measured_at_revision": "adb0b9e5"}) == "feed123"
     measured = tmp_path / "throughput.json"
     measured.write_text(json.dumps({"measured_at_revision": "adb0b9e5"}))
     with pytest.raises(provenance.ProvenanceError, match="no commit of this repository"):

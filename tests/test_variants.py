@@ -256,8 +256,8 @@ def test_a_dirty_measurement_is_refused_unless_allowed(monkeypatch, tmp_path):
     m = committed("cpu", "8.10")
     m["environment"]["git_revision"] = "0ld0ne+dirty"
     with pytest.raises(provenance.ProvenanceError, match="measurement: measured from uncommitted changes"):
-        runner.check_revision(False, m)
-    assert runner.check_revision(True, m) == "abc1234"
+        provenance.check_tree(False, measurement=m)
+    assert provenance.check_tree(True, measurement=m) == "abc1234"
 
 
 # ----------------------------------------------------------------------------- the real thing

@@ -11,10 +11,11 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from foxlib.core import config
-from foxlib.core.schema import Record
+from foxlib.core.results import measured_revision, read_json
+from foxlib.core.schema import Record, WaveMeasurement
 
 DIRTY = "+dirty"
 
@@ -61,13 +62,18 @@ def is_commit(revision: str | None, root: Path | None = None) -> bool | None:
     return found.returncode == 0
 
 
-def check_tree(allow_dirty: bool, what: str = "a report") -> str | None:
-    """This tree's revision; ProvenanceError when it has uncommitted changes, unless `allow_dirty`."""
+def check_tree(allow_dirty: bool, what: str = "a report",
+               measurement: Mapping[str, Any] | WaveMeasurement | None = None,
+               source: str = "the measurement") -> str | None:
+    """This tree's revision; ProvenanceError, unless `allow_dirty`, when it has uncommitted changes or the
+    `measurement` rendered (named `source`) names no clean commit of this repository (check_measured)."""
     revision = git_revision()
     if not allow_dirty and not is_clean(revision):
         raise ProvenanceError(
             f"the tree has uncommitted changes (revision {revision or 'unknown'}): {what} must come from a commit. "
             "Commit first, or pass --allow-dirty (FOXLIB_ALLOW_DIRTY=1) and the page will say so")
+    if measurement is not None:
+        check_measured(measured_revision(measurement), allow_dirty, source)
     return revision
 
 
@@ -94,12 +100,8 @@ def sha256_of(path: Path) -> str:
 def display_path(path: Path) -> str:
     """A path relative to the reports folder's parent, or the repository, where it lies inside."""
     path = Path(path).resolve()
-    for base in (config.REPORTS_DIR.resolve().parent, config.ROOT):
-        try:
-            return str(path.relative_to(base))
-        except ValueError:
-            continue
-    return str(path)
+    base = next((b for b in (config.REPORTS_DIR.resolve().parent, config.ROOT) if path.is_relative_to(b)), None)
+    return str(path.relative_to(base) if base else path)
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,6 @@ class Citation(Record):
 
 def cite(path: Path, data: dict[str, Any] | None = None) -> Citation:
     """A citation of the results file at `path`: its display_path, the revision it was measured at, its sha256."""
-    from foxlib.core.results import measured_revision, read_json
     path = Path(path)
     data = read_json(path) if data is None else data
     return Citation(display_path(path), measured_revision(data), sha256_of(path))

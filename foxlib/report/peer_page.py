@@ -213,8 +213,7 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     json_path = Path(json_path)
     res = read_json(json_path)
     check_results(res, str(json_path))
-    revision = provenance.check_tree(allow_dirty, "a rendered page")
-    provenance.check_measured(measured_revision(res), allow_dirty, str(json_path))
+    revision = provenance.check_tree(allow_dirty, "a rendered page", res, str(json_path))
     cites = citations(res, base)
     bad = [c["problem"] for c in cites["items"] if not c["verified"]]
     if bad:

@@ -34,8 +34,7 @@ def write(json_path: str | Path, md_path: str | Path, html_path: str | Path | No
     import mistune
 
     data = read_json(json_path)
-    revision = provenance.check_tree(allow_dirty, "a rendered page")
-    provenance.check_measured(data.get("measured_at_revision"), allow_dirty, str(json_path))
+    revision = provenance.check_tree(allow_dirty, "a rendered page", data, str(json_path))
     md = render(data, revision)
     write_text(md_path, md)
     if html_path:  # no block tags in it: trimming them changes nothing

@@ -7,7 +7,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from foxlib.core import config
+from foxlib.core import config, provenance
 
 
 def _run_flags(p: argparse.ArgumentParser, parameter_help: str | None = None) -> None:
@@ -78,7 +78,7 @@ def _run(args) -> int:
     if args.command == "index":
         print(index.write_index(args.reports_dir))
         return 0
-    from foxlib.run.runner import check_revision, plan, run_wave
+    from foxlib.run.runner import plan, run_wave
     allow_dirty = args.allow_dirty or config.env_flag("FOXLIB_ALLOW_DIRTY")
     force = args.force or config.env_flag("FOXLIB_FORCE")
     overrides = parse_assignments(split_parameters(args.parameters) + args.parameter)
@@ -95,7 +95,7 @@ def _run(args) -> int:
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}: no wave has them; valid parameters: "
                              + "; ".join(f"{w}: {', '.join(names)}" for w, names in declared.items()))
     mine = {w.id: {k: v for k, v in overrides.items() if k in declared[w.id]} for w in built}
-    check_revision(allow_dirty)
+    provenance.check_tree(allow_dirty)
     for wave in built:  # every wave's parameters checked before the first one runs
         plan(wave.id, mine[wave.id], args.reports_dir)
     for i, wave in enumerate(built, 1):
@@ -108,11 +108,11 @@ def _run(args) -> int:
 def _measure(wave_id: str, overrides: dict, out: Path, allow_dirty: bool, force: bool) -> int:
     from foxlib.core import results
     from foxlib.run import notebook_cells as notebook, preflight
-    from foxlib.run.runner import check_revision, plan
+    from foxlib.run.runner import plan
     if overrides.get("measurements"):
         raise ValueError("measure takes no measurements parameter: it makes the measurement")
     p = plan(wave_id, overrides)  # checked, with the device's defaults
-    check_revision(allow_dirty)
+    provenance.check_tree(allow_dirty)
     preflight.check_memory(wave_id, p.params, force, p.checked)
     print(results.write_json(out, notebook.measure(wave_id, p.params, keep=out).to_dict()))
     return 0

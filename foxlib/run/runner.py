@@ -92,15 +92,6 @@ class Plan:
         return self.device_dir / f".{self.label}.lock"
 
 
-def check_revision(allow_dirty: bool, measurement: dict[str, Any] | WaveMeasurement | None = None) -> str | None:
-    """The tree's revision; ProvenanceError, unless `allow_dirty`, when the tree has uncommitted changes or the
-    measurement rendered names no clean commit of this repository."""
-    revision = provenance.check_tree(allow_dirty, "a report")
-    if measurement is not None:
-        provenance.check_measured(results.measured_revision(measurement), allow_dirty)
-    return revision
-
-
 def plan(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir: Path | None = None) -> Plan:
     """Every check that needs no run: parameters (with the device's defaults), budgets, measurement file."""
     from foxlib.memory.devices import resolve_device, short_name
@@ -197,7 +188,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
     allow_dirty = config.env_flag("FOXLIB_ALLOW_DIRTY") if allow_dirty is None else allow_dirty
     force = config.env_flag("FOXLIB_FORCE") if force is None else force
     p = plan(wave_id, overrides, reports_dir)
-    check_revision(allow_dirty, p.measurement)
+    provenance.check_tree(allow_dirty, measurement=p.measurement)
     if p.final.exists():
         _probe_writable(p.final)
     memory = preflight.check_memory(p.wave.id, p.params, force, p.checked)
