@@ -43,7 +43,10 @@ DEFINITIONS = {
     "nvml_max_process": "the largest NVML per-process figure sampled during training and inference (bytes)",
     "step_time": "median wall time of one training step over alternating rounds (seconds)",
 }
-UNITS = ("bytes", "s", "ratio", "fraction", "count", "text")
+# each unit as a page writes it (display): MB (10^6 bytes) with one decimal, ms, ratios x
+FORMATS = {"bytes": lambda v: f"{v / MB:,.1f} MB", "s": lambda v: f"{v * 1e3:,.1f} ms", "ratio": lambda v: f"{v:,.2f}x",
+           "fraction": lambda v: f"{v * 100:,.1f} %", "count": lambda v: f"{v:,}", "text": str}
+UNITS = tuple(FORMATS)
 
 
 @dataclass(frozen=True)
@@ -94,20 +97,8 @@ def slug(name: str) -> str:
 
 
 def display(value: Any, unit: str) -> str:
-    """The one way a figure is written on a page: MB (10^6 bytes) with one decimal, ms, ratios x."""
-    if value is None:
-        return "—"
-    if unit == "bytes":
-        return f"{value / MB:,.1f} MB"
-    if unit == "s":
-        return f"{value * 1e3:,.1f} ms"
-    if unit == "ratio":
-        return f"{value:,.2f}x"
-    if unit == "fraction":
-        return f"{value * 100:,.1f} %"
-    if unit == "count":
-        return f"{value:,}"
-    return str(value)
+    """The one way a figure is written on a page (FORMATS; another unit as str); "—" where there is no value."""
+    return "—" if value is None else FORMATS.get(unit, str)(value)
 
 
 def mb_text(value: Any) -> str:

@@ -41,9 +41,7 @@ def read_parameters(notebook_py: Path) -> dict[str, Parameter]:
     m = _CELL.search(text)
     if not m:
         raise ParameterError(f"{notebook_py} has no cell tagged 'parameters'")
-    body = text[m.end():]
-    nxt = re.search(r"^# %%", body, re.M)
-    cell = body[: nxt.start()] if nxt else body
+    cell = re.split(r"^# %%", text[m.end():], maxsplit=1, flags=re.M)[0]  # up to the next cell
     lines = cell.splitlines()
     params: dict[str, Parameter] = {}
     for node in ast.parse(cell).body:
@@ -51,10 +49,8 @@ def read_parameters(notebook_py: Path) -> dict[str, Parameter]:
                 and isinstance(node.annotation, ast.Name) and node.annotation.id in _TYPES):
             raise ParameterError(f"{notebook_py}: parameters cell line {node.lineno} is not "
                                  "`name: int|float|str|bool = value  # help`")
-        line = lines[node.lineno - 1]
-        help_text = line.split("#", 1)[1].strip() if "#" in line else ""
-        params[node.target.id] = Parameter(node.target.id, node.annotation.id,
-                                           ast.literal_eval(node.value), help_text)
+        help_text = lines[node.lineno - 1].partition("#")[2].strip()
+        params[node.target.id] = Parameter(node.target.id, node.annotation.id, ast.literal_eval(node.value), help_text)
     return params
 
 
@@ -87,11 +83,9 @@ def resolve(declared: dict[str, Parameter], overrides: dict[str, Any],
         hint = "".join(f"; {u}: did you mean {m[0]}?" for u, m in close.items() if m)
         listing = "; ".join(f"{p.name} ({p.type}, default {p.default!r}): {p.help}" for p in declared.values())
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}{hint}; valid parameters: {listing}")
-    values = {name: p.default for name, p in declared.items()}
-    values.update({k: v for k, v in (defaults or {}).items() if k in declared})
-    for name, value in overrides.items():
-        values[name] = coerce(declared[name], value)
-    return values
+    return ({name: p.default for name, p in declared.items()}
+            | {k: v for k, v in (defaults or {}).items() if k in declared}
+            | {name: coerce(declared[name], value) for name, value in overrides.items()})
 
 
 def split_parameters(text: str) -> list[str]:

@@ -8,9 +8,7 @@ from tqdm import tqdm
 
 
 class Bar(tqdm):
-    def describe(self, text: str) -> None:
-        """Say what is being done now."""
-        self.set_description_str(text)
+    describe = tqdm.set_description_str  # bar.describe(text): say what is being done now
 
     def advance(self, n: int = 1, **metrics) -> None:
         if metrics:

@@ -70,8 +70,7 @@ def plain(value: Any) -> Any:
     """A record (a dataclass with a to_dict), or a dict, list or tuple of them, as plain data: each record through its
     own to_dict, another dataclass field by field."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return value.to_dict() if hasattr(value, "to_dict") else {
-            f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return value.to_dict() if hasattr(value, "to_dict") else Record.to_dict(value)
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
