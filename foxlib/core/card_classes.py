@@ -58,8 +58,7 @@ def classes_for(device_type: str) -> tuple[CardClass, ...]:
 
 
 def _gpu_class(capability: str | None) -> CardClass | None:
-    """The GPU class whose compute capability a GPU reaches ("7.5" -> fp16, "9.0" -> bf16); None below every class
-    or where the capability is unknown."""
+    """The GPU class whose compute capability a GPU reaches; None below every class or where it is unknown."""
     major, minor = (int(x) for x in (capability or "0.0").split(".")[:2])
     return next((c for c in CLASSES if c.min_capability is not None and (major, minor) >= c.min_capability), None)
 

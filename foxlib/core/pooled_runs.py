@@ -8,10 +8,8 @@ targets (foxlib.report.peer_figures).
 import math
 from typing import Iterable
 
-MIN_RUNS = 3
-"""Independent timing runs (fresh processes) a speed verdict needs."""
-CONFIDENCE = 0.95
-"""The coverage of pooled_interval's interval."""
+MIN_RUNS = 3  # independent timing runs (fresh processes) a speed verdict needs
+CONFIDENCE = 0.95  # the coverage of pooled_interval's interval
 # Student's t, 97.5th percentile, for 1 .. 10 degrees of freedom (more: the last): a 95 % interval of a mean
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 

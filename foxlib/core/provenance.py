@@ -124,8 +124,7 @@ def verify(citations: Iterable[Citation], base: Path | None = None) -> None:
     Citations read from a file are typed where they are read (Citation.from_dict)."""
     base = Path(base or config.REPORTS_DIR.resolve().parent)
     for c in citations:
-        path = Path(c.path)
-        path = path if path.is_absolute() else base / path
+        path = base / c.path  # an absolute c.path stays itself
         if not path.is_file():
             raise ProvenanceError(f"the cited file {c.path} is missing (revision {c.revision})")
         actual = sha256_of(path)
