@@ -50,11 +50,9 @@ def _is_bytes_key(path: str) -> bool:
 
 
 class Record:
-    """A dataclass that is plain data field for field: to_dict writes every field through plain() (a nested record
-    through its own to_dict, so a Sparse one leaves its defaults out),
-    from_dict makes it from its keys (a missing or unknown one: a TypeError), typing the fields PARTS names (one
-    record each; a list: a tuple of them) and MANY names (a record, or a list of them, per name). A part is a record
-    class or a function of the stored value (e.g. one that tells a failure from a result)."""
+    """A dataclass that is plain data field for field: to_dict writes every field through plain(); from_dict makes
+    it from its keys (a missing or unknown one: a TypeError), typing the fields PARTS and MANY name (typed). A part
+    is a record class or a function of the stored value (e.g. one that tells a failure from a result)."""
     PARTS: ClassVar[dict[str, Any]] = {}
     MANY: ClassVar[dict[str, Any]] = {}
 
@@ -128,10 +126,9 @@ class Environment(Sparse):
 class WaveMeasurement(Sparse):
     """A wave's measurement.json, typed: the header (wave, measured_at and measure_parameters: foxlib.core.results
     .measures; device and environment: records), then the fields a subclass declares (`class Measurement(
-    WaveMeasurement, wave="8.10", version=2)`), those that are records typed by PARTS / MANY (Record) and what they
-    cannot say by typed_parts, written by written().
-    from_dict runs check_plain: every field present (but one with a default, which an absent key reads as; to_dict
-    leaves it out when it holds that default: written, Sparse's rule), null only where Optional, no other key."""
+    WaveMeasurement, wave="8.10", version=2)`), records typed by PARTS / MANY (Record) or typed_parts. A field with
+    a default may be absent, read as that default (to_dict leaves it out while it holds it: Sparse); from_dict runs
+    check_plain."""
     WAVE: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
     WRITTEN_LAST: ClassVar[tuple[str, ...]] = ()
