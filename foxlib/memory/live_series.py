@@ -214,8 +214,7 @@ def cpu_owner_name(ops: Sequence[str]) -> str:
     node = outer.split(": ", 1)[1] if outer.startswith("autograd::engine::evaluate_function: ") else ""
     if node:
         # a forward op under a backward node: checkpointing's recompute (its unpack hook runs the forward again)
-        forward = [o for o in ops[:-1] if o in RECOMPUTE_MARKERS]
-        if forward:
+        if forward := [o for o in ops[:-1] if o in RECOMPUTE_MARKERS]:
             return f"recompute: {forward[-1]} in {node}"
         return f"backward {node}" + ("" if inner in (node, outer) else f" ({inner})")
     if outer.startswith(OPTIMIZER_STEP_PREFIX):
@@ -291,10 +290,9 @@ def cuda_owner_name(frames: Sequence[dict[str, Any]], in_backward: bool) -> str:
     else:
         where = frame_text(user[0]) + (f" ({torch_fn})" if torch_fn and torch_fn != user[0]["name"] else "")
         # the nearest enclosing function of the same file with a name of its own (a block's method)
-        outer = next((f["name"] for f in user[1:] if f["filename"] == user[0]["filename"]
-                      and f["name"] not in GENERIC_FRAMES and f["name"] != user[0]["name"]
-                      and not f["name"].startswith("<")), None)
-        if outer:
+        if outer := next((f["name"] for f in user[1:] if f["filename"] == user[0]["filename"]
+                          and f["name"] not in GENERIC_FRAMES and f["name"] != user[0]["name"]
+                          and not f["name"].startswith("<")), None):
             where += f" in {outer}"
     return ("recompute in backward: " if recompute else "") + where
 
@@ -321,11 +319,9 @@ def from_cuda_snapshot(snapshot: dict[str, Any], *, label: str = "", max_points:
     # the allocator at the dump, then undone event by event back to the trace's start
     segments: dict[int, int] = {}
     allocated: dict[int, int] = {}
-    for seg in snapshot["segments"]:
-        if seg.get("device", device_index) != device_index:
-            continue
-        segments[seg["address"]] = seg["total_size"]
+    for seg in (s for s in snapshot["segments"] if s.get("device", device_index) == device_index):
         addr = seg["address"]
+        segments[addr] = seg["total_size"]
         for b in seg["blocks"]:
             if b["state"] in ("active_allocated", "active_pending_free"):
                 allocated[addr] = b["size"]
@@ -349,8 +345,7 @@ def from_cuda_snapshot(snapshot: dict[str, Any], *, label: str = "", max_points:
 
     fwd = next((x["time_us"] for x in annotations if x["name"] == MARK_FORWARD_END and x["stage"] == "START"), None)
     opt = [x for x in annotations if x["name"].startswith(OPTIMIZER_STEP_PREFIX)]
-    opt_start = next((x["time_us"] for x in opt if x["stage"] == "START"), None)
-    opt_end = next((x["time_us"] for x in opt if x["stage"] == "END"), None)
+    opt_start, opt_end = (next((x["time_us"] for x in opt if x["stage"] == s), None) for s in ("START", "END"))
     phase_source = "annotations"
     if fwd is None:
         fwd = inferred_forward_end(trace, "loss", opt_start)
@@ -375,24 +370,20 @@ def from_cuda_snapshot(snapshot: dict[str, Any], *, label: str = "", max_points:
         if a == "segment_alloc":
             segments[addr] = e["size"]
             bisect.insort(seg_starts, addr)
-            continue
-        if a == "segment_free":
+        elif a == "segment_free":
             segments.pop(addr, None)
             remove_sorted(seg_starts, addr)
-            continue
-        if a not in ("alloc", "free_completed"):
-            continue
-        x = ms(e["time_us"])
-        if a == "alloc":
+        elif a == "alloc":
+            x = ms(e["time_us"])
             size = block_size(addr, e["size"], seg_starts, segments, alloc_starts) if exact else round_size(e["size"])
             sizes[addr] = size
             bisect.insort(alloc_starts, addr)
             frames = e.get("frames", [])
             owner = cuda_owner_name(frames, phase_at(phases, x) == "backward") if has_stacks else NO_STACKS_OWNER
             replay.add(x, size, addr, LiveAllocation(size, owner, x, user_frames(frames)))
-        else:
+        elif a == "free_completed":
             remove_sorted(alloc_starts, addr)
-            replay.add(x, -sizes.pop(addr, round_size(e["size"])), addr)
+            replay.add(ms(e["time_us"]), -sizes.pop(addr, round_size(e["size"])), addr)
     method = ("CUDA allocator snapshot: its trace replayed on the allocator's address map (blocks: requests "
               "rounded to 512 B; a large block left whole when at most 1 MiB would remain), from the "
               "blocks allocated at the trace's start" + ("" if exact else
