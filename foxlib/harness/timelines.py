@@ -45,16 +45,10 @@ CASES = (
     TimelineCase("memory-efficient path", {"memory_efficient": True}),
     TimelineCase("CUDA graph", cuda_graph=True),
 )
-# 8.12's checkpointing result: VSNs, blocks, everything
-CHECKPOINT_CASES = (
-    TimelineCase("plain"),
-    TimelineCase("checkpoint VSNs", {"checkpointing": "vsn"}),
-    TimelineCase("checkpoint blocks", {"checkpointing": "blocks"}),
-    TimelineCase("checkpoint all", {"checkpointing": "all"}),
-)
-
-# both, each once: what a report draws (the CUDA graph skipped on a CPU)
-ALL_CASES = CHECKPOINT_CASES + (CASES[2], CASES[3])
+# what a report draws: 8.12's checkpointing result (VSNs, blocks, everything), then CASES' other two, each case once
+# (the CUDA graph skipped on a CPU)
+ALL_CASES = (CASES[0], TimelineCase("checkpoint VSNs", {"checkpointing": "vsn"}), CASES[1],
+             TimelineCase("checkpoint all", {"checkpointing": "all"}), CASES[2], CASES[3])
 
 
 @dataclass(frozen=True)
@@ -98,8 +92,13 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
         path = os.path.join(out_dir, f"{prefix}-{slug(case.name)}." + ("pickle" if cuda else "json"))
         failures = []
         for stacks in STACKS_TRIED if cuda else STACKS_TRIED[:1]:
-            try:
-                peak, activations, outside = _record(recipe, case, device, path, stacks)
+            try:  # the step with the allocation history on
+                if case.cuda_graph:
+                    peak, activations, outside = _record_graphed(recipe, device, path, stacks)
+                else:
+                    with build_step(recipe, device) as step:
+                        profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
+                    peak, activations, outside = profile.peak, profile.activations, profile.workspace_bytes
                 break
             except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others still run
                 if cuda:
@@ -116,16 +115,6 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
                                       seconds=time.perf_counter() - started, stacks=stacks if cuda else None,
                                       outside_bytes=outside)
     return runs
-
-
-def _record(recipe: StepRecipe, case: TimelineCase, device: torch.device, path: str,
-            stacks: str) -> tuple[int, int | None, int]:
-    """One case's step with the allocation history on: (peak, activations or None, outside bytes)."""
-    if case.cuda_graph:
-        return _record_graphed(recipe, device, path, stacks)
-    with build_step(recipe, device) as step:
-        profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
-    return profile.peak, profile.activations, profile.workspace_bytes
 
 
 def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str) -> tuple[int, None, int]:
