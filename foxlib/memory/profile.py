@@ -99,8 +99,7 @@ class MemoryProfile(ProfiledStep):
         """A profile from to_dict()'s JSON (the derived figures are recomputed, not read)."""
         d = {k: v for k, v in d.items() if k not in cls.DERIVED}
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
+        if unknown := sorted(set(d) - names):
             raise ValueError(f"unknown MemoryProfile field(s) {unknown}; valid: {', '.join(sorted(names))}")
         return cls(**d)
 

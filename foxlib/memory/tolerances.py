@@ -111,9 +111,8 @@ def compare(predicted: MemoryProfile | FailedPrediction | None, measured: Memory
     for c in CATEGORIES:
         p, m = float(getattr(predicted, c)), float(getattr(measured, c))
         ok = within(c, p, m, device_type, lstm)
-        why = "" if ok else reason(c, device_type, lstm)
-        if not ok and c in PEAKS and measured.optimizer_step_skipped:
-            why = SKIPPED_STEP_REASON
+        why = ("" if ok else SKIPPED_STEP_REASON if c in PEAKS and measured.optimizer_step_skipped
+               else reason(c, device_type, lstm))
         rows.append({"category": LABELS[c], "predicted (MB)": p / MB, "measured (MB)": m / MB,
                      "error (%)": round(error_pct(p, m), 2), "tolerance (%)": tolerance_pct(c, device_type, lstm),
                      "within": ok, "why": why})
@@ -131,15 +130,14 @@ def summary(pairs: dict[str, tuple[MemoryProfile | FailedPrediction | None, Memo
     rows = []
     for name, (pred, meas) in pairs.items():
         df = compare(pred, meas, device_type)
-        if df["category"].iloc[0] == "all":
-            rows.append({"step": name, "predicted peak (MB)": None, "measured peak (MB)": meas.peak / MB,
-                         "peak error (%)": None, "non-tensor (MB)": meas.workspace_bytes / MB,
-                         "categories outside tolerance": df["why"].iloc[0]})
-            continue
-        row = df[df["category"] == LABELS["peak"]].iloc[0]
-        outside = df[df["within"].eq(False)]
-        off = ", ".join(f"{r['category']} {r['error (%)']:+.1f} %" for _, r in outside.iterrows())
-        rows.append({"step": name, "predicted peak (MB)": row["predicted (MB)"],
-                     "measured peak (MB)": row["measured (MB)"], "peak error (%)": row["error (%)"],
-                     "non-tensor (MB)": meas.workspace_bytes / MB, "categories outside tolerance": off or "none"})
+        # where there is no prediction, compare's one row says why
+        row = {"step": name, "predicted peak (MB)": None, "measured peak (MB)": meas.peak / MB, "peak error (%)": None,
+               "non-tensor (MB)": meas.workspace_bytes / MB, "categories outside tolerance": df["why"].iloc[0]}
+        if df["category"].iloc[0] != "all":
+            peak = df[df["category"] == LABELS["peak"]].iloc[0]
+            off = ", ".join(f"{r['category']} {r['error (%)']:+.1f} %"
+                            for _, r in df[df["within"].eq(False)].iterrows())
+            row |= {"predicted peak (MB)": peak["predicted (MB)"], "measured peak (MB)": peak["measured (MB)"],
+                    "peak error (%)": peak["error (%)"], "categories outside tolerance": off or "none"}
+        rows.append(row)
     return pd.DataFrame(rows)
