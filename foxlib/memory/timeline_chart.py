@@ -109,7 +109,6 @@ def alt_text(series: Sequence[MemoryTimeline], title: str, budget_bytes: int | N
 
 def caption(series: Sequence[MemoryTimeline], budget_bytes: int | None = None) -> str:
     devices = sorted({s.device for s in series})
-    methods = sorted({s.method for s in series})
     text = ("Live tensor memory through one measured training step (forward + loss, backward, optimizer "
             "step), one panel per configuration on one y-axis (MB = 10^6 bytes; linear axes; each panel's time "
             "in its own ms, since the steps differ in length). Dotted: bytes live when the step began; "
@@ -117,14 +116,13 @@ def caption(series: Sequence[MemoryTimeline], budget_bytes: int | None = None) -
             "with the largest groups of allocations live at it named under the panel (grouped by the code "
             "that made them). ")
     if len({s.peak_bytes for s in series}) > 1 and max(s.peak_bytes for s in series) > 0:
-        lo = min(series, key=lambda s: s.peak_bytes)
-        hi = max(series, key=lambda s: s.peak_bytes)
+        lo, hi = (extreme(series, key=lambda s: s.peak_bytes) for extreme in (min, max))
         text += (f"Peaks range from {mb_text(lo.peak_bytes)} ({lo.label}) to {mb_text(hi.peak_bytes)} ({hi.label}). ")
     text += comparison(series)
     if "cpu" in devices:
         text += ("On the CPU the profiler records every op, which slows the step: the times are the profiled "
                  "step's, for order only, not its speed. ")
-    text += f"Device: {', '.join(devices)}. Method: {' / '.join(methods)}."
+    text += f"Device: {', '.join(devices)}. Method: {' / '.join(sorted({s.method for s in series}))}."
     return text
 
 
@@ -134,14 +132,8 @@ def comparison(series: Sequence[MemoryTimeline]) -> str:
     if len(series) < 2 or ref.forward_end_bytes is None:
         return ""
     held = lambda s: s.forward_end_bytes - s.start_bytes  # noqa: E731
-    parts = []
-    for s in series[1:]:
-        if s.forward_end_bytes is None:
-            continue
-        change = (s.peak_bytes - ref.peak_bytes) / ref.peak_bytes if ref.peak_bytes else 0.0
-        parts.append(f"{s.label} leaves {mb_text(held(s))} for backward and peaks at {mb_text(s.peak_bytes)} "
-                     f"({100 * change:+.1f} %) in {s.peak_phase}")
-    if not parts:
-        return ""
+    change = lambda s: (s.peak_bytes - ref.peak_bytes) / ref.peak_bytes if ref.peak_bytes else 0.0  # noqa: E731
+    parts = [f"{s.label} leaves {mb_text(held(s))} for backward and peaks at {mb_text(s.peak_bytes)} "
+             f"({100 * change(s):+.1f} %) in {s.peak_phase}" for s in series[1:] if s.forward_end_bytes is not None]
     return (f"Against {ref.label} (forward leaves {mb_text(held(ref))} for backward; peak {mb_text(ref.peak_bytes)} in "
-            f"{ref.peak_phase}): " + "; ".join(parts) + ". ")
+            f"{ref.peak_phase}): " + "; ".join(parts) + ". ") if parts else ""
