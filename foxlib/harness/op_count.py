@@ -90,8 +90,7 @@ def _label_from_stack(names: dict[int, str], root: torch.nn.Module) -> str:
         if owner is root and frame.f_code.co_name in ROOT_METHODS:
             block = ROOT_METHODS[frame.f_code.co_name]
             return f"{block}: inputs" if block.endswith("VSN") else block
-        qual = names.get(id(owner)) if owner is not None else None
-        if qual:
+        if qual := names.get(id(owner)):  # None is no module
             parts = qual.split(".")
             block = BLOCKS.get(parts[0], parts[0])
             if block.endswith("VSN"):

@@ -74,11 +74,9 @@ class StepOptions(Record):
         valid = ", ".join(defaults)
         if not isinstance(d, dict):
             raise ValueError(f"step options must be an object of {valid}, got {d!r}")
-        unknown = sorted(set(d) - set(defaults))
-        if unknown:
+        if unknown := sorted(set(d) - set(defaults)):
             raise ValueError(f"unknown step option(s) {', '.join(unknown)}; valid: {valid}")
-        wrong = sorted(k for k, v in d.items() if isinstance(defaults[k], bool) and not isinstance(v, bool))
-        if wrong:
+        if wrong := sorted(k for k, v in d.items() if isinstance(defaults[k], bool) and not isinstance(v, bool)):
             raise ValueError(f"step option(s) {', '.join(wrong)} must be true or false, got "
                              f"{ {k: d[k] for k in wrong} }")
         return cls(**d)

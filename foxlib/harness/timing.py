@@ -243,7 +243,6 @@ def ratio_interval(timings: dict[str, Timing], name: str, baseline: str, confide
                    resamples: int = RESAMPLES, seed: int = SEED) -> RatioInterval:
     """Step time of `name` over `baseline`'s in the same alternating run: the median of the per-round ratios and
     its bootstrap percentile interval."""
-    missing = [n for n in (name, baseline) if n not in timings]
-    if missing:
+    if missing := [n for n in (name, baseline) if n not in timings]:
         raise ValueError(f"no timing for {missing}; timed variants: {', '.join(timings)}")
     return interval_of_samples(timings[name].samples, timings[baseline].samples, confidence, resamples, seed)

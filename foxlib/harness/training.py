@@ -184,8 +184,7 @@ def evaluate(model, windows: MarketWindows, rows: np.ndarray, precision: str, de
         "p50_mae": float((p50 - target).abs().mean()),
         "directional_accuracy": float((torch.sign(p50) == torch.sign(target)).float()[target != 0].mean()),
     }
-    band = coverage(pred, target, qs)
-    if band is not None:
+    if (band := coverage(pred, target, qs)) is not None:
         out["coverage_10_90"] = band
         out["coverage_error"] = abs(band - (COVERAGE_BAND[1] - COVERAGE_BAND[0]))
     if levels is not None:
@@ -213,8 +212,8 @@ def train_tft(cfg, *, precision: str = "fp32", seed: int = 0, max_steps: int = 2
     harness = harness_config(cfg, target=target, max_steps=max_steps, eval_every=eval_every, patience=patience,
                              val_windows=val_windows, grad_clip=grad_clip, min_skill=min_skill, options=options,
                              concurrent_runs=concurrent_runs)
-    train = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "train", target=target)
-    val = MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, "validation", target=target)
+    train, val = (MarketWindows(cfg.n_observed, cfg.encoder_length, cfg.decoder_length, split, target=target)
+                  for split in ("train", "validation"))
     levels = climatology(train, cfg.quantiles)
     rng = np.random.default_rng(seed)
     val_rows = np.sort(np.random.default_rng(12345).choice(len(val), min(val_windows, len(val)), replace=False))
