@@ -142,8 +142,7 @@ class LiveStorages(TorchDispatchMode):
             if node is None or node in seen:
                 continue
             seen.add(node)
-            self._handles.append(node.register_prehook(self._node_starts))
-            self._handles.append(node.register_hook(self._node_ends))
+            self._handles += (node.register_prehook(self._node_starts), node.register_hook(self._node_ends))
             stack.extend(fn for fn, _ in node.next_functions)
 
     def _is_accumulation(self, func, args, kwargs, out) -> bool:
@@ -354,9 +353,7 @@ def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
     threads, oneDNN). A failed probe, or inputs over PROBE_MAX_BYTES, count 0; nothing is probed (or cached)
     while another profiler runs."""
     keys = set(keys)
-    for k in keys:
-        if k not in _inner_peak_bytes and _probe_bytes(k[1]) > PROBE_MAX_BYTES:
-            _inner_peak_bytes[k] = 0
+    _inner_peak_bytes.update({k: 0 for k in keys - _inner_peak_bytes.keys() if _probe_bytes(k[1]) > PROBE_MAX_BYTES})
     todo = sorted((k for k in keys if k not in _inner_peak_bytes), key=repr)
     if todo and not torch._C._autograd._profiler_enabled():
         failed = set()
@@ -541,8 +538,7 @@ def predict_step(card, config, *, precision: str = "fp32", optimizer: str = "ada
     if batch is None and key in _PREDICTED:
         return _PREDICTED[key]
     keep = batch is None and not torch._C._autograd._profiler_enabled()
-    if batch is None:
-        batch = card.example_batch(config, device="cpu", seed=seed)
+    batch = card.example_batch(config, device="cpu", seed=seed) if batch is None else batch
     profile = predict_model_step(lambda: card.build(config), batch, card.loss, precision=precision,
                                  optimizer=optimizer, lr=card.learning_rate(config), foreach=foreach,
                                  buffers=card.buffers(batch), dropout="fused" if target == "cuda" else "cpu",
