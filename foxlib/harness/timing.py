@@ -212,8 +212,7 @@ def bootstrap_median(values: np.ndarray, confidence: float = CONFIDENCE, resampl
     boot = np.median(values[rng.integers(0, values.size, size=(resamples, values.size))], axis=1)
     alpha = 1 - confidence
     low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    median = float(np.median(values))
-    return median, float(min(low, high)), float(max(low, high))
+    return float(np.median(values)), float(min(low, high)), float(max(low, high))
 
 
 def paired_ratios(samples: tuple[float, ...] | list[float], baseline: tuple[float, ...] | list[float]) -> np.ndarray:

@@ -405,17 +405,11 @@ def block_size(addr: int, requested: int, seg_starts: list[int], segments: dict[
     """The block a request at `addr` got: its rounded size, or in the large pool the whole free block (to the
     next allocated block or the segment's end) when splitting it would leave at most SMALL_SIZE_BYTES."""
     r = round_size(requested)
-    if r <= SMALL_SIZE_BYTES:
-        return r
-    i = bisect.bisect_right(seg_starts, addr) - 1
-    if i < 0:
-        return r
-    seg_end = seg_starts[i] + segments[seg_starts[i]]
-    if addr >= seg_end:
+    i = bisect.bisect_right(seg_starts, addr) - 1  # the segment starting at or before addr (none: -1)
+    if r <= SMALL_SIZE_BYTES or i < 0 or addr >= (seg_end := seg_starts[i] + segments[seg_starts[i]]):
         return r
     j = bisect.bisect_right(alloc_starts, addr)
-    free_end = min(seg_end, alloc_starts[j]) if j < len(alloc_starts) else seg_end
-    free = free_end - addr
+    free = (min(seg_end, alloc_starts[j]) if j < len(alloc_starts) else seg_end) - addr
     return free if r <= free <= r + SMALL_SIZE_BYTES else r
 
 
@@ -423,9 +417,7 @@ def inferred_forward_end(trace: list[dict[str, Any]], loss_frame: str, before_us
     """The time of the last allocation whose stack runs through `loss_frame` before the first allocation
     of backward (no Python stack, or a stack through torch's backward)."""
     last = None
-    for e in trace:
-        if e["action"] != "alloc":
-            continue
+    for e in (e for e in trace if e["action"] == "alloc"):
         if before_us is not None and e["time_us"] >= before_us:
             break
         frames = e.get("frames", [])
