@@ -12,6 +12,7 @@ import pickle
 import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -159,10 +160,7 @@ def viewer_html_file(snapshot_path: str, html_path: str) -> str:
     the page loads MemoryViz.js from cdn.jsdelivr.net when opened)."""
     from torch.cuda._memory_viz import trace_plot
 
-    with open(snapshot_path, "rb") as f:
-        snapshot = pickle.load(f)
-    with open(html_path, "w") as f:
-        f.write(trace_plot(snapshot))
+    Path(html_path).write_text(trace_plot(pickle.loads(Path(snapshot_path).read_bytes())))
     return html_path
 
 
