@@ -108,9 +108,8 @@ def time_alternating(variants: dict[str, Callable[[], object]], repeats: int = 1
             for name in names:
                 run(name)
                 bar.advance()
-        for r in range(repeats):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
+        for r in range(repeats):  # each round in a rotated order
+            for name in names[r % len(names):] + names[: r % len(names)]:
                 sync_device(device)
                 faults_before = minor_faults() if count_faults else 0
                 start = time.perf_counter()
