@@ -224,19 +224,18 @@ def time_variants(recipes: dict[str, StepRecipe], device: str | torch.device = "
     for n, v in child["variants"].items():
         prof, kind = v["profile"], n.rsplit(", ", 1)[1]
         t = Timing(n, tuple(v["step_s_samples"]))
-        own = own_workspace(profile_from_dict(prof))
-        row = {"model_peak_bytes": prof["peak"], "allocator_peak_bytes": None if own is None else prof["peak"] + own,
-               "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s,
-               "noisy": t.noisy, "samples_ms": [1e3 * s for s in t.samples]}
+        own = own_workspace(profile_from_dict(prof))  # an int: every variant has an allocator peak
+        row = {"model_peak_bytes": prof["peak"], "allocator_peak_bytes": prof["peak"] + own,
+               "median_ms": 1e3 * t.median_s, "iqr_ms": 1e3 * t.iqr_s, "noisy": t.noisy,
+               "samples_ms": [1e3 * s for s in t.samples]}
         line = f"{n:48s} {row['median_ms']:8.2f} ms/step (IQR {row['iqr_ms']:.2f})"
         if n != first[kind]:
             r = interval_of_samples(v["step_s_samples"], child["variants"][first[kind]]["step_s_samples"])
             row |= {"ratio_to": first[kind], "ratio": r.to_dict()}
             line += f"  {r.median:.3f}x [{r.low:.3f}, {r.high:.3f}] of the first"
         result["variants"][n] = row
-        line += f"  model peak {row['model_peak_bytes'] / 1e6:.1f} MB"
-        if row["allocator_peak_bytes"] is not None:
-            line += f", allocator peak {row['allocator_peak_bytes'] / 1e6:.1f} MB"
+        line += (f"  model peak {row['model_peak_bytes'] / 1e6:.1f} MB, "
+                 f"allocator peak {row['allocator_peak_bytes'] / 1e6:.1f} MB")
         print(line, flush=True)
     return result
 
