@@ -365,8 +365,8 @@ def probe_kernel_scratch(keys: Iterable[tuple]) -> dict[tuple, int]:
                     args = _probe_args(spec)
                     func(*args)  # warm-up: oneDNN creates and caches its primitive
                     with torch.profiler.record_function(_PROBE_MARK):
-                        out = func(*args)
-                    del out, args
+                        _ = func(*args)  # its outputs freed after the mark's range, with the zeros
+                    del _, args
                 except Exception:  # an argument the zeros cannot stand for: count nothing
                     failed.add(key)
                     with torch.profiler.record_function(_PROBE_MARK):
