@@ -67,9 +67,7 @@ def timeline_chart(series: Sequence[MemoryTimeline], title: str, *, budget_bytes
         if budget_bytes is not None:
             ax.axhline(budget_bytes / MB, color="black", ls="--", lw=1.1, zorder=2)
         ax.set_title(f"{s.label}\npeak {mb_text(s.peak_bytes)} in {s.peak_phase}", fontsize=9.5, pad=30)
-        ax.set_xlabel("time since the step began (ms)")
-        ax.set_xlim(0, span)
-        ax.set_ylim(0, top)
+        ax.set(xlabel="time since the step began (ms)", xlim=(0, span), ylim=(0, top))
         lines = [f"▼ peak {mb_text(s.peak_bytes)}; largest owners live at it:",
                  *(f"  {mb_text(o.bytes)} ×{o.count}: {_short(o.name)}" for o in s.owners[:2])]
         if s.forward_end_bytes is not None:
