@@ -32,13 +32,9 @@ def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass) -
 def pareto(rec: Measurement812) -> list[str]:
     """Strategies no other strategy beats on both peak bytes and median time per training window
     (accuracy aside: the front shows what memory costs in time)."""
-    front = []
-    for s in rec.strategies:
-        p, t = s.peak_bytes, s.window_ratio.median
-        if not any(o.peak_bytes <= p and o.window_ratio.median <= t and (o.peak_bytes < p or o.window_ratio.median < t)
-                   for o in rec.strategies):
-            front.append(s.name)
-    return front
+    cost = [(s.peak_bytes, s.window_ratio.median) for s in rec.strategies]
+    return [s.name for s, (p, t) in zip(rec.strategies, cost)
+            if not any(q <= p and u <= t and (q, u) != (p, t) for q, u in cost)]
 
 
 def interval_text(s: StrategyResult) -> str:
@@ -204,9 +200,8 @@ def named_figures(r: Measurement812) -> list[Figure]:
     claims = claim_verdicts(r)
     out = []
     for s in r.strategies:
-        plain = s.name in (BASELINE, "fp16", "bf16")
         k = partial(key, "tft", r.preset, cfg["batch_size"], cfg["encoder_length"], s.precision,
-                    variant=None if plain else slug(s.name))
+                    variant=None if s.name in (BASELINE, "fp16", "bf16") else slug(s.name))
         out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
         if s.name != BASELINE:
             w = s.window_ratio
