@@ -148,8 +148,7 @@ class Together:
         sync_device(self.device)
         t0 = time.perf_counter()
         futures = {n: self.pool.submit(self._one, n, t0) for n in self.fns}
-        lat = {n: f.result() for n, f in futures.items()}
-        return lat, time.perf_counter() - t0
+        return {n: f.result() for n, f in futures.items()}, time.perf_counter() - t0
 
 
 def _alone(fn: Callable[[], Any], device: torch.device) -> float:
