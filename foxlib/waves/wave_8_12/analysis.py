@@ -42,11 +42,11 @@ def interval_text(s: StrategyResult) -> str:
     return f"{s.window_ratio} of fp32 per window"
 
 
-def slowdown_check(s: StrategyResult, max_slowdown: float, label: str = "recommended") -> Check:
+def slowdown_check(s: StrategyResult, max_slowdown: float) -> Check:
     """Slowdown per training window against fp32 under `max_slowdown`: passes only when the interval's
     upper end is under it (a 1.9x [1.7, 2.1] strategy is not shown to be under 2x)."""
     iv = s.window_ratio
-    return Check(f"{label} ({s.name}) slowdown per training window against fp32 "
+    return Check(f"recommended ({s.name}) slowdown per training window against fp32 "
                  f"(upper end of the {100 * iv.confidence:g} % interval)", iv.high, max_slowdown, "x",
                  iv.under(max_slowdown), note=interval_text(s))
 

@@ -55,8 +55,8 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
         st = r.training.models.get(name)
         mine = [s for s in r.training.steps if s.model == name]
         later = [s for s in mine if s.step > 1]
-        out[name] = None if not st or not mine else (max(s.rise_bytes for s in later or mine) + st.kept_bytes
-                                                       - (0 if later else st.optimizer_state_bytes))
+        out[name] = None if not st or not mine else (max(s.peak_bytes - s.start_bytes for s in later or mine)
+                                                       + st.kept_bytes - (0 if later else st.optimizer_state_bytes))
     return out
 
 
