@@ -140,11 +140,10 @@ def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
 
 
 def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
-    """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
-    end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
-    fastest under the budget), the other end of the Pareto front, the one tables.py's `targets` asks
-    about (no slower than plain fp32); among the strategies the measuring device's class may ship. None if no
-    strategy qualifies."""
+    """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper end at most 1,
+    as fp32's own [1, 1] is) with accuracy in tolerance, among those the measuring device's class may ship: the other
+    end of the Pareto front from the recommendation (the fastest under the budget), the end tables.py's `targets`
+    asks about. None if no strategy qualifies."""
     ok = [s for s in _kind(rec, None, own_class(rec)) if s.window_ratio.high <= 1.0
           and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
     return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec) if ok else None
