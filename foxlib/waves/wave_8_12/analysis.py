@@ -32,13 +32,9 @@ def _kind(rec: Measurement812, cuda_graph: bool | None, card_class: CardClass) -
 def pareto(rec: Measurement812) -> list[str]:
     """Strategies no other strategy beats on both peak bytes and median time per training window
     (accuracy aside: the front shows what memory costs in time)."""
-    front = []
-    for s in rec.strategies:
-        p, t = s.peak_bytes, s.window_ratio.median
-        if not any(o.peak_bytes <= p and o.window_ratio.median <= t and (o.peak_bytes < p or o.window_ratio.median < t)
-                   for o in rec.strategies):
-            front.append(s.name)
-    return front
+    cost = [(s.peak_bytes, s.window_ratio.median) for s in rec.strategies]
+    return [s.name for s, (p, t) in zip(rec.strategies, cost)
+            if not any(q <= p and u <= t and (q, u) != (p, t) for q, u in cost)]
 
 
 def interval_text(s: StrategyResult) -> str:
@@ -46,11 +42,11 @@ def interval_text(s: StrategyResult) -> str:
     return f"{s.window_ratio} of fp32 per window"
 
 
-def slowdown_check(s: StrategyResult, max_slowdown: float, label: str = "recommended") -> Check:
+def slowdown_check(s: StrategyResult, max_slowdown: float) -> Check:
     """Slowdown per training window against fp32 under `max_slowdown`: passes only when the interval's
     upper end is under it (a 1.9x [1.7, 2.1] strategy is not shown to be under 2x)."""
     iv = s.window_ratio
-    return Check(f"{label} ({s.name}) slowdown per training window against fp32 "
+    return Check(f"recommended ({s.name}) slowdown per training window against fp32 "
                  f"(upper end of the {100 * iv.confidence:g} % interval)", iv.high, max_slowdown, "x",
                  iv.under(max_slowdown), note=interval_text(s))
 
@@ -144,11 +140,10 @@ def workspace_advice(rec: Measurement812, name: str) -> dict[str, Any]:
 
 
 def lightest_at_full_speed(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> dict[str, Any] | None:
-    """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper
-    end at most 1, as fp32's own [1, 1] is) with accuracy in tolerance: beside the recommendation (the
-    fastest under the budget), the other end of the Pareto front, the one tables.py's `targets` asks
-    about (no slower than plain fp32); among the strategies the measuring device's class may ship. None if no
-    strategy qualifies."""
+    """The lightest strategy shown no slower than plain fp32 per training window (its interval's upper end at most 1,
+    as fp32's own [1, 1] is) with accuracy in tolerance, among those the measuring device's class may ship: the other
+    end of the Pareto front from the recommendation (the fastest under the budget), the end tables.py's `targets`
+    asks about. None if no strategy qualifies."""
     ok = [s for s in _kind(rec, None, own_class(rec)) if s.window_ratio.high <= 1.0
           and s.accuracy_impact_pct <= budgets["accuracy"]["max_degradation_pct"]]
     return _describe(min(ok, key=lambda s: (s.peak_bytes, s.window_ratio.median, s.name)), rec) if ok else None
@@ -204,9 +199,8 @@ def named_figures(r: Measurement812) -> list[Figure]:
     claims = claim_verdicts(r)
     out = []
     for s in r.strategies:
-        plain = s.name in (BASELINE, "fp16", "bf16")
         k = partial(key, "tft", r.preset, cfg["batch_size"], cfg["encoder_length"], s.precision,
-                    variant=None if plain else slug(s.name))
+                    variant=None if s.name in (BASELINE, "fp16", "bf16") else slug(s.name))
         out.append(Figure(k(quantity="model_peak"), s.peak_bytes, "bytes"))
         if s.name != BASELINE:
             w = s.window_ratio

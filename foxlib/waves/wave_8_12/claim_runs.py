@@ -41,15 +41,11 @@ def measure_claim_runs(chosen, configs: dict[str, Any], preset: str, device: tor
     (foxlib.memory.cpu_support: minutes a step)."""
     if runs < 1:
         return {"skipped_all": "not asked (claim_runs=0): each claim rests on the one alternating run"}
-    skipped: dict[str, str] = {}
-    picked = []
-    for s in [s for s in chosen if s.name == BASELINE or s.name in CLAIM_STRATEGIES]:
-        if device.type == "cpu" and s.precision != "fp32" and not kernel_speed(s.precision).fast:
-            skipped[s.name] = kernel_speed(s.precision).reason()
-        else:
-            picked.append(s)
+    claimed = [s for s in chosen if s.name == BASELINE or s.name in CLAIM_STRATEGIES]
+    skipped = {s.name: kernel_speed(s.precision).reason() for s in claimed
+               if device.type == "cpu" and s.precision != "fp32" and not kernel_speed(s.precision).fast}
     variants = {s.name: variant_spec(configs[s.name], preset, s.precision, seed, device, s.cuda_graph, s.options)
-                for s in picked}
+                for s in claimed if s.name not in skipped}
     out: list[dict[str, Any]] = []
     with progress(runs, "seed claims, independent runs (fresh processes)") as bar:
         for r in range(runs):

@@ -191,9 +191,8 @@ def accuracy_runs(chosen: list[Strategy], acc_base, seeds: int, device: torch.de
     done = train_many([job for _, job in jobs], device, what="wave 8.12 accuracy")
     for (s, _), r in zip(jobs, done):
         runs.setdefault(s.name, []).append(r)
-    first = next(iter(runs.values()))[0]
     return {"accuracy_runs": runs, "accuracy_source": {s.name: keys[accuracy_key(s)].name for s in chosen},
-            "accuracy_harness": {**first["harness"], "tft_config": dataclasses.asdict(acc_base)}}
+            "accuracy_harness": {**done[0]["harness"], "tft_config": dataclasses.asdict(acc_base)}}
 
 
 def same_function_checks(chosen: list[Strategy], base, device: torch.device, seed: int = 0) -> dict[str, dict[str, Any]]:

@@ -244,13 +244,11 @@ class Measurement812(Record):
                 seed_guess=info.seed_guess, changes_numerics=info.changes_numerics,
                 cuda_graph=info.cuda_graph, options=info.options,
                 workspace_bytes=workspaces[name], minor_faults_samples=m.timing[name].minor_faults_samples))
-        return cls(tuple(out), dict(m.base_config), m.device,
-                   int(m.memory[BASELINE].n_parameters), dict(m.skipped),
+        return cls(tuple(out), dict(m.base_config), m.device, int(m.memory[BASELINE].n_parameters), dict(m.skipped),
                    BASELINE, confidence, resamples, seed, workspace_knob=knob_results(m.cublas_workspace),
                    claim_runs=claim_intervals(m.claim_runs), preset=m.measure_parameters["preset"],
                    accuracy_preset=m.accuracy_preset, accuracy_runs=runs, same_function=same,
-                   same_function_errors=errors, floors=m.floors,
-                   knob_absent=m.cublas_workspace.absent_reason)
+                   same_function_errors=errors, floors=m.floors, knob_absent=m.cublas_workspace.absent_reason)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Measurement812":

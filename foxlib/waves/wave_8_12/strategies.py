@@ -155,5 +155,4 @@ def accuracy_key(s: Strategy) -> tuple:
     """Strategies that compute the same function share accuracy runs: key = precision + numeric overrides
     (+ the step options that change the numbers: StepOptions.numeric_changes)."""
     numeric = tuple(sorted((k, v) for k, v in s.overrides.items() if k in ("batch_size", "encoder_length")))
-    numeric_options = s.options.numeric_changes
-    return (s.precision, numeric) + ((numeric_options,) if numeric_options else ())
+    return (s.precision, numeric) + ((s.options.numeric_changes,) if s.options.numeric_changes else ())

@@ -92,10 +92,9 @@ def recommendation_text(r: dict[str, Any]) -> str:
         return f"**No recommendation:** {r['reason']}."
     step = RatioInterval.from_dict(r["step_time_interval"])
     why = r["reason"][0].upper() + r["reason"][1:]
-    how = (["the whole step captured as one CUDA graph"] if r.get("cuda_graph") else []) + \
-        ([f"step options `{r['options']}`"] if r.get("options") else [])
     return (f"**{r['strategy']}** — precision `{r['precision']}`, TFT overrides `{r['tft_overrides']}`"
-            + "".join(f", {h}" for h in how) + ": peak "
+            + (", the whole step captured as one CUDA graph" if r.get("cuda_graph") else "")
+            + (f", step options `{r['options']}`" if r.get("options") else "") + ": peak "
             f"**{r['peak_bytes'] / MB:,.1f} MB** ({r['peak_over_floor']:.2f} × the 16 B/param floor of "
             f"{r['floor_bytes'] / MB:,.1f} MB), time **{r['interval']}** (step time {step} of "
             f"fp32's), accuracy impact **{r['accuracy_impact_pct']:+.2f} %**. {why}."

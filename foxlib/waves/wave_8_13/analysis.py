@@ -54,12 +54,9 @@ def model_peaks(r: Measurement) -> dict[str, int | None]:
     for name in r.order:
         st = r.training.models.get(name)
         mine = [s for s in r.training.steps if s.model == name]
-        if not st or not mine:
-            out[name] = None
-            continue
         later = [s for s in mine if s.step > 1]
-        out[name] = (max(s.rise_bytes for s in later) + st.kept_bytes if later else
-                     max(s.rise_bytes for s in mine) + st.kept_bytes - st.optimizer_state_bytes)
+        out[name] = None if not st or not mine else (max(s.peak_bytes - s.start_bytes for s in later or mine)
+                                                       + st.kept_bytes - (0 if later else st.optimizer_state_bytes))
     return out
 
 
@@ -86,19 +83,10 @@ def nvml_check(r: Measurement) -> NvmlPeak:
     return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
 
 
-def limit_text(m: Measurement) -> str:
-    cap = m.cap
-    if cap.override:
-        return (f"limit = the allocator cap {mb(cap.cap_bytes, 2)} MB set by cap_bytes"
-                + (f" + the CUDA context {mb(cap.context_bytes)} MB" if cap.enforced else ""))
-    return f"limit = the {mb(cap.card_bytes)} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
-
-
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
-    cap = m.cap
-    return (f"enforced: allocator capped at {mb(cap.cap_bytes)} MB + CUDA context {mb(cap.context_bytes)} MB"
-            if cap.enforced else NOT_ENFORCED)
+    return (f"enforced: allocator capped at {mb(m.cap.cap_bytes)} MB + CUDA context {mb(m.cap.context_bytes)} MB"
+            if m.cap.enforced else NOT_ENFORCED)
 
 
 def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
@@ -112,7 +100,9 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
             "accounted peak: each model's measured step peak plus what the other models keep")
     t_note = (f"{label}; {len(t.steps)} of {n * r.steps} interleaved steps ran; {what}"
               + (f"; OUT OF MEMORY {t.oom.where}: {t.oom.error}" if t.oom else "")
-              + f"; {limit_text(r)}")
+              + (f"; limit = the allocator cap {mb(cap.cap_bytes, 2)} MB set by cap_bytes"
+                 + (f" + the CUDA context {mb(cap.context_bytes)} MB" if cap.enforced else "") if cap.override else
+                 f"; limit = the {mb(cap.card_bytes)} MB card" + (" (cap + CUDA context)" if cap.enforced else "")))
     inf = figure(r, "inference")
     limit = r.cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
     i_note = (f"{label}; {i.mode}; all {n} models resident, leaving at least "

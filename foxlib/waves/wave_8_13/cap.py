@@ -30,8 +30,7 @@ def measure_context(device: torch.device) -> Context:
     if ctx.context_bytes is not None:
         return Context(**ctx.to_dict(), how="NVML process used − allocator reserved, with one tiny tensor allocated")
     free, total = torch.cuda.mem_get_info(device)
-    reserved = torch.cuda.memory_reserved(device)
-    return Context(**ctx.to_dict() | {"context_bytes": int(total - free - reserved)},
+    return Context(**ctx.to_dict() | {"context_bytes": int(total - free - torch.cuda.memory_reserved(device))},
                    how=f"device used − allocator reserved (cudaMemGetInfo; every process on the GPU, an "
                        f"overestimate): NVML's per-process figure is unavailable ({ctx.note})")
 

@@ -326,9 +326,7 @@ def table_for_measurement(m: Measurement, min_headroom_bytes: float,
     members = measured_members(m)
     name = configuration_name(members, next(iter(m.models.values())).preset)
     over = measured_overheads(m)
-    kw = dict(context_bytes=over.context_bytes, workspace_bytes=over.workspace_bytes,
-              training_cache_bytes=over.training_cache_bytes, serving_cache_bytes=over.serving_cache_bytes,
-              note=over.note)
+    kw = {k: v for k, v in dataclasses.asdict(over).items() if k != "device"} | {"note": over.note}
     measured = measured_footprint(name, m)
     own = predict_configuration(name, members, **kw)
     margins, source = prediction_margins(measured, own)

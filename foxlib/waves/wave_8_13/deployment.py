@@ -276,9 +276,8 @@ def render(m: Measurement, checks: list[Check], budgets: dict[str, dict[str, flo
     parts += ["## How to reproduce", ""]
     for purpose, cmds in reproduce_commands(m, params).items():
         parts += [f"{purpose}:", "", "```sh", *cmds, "```", ""]
-    parts += ["## Risks that remain", ""]
-    parts += [f"- {r}" for r in risks(m, budgets)]
-    parts += ["", "*Source: `results.json` and `measurement.json` beside this file; report `report.html`.*", ""]
+    parts += ["## Risks that remain", "", *(f"- {r}" for r in risks(m, budgets)),
+              "", "*Source: `results.json` and `measurement.json` beside this file; report `report.html`.*", ""]
     return "\n".join(parts)
 
 

@@ -216,8 +216,8 @@ def _run(dev, mode, resolved: ResolvedTft, preset, steps, card_gb, cap_bytes, in
     if is_cuda:
         out["nvml"] = nvml_samples(sampler, reader.note)
         if graph_mode:
-            out["graph_mode"]["training"] = {m.name: m.graph_note for m in members}
-            out["graph_mode"]["inference"] = {m.name: m.inference_note or "eager" for m in members}
+            out["graph_mode"] |= {"training": {m.name: m.graph_note for m in members},
+                                  "inference": {m.name: m.inference_note or "eager" for m in members}}
     out["training"]["per_model"] = summarise_steps(out["training"]["steps"], order)
     out["training"]["enforced"] = out["inference"]["enforced"] = is_cuda
     return out

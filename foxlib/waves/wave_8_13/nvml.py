@@ -123,10 +123,8 @@ class NvmlProcessReader:
         if self.handle is None:
             return None
         pid = os.getpid()
-        for p in self.pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
-            if p.pid == pid and p.usedGpuMemory is not None:
-                return int(p.usedGpuMemory)
-        return None
+        return next((int(p.usedGpuMemory) for p in self.pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
+                     if p.pid == pid and p.usedGpuMemory is not None), None)
 
     def close(self) -> None:
         if self.pynvml is not None:

@@ -57,11 +57,6 @@ class Step(Record):
     peak_bytes: int
     reserved_peak_bytes: int | None = None
 
-    @property
-    def rise_bytes(self) -> int:
-        """What the step added at its peak over what was allocated at its start."""
-        return self.peak_bytes - self.start_bytes
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Oom(Sparse):

@@ -148,8 +148,7 @@ class Together:
         sync_device(self.device)
         t0 = time.perf_counter()
         futures = {n: self.pool.submit(self._one, n, t0) for n in self.fns}
-        lat = {n: f.result() for n, f in futures.items()}
-        return lat, time.perf_counter() - t0
+        return {n: f.result() for n, f in futures.items()}, time.perf_counter() - t0
 
 
 def _alone(fn: Callable[[], Any], device: torch.device) -> float:
@@ -224,8 +223,8 @@ def infer(members: list[Member], device: torch.device, mode: str, repeats: int, 
             out["models"][name]["solo_increment_bytes"] = int(inc)
             bar.advance()
         current = None
-        accounted = out["resident_bytes"] + sum(v["solo_increment_bytes"] for v in out["models"].values())
-        out["accounted_bytes"] = accounted
+        out["accounted_bytes"] = accounted = (out["resident_bytes"]
+                                              + sum(v["solo_increment_bytes"] for v in out["models"].values()))
         if not is_cuda:
             out["peak_bytes"] = out["peak_allocated_bytes"] = accounted
             if accounted > cap:
@@ -234,9 +233,7 @@ def infer(members: list[Member], device: torch.device, mode: str, repeats: int, 
         bar.describe(f"inference: each model alone, then all {len(fns)} at once ({mode}), alternating")
         reset_peak(device)
         names = list(fns)
-        alone: dict[str, list[float]] = {n: [] for n in names}
-        together: dict[str, list[float]] = {n: [] for n in names}
-        walls: list[float] = []
+        alone, together, walls = {n: [] for n in names}, {n: [] for n in names}, []
         with Together(fns, mode, device) as round_:
             for r in range(WARMUP_ROUNDS + repeats):
                 # every round: each model alone (in a rotated order), then all at once, so that drift
@@ -251,8 +248,7 @@ def infer(members: list[Member], device: torch.device, mode: str, repeats: int, 
                         together[n].append(lat[n])
                     walls.append(wall)
         for name in names:
-            out["models"][name]["alone"] = _stats(alone[name])
-            out["models"][name]["together"] = _stats(together[name])
+            out["models"][name] |= {"alone": _stats(alone[name]), "together": _stats(together[name])}
         out["round"] = _stats(walls)
         bar.advance()
         if is_cuda:

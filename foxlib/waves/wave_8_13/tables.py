@@ -71,17 +71,14 @@ KEY_SETTINGS = ("hidden_size", "num_heads", "encoder_length", "batch_size", "che
 
 
 def configuration_table(r: Measurement) -> pd.DataFrame:
+    graphs = r.graph_mode if r.graph_mode and r.graph_mode.on else None  # 8.12 recommended a captured step
     rows = []
     for name in r.order:
         info = r.models[name]
-        cfg = info.config
         rows.append({"model": name, "title": info.title, "precision": info.precision, "preset": info.preset,
-                     "key settings": ", ".join(f"{k}={cfg[k]}" for k in KEY_SETTINGS if k in cfg)})
-    graphs = r.graph_mode
-    if graphs and graphs.on:  # wave 8.12 recommended a captured step: how each model ran
-        for row in rows:
-            row["training step"] = (graphs.training or {}).get(row["model"]) or "not run"
-            row["inference forward"] = (graphs.inference or {}).get(row["model"]) or "not run"
+                     "key settings": ", ".join(f"{k}={info.config[k]}" for k in KEY_SETTINGS if k in info.config)}
+                    | ({"training step": (graphs.training or {}).get(name) or "not run",  # how each model ran
+                        "inference forward": (graphs.inference or {}).get(name) or "not run"} if graphs else {}))
     return pd.DataFrame(rows)
 
 
