@@ -115,29 +115,21 @@ def answers_for(res: dict[str, Any], device_type: str) -> str:
     return named or nearest_class(res["device"].get("capability"), device_type).name
 
 
-def _class_runs(found: dict[str, dict[str, Any]], variants: list[dict[str, Any]], device: str,
-                device_type: str) -> dict[str, dict]:
-    """{card class: 8.13 results} on one device: the canonical report for its class, and a card_class variant
-    (one that differs in card_class alone) for another."""
-    runs: dict[str, dict[str, Any]] = {}
-    canonical = found.get("8.13", {}).get(device)
-    if canonical:
-        runs[answers_for(canonical, device_type)] = canonical
-    for v in variants:
-        differs = set(((v.get("run") or {}).get("differs") or {}))
-        if v["wave"] == "8.13" and v["_device"] == device and differs == {"card_class"}:
-            runs.setdefault(answers_for(v, device_type), v)
-    return runs
-
-
 def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dict[str, Any]] | None = None
            ) -> list[str]:
     """The page's first lines: per class of card (foxlib.core.card_classes), GO or NO-GO for deployment (8.14,
-    from wave 8.13's run for that class), the configuration to ship (wave 8.12's for the class) and the margin."""
+    from wave 8.13's run for that class: the device's canonical report for its own class, a card_class variant, one
+    that differs in card_class alone, for another), the configuration to ship (wave 8.12's for the class) and the
+    margin."""
     lines = []
     for d in devs:
         device_type = "cpu" if d == "cpu" else "cuda"  # reports/<device>/: cpu, or a GPU's short name
-        runs = _class_runs(found, variants or [], d, device_type)
+        canonical = found.get("8.13", {}).get(d)
+        runs = {answers_for(canonical, device_type): canonical} if canonical else {}
+        for v in variants or []:
+            differs = set((v.get("run") or {}).get("differs") or {})
+            if v["wave"] == "8.13" and v["_device"] == d and differs == {"card_class"}:
+                runs.setdefault(answers_for(v, device_type), v)
         per_class = (found.get("8.12", {}).get(d) or {}).get("recommended_per_class") or {}
         for c in classes_for(device_type):
             res, rec = runs.get(c.name), per_class.get(c.name) or {}
