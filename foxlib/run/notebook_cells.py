@@ -165,6 +165,7 @@ def footer(res: dict[str, Any]) -> str:
     return (f"*Generated {res['generated_at']} · torch {res['environment']['torch']} · "
             f"git {res['measured_at_revision']} · verdict **{res['verdict']}***")
 
+
 def table(df: pd.DataFrame):
     """A DataFrame as a clean HTML table: no index, missing values as "—", thousands separated."""
     from IPython.display import HTML

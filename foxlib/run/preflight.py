@@ -7,6 +7,7 @@ whose message names what is valid:
 """
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -157,12 +158,10 @@ def free_bytes(device) -> tuple[int | None, str]:
             return view["device_total_bytes"] - view["device_used_bytes"], "free GPU memory (NVML)"
         import torch
         return int(torch.cuda.mem_get_info(device)[0]), "free GPU memory (cudaMemGetInfo)"
-    try:
+    with suppress(OSError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024, "available RAM (MemAvailable, /proc/meminfo)"
-    except OSError:
-        pass
     return None, "available RAM (unknown: no /proc/meminfo)"
 
 
