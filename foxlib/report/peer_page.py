@@ -109,8 +109,7 @@ def best_step(res: dict[str, Any]) -> str:
     if best["cuda_graph"]:
         parts.append("the whole step as one CUDA graph" if row is not None and row["cuda_graph"]
                      else "its CUDA graph not applied on this device (eager steps)")
-    options = StepOptions.from_dict(best["options"]).label()
-    if options:
+    if options := StepOptions.from_dict(best["options"]).label():
         parts.append(f"step options: {options}")
     return "; ".join(parts)
 
@@ -208,8 +207,9 @@ def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
 def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: bool = False,
                 base: Path | None = None) -> Path:
     """Verify the file's citations, stamp its revisions, rewrite it and write its page (default: beside it).
-    ValueError where the file lacks keys the page reads (check_results); provenance.ProvenanceError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
-    (relative paths under `base`, default the repository) is missing or no longer has the cited sha256."""
+    ValueError where the file lacks keys the page reads (check_results); provenance.ProvenanceError on a dirty tree
+    or a measurement made from one (unless allow_dirty), or when a cited file (relative paths under `base`, default
+    the repository) is missing or no longer has the cited sha256."""
     json_path = Path(json_path)
     res = read_json(json_path)
     check_results(res, str(json_path))
@@ -217,9 +217,9 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     cites = citations(res, base)
     bad = [c["problem"] for c in cites["items"] if not c["verified"]]
     if bad:
-        raise provenance.ProvenanceError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. Measure the "
-                            "peer benchmark again against the published wave 8.12 results (make peer-bench)")
-    res["measured_at_revision"] = measured_revision(res)
-    res["rendered_at_revision"] = revision
+        raise provenance.ProvenanceError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. "
+                                         "Measure the peer benchmark again against the published wave 8.12 results "
+                                         "(make peer-bench)")
+    res.update(measured_at_revision=measured_revision(res), rendered_at_revision=revision)
     write_json(json_path, res)
     return write_text(Path(html_path) if html_path else json_path.with_suffix(".html"), render(res, cites))
