@@ -200,8 +200,7 @@ def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
     figures the speed table shows, read as they are); the baseline's 1x as a line, each ratio written beside."""
     names = list(ratios)
     fig, ax = plt.subplots(figsize=(6.5, 0.55 * len(names) + 1.6))
-    for i, name in enumerate(names):
-        iv = ratios[name]
+    for i, iv in enumerate(ratios.values()):
         ax.errorbar(iv.median, i, xerr=[[iv.median - iv.low], [iv.high - iv.median]], fmt="o", color="#4c72b0",
                     ecolor="#4c72b0", elinewidth=2, capsize=4, ms=7)
         ax.annotate(f"{iv}", (iv.high, i), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)

@@ -176,12 +176,11 @@ def write_index(reports_dir: Path | None = None) -> Path:
               "cells": {d: _cell(found[w.id].get(d)) for d in devs}} for w in WAVES.values()]
     waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
                   "cells": {d: _cell(found["8.13"].get(d), "deployment.md", False) for d in devs}})
-    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"} for p in _files(reports_dir / d, *PEER_PAGES)]
-            for d in devs}
+    peer = {d: pages for d in devs if (pages := [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
+                                                  for p in _files(reports_dir / d, *PEER_PAGES)])}
     page = template("index.html.j2", autoescape=True).render(
         answer=answer(found, devs, variants), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING,
-        devices=devs, waves=waves, baselines=baselines.rows(reports_dir), deployment=DEPLOYMENT,
-        peer={d: p for d, p in peer.items() if p},
+        devices=devs, waves=waves, baselines=baselines.rows(reports_dir), deployment=DEPLOYMENT, peer=peer,
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
                    "differs": ", ".join(f"{k} = {val.get('value')!r}"
                                         for k, val in ((v.get("run") or {}).get("differs") or {}).items())}
