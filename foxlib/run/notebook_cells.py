@@ -39,8 +39,7 @@ def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
         params, text = interactive_parameters(wave_id, params)
         namespace.update(params)
         display(Markdown(text))
-    _RUN.clear()
-    _RUN.update(wave=wave_id, params=dict(params))
+    _RUN.update(wave=wave_id, params=dict(params))  # both of its keys replaced
     settle_imports()
     return params
 
