@@ -71,8 +71,7 @@ def check_results(res: dict[str, Any], where: str = "the results") -> None:
     """ValueError naming every key the page needs that `res` lacks (missing_keys), or a file whose figures pool its
     all-rows run (an earlier layout: it made one independent timing run fewer than it asked for, counting itself);
     the page reads the keys directly."""
-    missing = missing_keys(res)
-    if missing:
+    if missing := missing_keys(res):
         raise ValueError(f"{where}: not a complete peer benchmark results file (benchmarks/peer_tft.py writes one): "
                          f"missing {', '.join(missing)}")
     asked, made = res["arguments"]["runs"], len(res["timing_runs"]["runs"])

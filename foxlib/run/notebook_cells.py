@@ -11,7 +11,7 @@ import pandas as pd
 from foxlib.core import config, provenance, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.critical_path import get_wave
-from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
+from foxlib.core.parameters import RUN_PARAMETERS, read_parameters, run_kind as parameters_run_kind
 from foxlib.core.schema import WaveMeasurement
 from foxlib.report.reading import format_value
 
@@ -67,10 +67,9 @@ def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[s
 def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] | None = None):
     """foxlib.core.parameters.run_kind of this run, on the device the measurement was made on; `params` default: those
     `parameters` kept for this wave."""
-    from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
-    return kind(wave_id, params, measurement.measure_parameters, measurement.device.type)
+    return parameters_run_kind(wave_id, params, measurement.measure_parameters, measurement.device.type)
 
 
 def _value(v: Any) -> str:

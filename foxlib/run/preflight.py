@@ -16,8 +16,9 @@ from foxlib.core.budgets import load_budgets
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import ParameterError, read_parameters, resolve
 from foxlib.core.schema import WaveMeasurement
+from foxlib.memory.devices import resolve_device
 from foxlib.memory.step import check_precision
-from foxlib.models import MODELS
+from foxlib.models import ENSEMBLE, MODELS
 
 # counts that must be at least 1, and those that may be 0 (0: "none" or "the default")
 POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inference_repeats", "accuracy_seeds",
@@ -105,7 +106,6 @@ def check(wave_id: str, params: dict[str, Any]) -> Any:
     if params.get("measurements"):
         return None  # nothing is measured: runner.plan checked the file and its own parameters (check_measurement)
     if "device" in params:
-        from foxlib.memory.devices import resolve_device
         resolve_device(params["device"])
     _encoder_fits_the_data(params)
     if wave_id == "8.13":
@@ -174,7 +174,6 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device, checked: Any = 
     target = "cuda" if device.type == "cuda" else "cpu"
     seed = params.get("seed", 0)
     if wave_id == "8.13":
-        from foxlib.models import ENSEMBLE
         from foxlib.waves.wave_8_13.measuring import check_parameters
         t = (checked or check_parameters(params)).tft
         total = 0
@@ -197,7 +196,6 @@ def check_memory(wave_id: str, params: dict[str, Any], force: bool = False,
     parameters (runner.Plan.checked), so that nothing it resolved is resolved again."""
     if params.get("measurements"):
         return None
-    from foxlib.memory.devices import resolve_device
     device = resolve_device(params.get("device", "auto"))
     predicted, what = predicted_peak(wave_id, params, device, checked)
     needed = int(predicted * MEMORY_SLACK) + PROCESS_BYTES
