@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib.ticker
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
@@ -135,8 +136,6 @@ def pareto(record, front: list[str], budget_mb: float, max_slowdown: float, reco
     strategy, from a wave 8.12 record (its StrategyResults' peak_bytes and window_ratio, read as they
     are); eager steps as circles, CUDA-graph steps as squares; the Pareto front joined, the peak budget
     and the slowdown limit as lines, the recommended point ringed."""
-    from matplotlib.lines import Line2D
-
     strategies = list(record.strategies)
     fig, ax = plt.subplots(figsize=(14, 6.5))
     key = []  # every point is numbered; the names are listed beside the plot (22 labels would overlap)
