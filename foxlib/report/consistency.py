@@ -41,9 +41,8 @@ def problems(reports_dir: Path | None = None) -> list[str]:
         page = path.parent / "report.md" if path.name == "results.json" else path.with_suffix(".md")
         text = page.read_text() if page.is_file() else None
         if text is not None and path.name == "results.json":
-            for c in res.get("checks") or []:
-                if (shown := format_value(c["measured"], c["unit"])) not in text:
-                    out.append(f"{rel}: check {c['name']!r} = {shown} is not shown on {page.relative_to(base)}")
+            out += [f"{rel}: check {c['name']!r} = {shown} is not shown on {page.relative_to(base)}"
+                    for c in res.get("checks") or [] if (shown := format_value(c["measured"], c["unit"])) not in text]
         for key, fig in (res.get("figures") or {}).items():
             if not (isinstance(fig, dict) and "value" in fig and "unit" in fig):
                 out.append(f"{rel}: figure {key} is {fig!r}, not {{value, unit}} (foxlib.core.figures)")

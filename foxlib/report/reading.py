@@ -178,8 +178,7 @@ def glossary(terms: Iterable[str] | None = None) -> Block:
     items = list(GLOSSARY.items())
     if terms is not None:
         wanted = list(terms)
-        unknown = [t for t in wanted if not any(k.lower().startswith(t.lower()) for k in GLOSSARY)]
-        if unknown:
+        if unknown := [t for t in wanted if not any(k.lower().startswith(t.lower()) for k in GLOSSARY)]:
             raise ValueError(f"unknown glossary term(s) {unknown}; known: {', '.join(GLOSSARY)}")
         items = [(k, v) for k, v in items if any(k.lower().startswith(t.lower()) for t in wanted)]
     rows = "".join(f"<dt><b>{html.escape(k)}</b></dt><dd>{code_html(html.escape(v))}</dd>" for k, v in items)

@@ -121,9 +121,8 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
                           for k, d in kind.differs.items())
         notes.append(f'<p class="foxlib-variant" style="color:#9a6700"><b>Variant <code>{html.escape(kind.variant)}'
                      f"</code>, not the canonical report.</b> It differs from the defaults in: {diffs}.</p>")
-    applied = "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
-                        if k not in kind.differs)
-    if applied:
+    if applied := "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
+                            if k not in kind.differs):
         notes.append(f"<p><small>Defaults for the {html.escape(kind.device_type.upper())} (sized for two cores): "
                      f"{applied}.</small></p>")
     return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
