@@ -71,8 +71,7 @@ def status_lines(reports_dir: Path | None = None) -> list[str]:
         lines.append(f"{wave.id}  {wave.title:<28} [{state}]  {per}")
     dep = ", ".join(f"{d}: {found['8.13'].get(d, {}).get('verdict', 'not run')}" for d in devs)  # 8.14 follows 8.13
     lines.append(f"{DEPLOYMENT}  {'Ensemble deployment':<28} [follows 8.13]  " + (dep or "no report yet"))
-    variants = collect_variants(reports_dir)
-    if variants:
+    if variants := collect_variants(reports_dir):
         lines.append("variants (other parameters than the defaults; never on the critical path):")
         lines += [f"  {v['wave']}  {v['_device']}: {v['verdict']}  {v['_dir']}" for v in variants]
     return lines

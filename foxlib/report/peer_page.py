@@ -214,8 +214,7 @@ def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: 
     check_results(res, str(json_path))
     revision = provenance.check_tree(allow_dirty, "a rendered page", res, str(json_path))
     cites = citations(res, base)
-    bad = [c["problem"] for c in cites["items"] if not c["verified"]]
-    if bad:
+    if bad := [c["problem"] for c in cites["items"] if not c["verified"]]:
         raise provenance.ProvenanceError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. "
                                          "Measure the peer benchmark again against the published wave 8.12 results "
                                          "(make peer-bench)")

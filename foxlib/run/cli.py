@@ -88,8 +88,7 @@ def _run(args) -> int:
         return 0
     built = [w for w in WAVES.values() if w.built]  # WAVES is in dependency order: 8.13 reads 8.12's report
     declared = {w.id: read_parameters(w.notebook) for w in built}
-    unknown = sorted(set(overrides) - {name for names in declared.values() for name in names})
-    if unknown:
+    if unknown := sorted(set(overrides) - {name for names in declared.values() for name in names}):
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}: no wave has them; valid parameters: "
                              + "; ".join(f"{w}: {', '.join(names)}" for w, names in declared.items()))
     mine = {w.id: {k: v for k, v in overrides.items() if k in declared[w.id]} for w in built}

@@ -188,8 +188,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
     provenance.check_tree(allow_dirty, measurement=p.measurement)
     if p.final.exists():
         _probe_writable(p.final)
-    memory = preflight.check_memory(p.wave.id, p.params, force, p.checked)
-    if memory:
+    if memory := preflight.check_memory(p.wave.id, p.params, force, p.checked):
         log.info("wave %s: predicted peak %.1f MB (%s); %s MB free (%s)", p.wave.id, memory["predicted_bytes"] / 1e6,
                  memory["predicted"], f"{memory['free_bytes'] / 1e6:,.1f}" if memory["free_bytes"] else "?",
                  memory["free"])
