@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib.ticker
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB
@@ -135,8 +136,6 @@ def pareto(record, front: list[str], budget_mb: float, max_slowdown: float, reco
     strategy, from a wave 8.12 record (its StrategyResults' peak_bytes and window_ratio, read as they
     are); eager steps as circles, CUDA-graph steps as squares; the Pareto front joined, the peak budget
     and the slowdown limit as lines, the recommended point ringed."""
-    from matplotlib.lines import Line2D
-
     strategies = list(record.strategies)
     fig, ax = plt.subplots(figsize=(14, 6.5))
     key = []  # every point is numbered; the names are listed beside the plot (22 labels would overlap)
@@ -200,8 +199,7 @@ def step_time_ratios(ratios: dict[str, Any], title: str) -> plt.Figure:
     figures the speed table shows, read as they are); the baseline's 1x as a line, each ratio written beside."""
     names = list(ratios)
     fig, ax = plt.subplots(figsize=(6.5, 0.55 * len(names) + 1.6))
-    for i, name in enumerate(names):
-        iv = ratios[name]
+    for i, iv in enumerate(ratios.values()):
         ax.errorbar(iv.median, i, xerr=[[iv.median - iv.low], [iv.high - iv.median]], fmt="o", color="#4c72b0",
                     ecolor="#4c72b0", elinewidth=2, capsize=4, ms=7)
         ax.annotate(f"{iv}", (iv.high, i), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)

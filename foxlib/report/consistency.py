@@ -31,10 +31,8 @@ def problems(reports_dir: Path | None = None) -> list[str]:
     for path, res in canonical_pages(reports_dir):
         rel = path.relative_to(base)
         device = path.relative_to(reports_dir).parts[0]
-        for rev_key in ("measured_at_revision", "rendered_at_revision"):
-            rev = res.get(rev_key)
-            if not is_clean(rev):
-                out.append(f"{rel}: {rev_key} is {rev!r}, not a clean commit")
+        out += [f"{rel}: {k} is {res.get(k)!r}, not a clean commit"
+                for k in ("measured_at_revision", "rendered_at_revision") if not is_clean(res.get(k))]
         for c in map(Citation.from_dict, res.get("depends_on") or []):
             try:
                 verify([c], base)  # the file exists and has the cited sha256
@@ -43,20 +41,17 @@ def problems(reports_dir: Path | None = None) -> list[str]:
         page = path.parent / "report.md" if path.name == "results.json" else path.with_suffix(".md")
         text = page.read_text() if page.is_file() else None
         if text is not None and path.name == "results.json":
-            for c in res.get("checks") or []:
-                if format_value(c["measured"], c["unit"]) not in text:
-                    out.append(f"{rel}: check {c['name']!r} = {format_value(c['measured'], c['unit'])} is not shown "
-                               f"on {page.relative_to(base)}")
+            out += [f"{rel}: check {c['name']!r} = {shown} is not shown on {page.relative_to(base)}"
+                    for c in res.get("checks") or [] if (shown := format_value(c["measured"], c["unit"])) not in text]
         for key, fig in (res.get("figures") or {}).items():
             if not (isinstance(fig, dict) and "value" in fig and "unit" in fig):
                 out.append(f"{rel}: figure {key} is {fig!r}, not {{value, unit}} (foxlib.core.figures)")
                 continue
             value, unit = fig["value"], fig["unit"]
-            if (device, key) in seen and seen[(device, key)][0] != value:  # intervals come with their value
-                other_value, other = seen[(device, key)]
+            other_value, other = seen.setdefault((device, key), (value, path))  # the first report listing it
+            if other_value != value:  # intervals come with their value
                 out.append(f"{key} ({device}): {display(value, unit)} in {rel} but {display(other_value, unit)} in "
                            f"{other.relative_to(base)}")
-            seen.setdefault((device, key), (value, path))
             # a memory figure as a page's table shows it: the number (its unit is in the column's header)
             if text is not None and value is not None and unit == "bytes" and \
                     display(value, unit).removesuffix(" MB") not in text:

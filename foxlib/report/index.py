@@ -71,8 +71,7 @@ def status_lines(reports_dir: Path | None = None) -> list[str]:
         lines.append(f"{wave.id}  {wave.title:<28} [{state}]  {per}")
     dep = ", ".join(f"{d}: {found['8.13'].get(d, {}).get('verdict', 'not run')}" for d in devs)  # 8.14 follows 8.13
     lines.append(f"{DEPLOYMENT}  {'Ensemble deployment':<28} [follows 8.13]  " + (dep or "no report yet"))
-    variants = collect_variants(reports_dir)
-    if variants:
+    if variants := collect_variants(reports_dir):
         lines.append("variants (other parameters than the defaults; never on the critical path):")
         lines += [f"  {v['wave']}  {v['_device']}: {v['verdict']}  {v['_dir']}" for v in variants]
     return lines
@@ -115,29 +114,21 @@ def answers_for(res: dict[str, Any], device_type: str) -> str:
     return named or nearest_class(res["device"].get("capability"), device_type).name
 
 
-def _class_runs(found: dict[str, dict[str, Any]], variants: list[dict[str, Any]], device: str,
-                device_type: str) -> dict[str, dict]:
-    """{card class: 8.13 results} on one device: the canonical report for its class, and a card_class variant
-    (one that differs in card_class alone) for another."""
-    runs: dict[str, dict[str, Any]] = {}
-    canonical = found.get("8.13", {}).get(device)
-    if canonical:
-        runs[answers_for(canonical, device_type)] = canonical
-    for v in variants:
-        differs = set(((v.get("run") or {}).get("differs") or {}))
-        if v["wave"] == "8.13" and v["_device"] == device and differs == {"card_class"}:
-            runs.setdefault(answers_for(v, device_type), v)
-    return runs
-
-
 def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dict[str, Any]] | None = None
            ) -> list[str]:
     """The page's first lines: per class of card (foxlib.core.card_classes), GO or NO-GO for deployment (8.14,
-    from wave 8.13's run for that class), the configuration to ship (wave 8.12's for the class) and the margin."""
+    from wave 8.13's run for that class: the device's canonical report for its own class, a card_class variant, one
+    that differs in card_class alone, for another), the configuration to ship (wave 8.12's for the class) and the
+    margin."""
     lines = []
     for d in devs:
         device_type = "cpu" if d == "cpu" else "cuda"  # reports/<device>/: cpu, or a GPU's short name
-        runs = _class_runs(found, variants or [], d, device_type)
+        canonical = found.get("8.13", {}).get(d)
+        runs = {answers_for(canonical, device_type): canonical} if canonical else {}
+        for v in variants or []:
+            differs = set((v.get("run") or {}).get("differs") or {})
+            if v["wave"] == "8.13" and v["_device"] == d and differs == {"card_class"}:
+                runs.setdefault(answers_for(v, device_type), v)
         per_class = (found.get("8.12", {}).get(d) or {}).get("recommended_per_class") or {}
         for c in classes_for(device_type):
             res, rec = runs.get(c.name), per_class.get(c.name) or {}
@@ -184,12 +175,11 @@ def write_index(reports_dir: Path | None = None) -> Path:
               "cells": {d: _cell(found[w.id].get(d)) for d in devs}} for w in WAVES.values()]
     waves.append({"id": DEPLOYMENT, "title": "Ensemble deployment", "question": "GO when 8.13 is GO on that device",
                   "cells": {d: _cell(found["8.13"].get(d), "deployment.md", False) for d in devs}})
-    peer = {d: [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"} for p in _files(reports_dir / d, *PEER_PAGES)]
-            for d in devs}
+    peer = {d: pages for d in devs if (pages := [{"href": f"{d}/{p.name}", "name": f"{d}: {p.stem}"}
+                                                  for p in _files(reports_dir / d, *PEER_PAGES)])}
     page = template("index.html.j2", autoescape=True).render(
         answer=answer(found, devs, variants), ledger=ledger.rows(found, devs), speed_reading=seed_claims.SPEED_READING,
-        devices=devs, waves=waves, baselines=baselines.rows(reports_dir), deployment=DEPLOYMENT,
-        peer={d: p for d, p in peer.items() if p},
+        devices=devs, waves=waves, baselines=baselines.rows(reports_dir), deployment=DEPLOYMENT, peer=peer,
         variants=[{"link": f"{v['_dir']}/report.html", "name": v["_dir"], "device": v["_device"], "verdict": v["verdict"],
                    "differs": ", ".join(f"{k} = {val.get('value')!r}"
                                         for k, val in ((v.get("run") or {}).get("differs") or {}).items())}

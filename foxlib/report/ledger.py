@@ -53,9 +53,7 @@ def _category(quantity: str):
 
     def judge(figs):
         ours = _v(figs, f"{TFT}/fp32/{quantity}")
-        if ours is None:
-            return None
-        return mb_text(ours), "holds" if _within(ours, seed_mb) else "wrong"
+        return None if ours is None else (mb_text(ours), "holds" if _within(ours, seed_mb) else "wrong")
     return judge
 
 
@@ -76,9 +74,7 @@ def _overhead(figs):
 
 def _forward(figs):
     fwd = _v(figs, f"{TFT}/fp32/forward_peak")
-    if fwd is None:
-        return None
-    return f"forward peak {mb_text(fwd)}", "holds" if fwd < 500 * MB else "fails"
+    return None if fwd is None else (f"forward peak {mb_text(fwd)}", "holds" if fwd < 500 * MB else "fails")
 
 
 def _reduction(key: str, guess: str):

@@ -1,9 +1,10 @@
 """The peer benchmark's figures, pure functions of its results file (benchmarks/peer_tft.py): every row's ratios
 to pytorch-forecasting's TFT at the same configuration (the row "peer"), the step-time ratio's interval over the
 paired rounds of the all-rows run (every row alternating in the measuring process), the rows with a target timed with
-the peer in independent runs alike (fresh processes, the same rows) and their step-time ratios pooled over those runs, the issue's targets as checks, and the rows a file lacks, with why.
-The measuring script stores ratios and checks; the page (peer_page.py) reads them. Keys are read directly: the page
-checks a file has them all first (peer_page.check_results)."""
+the peer in independent runs alike (fresh processes, the same rows) and their step-time ratios pooled over those
+runs, the issue's targets as checks, and the rows a file lacks, with why. The measuring script stores ratios and
+checks; the page (peer_page.py) reads them, and their keys directly: it checks a file has them all first
+(peer_page.check_results)."""
 from __future__ import annotations
 
 from typing import Any
@@ -220,14 +221,12 @@ def checks(res: dict[str, Any]) -> list[dict[str, Any]]:
             where = {0: "the all-rows run (no independent run)", 1: "one independent run"}
             what = (f"{n} independent runs pooled: {i.median:.3f} [{i.low:.3f}, {i.high:.3f}]" if n > 1 else
                     f"paired median {i.median:.3f} [{i.low:.3f}, {i.high:.3f}] in {where[n]}")
-            check = {"name": check_name(res, name, key), "measured": i.median, "limit": limit, "unit": "ratio",
-                     "passed": enough and i.under(limit), "runs": n,
-                     "note": f"{what}: met only when the interval's upper end is under {limit:g}" +
-                     ("" if enough else f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs "
-                                        "a verdict needs")}
-            if not enough:
-                check["inconclusive"] = True
-            out.append(check)
+            out.append({"name": check_name(res, name, key), "measured": i.median, "limit": limit, "unit": "ratio",
+                        "passed": enough and i.under(limit), "runs": n,
+                        "note": f"{what}: met only when the interval's upper end is under {limit:g}" +
+                        ("" if enough else f"; inconclusive: {n} of the {pooled_runs.MIN_RUNS} independent runs "
+                                           "a verdict needs"),
+                        **({} if enough else {"inconclusive": True})})
     return out
 
 
@@ -240,7 +239,7 @@ def stored_checks(res: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
     """Row `name`'s checks as the file stores them ("checks", by check_name), by the ratio each judges: their limit
     and verdict are read, not judged again. {} for a row without a target."""
     stored = {c["name"]: c for c in res["checks"]}
-    return {key: stored[check_name(res, name, key)] for key in CHECKED if check_name(res, name, key) in stored}
+    return {key: stored[n] for key in CHECKED if (n := check_name(res, name, key)) in stored}
 
 
 def fast_path_lines(res: dict[str, Any]) -> list[str]:
@@ -292,11 +291,10 @@ def coverage_pct(res: dict[str, Any]) -> str:
 
 
 def interval_text(r: dict[str, Any]) -> str:
-    """E.g. "0.89× [0.85, 0.93]" (the median of per-round ratios and its interval), else the ratio of medians."""
+    """E.g. "0.89× [0.85, 0.93]" (the median of per-round ratios and its interval, whose coverage is the header's:
+    coverage_pct), else the ratio of medians."""
     i = r.get("step_time_interval")
-    if i is None:
-        return f"{r['step_time']:.3f}×"
-    return f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]"  # its coverage: the header's (coverage_pct)
+    return f"{r['step_time']:.3f}×" if i is None else f"{i['median']:.3f}× [{i['low']:.3f}, {i['high']:.3f}]"
 
 
 def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
@@ -304,8 +302,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
     variants, step_column = res["variants"], f"step time / peer's (ratio [{coverage_pct(res)} % interval])"
     rows = []
     for name in [*(n for n in ROWS if n in variants), *(n for n in variants if n not in ROWS)]:
-        v = variants[name]
-        mem, tm = v["memory"], v["timing"]
+        v, tm = variants[name], variants[name]["timing"]
         r = res["ratios"].get(name)  # None for the peer
         comp = v.get("compile") or {}
         rows.append({
@@ -313,7 +310,7 @@ def table_rows(res: dict[str, Any]) -> list[dict[str, str]]:
             "precision": v["precision"],
             "parameters": f"{v['n_parameters']:,}",
             "parameters (MB)": mb(v["parameter_bytes"]),
-            "activations (MB)": memory_mb(mem, "activations"),
+            "activations (MB)": memory_mb(v["memory"], "activations"),
             "peak (MB)": peak_mb(res, name),
             "step median (ms)": ms(tm["median_s"]),
             "step IQR (ms)": ms(tm["iqr_s"]),

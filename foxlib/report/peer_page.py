@@ -71,8 +71,7 @@ def check_results(res: dict[str, Any], where: str = "the results") -> None:
     """ValueError naming every key the page needs that `res` lacks (missing_keys), or a file whose figures pool its
     all-rows run (an earlier layout: it made one independent timing run fewer than it asked for, counting itself);
     the page reads the keys directly."""
-    missing = missing_keys(res)
-    if missing:
+    if missing := missing_keys(res):
         raise ValueError(f"{where}: not a complete peer benchmark results file (benchmarks/peer_tft.py writes one): "
                          f"missing {', '.join(missing)}")
     asked, made = res["arguments"]["runs"], len(res["timing_runs"]["runs"])
@@ -109,8 +108,7 @@ def best_step(res: dict[str, Any]) -> str:
     if best["cuda_graph"]:
         parts.append("the whole step as one CUDA graph" if row is not None and row["cuda_graph"]
                      else "its CUDA graph not applied on this device (eager steps)")
-    options = StepOptions.from_dict(best["options"]).label()
-    if options:
+    if options := StepOptions.from_dict(best["options"]).label():
         parts.append(f"step options: {options}")
     return "; ".join(parts)
 
@@ -208,18 +206,18 @@ def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
 def render_file(json_path: Path, html_path: Path | None = None, *, allow_dirty: bool = False,
                 base: Path | None = None) -> Path:
     """Verify the file's citations, stamp its revisions, rewrite it and write its page (default: beside it).
-    ValueError where the file lacks keys the page reads (check_results); provenance.ProvenanceError on a dirty tree or a measurement made from one (unless allow_dirty), or when a cited file
-    (relative paths under `base`, default the repository) is missing or no longer has the cited sha256."""
+    ValueError where the file lacks keys the page reads (check_results); provenance.ProvenanceError on a dirty tree
+    or a measurement made from one (unless allow_dirty), or when a cited file (relative paths under `base`, default
+    the repository) is missing or no longer has the cited sha256."""
     json_path = Path(json_path)
     res = read_json(json_path)
     check_results(res, str(json_path))
     revision = provenance.check_tree(allow_dirty, "a rendered page", res, str(json_path))
     cites = citations(res, base)
-    bad = [c["problem"] for c in cites["items"] if not c["verified"]]
-    if bad:
-        raise provenance.ProvenanceError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. Measure the "
-                            "peer benchmark again against the published wave 8.12 results (make peer-bench)")
-    res["measured_at_revision"] = measured_revision(res)
-    res["rendered_at_revision"] = revision
+    if bad := [c["problem"] for c in cites["items"] if not c["verified"]]:
+        raise provenance.ProvenanceError(f"{json_path}: the best configuration's source changed: {'; '.join(bad)}. "
+                                         "Measure the peer benchmark again against the published wave 8.12 results "
+                                         "(make peer-bench)")
+    res.update(measured_at_revision=measured_revision(res), rendered_at_revision=revision)
     write_json(json_path, res)
     return write_text(Path(html_path) if html_path else json_path.with_suffix(".html"), render(res, cites))

@@ -1,6 +1,7 @@
 """Reading aids every report carries, each a Block (the same piece as HTML and as Markdown): opening() (the
-link back to reports/index.html, the answer first in numbers from results.json's "checks"), closing() (how to reproduce the report, the glossary, the link back), and the tables'
-stylesheet with the marking of numeric columns (style_report, for foxlib.report.render). MB = 10^6 bytes."""
+link back to reports/index.html, the answer first in numbers from results.json's "checks"), closing() (how to
+reproduce the report, the glossary, the link back), and the tables' stylesheet with the marking of numeric columns
+(style_report, for foxlib.report.render). MB = 10^6 bytes."""
 from __future__ import annotations
 
 import html
@@ -9,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
-from foxlib.core.figures import display
+from foxlib.core.figures import DEFINITIONS, display
 from foxlib.core.parameters import p_flags, to_assignments
 from foxlib.core.results import measured_revision
 
 MINUS = "\u2212"  # the minus sign of a signed difference ("−9.4 MB")
 INDEX_FILE = "index.html"
+
+
 @dataclass(frozen=True, repr=False)
 class Block:
     """A piece of a report in both forms a notebook output can carry (shown as a cell's last expression)."""
@@ -78,9 +81,8 @@ def check_sentence(check: Any) -> str:
     head = f"{name} {figure}, {margin}: {verdict}"
     if passed != (measured <= limit):
         return f"{head} (decided on more than this value, see the check's note; the limit is {bound})"
-    if passed:
-        return f"{head}; it would fail above {bound} ({format_difference(limit - measured, unit)})"
-    return f"{head}; it would pass at ≤ {bound} ({format_difference(limit - measured, unit)})"
+    flip = f"it would fail above {bound}" if passed else f"it would pass at ≤ {bound}"
+    return f"{head}; {flip} ({format_difference(limit - measured, unit)})"
 
 
 def answer_block(checks: Iterable[Any], wave: str | None = None) -> Block:
@@ -115,7 +117,6 @@ def index_link(report_dir: str | Path) -> Block:
 
 def _definition(quantity: str) -> str:
     """A figure's definition as foxlib.core.figures gives it, without its unit suffix."""
-    from foxlib.core.figures import DEFINITIONS
     return re.sub(r"\s*\(bytes\)$", "", DEFINITIONS[quantity])
 
 
@@ -177,8 +178,7 @@ def glossary(terms: Iterable[str] | None = None) -> Block:
     items = list(GLOSSARY.items())
     if terms is not None:
         wanted = list(terms)
-        unknown = [t for t in wanted if not any(k.lower().startswith(t.lower()) for k in GLOSSARY)]
-        if unknown:
+        if unknown := [t for t in wanted if not any(k.lower().startswith(t.lower()) for k in GLOSSARY)]:
             raise ValueError(f"unknown glossary term(s) {unknown}; known: {', '.join(GLOSSARY)}")
         items = [(k, v) for k, v in items if any(k.lower().startswith(t.lower()) for t in wanted)]
     rows = "".join(f"<dt><b>{html.escape(k)}</b></dt><dd>{code_html(html.escape(v))}</dd>" for k, v in items)
@@ -297,33 +297,26 @@ figure.foxlib-figure figcaption {{ max-width: 60em; }}
 REPORT_STYLE = f'<style id="foxlib-reading-css">{REPORT_CSS}</style>'
 
 
-def _mark_table(table) -> None:
-    body_rows = [r for r in table.find_all("tr") if r.find("td")]
-    if not body_rows:
-        return
-    width = len(body_rows[0].find_all(["td", "th"], recursive=False))
-    rows = [r.find_all(["td", "th"], recursive=False) for r in body_rows]
-    if any(len(r) != width or any(c.get("colspan") or c.get("rowspan") for c in r) for r in rows):
-        return  # spanning cells: leave the table as it is
-    for col in range(width):
-        values = [t for t in (r[col].get_text(" ", strip=True) for r in rows) if t not in MISSING]
-        if not values or not all(_NUMBER.match(t.strip()) for t in values):
-            continue
-        for r in rows:
-            r[col]["class"] = r[col].get("class", []) + [NUMERIC_CLASS]
-        for head in (r for r in table.find_all("tr") if not r.find("td")):
-            cells = head.find_all("th", recursive=False)
-            if len(cells) == width:
-                cells[col]["class"] = cells[col].get("class", []) + [NUMERIC_CLASS]
-
-
 def mark_numeric_columns(page_html: str) -> str:
     """Every cell of an all-numeric table column (missing values aside) and its header given NUMERIC_CLASS;
     tables with spanning cells are left as they are."""
     from bs4 import BeautifulSoup
     soup = BeautifulSoup(page_html, "html.parser")
     for table in soup.find_all("table"):
-        _mark_table(table)
+        rows = [r.find_all(["td", "th"], recursive=False) for r in table.find_all("tr") if r.find("td")]
+        width = len(rows[0]) if rows else 0  # no body row: nothing to mark
+        if any(len(r) != width or any(c.get("colspan") or c.get("rowspan") for c in r) for r in rows):
+            continue  # spanning cells: leave the table as it is
+        for col in range(width):
+            values = [t for t in (r[col].get_text(" ", strip=True) for r in rows) if t not in MISSING]
+            if not values or not all(_NUMBER.match(t.strip()) for t in values):
+                continue
+            for r in rows:
+                r[col]["class"] = r[col].get("class", []) + [NUMERIC_CLASS]
+            for head in (r for r in table.find_all("tr") if not r.find("td")):
+                cells = head.find_all("th", recursive=False)
+                if len(cells) == width:
+                    cells[col]["class"] = cells[col].get("class", []) + [NUMERIC_CLASS]
     return str(soup)
 
 
@@ -332,6 +325,4 @@ def style_report(page_html: str) -> str:
     out = mark_numeric_columns(page_html)
     if 'id="foxlib-reading-css"' in out:
         return out
-    if "</head>" in out:
-        return out.replace("</head>", REPORT_STYLE + "</head>", 1)
-    return REPORT_STYLE + out
+    return out.replace("</head>", REPORT_STYLE + "</head>", 1) if "</head>" in out else REPORT_STYLE + out

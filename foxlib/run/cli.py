@@ -72,11 +72,9 @@ def _run(args) -> int:
     from foxlib.core.critical_path import WAVES
     from foxlib.core.parameters import ParameterError, parse_assignments, read_parameters, split_parameters
     from foxlib.report import index
-    if args.command == "waves":
-        print("\n".join(index.status_lines(args.reports_dir)))
-        return 0
-    if args.command == "index":
-        print(index.write_index(args.reports_dir))
+    if args.command in ("waves", "index"):
+        print("\n".join(index.status_lines(args.reports_dir)) if args.command == "waves" else
+              index.write_index(args.reports_dir))
         return 0
     from foxlib.run.runner import plan, run_wave
     allow_dirty = args.allow_dirty or config.env_flag("FOXLIB_ALLOW_DIRTY")
@@ -90,8 +88,7 @@ def _run(args) -> int:
         return 0
     built = [w for w in WAVES.values() if w.built]  # WAVES is in dependency order: 8.13 reads 8.12's report
     declared = {w.id: read_parameters(w.notebook) for w in built}
-    unknown = sorted(set(overrides) - {name for names in declared.values() for name in names})
-    if unknown:
+    if unknown := sorted(set(overrides) - {name for names in declared.values() for name in names}):
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}: no wave has them; valid parameters: "
                              + "; ".join(f"{w}: {', '.join(names)}" for w, names in declared.items()))
     mine = {w.id: {k: v for k, v in overrides.items() if k in declared[w.id]} for w in built}

@@ -11,7 +11,7 @@ import pandas as pd
 from foxlib.core import config, provenance, results
 from foxlib.core.budgets import Check, load_budgets, verdict
 from foxlib.core.critical_path import get_wave
-from foxlib.core.parameters import RUN_PARAMETERS, read_parameters
+from foxlib.core.parameters import RUN_PARAMETERS, read_parameters, run_kind as parameters_run_kind
 from foxlib.core.schema import WaveMeasurement
 from foxlib.report.reading import format_value
 
@@ -39,8 +39,7 @@ def parameters(wave_id: str, namespace: dict[str, Any]) -> dict[str, Any]:
         params, text = interactive_parameters(wave_id, params)
         namespace.update(params)
         display(Markdown(text))
-    _RUN.clear()
-    _RUN.update(wave=wave_id, params=dict(params))
+    _RUN.update(wave=wave_id, params=dict(params))  # both of its keys replaced
     settle_imports()
     return params
 
@@ -68,10 +67,9 @@ def interactive_parameters(wave_id: str, values: dict[str, Any]) -> tuple[dict[s
 def run_kind(wave_id: str, measurement: WaveMeasurement, params: dict[str, Any] | None = None):
     """foxlib.core.parameters.run_kind of this run, on the device the measurement was made on; `params` default: those
     `parameters` kept for this wave."""
-    from foxlib.core.parameters import run_kind as kind
     if params is None:
         params = _RUN.get("params", {}) if _RUN.get("wave") == wave_id else {}
-    return kind(wave_id, params, measurement.measure_parameters, measurement.device.type)
+    return parameters_run_kind(wave_id, params, measurement.measure_parameters, measurement.device.type)
 
 
 def _value(v: Any) -> str:
@@ -123,9 +121,8 @@ def verdict_banner(wave_id: str, checks: list[Check], measurement: WaveMeasureme
                           for k, d in kind.differs.items())
         notes.append(f'<p class="foxlib-variant" style="color:#9a6700"><b>Variant <code>{html.escape(kind.variant)}'
                      f"</code>, not the canonical report.</b> It differs from the defaults in: {diffs}.</p>")
-    applied = "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
-                        if k not in kind.differs)
-    if applied:
+    if applied := "; ".join(f"{html.escape(k)} = {_value(v)}" for k, v in kind.device_defaults.items()
+                            if k not in kind.differs):
         notes.append(f"<p><small>Defaults for the {html.escape(kind.device_type.upper())} (sized for two cores): "
                      f"{applied}.</small></p>")
     return (f'<div class="foxlib-verdict" style="border:3px solid {colour};padding:12px;border-radius:6px">'
@@ -164,6 +161,7 @@ def footer(res: dict[str, Any]) -> str:
     measured at (results.measured_revision, as results.json holds it) and the verdict."""
     return (f"*Generated {res['generated_at']} · torch {res['environment']['torch']} · "
             f"git {res['measured_at_revision']} · verdict **{res['verdict']}***")
+
 
 def table(df: pd.DataFrame):
     """A DataFrame as a clean HTML table: no index, missing values as "—", thousands separated."""

@@ -7,6 +7,7 @@ whose message names what is valid:
 """
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ from foxlib.core.budgets import load_budgets
 from foxlib.core.critical_path import get_wave
 from foxlib.core.parameters import ParameterError, read_parameters, resolve
 from foxlib.core.schema import WaveMeasurement
+from foxlib.memory.devices import resolve_device
 from foxlib.memory.step import check_precision
-from foxlib.models import MODELS
+from foxlib.models import ENSEMBLE, MODELS
 
 # counts that must be at least 1, and those that may be 0 (0: "none" or "the default")
 POSITIVE = ("batch_size", "encoder_length", "steps", "timing_repeats", "inference_repeats", "accuracy_seeds",
@@ -104,7 +106,6 @@ def check(wave_id: str, params: dict[str, Any]) -> Any:
     if params.get("measurements"):
         return None  # nothing is measured: runner.plan checked the file and its own parameters (check_measurement)
     if "device" in params:
-        from foxlib.memory.devices import resolve_device
         resolve_device(params["device"])
     _encoder_fits_the_data(params)
     if wave_id == "8.13":
@@ -157,12 +158,10 @@ def free_bytes(device) -> tuple[int | None, str]:
             return view["device_total_bytes"] - view["device_used_bytes"], "free GPU memory (NVML)"
         import torch
         return int(torch.cuda.mem_get_info(device)[0]), "free GPU memory (cudaMemGetInfo)"
-    try:
+    with suppress(OSError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024, "available RAM (MemAvailable, /proc/meminfo)"
-    except OSError:
-        pass
     return None, "available RAM (unknown: no /proc/meminfo)"
 
 
@@ -175,7 +174,6 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device, checked: Any = 
     target = "cuda" if device.type == "cuda" else "cpu"
     seed = params.get("seed", 0)
     if wave_id == "8.13":
-        from foxlib.models import ENSEMBLE
         from foxlib.waves.wave_8_13.measuring import check_parameters
         t = (checked or check_parameters(params)).tft
         total = 0
@@ -198,7 +196,6 @@ def check_memory(wave_id: str, params: dict[str, Any], force: bool = False,
     parameters (runner.Plan.checked), so that nothing it resolved is resolved again."""
     if params.get("measurements"):
         return None
-    from foxlib.memory.devices import resolve_device
     device = resolve_device(params.get("device", "auto"))
     predicted, what = predicted_peak(wave_id, params, device, checked)
     needed = int(predicted * MEMORY_SLACK) + PROCESS_BYTES

@@ -48,12 +48,9 @@ class ReportsNotWritable(RuntimeError):
 def ensure_kernel() -> None:
     """Register the `foxlib` Jupyter kernel for this interpreter's environment if it is missing."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-    try:
-        spec = KernelSpecManager().get_kernel_spec(config.KERNEL_NAME)
-        if Path(spec.argv[0]).exists():
+    with suppress(NoSuchKernel):
+        if Path(KernelSpecManager().get_kernel_spec(config.KERNEL_NAME).argv[0]).exists():
             return
-    except NoSuchKernel:
-        pass
     from ipykernel.kernelspec import install
     install(kernel_name=config.KERNEL_NAME, display_name="foxlib", prefix=sys.prefix)
 
@@ -191,8 +188,7 @@ def run_wave(wave_id: str, overrides: dict[str, Any] | None = None, reports_dir:
     provenance.check_tree(allow_dirty, measurement=p.measurement)
     if p.final.exists():
         _probe_writable(p.final)
-    memory = preflight.check_memory(p.wave.id, p.params, force, p.checked)
-    if memory:
+    if memory := preflight.check_memory(p.wave.id, p.params, force, p.checked):
         log.info("wave %s: predicted peak %.1f MB (%s); %s MB free (%s)", p.wave.id, memory["predicted_bytes"] / 1e6,
                  memory["predicted"], f"{memory['free_bytes'] / 1e6:,.1f}" if memory["free_bytes"] else "?",
                  memory["free"])
@@ -257,11 +253,7 @@ def _execute(p: Plan, progress: bool) -> dict[str, Any]:
 def os_error_line(exc: OSError) -> str:
     """An OSError as one line that says what to do."""
     where = f" ({exc.filename})" if exc.filename else ""
-    what = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        hint = "the disk is full: free some space and run again"
-    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        hint = "make the reports folder writable, or write elsewhere with --reports-dir"
-    else:
-        hint = "the previous reports are untouched"
-    return f"{what}{where}: {hint}"
+    hint = ("the disk is full: free some space and run again" if exc.errno == errno.ENOSPC else
+            "make the reports folder writable, or write elsewhere with --reports-dir"
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else "the previous reports are untouched")
+    return f"{exc.strerror or exc}{where}: {hint}"

@@ -63,8 +63,7 @@ def activations_by_module(m: Measurement) -> pd.DataFrame:
 def cuda_reconciliation(m: Measurement) -> pd.DataFrame | None:
     """nvidia-smi's process figure split into context + allocator reserve; reserve into allocated + cached."""
     p = m.tft.profile
-    cuda = p.cuda
-    if not cuda:
+    if not (cuda := p.cuda):
         return None
     nvml, bare = cuda["nvml"], m.bare_context
     used = nvml.get("process_used_bytes")

@@ -16,20 +16,16 @@ from foxlib.waves.wave_8_11.records import Measurement
 
 def memory_table(m: Measurement) -> pd.DataFrame:
     """The TFT's categories in each precision, the change against fp32, the seed's expectation."""
-    rows = []
     base = m.memory["tft"]["fp32"]
-    for p in m.precisions:
-        prof = m.memory["tft"][p]
-        rows.append({
-            "precision": p, "parameters (MB)": to_mb(prof.parameters), "gradients (MB)": to_mb(prof.gradients),
-            "optimizer (MB)": to_mb(prof.optimizer_state), "activations (MB)": to_mb(prof.activations),
-            "forward peak (MB)": to_mb(prof.forward_peak), "model peak (MB)": to_mb(prof.peak),
-            "model peak vs fp32 (%)": round(100 * (prof.peak / base.peak - 1), 1),
-            "activations vs fp32 (%)": round(100 * (prof.activations / base.activations - 1), 1),
-            "process peak (MB)": to_mb(prof.process_peak),
-            "seed's expectation (MB)": seed_claims.FP16_EXPECTED_PEAK_MB if p == "fp16" else None,
-        })
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{
+        "precision": p, "parameters (MB)": to_mb(prof.parameters), "gradients (MB)": to_mb(prof.gradients),
+        "optimizer (MB)": to_mb(prof.optimizer_state), "activations (MB)": to_mb(prof.activations),
+        "forward peak (MB)": to_mb(prof.forward_peak), "model peak (MB)": to_mb(prof.peak),
+        "model peak vs fp32 (%)": round(100 * (prof.peak / base.peak - 1), 1),
+        "activations vs fp32 (%)": round(100 * (prof.activations / base.activations - 1), 1),
+        "process peak (MB)": to_mb(prof.process_peak),
+        "seed's expectation (MB)": seed_claims.FP16_EXPECTED_PEAK_MB if p == "fp16" else None,
+    } for p, prof in m.memory["tft"].items()])  # measured in m.precisions' order
 
 
 def models_table(m: Measurement) -> pd.DataFrame:
@@ -41,22 +37,17 @@ def models_table(m: Measurement) -> pd.DataFrame:
 
 def why_not_half(m: Measurement) -> pd.DataFrame:
     """Why "fp16 halves memory" does not hold: what stays fp32, and the 16-bit extras."""
-    base, rows = m.memory["tft"]["fp32"], []
-    for p in [p for p in m.precisions if p != "fp32"]:
-        prof = m.memory["tft"][p]
-        kept = prof.parameters + prof.gradients + prof.optimizer_state
-        halved_ideal = base.activations / 2
-        rows.append({
-            "precision": p,
-            "stays fp32: weights + gradients + Adam (MB)": to_mb(kept),
-            "activations if all halved (MB)": to_mb(halved_ideal),
-            "activations measured (MB)": to_mb(prof.activations),
-            "not halved (MB)": to_mb(prof.activations - halved_ideal),
-            "why": "autocast runs only matmul-like ops in 16 bits: layer norms, softmax, ELU, the loss and "
-                   "the LSTM state stay fp32; each cast makes a 16-bit copy (weights included: the "
-                   "cast-weight cache) that backward keeps; parameters, gradients and Adam state stay fp32",
-        })
-    return pd.DataFrame(rows)
+    halved_ideal = m.memory["tft"]["fp32"].activations / 2
+    return pd.DataFrame([{
+        "precision": p,
+        "stays fp32: weights + gradients + Adam (MB)": to_mb(prof.parameters + prof.gradients + prof.optimizer_state),
+        "activations if all halved (MB)": to_mb(halved_ideal),
+        "activations measured (MB)": to_mb(prof.activations),
+        "not halved (MB)": to_mb(prof.activations - halved_ideal),
+        "why": "autocast runs only matmul-like ops in 16 bits: layer norms, softmax, ELU, the loss and "
+               "the LSTM state stay fp32; each cast makes a 16-bit copy (weights included: the "
+               "cast-weight cache) that backward keeps; parameters, gradients and Adam state stay fp32",
+    } for p, prof in m.memory["tft"].items() if p != "fp32"])
 
 
 def speed_table(m: Measurement) -> pd.DataFrame:
