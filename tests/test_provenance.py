@@ -171,13 +171,14 @@ def test_the_gpu_script_takes_only_a_full_revision_hash(tmp_path, revision):
 
 
 def test_a_failed_test_stage_fails_the_gpu_script(tmp_path):
-    """scripts/h200.sh pipes pytest through tail and tee: a failing GPU test must still fail the script."""
+    """A failing GPU test stage fails scripts/h200.sh, and run.log (what comes back from the machine) says why."""
     env = {**os.environ, "OUT": str(tmp_path), "FOXLIB_GIT_REVISION": "a" * 40, "WAVES": "none", "PEER": "0",
            "DIAG_EAGER": "0", "CPU_TESTS": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTEST_ADDOPTS": "--no-such-option",  # pytest refuses to start: the stage fails
            "WHEELS": "0"}  # a checkout holding the GPU machine's wheels (.whl/, Python 3.12) does not install them here
     r = subprocess.run(["bash", "scripts/h200.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "FAILED: GPU-tests" in r.stdout
+    assert "--no-such-option" in (tmp_path / "run.log").read_text()  # pytest's own error, not only "failed"
 
 
 def test_the_gpu_script_runs_every_gpu_test_file():
