@@ -198,8 +198,8 @@ def timing_runs(args, names: list[str]) -> dict[str, Any]:
     through foxlib.harness.fresh_process.run_child: each builds the same rows anew, warms up and times them
     alternating), so that a step-time target is judged on independent runs alike, pooled
     (foxlib.report.peer_figures.pooled_step_time): {"rows", "runs": [{"timing": {row: timing}} or {"error": why},
-    ...]}, one entry per run asked for (arguments.runs). The measuring process's own run, with every row, is the tables' and is not pooled: it
-    times more rows, so it is not alike."""
+    ...]}, one entry per run asked for (arguments.runs). The measuring process's own run, with every row, is the
+    tables' and is not pooled: it times more rows, so it is not alike."""
     from foxlib.harness.fresh_process import run_child
     argv = [sys.executable, str(Path(__file__).resolve()), "--timing-run", "--variants", ",".join(names),
             "--device", args.device, "--preset", args.preset, "--repeats", str(args.repeats),

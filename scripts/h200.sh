@@ -81,14 +81,15 @@ if [ "${THROUGHPUT:-0}" = 1 ]; then
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   stamp "GPU tests"
+  g=/tmp/gpu-tests.log
   # -v: each test's outcome as it ends; run.log keeps them all and the failures' tracebacks (the whole output
   # stays on the machine: $OUT returns at most 8 files)
   python3 -m pytest -v -rfEs --tb=short -p no:cacheprovider -m cuda tests/test_gpu_profile.py tests/test_memory_cap.py \
     tests/test_cuda_graph.py tests/test_memory_timelines.py tests/test_parallel_training.py tests/test_cublas_workspace.py \
-    tests/test_peer_best.py tests/test_peer_benchmark.py tests/test_equivalence.py > /tmp/gpu-tests.log 2>&1 \
+    tests/test_peer_best.py tests/test_peer_benchmark.py tests/test_equivalence.py > "$g" 2>&1 \
     || failed="$failed GPU-tests"
-  { grep -E '^tests/.*(PASSED|FAILED|ERROR|SKIPPED)' /tmp/gpu-tests.log; sed -n '/= FAILURES =/,$p' /tmp/gpu-tests.log | tail -n 80
-    grep -q '= FAILURES =' /tmp/gpu-tests.log || grep -v '^[[:space:]]*$' /tmp/gpu-tests.log | tail -n 3; } | tee -a "$LOG"
+  { grep -E '^tests/.*(PASSED|FAILED|ERROR|SKIPPED)' "$g"; sed -n '/= FAILURES =/,$p' "$g" | tail -n 80
+    grep -q '= FAILURES =' "$g" || grep -v '^[[:space:]]*$' "$g" | tail -n 3; } | tee -a "$LOG"
 fi
 if [ "${CPU_TESTS:-1}" = 1 ]; then
   stamp "CPU prediction and profiler tests, CUDA hidden ($(grep -o -m1 -E 'amx_bf16|avx512_bf16' /proc/cpuinfo | head -1))"

@@ -42,7 +42,8 @@ def measure_model(model: str, cfg: Any, device: torch.device, precision: str = "
     extra = {}
     if predict:  # the predictor models the plain step only
         extra["predicted"] = (predict_model(model, cfg, device, precision, seed) if recipe.options.is_default
-                              else {"error": f"not predicted: {recipe.options.label()} is not modelled by the predictor"})
+                              else {"error": f"not predicted: {recipe.options.label()} is not modelled by the "
+                                             "predictor"})
     return _measurement(recipe, profile_recipe(recipe, device, snapshot_path=snapshot_path)) | extra
 
 

@@ -95,7 +95,8 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
         for stacks in STACKS_TRIED if cuda else STACKS_TRIED[:1]:
             try:  # the step with the allocation history on
                 if case.cuda_graph:
-                    peak, activations, outside = _record_graphed(recipe, device, path, stacks)
+                    peak, outside = _record_graphed(recipe, device, path, stacks)
+                    activations = None  # saved in the graph's pool, where no hook sees them
                 else:
                     with build_step(recipe, device) as step:
                         profile = step.profile(snapshot_path=path, snapshot_stacks=stacks)
@@ -118,10 +119,9 @@ def measure_timelines(cfg, device: torch.device | str, out_dir: str, cases: Sequ
     return runs
 
 
-def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str) -> tuple[int, None, int]:
+def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks: str) -> tuple[int, int]:
     """Capture the recipe's step as a CUDA graph with the allocator's history on, replay it once, write the
-    snapshot; returns (the model peak over capture and replay, None: no activations, the outside bytes), as
-    profile_graphed_step does."""
+    snapshot; returns (the model peak over capture and replay, the outside bytes), as profile_graphed_step does."""
     from foxlib.memory.cuda_graph import GraphedStep, bytes_outside_step
 
     step, loss = graph_parts(recipe, device)
@@ -146,7 +146,7 @@ def _record_graphed(recipe: StepRecipe, device: torch.device, path: str, stacks:
         finally:
             torch.cuda.memory._record_memory_history(enabled=None)
             del graphed
-    return peak, None, outside
+    return peak, outside
 
 
 def own_timelines(runs: dict[str, TimelineRun]) -> dict[str, MemoryTimeline | None]:

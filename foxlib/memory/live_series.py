@@ -176,7 +176,7 @@ def downsample(x: Sequence[float], y: Sequence[int], max_points: int = MAX_POINT
         return list(x), list(y)
     buckets = max_points // 2 - 1
     keep = {0, n - 1}
-    for b in range(buckets):  # n > buckets: every run holds at least one event
+    for b in range(buckets):  # n > max_points > buckets: every bucket holds at least one point
         seg = range(b * n // buckets, (b + 1) * n // buckets)
         keep |= {min(seg, key=y.__getitem__), max(seg, key=y.__getitem__)}
     idx = sorted(keep)

@@ -72,9 +72,11 @@ def _run(args) -> int:
     from foxlib.core.critical_path import WAVES
     from foxlib.core.parameters import ParameterError, parse_assignments, read_parameters, split_parameters
     from foxlib.report import index
-    if args.command in ("waves", "index"):
-        print("\n".join(index.status_lines(args.reports_dir)) if args.command == "waves" else
-              index.write_index(args.reports_dir))
+    if args.command == "waves":
+        print("\n".join(index.status_lines(args.reports_dir)))
+        return 0
+    if args.command == "index":
+        print(index.write_index(args.reports_dir))
         return 0
     from foxlib.run.runner import plan, run_wave
     allow_dirty = args.allow_dirty or config.env_flag("FOXLIB_ALLOW_DIRTY")

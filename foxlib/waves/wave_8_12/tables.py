@@ -200,7 +200,8 @@ def floors_table(rec: Measurement812, budgets: dict[str, dict[str, float]]) -> p
     for name in dict.fromkeys(r["strategy"] for r in picks if r["strategy"]):  # each once, in that order
         s, k = rec[name], rec.knob(name)
         step_s = s.timing.median_s
-        arithmetic = (fl.time_floor_s or {}).get("bf16" if s.precision != "fp32" else ("tf32" if s.options.tf32 else "fp32"))
+        peak_kind = "bf16" if s.precision != "fp32" else ("tf32" if s.options.tf32 else "fp32")
+        arithmetic = (fl.time_floor_s or {}).get(peak_kind)
         floor_s = None if arithmetic is None else max(arithmetic, fl.traffic_floor_s or 0)
         rows += [
             {"strategy": name, "quantity": "model peak (MB)", "measured": to_mb(s.peak_bytes),

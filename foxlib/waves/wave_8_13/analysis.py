@@ -11,7 +11,7 @@ from foxlib.core.config import MB
 from foxlib.core.figures import Figure
 from foxlib.waves.wave_8_13.cap import NOT_ENFORCED
 from foxlib.waves.wave_8_13.nvml import NVML_CHECK, NvmlPeak, nvml_peak
-from foxlib.waves.wave_8_13.records import Measurement
+from foxlib.waves.wave_8_13.records import Cap, Measurement
 from foxlib.waves.wave_8_13.tft import RECOMMENDING_WAVE
 
 TRAIN_CHECK = "ensemble trains under the cap"
@@ -83,6 +83,14 @@ def nvml_check(r: Measurement) -> NvmlPeak:
     return nvml_peak(r.nvml.values(), r.cap.card_bytes, r.nvml.note)
 
 
+def limit_text(cap: Cap) -> str:
+    """What the training check's limit is: the card, or the allocator cap cap_bytes set (+ the CUDA context)."""
+    if cap.override:
+        return (f"limit = the allocator cap {mb(cap.cap_bytes, 2)} MB set by cap_bytes"
+                + (f" + the CUDA context {mb(cap.context_bytes)} MB" if cap.enforced else ""))
+    return f"limit = the {mb(cap.card_bytes)} MB card" + (" (cap + CUDA context)" if cap.enforced else "")
+
+
 def how(m: Measurement) -> str:
     """"enforced (...)" or "not enforced (accounting)": the label of every memory figure of this run."""
     return (f"enforced: allocator capped at {mb(m.cap.cap_bytes)} MB + CUDA context {mb(m.cap.context_bytes)} MB"
@@ -100,9 +108,7 @@ def checks(r: Measurement, budgets: dict[str, dict[str, float]]) -> list[Check]:
             "accounted peak: each model's measured step peak plus what the other models keep")
     t_note = (f"{label}; {len(t.steps)} of {n * r.steps} interleaved steps ran; {what}"
               + (f"; OUT OF MEMORY {t.oom.where}: {t.oom.error}" if t.oom else "")
-              + (f"; limit = the allocator cap {mb(cap.cap_bytes, 2)} MB set by cap_bytes"
-                 + (f" + the CUDA context {mb(cap.context_bytes)} MB" if cap.enforced else "") if cap.override else
-                 f"; limit = the {mb(cap.card_bytes)} MB card" + (" (cap + CUDA context)" if cap.enforced else "")))
+              + f"; {limit_text(cap)}")
     inf = figure(r, "inference")
     limit = r.cap.limit_bytes - budgets["ensemble"]["min_headroom_mb"] * MB
     i_note = (f"{label}; {i.mode}; all {n} models resident, leaving at least "
