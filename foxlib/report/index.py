@@ -12,6 +12,7 @@ from foxlib.core import config, results, seed_claims
 from foxlib.core.card_classes import classes_for, nearest_class
 from foxlib.core.figures import display
 from foxlib.core.critical_path import DEPLOYMENT, WAVES
+from foxlib.report.page_template import template
 from foxlib.report.reading import format_value
 
 PEER_PAGES = ("peer-benchmark*.html", "throughput-benchmark*.html")  # the benchmarks' pages, per device folder
@@ -166,7 +167,6 @@ def _cell(res: dict[str, Any] | None, md: str = "report.md", headline_lines: boo
 def write_index(reports_dir: Path | None = None) -> Path:
     """reports/index.html from the canonical reports: the answer, the seed's claims ledger, the critical path."""
     from foxlib.report import baselines, ledger
-    from foxlib.report.render import template
     reports_dir = Path(reports_dir or config.REPORTS_DIR)
     found = collect(reports_dir)
     variants = collect_variants(reports_dir)

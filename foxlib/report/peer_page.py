@@ -11,11 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from foxlib.core import provenance
 from foxlib.core.pooled_runs import MIN_RUNS
 from foxlib.core.results import measured_revision, read_json, write_json, write_text
 from foxlib.harness.step_options import StepOptions
 from foxlib.report import peer_figures as fig
+from foxlib.report.page_template import template
 
 MEMORY_CATEGORIES = {"parameters": "parameters", "gradients": "gradients", "optimizer_state": "optimizer state",
                      "activations": "activations", "forward_peak": "forward peak", "peak": "step peak"}
@@ -195,9 +198,6 @@ def context(res: dict[str, Any], cites: dict[str, Any] | None = None) -> dict[st
 
 def render(res: dict[str, Any], cites: dict[str, Any] | None = None) -> str:
     """The page's HTML for a results dict (nothing written); ValueError where it lacks keys (check_results)."""
-    import jinja2
-
-    from foxlib.report.render import template  # here: measuring (peer_tft.py imports this module) needs no nbformat
     check_results(res)
     page = template("peer-benchmark.html.j2", autoescape=True, undefined=jinja2.StrictUndefined)
     return page.render(**context(res, cites))

@@ -1,5 +1,5 @@
-"""From an executed notebook to report.html (self-contained, no code) and report.md (+ figures); the pages made
-from templates/ (the index, the benchmarks' pages) get their template from template()."""
+"""From an executed notebook to report.html (self-contained, no code) and report.md (+ figures). The pages made
+from templates/ (the index, the benchmarks' pages) get theirs from page_template."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +7,6 @@ from pathlib import Path
 import nbformat
 
 from foxlib.report import captioned, reading
-
-TEMPLATES = Path(__file__).parent / "templates"
 
 NOTEBOOK_ONLY = "notebook-only"  # the tag of a cell written for whoever runs the notebook (in JupyterLab), not for readers
 
@@ -22,14 +20,6 @@ def for_readers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
     return nb
-
-
-def template(name: str, **options):
-    """The jinja2 template `name` of TEMPLATES, its block tags trimmed (trim_blocks, lstrip_blocks); `options`: the
-    page's other jinja2.Environment settings (autoescape, undefined, ...)."""
-    import jinja2
-    loader = jinja2.FileSystemLoader(TEMPLATES)
-    return jinja2.Environment(loader=loader, trim_blocks=True, lstrip_blocks=True, **options).get_template(name)
 
 
 def render(executed: Path, out_dir: Path, title: str = "foxlib report") -> tuple[Path, Path]:

@@ -9,7 +9,7 @@ import jinja2
 
 from foxlib.core import provenance
 from foxlib.core.results import read_json, write_text
-from foxlib.report.render import template
+from foxlib.report.page_template import template
 
 
 def device(data: dict[str, Any]) -> str:
