@@ -11,7 +11,7 @@ from typing import Any
 from foxlib.core.budgets import Check, verdict
 from foxlib.core.config import MB
 from foxlib.core.critical_path import DEPLOYMENT
-from foxlib.core.parameters import p_flags, to_assignments
+from foxlib.core.parameters import RUN_PARAMETERS, p_flags, to_assignments
 from foxlib.core.results import measured_revision, write_text
 from foxlib.waves.wave_8_13 import analysis
 from foxlib.waves.wave_8_13.analysis import mb
@@ -50,8 +50,7 @@ def pinned_tft_config(m: Measurement) -> str:
 
 def reproduce_commands(m: Measurement, params: dict[str, Any]) -> dict[str, list[str]]:
     """The exact commands that reproduce this report, by purpose."""
-    used = dict(m.measure_parameters or {k: v for k, v in params.items()
-                                                  if k not in ("measurements", "output_dir", "budgets_file")})
+    used = dict(m.measure_parameters or {k: v for k, v in params.items() if k not in RUN_PARAMETERS})
     used["device"] = m.device.type
     pinned = dict(used, tft_config=pinned_tft_config(m))
 
