@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from foxlib.core import config
 from foxlib.harness.timing import median_interval, short_coverage
 from foxlib.report.index import canonical_pages
 
@@ -79,10 +78,9 @@ def disagreements(baselines: list[Baseline]) -> list[str]:
     return lines
 
 
-def rows(reports_dir: Path | None = None) -> dict[str, dict[str, object]]:
+def rows(reports_dir: Path) -> dict[str, dict[str, object]]:
     """For the index: per device with any, its canonical pages' fp32 baselines (reports/<device>/wave-*/results.json
     and the peer benchmark's JSON; variants are not read) and their disagreements."""
-    reports_dir = Path(reports_dir or config.REPORTS_DIR)
     found: dict[str, list[Baseline]] = {}
     for path, res in canonical_pages(reports_dir):
         rel = str(path.relative_to(reports_dir))

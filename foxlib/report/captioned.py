@@ -27,10 +27,10 @@ DPI = 110
 PLACEHOLDER_ALTS = ("No description has been provided for this image",)
 
 
-def png_bytes(fig, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes (tight bounding box)."""
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes at DPI (tight bounding box)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     return buf.getvalue()
 
 
@@ -101,14 +101,14 @@ def describe(fig, max_items: int = 12) -> str:
     return ("A figure of " + str(len(charts)) + " charts. " if len(charts) > 1 else "A ") + " | ".join(charts) + "."
 
 
-def show_figure(fig, caption: str, alt: str | None = None, dpi: int = DPI) -> None:
+def show_figure(fig, caption: str, alt: str | None = None) -> None:
     """Display a matplotlib figure once, with a caption (what it shows, how to read it) and alt text (default:
     describe(fig)), and close it."""
     import matplotlib.pyplot as plt
     from IPython.display import display
     try:
         alt = alt if alt is not None else describe(fig)
-        data, metadata = bundle(png_bytes(fig, dpi), alt, caption)
+        data, metadata = bundle(png_bytes(fig), alt, caption)
     finally:
         plt.close(fig)
     display(data, metadata=metadata, raw=True)

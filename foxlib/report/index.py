@@ -115,8 +115,7 @@ def answers_for(res: dict[str, Any], device_type: str) -> str:
     return named or nearest_class(res["device"].get("capability"), device_type).name
 
 
-def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dict[str, Any]] | None = None
-           ) -> list[str]:
+def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dict[str, Any]]) -> list[str]:
     """The page's first lines: per class of card (foxlib.core.card_classes), GO or NO-GO for deployment (8.14,
     from wave 8.13's run for that class: the device's canonical report for its own class, a card_class variant, one
     that differs in card_class alone, for another), the configuration to ship (wave 8.12's for the class) and the
@@ -126,7 +125,7 @@ def answer(found: dict[str, dict[str, Any]], devs: list[str], variants: list[dic
         device_type = "cpu" if d == "cpu" else "cuda"  # reports/<device>/: cpu, or a GPU's short name
         canonical = found.get("8.13", {}).get(d)
         runs = {answers_for(canonical, device_type): canonical} if canonical else {}
-        for v in variants or []:
+        for v in variants:
             differs = set((v.get("run") or {}).get("differs") or {})
             if v["wave"] == "8.13" and v["_device"] == d and differs == {"card_class"}:
                 runs.setdefault(answers_for(v, device_type), v)

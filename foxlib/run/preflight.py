@@ -177,7 +177,7 @@ def predicted_peak(wave_id: str, params: dict[str, Any], device, checked: Any = 
         from foxlib.waves.wave_8_13.measuring import check_parameters
         t = (checked or check_parameters(params)).tft
         total = 0
-        for name in [n for n in ENSEMBLE if n in MODELS]:
+        for name in ENSEMBLE:
             cfg, precision = (t.config, t.run.precision) if name == "tft" else \
                 (MODELS[name].preset(params["preset"]), params["ensemble_precision"])
             total += predict_step(MODELS[name], cfg, precision=precision, target=target, seed=seed).peak
