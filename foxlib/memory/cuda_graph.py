@@ -96,7 +96,8 @@ class GraphedStep:
 def bytes_outside_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer) -> int:
     """What CUDA's allocator holds now that is not the step's tensors (weights, buffers, batch, gradients,
     the optimizer's state): cuBLAS workspaces of every stream used, and anything else the process keeps.
-    Taken after the eager warm-up, it is what a graphed step's model peak leaves out."""
+    Taken after the eager warm-up, it is what a graphed step's model peak leaves out; taken before the step
+    exists, the workspaces of other streams (profile_graphed_step)."""
     device = next(model.parameters()).device
     mine = [*model.parameters(), *model.buffers(), *accounting.iter_tensors([batch, list(optimizer.state.values())]),
             *(p.grad for p in model.parameters() if p.grad is not None)]
@@ -136,10 +137,9 @@ def profile_graphed_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
     device = next(model.parameters()).device
     gc.collect()
     torch.cuda.synchronize(device)
-    own = list(model.parameters()) + list(model.buffers()) + list(accounting.iter_tensors(batch))
     # allocated before this step exists and not its tensors: cuBLAS workspaces of other streams (the
     # default one, earlier graphs' capture streams), held for the process
-    other_streams = max(0, torch.cuda.memory_allocated(device) - cuda_block_bytes(own, device))
+    other_streams = bytes_outside_step(model, batch, optimizer)
     step = GraphedStep(model, batch, loss_fn, optimizer, precision)  # its eager warm-up on its capture stream
     gc.collect()
     torch.cuda.synchronize(device)
