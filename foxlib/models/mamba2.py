@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from foxlib.data.market import TARGET_SCALE, market_features
 from foxlib.memory.step import TrainingStep
-from foxlib.models.card import ModelCard
+from foxlib.models.card import ModelCard, seeded
 
 # Initialisation ranges of the reference implementation (mamba_ssm, Mamba2 defaults).
 DT_MIN, DT_MAX, DT_INIT_FLOOR = 1e-3, 1e-1, 1e-4  # dt = softplus(dt_bias) log-uniform in [DT_MIN, DT_MAX]
@@ -274,8 +274,7 @@ def train(cfg: Mamba2Config, steps: int, device: str | torch.device = "cpu", see
     norm 1) on a fresh seeded batch: the loss of every step. On "small" (seed 0) it falls from about 2.1 to about
     1.1 within 120 steps, below the variance of next-day returns: the model fits the training period; it says
     nothing of skill after it."""
-    torch.manual_seed(seed)
-    model = build(cfg).to(device)
+    model = seeded(build, cfg, seed, torch.device(device))
     run = TrainingStep(model, None, loss, torch.optim.Adam(model.parameters(), lr=cfg.lr), clip=1.0)
     return [run(example_batch(cfg, device=device, seed=seed * 1_000_003 + step)).item() for step in range(steps)]
 

@@ -47,7 +47,7 @@ def measure(*, preset: str = "seed", batch_size: int = 32, encoder_length: int =
     slow = slow_target(dev, target_state_slow) if target_state else None
     context = bare_context(dev)
     cfg = MODELS["tft"].config(preset, batch_size=batch_size, encoder_length=encoder_length)
-    others = [m for m in ENSEMBLE if m != "tft" and m in MODELS] if ensemble else []
+    others = [m for m in ENSEMBLE if m != "tft"] if ensemble else []
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "device": describe(dev), "environment": environment(),
                            "bare_context": context, "snapshot": snapshot_path if dev.type == "cuda" else "",
                            "target_state_kernels": slow, "second_opinion": None, "target_state": {},

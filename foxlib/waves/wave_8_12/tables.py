@@ -14,6 +14,7 @@ import pandas as pd
 
 from foxlib.core import seed_claims
 from foxlib.core.config import MB, to_mb
+from foxlib.core.figures import mb_text
 from foxlib.harness.equivalence import Equivalence
 from foxlib.harness.floors import FLOOR_BYTES_PER_PARAMETER, FLOOR_BYTES_PER_PARAMETER_IN_BACKWARD
 from foxlib.harness.timelines import TimelineRun, keep_beside, own_timelines
@@ -228,13 +229,12 @@ def timeline_lines(runs: dict[str, Any], own: dict[str, Any], links: dict[str, d
     """One Markdown line per timeline (foxlib.harness.timelines: the runs, their own series from
     own_timelines, their files from keep_beside): its model peak and what the process held besides
     (where it held anything), or why it was not recorded, with links to its snapshot and PyTorch's viewer."""
-    mb = lambda b: f"{b / MB:,.1f}"  # noqa: E731
     lines = []
     for n, r in ((n, r) for n, r in runs.items() if r.series is not None):
         s = own[n]
-        text = (f"model peak {mb(s.peak_bytes)} MB in {s.peak_phase} (its own tensors; {mb(s.start_bytes)} MB of "
+        text = (f"model peak {mb_text(s.peak_bytes)} in {s.peak_phase} (its own tensors; {mb_text(s.start_bytes)} of "
                 "them live when the step began)"
-                + (f"; the process held {mb(r.outside_bytes)} MB besides (workspaces, earlier measurements)"
+                + (f"; the process held {mb_text(r.outside_bytes)} besides (workspaces, earlier measurements)"
                    if r.outside_bytes else ""))
         files = "".join(f" · [{label}]({links[n][key]})" for key, label in (("snapshot", "snapshot"),
                                                                             ("viewer_html", "PyTorch's viewer"))
