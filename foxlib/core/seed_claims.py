@@ -16,6 +16,7 @@ TFT_8_10_MB = {
 }
 TFT_THEORETICAL_MB = 4.8          # "4.8MB theoretical"
 TFT_FORWARD_MEASURED_MB = 2952    # "2,952MB measured", the "615x overhead"
+TFT_FORWARD_BUDGET_MB = 500       # "(should be <500MB)", of the forward memory
 
 ENSEMBLE_CURRENT_MB = {"dqn": 6, "ppo": 145, "mamba2": 164, "tft": 3096}
 ENSEMBLE_TARGET_MB = {"dqn": 3, "ppo": 73, "mamba2": 82, "tft": 774}   # "FP16 + Checkpointing"

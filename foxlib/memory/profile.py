@@ -19,6 +19,7 @@ import torch
 from foxlib.memory import accounting
 from foxlib.memory.cuda import allocator_stats, nvml_view
 from foxlib.memory.devices import cpu_name
+from foxlib.memory.live_series import MIN_BLOCK_BYTES
 from foxlib.memory.step import TrainingStep
 from foxlib.memory.timeline import cpu_allocations, mark_forward_end
 
@@ -113,9 +114,10 @@ def peak_misses_saved_tensors(d: Mapping[str, Any]) -> bool:
 
 
 def cuda_block_bytes(tensors, device: torch.device) -> int:
-    """What the CUDA caching allocator holds for these tensors: each storage on `device` once, in 512-byte blocks."""
+    """What the CUDA caching allocator holds for these tensors: each storage on `device` once, in blocks of
+    MIN_BLOCK_BYTES (an empty storage holds none)."""
     storages = {s.data_ptr(): s.nbytes() for s in (t.untyped_storage() for t in tensors if t.device == device)}
-    return sum(-(-n // 512) * 512 for n in storages.values())
+    return sum(-(-n // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES for n in storages.values())
 
 
 MAX_EXTRA_WARMUP = 20  # fp16 warm-up steps beyond `warmup` while the GradScaler keeps skipping
