@@ -55,13 +55,14 @@ def speed_table(m: Measurement) -> pd.DataFrame:
     samples are noisy, and the seed's guess. The ratio is the median of the per-round ratios (the rounds alternate
     the precisions), not the ratio of the medians beside it, and its column says so: the two can order two
     precisions differently where they tie (the H200's fp16 and bf16, reports/h200/wave-8.11/)."""
+    ratios = speed_ratios(m)
     return pd.DataFrame([{
         "precision": p, "median step (ms)": round(1e3 * t.median_s, 2), "IQR (ms)": round(1e3 * t.iqr_s, 2),
-        "median of per-round ratios to fp32": round(r.median, 3),
-        "ratio interval (low, high)": f"{r.low:.2f} – {r.high:.2f}",
+        "median of per-round ratios to fp32": round(ratios[p].median, 3),
+        "ratio interval (low, high)": f"{ratios[p].low:.2f} – {ratios[p].high:.2f}",
         "noisy (IQR > 10 %)": t.noisy,
         "seed's guess": seed_claims.STRATEGY_GUESSES["fp16"]["speed"] if p == "fp16" else "",
-    } for (p, t), r in zip(m.timing.items(), speed_ratios(m).values())])  # speed_ratios keeps m.timing's order
+    } for p, t in m.timing.items()])
 
 
 def speed_line(m: Measurement) -> str:
